@@ -1,0 +1,1 @@
+//! sluice's OpenAI-compatible HTTP API.

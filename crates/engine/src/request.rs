@@ -1,0 +1,189 @@
+//! What a caller hands the engine, already validated, and what it gets back.
+
+use std::time::Duration;
+
+/// Scheduling priority of a request. Lower numeric value is served first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum Priority {
+    /// Served first (base 0).
+    High,
+    /// The default (base 1).
+    #[default]
+    Normal,
+    /// Served last (base 2).
+    Low,
+}
+
+impl Priority {
+    /// The base of the effective-priority formula: High 0, Normal 1, Low 2.
+    pub fn base(self) -> f64 {
+        match self {
+            Priority::High => 0.0,
+            Priority::Normal => 1.0,
+            Priority::Low => 2.0,
+        }
+    }
+}
+
+/// How tokens are drawn from the logits. Every value here has been validated by the caller.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SamplingParams {
+    /// 0 means greedy (argmax).
+    pub temperature: f32,
+    /// Nucleus mass in (0, 1]; 1 disables.
+    pub top_p: f32,
+    /// Keep only the k most likely tokens; `None` disables.
+    pub top_k: Option<u32>,
+    /// Drop tokens below `min_p * p(max)`; 0 disables.
+    pub min_p: f32,
+    /// Multiplicative penalty on tokens seen in prompt or output (1 disables), as in vLLM/HF.
+    pub repetition_penalty: f32,
+    /// Additive penalty on tokens present in the output (OpenAI semantics).
+    pub presence_penalty: f32,
+    /// Additive penalty per occurrence in the output (OpenAI semantics).
+    pub frequency_penalty: f32,
+    /// Added to the logits of the given token ids before sampling.
+    pub logit_bias: Vec<(u32, f32)>,
+    /// Seed of this request's own RNG; `None` draws a random seed.
+    pub seed: Option<u64>,
+    /// `Some(k)`: return the chosen token's logprob and the top `k` (k <= 20) alternatives.
+    pub logprobs: Option<u32>,
+}
+
+impl Default for SamplingParams {
+    fn default() -> Self {
+        SamplingParams {
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: None,
+            min_p: 0.0,
+            repetition_penalty: 1.0,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            logit_bias: Vec::new(),
+            seed: None,
+            logprobs: None,
+        }
+    }
+}
+
+/// When a choice stops.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StopRules {
+    /// Generate at most this many tokens.
+    pub max_tokens: u32,
+    /// EOS and stop tokens are ignored until this many tokens were generated.
+    pub min_tokens: u32,
+    /// Keep going past EOS.
+    pub ignore_eos: bool,
+    /// Extra token ids that end generation (the token is not part of the text).
+    pub stop_token_ids: Vec<u32>,
+    /// Strings that end generation; the matched text is not returned.
+    pub stop_strings: Vec<String>,
+}
+
+impl Default for StopRules {
+    fn default() -> Self {
+        StopRules {
+            max_tokens: 16,
+            min_tokens: 0,
+            ignore_eos: false,
+            stop_token_ids: Vec::new(),
+            stop_strings: Vec::new(),
+        }
+    }
+}
+
+/// A validated generation request: a tokenized prompt and everything that governs its output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenerationRequest {
+    /// The prompt, already tokenized (and templated).
+    pub prompt_tokens: Vec<u32>,
+    /// Number of independent choices (>= 1); they share the prompt's KV blocks.
+    pub n: u32,
+    /// Sampling parameters shared by all choices. Choice `i` seeds its RNG with `seed + i`.
+    pub sampling: SamplingParams,
+    /// Stop rules shared by all choices.
+    pub stop: StopRules,
+    /// Scheduling priority.
+    pub priority: Priority,
+}
+
+/// Why a choice ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FinishReason {
+    /// EOS, a stop token or a stop string.
+    Stop,
+    /// `max_tokens` or the model's context length was reached.
+    Length,
+    /// The caller went away (its event stream was dropped) or the engine shut down.
+    Cancelled,
+    /// The engine failed on this request; the message says why.
+    Error,
+}
+
+impl FinishReason {
+    /// The OpenAI wire name (`stop`, `length`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::Cancelled => "cancelled",
+            FinishReason::Error => "error",
+        }
+    }
+}
+
+/// Log-probability of a sampled token and the most likely alternatives at that position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprob {
+    /// The sampled token.
+    pub token_id: u32,
+    /// Its log-probability under the model's distribution (after temperature 1, before
+    /// top-p/top-k filtering, as OpenAI reports it).
+    pub logprob: f32,
+    /// The `k` most likely tokens and their log-probabilities, best first.
+    pub top: Vec<(u32, f32)>,
+}
+
+/// Token counts of one finished choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    /// Prompt tokens (the same for every choice of a request).
+    pub prompt_tokens: u32,
+    /// Tokens generated by this choice.
+    pub completion_tokens: u32,
+    /// Prompt tokens served from the prefix cache.
+    pub cached_prompt_tokens: u32,
+}
+
+/// What the engine sends back on a request's event stream. Every choice gets zero or more
+/// `Delta`s and then exactly one `Finished`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// New output for one choice. `text` may be empty while a possible stop string or an
+    /// incomplete UTF-8 character is held back; `token_ids` and `logprobs` are never held back.
+    Delta {
+        /// Choice index in `0..n`.
+        choice: u32,
+        /// Newly released text.
+        text: String,
+        /// Tokens sampled since the previous delta.
+        token_ids: Vec<u32>,
+        /// One entry per token in `token_ids` when logprobs were asked for.
+        logprobs: Vec<TokenLogprob>,
+    },
+    /// The choice ended. Any text still held back was released by a preceding `Delta`.
+    Finished {
+        /// Choice index in `0..n`.
+        choice: u32,
+        /// Why it ended.
+        reason: FinishReason,
+        /// Set when `reason` is `Error`.
+        error: Option<String>,
+        /// Token counts.
+        usage: Usage,
+        /// Time spent waiting in the queue before first being scheduled.
+        queue_time: Duration,
+    },
+}

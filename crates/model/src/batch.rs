@@ -1,0 +1,112 @@
+//! The typed input of one forward pass: a flat batch of tokens from many sequences.
+//!
+//! The scheduler builds a [`Batch`] every step; the model reads it and returns [`Logits`] for the
+//! rows named in [`Batch::logits_indices`]. Decode steps (one token) and prefill chunks (many
+//! tokens) of different sequences share one batch.
+
+/// One sequence's share of a flat [`Batch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeqBatch {
+    /// Index of this sequence's first token in the flat batch.
+    pub token_start: usize,
+    /// Number of new tokens this sequence contributes to the step (1 for a decode).
+    pub num_tokens: usize,
+    /// Tokens of this sequence held in the cache once this step has written its new tokens
+    /// (previously cached tokens plus `num_tokens`). The new tokens are the last `num_tokens`.
+    pub context_len: usize,
+    /// Physical KV block ids holding this sequence's tokens, in logical order. Covers at least
+    /// `context_len` tokens.
+    pub block_table: Vec<u32>,
+}
+
+/// A flat batch of tokens from many sequences, with everything attention needs to find each
+/// sequence's history in the paged KV cache.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Batch {
+    /// Token ids, `[num_tokens]`, sequences laid out one after another.
+    pub token_ids: Vec<u32>,
+    /// Absolute position of each token in its sequence, `[num_tokens]`.
+    pub positions: Vec<u32>,
+    /// Cache slot each token's K/V is written to, `[num_tokens]`: `block_id * block_size + offset`.
+    pub slot_mapping: Vec<u32>,
+    /// The sequences, in the order their tokens appear.
+    pub seqs: Vec<SeqBatch>,
+    /// Flat token indices whose logits are returned, in this order (usually each sequence's
+    /// last token when it has caught up with its prompt).
+    pub logits_indices: Vec<usize>,
+}
+
+impl Batch {
+    /// Number of tokens in the batch.
+    pub fn num_tokens(&self) -> usize {
+        self.token_ids.len()
+    }
+
+    /// Appends one sequence's new tokens. `first_position` is the position of `tokens[0]`
+    /// (equal to the number of tokens already cached); slots are derived from `block_table`.
+    /// When `want_logits` is set, the last token's row is added to `logits_indices`.
+    pub fn push_sequence(
+        &mut self,
+        tokens: &[u32],
+        first_position: usize,
+        block_table: Vec<u32>,
+        block_size: usize,
+        want_logits: bool,
+    ) {
+        let token_start = self.token_ids.len();
+        for (i, &t) in tokens.iter().enumerate() {
+            let pos = first_position + i;
+            self.token_ids.push(t);
+            self.positions.push(pos as u32);
+            let block = block_table[pos / block_size] as usize;
+            self.slot_mapping
+                .push((block * block_size + pos % block_size) as u32);
+        }
+        if want_logits && !tokens.is_empty() {
+            self.logits_indices.push(token_start + tokens.len() - 1);
+        }
+        self.seqs.push(SeqBatch {
+            token_start,
+            num_tokens: tokens.len(),
+            context_len: first_position + tokens.len(),
+            block_table,
+        });
+    }
+}
+
+/// Logits for the rows a [`Batch`] asked for: `[rows, vocab_size]`, row-major.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Logits {
+    /// Row-major values, `rows * vocab_size` long.
+    pub data: Vec<f32>,
+    /// Columns per row.
+    pub vocab_size: usize,
+}
+
+impl Logits {
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.data.len().checked_div(self.vocab_size).unwrap_or(0)
+    }
+
+    /// One row's logits.
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.data[i * self.vocab_size..(i + 1) * self.vocab_size]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_sequence_maps_positions_to_slots_through_the_block_table() {
+        let mut b = Batch::default();
+        b.push_sequence(&[7, 8, 9], 3, vec![5, 2], 4, true);
+        assert_eq!(b.positions, vec![3, 4, 5]);
+        // position 3 -> block 5 offset 3; 4 -> block 2 offset 0; 5 -> block 2 offset 1
+        assert_eq!(b.slot_mapping, vec![23, 8, 9]);
+        assert_eq!(b.logits_indices, vec![2]);
+        assert_eq!(b.seqs[0].context_len, 6);
+    }
+}

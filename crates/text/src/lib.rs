@@ -1,0 +1,2 @@
+//! sluice's text side: tokenizer, chat templates, incremental UTF-8-safe detokenizer and the
+//! stop-string matcher. Knows nothing of tensors.
