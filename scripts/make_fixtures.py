@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""Writes the tiny random-weight model fixtures under fixtures/models/ and their reference outputs.
+
+Each fixture is a Hugging Face model directory (config.json, safetensors weights,
+generation_config.json, tokenizer.json, tokenizer_config.json) plus reference.json holding the
+prompt ids, the logits transformers computes for every prompt position, and a 32-token greedy
+continuation. The Rust tests compare against these, so they need no Python.
+
+Weights are rounded to the dtype they are saved in (f16/bf16) before the reference runs, and the
+reference is computed in f32, so a loader that widens them exactly must match to ~1e-5.
+
+Usage: python3 scripts/make_fixtures.py   (CPU only, deterministic, takes a few seconds)
+"""
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import (
+    AutoModelForCausalLM,
+    GenerationConfig,
+    LlamaConfig,
+    MistralConfig,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen3Config,
+)
+
+ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "models"
+VOCAB_SIZE = 512
+SPECIAL_TOKENS = ["<|bos|>", "<|eos|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+PROMPT = "The quick brown fox jumps over the lazy dog, and then it runs far away to the river."
+CONTINUATION_TOKENS = 32
+MIN_GREEDY_GAP = 0.01
+
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "A small model runs on the CPU and writes one token at a time.",
+    "Rivers run to the sea; the sea does not fill, and the rivers run again.",
+    "In the beginning there was the byte, and the byte was merged into pairs.",
+    "Paged attention keeps every sequence's keys and values in fixed-size blocks.",
+    "Hello, world! How are you today? I am fine, thank you, and you?",
+    "Numbers like 1, 2, 3, 42, 1000 and 3.14159 appear in text as well.",
+    "def forward(self, x): return self.lm_head(self.norm(x))",
+    "Large language models predict the next token from the ones before it.",
+    "She sells sea shells by the sea shore, and the shells she sells are sea shells.",
+]
+
+
+def train_tokenizer() -> Tokenizer:
+    """A byte-level BPE whose vocabulary is exactly VOCAB_SIZE ids, specials first."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        min_frequency=1,
+        show_progress=False,
+    )
+    tok.train_from_iterator(CORPUS * 20, trainer=trainer)
+    # The corpus may run out of merges before VOCAB_SIZE: pad with unused added tokens so every
+    # id the model can emit decodes.
+    next_id = tok.get_vocab_size()
+    while next_id < VOCAB_SIZE:
+        tok.add_tokens([f"<|unused_{next_id}|>"])
+        next_id += 1
+    assert tok.get_vocab_size() == VOCAB_SIZE, tok.get_vocab_size()
+    return tok
+
+
+def base_dims(**over):
+    dims = dict(
+        vocab_size=VOCAB_SIZE,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        rms_norm_eps=1e-5,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=4,
+    )
+    dims.update(over)
+    return dims
+
+
+def scale_init(model: torch.nn.Module, seed: int, tied: bool) -> None:
+    """Re-initialises weights so activations stay O(1) and logits spread over several units."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
+            elif p.dim() == 1:  # biases
+                p.copy_(0.2 * torch.randn(p.shape, generator=gen))
+            elif "embed_tokens" in name:
+                # Tied embeddings double as the output head: keep them small enough that a token
+                # does not simply predict itself forever.
+                std = 0.5 if tied else 1.0
+                p.copy_(std * torch.randn(p.shape, generator=gen))
+            elif "lm_head" in name:
+                p.copy_(3.0 * torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
+            else:
+                p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
+
+
+def round_weights(model: torch.nn.Module, dtype: torch.dtype) -> None:
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(p.to(dtype).to(torch.float32))
+
+
+def reference(model, prompt_ids):
+    """All-position prompt logits and a greedy continuation, recomputed from scratch each step."""
+    model.eval()
+    with torch.no_grad():
+        ids = torch.tensor([prompt_ids])
+        prompt_logits = model(ids).logits[0]
+        tokens = list(prompt_ids)
+        greedy, min_gap = [], float("inf")
+        for _ in range(CONTINUATION_TOKENS):
+            last = model(torch.tensor([tokens])).logits[0, -1]
+            top2 = torch.topk(last, 2).values
+            min_gap = min(min_gap, float(top2[0] - top2[1]))
+            nxt = int(torch.argmax(last))
+            greedy.append(nxt)
+            tokens.append(nxt)
+    return prompt_logits, greedy, min_gap
+
+
+def to_4x_dialect(config_path: Path) -> None:
+    """Rewrites a transformers-5 config.json the way transformers 4.x published configs."""
+    cfg = json.loads(config_path.read_text())
+    params = cfg.pop("rope_parameters", None) or {}
+    cfg["rope_theta"] = params.pop("rope_theta", 10000.0)
+    rope_type = params.get("rope_type", "default")
+    cfg["rope_scaling"] = None if rope_type == "default" else params
+    cfg["torch_dtype"] = cfg.pop("dtype", "float32")
+    cfg["transformers_version"] = "4.46.0"
+    config_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
+def inline_chat_template(out: Path) -> None:
+    """transformers 4.x kept the chat template inside tokenizer_config.json, not a .jinja file."""
+    template_file = out / "chat_template.jinja"
+    config_path = out / "tokenizer_config.json"
+    cfg = json.loads(config_path.read_text())
+    cfg["chat_template"] = template_file.read_text()
+    cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
+    config_path.write_text(json.dumps(cfg, indent=2) + "\n")
+    template_file.unlink()
+
+
+FIXTURES = [
+    # name, config class, config overrides, saved dtype, dialect, shard size
+    ("llama", LlamaConfig, dict(tie_word_embeddings=True), torch.float32, "5.x", None),
+    (
+        "llama3-rope-scaling",
+        LlamaConfig,
+        dict(
+            tie_word_embeddings=False,
+            head_dim=16,
+            rope_parameters=dict(
+                rope_type="llama3",
+                rope_theta=500000.0,
+                factor=8.0,
+                low_freq_factor=1.0,
+                high_freq_factor=4.0,
+                original_max_position_embeddings=32,
+            ),
+        ),
+        torch.float32,
+        "4.x",
+        None,
+    ),
+    (
+        "llama-odd-head-dim",
+        LlamaConfig,
+        dict(tie_word_embeddings=False, head_dim=24, num_attention_heads=4, num_key_value_heads=2),
+        torch.float16,
+        "5.x",
+        None,
+    ),
+    ("mistral", MistralConfig, dict(tie_word_embeddings=False, sliding_window=8), torch.float32, "5.x", None),
+    ("qwen2", Qwen2Config, dict(tie_word_embeddings=False), torch.float32, "4.x", "150KB"),
+    ("qwen3", Qwen3Config, dict(tie_word_embeddings=True, head_dim=32), torch.bfloat16, "5.x", None),
+]
+
+
+def write_fixture(name, config_cls, over, dtype, dialect, shard, tokenizer, seed):
+    out = ROOT / name
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    config = config_cls(**base_dims(**over))
+    prompt_ids = [0] + tokenizer.encode(PROMPT).ids
+    # Draw weights until greedy decoding is unambiguous (every step's top two logits at least
+    # MIN_GREEDY_GAP apart) and not a single repeated token.
+    for attempt in range(20):
+        torch.manual_seed(seed + attempt)
+        model = AutoModelForCausalLM.from_config(
+            config, dtype=torch.float32, attn_implementation="eager"
+        )
+        scale_init(model, seed + attempt, config.tie_word_embeddings)
+        if config.tie_word_embeddings:
+            model.tie_weights()
+        round_weights(model, dtype)
+        logits, greedy, gap = reference(model, prompt_ids)
+        if gap > MIN_GREEDY_GAP and len(set(greedy)) >= 2:
+            break
+    else:
+        raise RuntimeError(f"{name}: no seed gave an unambiguous greedy continuation")
+
+    save_kwargs = {"max_shard_size": shard} if shard else {}
+    model.to(dtype).save_pretrained(out, **save_kwargs)
+    GenerationConfig(bos_token_id=0, eos_token_id=[1, 3], pad_token_id=4).save_pretrained(out)
+    if dialect == "4.x":
+        to_4x_dialect(out / "config.json")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token="<|bos|>",
+        eos_token="<|im_end|>",
+        pad_token="<|pad|>",
+        additional_special_tokens=["<|eos|>", "<|im_start|>"],
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(out)
+    if dialect == "4.x":
+        inline_chat_template(out)
+    ref = {
+        "prompt": PROMPT,
+        "prompt_ids": prompt_ids,
+        "prompt_logits": [[round(float(x), 6) for x in row] for row in logits],
+        "greedy_tokens": greedy,
+        "min_greedy_gap": gap,
+        "saved_dtype": str(dtype).removeprefix("torch."),
+        "config_dialect": dialect,
+    }
+    (out / "reference.json").write_text(json.dumps(ref) + "\n")
+    print(f"{name}: {len(prompt_ids)} prompt tokens, greedy gap {gap:.3f}, tokens {greedy[:8]}...")
+
+
+def main():
+    tokenizer = train_tokenizer()
+    for i, fixture in enumerate(FIXTURES):
+        write_fixture(*fixture, tokenizer=tokenizer, seed=1000 + i)
+
+
+if __name__ == "__main__":
+    main()
