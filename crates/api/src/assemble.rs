@@ -1,0 +1,445 @@
+//! From engine events to OpenAI choices. The engine sends, per choice, deltas and then one
+//! `Finished`; a response may hold several engine requests (one per completion prompt). The
+//! [`ResponseAssembler`] turns that into [`ChoiceUpdate`]s with global choice indices, token
+//! texts and logprobs in the wire shapes, and keeps the invariants every response must hold:
+//! a choice starts before it finishes, finishes exactly once, and nothing follows its finish.
+//! Streaming (`sse`) renders updates as chunks; [`ResponseCollector`] folds them into one body.
+
+use sluice_engine::{Event, FinishReason, TokenLogprob, Usage};
+
+use crate::error::ApiError;
+use crate::wire::chat::{AssistantMessage, ChatChoice, ChatCompletion};
+use crate::wire::completion::{Completion, CompletionChoice};
+use crate::wire::{ChatLogprobs, ChatTokenLogprob, CompletionLogprobs, TopLogprob, UsageBody};
+
+/// Text of single tokens, for logprobs (the tokenizer in production, a table in tests).
+pub trait TokenTexts: Send + Sync {
+    /// The text token `id` decodes to on its own.
+    fn token_text(&self, id: u32) -> String;
+}
+
+/// Which OpenAI API a response belongs to; decides the logprobs shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    /// `/v1/chat/completions`.
+    Chat,
+    /// `/v1/completions`.
+    Completion,
+}
+
+/// Identity shared by every chunk (or the one body) of a response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseMeta {
+    /// `chatcmpl-...` or `cmpl-...`, the same on every chunk.
+    pub id: String,
+    /// Unix seconds.
+    pub created: u64,
+    /// Served model id.
+    pub model: String,
+    /// Identifies the server build.
+    pub system_fingerprint: String,
+}
+
+/// Logprobs of some tokens of one choice, in the shape of the response's API.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LogprobsPiece {
+    /// Chat shape.
+    Chat(ChatLogprobs),
+    /// Completions shape.
+    Completion(CompletionLogprobs),
+}
+
+/// One step of one choice.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChoiceUpdate {
+    /// New text (possibly empty) for a choice; `first` marks the choice's first update.
+    Delta {
+        /// Global choice index (`prompt_index * n + choice`).
+        index: u32,
+        /// Whether this is the choice's first update (chat puts the role on it).
+        first: bool,
+        /// Newly released text (with the echoed prompt in front on a completion's first).
+        text: String,
+        /// Logprobs of the tokens behind this text, when requested.
+        logprobs: Option<LogprobsPiece>,
+    },
+    /// The choice ended; always preceded by at least one `Delta` of the same choice.
+    Finish {
+        /// Global choice index.
+        index: u32,
+        /// OpenAI's finish reason: "stop" or "length".
+        reason: &'static str,
+    },
+}
+
+#[derive(Debug, Clone, Default)]
+struct ChoiceState {
+    started: bool,
+    finished: bool,
+    /// Characters of echo and token texts so far (for completions' `text_offset`).
+    token_text_chars: u32,
+    completion_tokens: u32,
+}
+
+/// Validates and translates the event streams of one response.
+pub struct ResponseAssembler {
+    flavor: Flavor,
+    n: u32,
+    /// Per prompt: text to put in front of each choice (completions' `echo`).
+    echo: Vec<Option<String>>,
+    /// `num_prompts * n` entries.
+    choices: Vec<ChoiceState>,
+    /// Per prompt: its usage, once one of its choices finished.
+    prompt_usage: Vec<Option<Usage>>,
+    logprobs: bool,
+}
+
+impl ResponseAssembler {
+    /// An assembler for `num_prompts` engine requests of `n` choices each. `echo`, when given,
+    /// has one text per prompt.
+    pub fn new(
+        flavor: Flavor,
+        num_prompts: usize,
+        n: u32,
+        echo: Option<Vec<String>>,
+        logprobs: bool,
+    ) -> Self {
+        let echo: Vec<Option<String>> = echo.map_or_else(
+            || vec![None; num_prompts],
+            |e| e.into_iter().map(Some).collect(),
+        );
+        let choices = echo
+            .iter()
+            .flat_map(|e| {
+                let state = ChoiceState {
+                    token_text_chars: e.as_ref().map_or(0, |e| e.chars().count() as u32),
+                    ..ChoiceState::default()
+                };
+                std::iter::repeat_n(state, n as usize)
+            })
+            .collect();
+        ResponseAssembler {
+            flavor,
+            n,
+            echo,
+            choices,
+            prompt_usage: vec![None; num_prompts],
+            logprobs,
+        }
+    }
+
+    /// Total number of choices in the response.
+    pub fn num_choices(&self) -> usize {
+        self.choices.len()
+    }
+
+    /// Whether every choice has finished.
+    pub fn is_complete(&self) -> bool {
+        self.choices.iter().all(|c| c.finished)
+    }
+
+    /// Token counts over all prompts and choices so far.
+    pub fn usage(&self) -> UsageBody {
+        let known = self.prompt_usage.iter().flatten();
+        let prompt: u32 = known.clone().map(|u| u.prompt_tokens).sum();
+        let cached: u32 = known.map(|u| u.cached_prompt_tokens).sum();
+        let completion: u32 = self.choices.iter().map(|c| c.completion_tokens).sum();
+        UsageBody::new(prompt, completion, cached)
+    }
+
+    /// Applies one engine event of prompt `prompt_index`. Errors are what the client must be
+    /// told instead of a normal ending (engine failure, cancellation by shutdown, a broken
+    /// event sequence).
+    pub fn apply(
+        &mut self,
+        prompt_index: usize,
+        event: Event,
+        tokens: &dyn TokenTexts,
+    ) -> Result<Vec<ChoiceUpdate>, ApiError> {
+        let choice = match &event {
+            Event::Delta { choice, .. } | Event::Finished { choice, .. } => *choice,
+        };
+        if choice >= self.n || prompt_index >= self.prompt_usage.len() {
+            return Err(ApiError::Internal(format!(
+                "engine sent an event for choice {choice} of prompt {prompt_index}, outside the request"
+            )));
+        }
+        let index = prompt_index as u32 * self.n + choice;
+        let state = &self.choices[index as usize];
+        if state.finished {
+            return Err(ApiError::Internal(format!(
+                "engine sent an event for choice {index} after it finished"
+            )));
+        }
+        let mut updates = Vec::with_capacity(2);
+        match event {
+            Event::Delta {
+                text,
+                token_ids,
+                logprobs,
+                ..
+            } => {
+                let first = !state.started;
+                let mut update_text = String::new();
+                if first {
+                    if let Some(echo) = &self.echo[prompt_index] {
+                        update_text.push_str(echo);
+                    }
+                }
+                update_text.push_str(&text);
+                let piece = self.logprobs_piece(index, &logprobs, tokens);
+                let state = &mut self.choices[index as usize];
+                state.started = true;
+                state.completion_tokens += token_ids.len() as u32;
+                if first || !update_text.is_empty() || piece.is_some() {
+                    updates.push(ChoiceUpdate::Delta {
+                        index,
+                        first,
+                        text: update_text,
+                        logprobs: piece,
+                    });
+                }
+            }
+            Event::Finished {
+                reason,
+                error,
+                usage,
+                ..
+            } => {
+                let reason = match reason {
+                    FinishReason::Stop => "stop",
+                    FinishReason::Length => "length",
+                    FinishReason::Cancelled => {
+                        return Err(ApiError::Unavailable(
+                            "the request was cancelled: the server is shutting down".into(),
+                        ))
+                    }
+                    FinishReason::Error => {
+                        return Err(ApiError::Internal(
+                            error.unwrap_or_else(|| "the engine failed on this request".into()),
+                        ))
+                    }
+                };
+                if !state.started {
+                    let text = self.echo[prompt_index].clone().unwrap_or_default();
+                    updates.push(ChoiceUpdate::Delta {
+                        index,
+                        first: true,
+                        text,
+                        logprobs: None,
+                    });
+                }
+                let state = &mut self.choices[index as usize];
+                state.started = true;
+                state.finished = true;
+                // The engine's count is authoritative (it includes tokens a stop string cut off).
+                state.completion_tokens = usage.completion_tokens;
+                self.prompt_usage[prompt_index].get_or_insert(usage);
+                updates.push(ChoiceUpdate::Finish { index, reason });
+            }
+        }
+        Ok(updates)
+    }
+
+    fn logprobs_piece(
+        &mut self,
+        index: u32,
+        logprobs: &[TokenLogprob],
+        tokens: &dyn TokenTexts,
+    ) -> Option<LogprobsPiece> {
+        if !self.logprobs || logprobs.is_empty() {
+            return None;
+        }
+        Some(match self.flavor {
+            Flavor::Chat => LogprobsPiece::Chat(chat_logprobs(logprobs, tokens)),
+            Flavor::Completion => {
+                // Offsets count characters of token texts, starting after the echoed prompt.
+                let state = &mut self.choices[index as usize];
+                let start = state.token_text_chars;
+                let piece = completion_logprobs(logprobs, tokens, start);
+                state.token_text_chars = start
+                    + piece
+                        .tokens
+                        .iter()
+                        .map(|t| t.chars().count() as u32)
+                        .sum::<u32>();
+                LogprobsPiece::Completion(piece)
+            }
+        })
+    }
+}
+
+/// Chat logprobs: one entry per token with its text, bytes and alternatives.
+pub fn chat_logprobs(logprobs: &[TokenLogprob], tokens: &dyn TokenTexts) -> ChatLogprobs {
+    let entry = |id: u32| {
+        let token = tokens.token_text(id);
+        let bytes = token.as_bytes().to_vec();
+        (token, bytes)
+    };
+    ChatLogprobs {
+        content: logprobs
+            .iter()
+            .map(|lp| {
+                let (token, bytes) = entry(lp.token_id);
+                ChatTokenLogprob {
+                    token,
+                    logprob: lp.logprob,
+                    bytes,
+                    top_logprobs: lp
+                        .top
+                        .iter()
+                        .map(|&(id, logprob)| {
+                            let (token, bytes) = entry(id);
+                            TopLogprob {
+                                token,
+                                logprob,
+                                bytes,
+                            }
+                        })
+                        .collect(),
+                }
+            })
+            .collect(),
+    }
+}
+
+/// Completions logprobs: parallel lists, offsets counted in characters from `start_offset`.
+pub fn completion_logprobs(
+    logprobs: &[TokenLogprob],
+    tokens: &dyn TokenTexts,
+    start_offset: u32,
+) -> CompletionLogprobs {
+    let mut out = CompletionLogprobs::default();
+    let mut offset = start_offset;
+    for lp in logprobs {
+        let text = tokens.token_text(lp.token_id);
+        out.text_offset.push(offset);
+        offset += text.chars().count() as u32;
+        out.tokens.push(text);
+        out.token_logprobs.push(Some(lp.logprob));
+        let top = lp
+            .top
+            .iter()
+            .map(|&(id, logprob)| (tokens.token_text(id), serde_json::json!(logprob)))
+            .collect();
+        out.top_logprobs.push(Some(top));
+    }
+    out
+}
+
+#[derive(Debug, Clone, Default)]
+struct CollectedChoice {
+    text: String,
+    logprobs: Option<LogprobsPiece>,
+    finish_reason: Option<&'static str>,
+}
+
+/// Folds the updates of a non-streaming response into its one body.
+pub struct ResponseCollector {
+    choices: Vec<CollectedChoice>,
+}
+
+impl ResponseCollector {
+    /// A collector for `num_choices` choices.
+    pub fn new(num_choices: usize) -> Self {
+        ResponseCollector {
+            choices: vec![CollectedChoice::default(); num_choices],
+        }
+    }
+
+    /// Adds one update.
+    pub fn add(&mut self, update: ChoiceUpdate) {
+        match update {
+            ChoiceUpdate::Delta {
+                index,
+                text,
+                logprobs,
+                ..
+            } => {
+                let choice = &mut self.choices[index as usize];
+                choice.text.push_str(&text);
+                match (&mut choice.logprobs, logprobs) {
+                    (_, None) => {}
+                    (slot @ None, Some(piece)) => *slot = Some(piece),
+                    (Some(LogprobsPiece::Chat(all)), Some(LogprobsPiece::Chat(more))) => {
+                        all.content.extend(more.content)
+                    }
+                    (
+                        Some(LogprobsPiece::Completion(all)),
+                        Some(LogprobsPiece::Completion(more)),
+                    ) => all.extend(more),
+                    (Some(_), Some(_)) => unreachable!("one response has one logprobs flavor"),
+                }
+            }
+            ChoiceUpdate::Finish { index, reason } => {
+                self.choices[index as usize].finish_reason = Some(reason)
+            }
+        }
+    }
+
+    /// The chat completion body. `logprobs` says whether they were requested (then every
+    /// choice carries a list, possibly empty).
+    pub fn into_chat(self, meta: ResponseMeta, usage: UsageBody, logprobs: bool) -> ChatCompletion {
+        ChatCompletion {
+            id: meta.id,
+            object: "chat.completion".into(),
+            created: meta.created,
+            model: meta.model,
+            system_fingerprint: meta.system_fingerprint,
+            choices: self
+                .choices
+                .into_iter()
+                .enumerate()
+                .map(|(i, c)| ChatChoice {
+                    index: i as u32,
+                    message: AssistantMessage {
+                        role: "assistant".into(),
+                        content: c.text,
+                    },
+                    logprobs: match c.logprobs {
+                        Some(LogprobsPiece::Chat(lp)) => Some(lp),
+                        _ if logprobs => Some(ChatLogprobs::default()),
+                        _ => None,
+                    },
+                    finish_reason: c.finish_reason.unwrap_or("stop").to_string(),
+                })
+                .collect(),
+            usage,
+        }
+    }
+
+    /// The text completion body.
+    pub fn into_completion(
+        self,
+        meta: ResponseMeta,
+        usage: UsageBody,
+        logprobs: bool,
+    ) -> Completion {
+        Completion {
+            id: meta.id,
+            object: "text_completion".into(),
+            created: meta.created,
+            model: meta.model,
+            system_fingerprint: meta.system_fingerprint,
+            choices: self
+                .choices
+                .into_iter()
+                .enumerate()
+                .map(|(i, c)| CompletionChoice {
+                    text: c.text,
+                    index: i as u32,
+                    logprobs: match c.logprobs {
+                        Some(LogprobsPiece::Completion(lp)) => Some(lp),
+                        _ if logprobs => Some(CompletionLogprobs::default()),
+                        _ => None,
+                    },
+                    finish_reason: Some(c.finish_reason.unwrap_or("stop").to_string()),
+                })
+                .collect(),
+            usage,
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,135 @@
+//! Runs a validated request on a model's engine and answers it, streamed or in one body. Shared
+//! by chat and completions, which differ only in how they build prompts and shape chunks.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::{self, select_all, Stream, StreamExt};
+use sluice_engine::{Event, GenerationRequest, RequestStream, SubmitError};
+
+use crate::assemble::{Flavor, ResponseAssembler, ResponseCollector, ResponseMeta};
+use crate::error::ApiError;
+use crate::registry::ServedModel;
+use crate::sse::{sse_response, StreamSpec};
+use crate::validate::ValidStream;
+use crate::wire::system_fingerprint;
+
+/// The merged events of every engine request of one response, tagged with the prompt index.
+type MergedEvents = stream::SelectAll<Pin<Box<dyn Stream<Item = (usize, Event)> + Send>>>;
+
+/// How the answer is shaped, besides the engine requests themselves.
+pub struct ResponsePlan {
+    /// Chat or completion.
+    pub flavor: Flavor,
+    /// Choices per engine request.
+    pub n: u32,
+    /// `Some` to stream.
+    pub stream: Option<ValidStream>,
+    /// Whether logprobs were requested (then every choice carries a logprobs object).
+    pub logprobs: bool,
+    /// Completions' `echo`: one text per prompt.
+    pub echo: Option<Vec<String>>,
+}
+
+/// A fresh response id with the given prefix (`chatcmpl`, `cmpl`).
+pub fn response_id(prefix: &str) -> String {
+    format!("{prefix}-{:032x}", rand::random::<u128>())
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Submits every request (all or none: a refused one drops, and so aborts, those already
+/// submitted) and answers with their events.
+pub async fn run(
+    model: Arc<ServedModel>,
+    requests: Vec<GenerationRequest>,
+    plan: ResponsePlan,
+    retry_after_secs: u64,
+    id_prefix: &str,
+) -> Result<Response, ApiError> {
+    let mut streams = Vec::with_capacity(requests.len());
+    for request in requests {
+        let stream = model.engine.submit(request).map_err(|e| match e {
+            SubmitError::QueueFull => ApiError::Overloaded { retry_after_secs },
+            SubmitError::ShutDown => ApiError::Unavailable("the engine has shut down".into()),
+        })?;
+        streams.push(stream);
+    }
+    let num_prompts = streams.len();
+    let events = merge(streams);
+    let assembler =
+        ResponseAssembler::new(plan.flavor, num_prompts, plan.n, plan.echo, plan.logprobs);
+    let meta = ResponseMeta {
+        id: response_id(id_prefix),
+        created: unix_now(),
+        model: model.id.clone(),
+        system_fingerprint: system_fingerprint(),
+    };
+    match plan.stream {
+        Some(options) => {
+            let spec = StreamSpec {
+                flavor: plan.flavor,
+                meta,
+                include_usage: options.include_usage,
+                tokens: model.tokenizer.clone(),
+            };
+            Ok(sse_response(events, assembler, spec).into_response())
+        }
+        None => collect(events, assembler, meta, plan.flavor, plan.logprobs, &model).await,
+    }
+}
+
+/// One stream over several engine requests' events. Dropping it drops every `RequestStream`.
+fn merge(streams: Vec<RequestStream>) -> MergedEvents {
+    select_all(streams.into_iter().enumerate().map(|(prompt, stream)| {
+        let events = stream::unfold(stream, move |mut s| async move {
+            s.recv().await.map(|e| ((prompt, e), s))
+        });
+        Box::pin(events) as Pin<Box<dyn Stream<Item = (usize, Event)> + Send>>
+    }))
+}
+
+/// Waits for every choice to finish and answers with one body.
+async fn collect(
+    mut events: MergedEvents,
+    mut assembler: ResponseAssembler,
+    meta: ResponseMeta,
+    flavor: Flavor,
+    logprobs: bool,
+    model: &ServedModel,
+) -> Result<Response, ApiError> {
+    let mut collector = ResponseCollector::new(assembler.num_choices());
+    while !assembler.is_complete() {
+        let (prompt, event) = events.next().await.ok_or_else(|| {
+            ApiError::Internal("the engine stopped before the response was complete".into())
+        })?;
+        for update in assembler.apply(prompt, event, model.tokenizer.as_ref())? {
+            collector.add(update);
+        }
+    }
+    let usage = assembler.usage();
+    Ok(match flavor {
+        Flavor::Chat => axum::Json(collector.into_chat(meta, usage, logprobs)).into_response(),
+        Flavor::Completion => {
+            axum::Json(collector.into_completion(meta, usage, logprobs)).into_response()
+        }
+    })
+}
+
+/// Runs blocking tokenizer work (templating, encoding) off the async runtime's core threads.
+pub async fn off_runtime<T, F>(work: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ApiError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ApiError::Internal(format!("tokenizer task failed: {e}")))?
+}

@@ -1,0 +1,326 @@
+//! `/metrics` text: the engine's snapshot in Prometheus text format (version 0.0.4) under
+//! vLLM's metric names, so Grafana dashboards and the Kubernetes inference gateway work
+//! unchanged. Rendering is one pass over atomics into one string: cheap enough to scrape
+//! every 50 ms.
+
+use std::fmt::Write;
+
+use sluice_engine::{HistogramSnapshot, MetricsSnapshot};
+
+/// The content type of the Prometheus text format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Renders every model's metrics; each sample carries a `model_name` label.
+pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
+    let mut out = String::with_capacity(4096 + models.len() * 4096);
+    let gauges: [(&str, &str, fn(&MetricsSnapshot) -> f64); 3] = [
+        (
+            "vllm:num_requests_running",
+            "Number of requests in model execution batches.",
+            |s| s.running as f64,
+        ),
+        (
+            "vllm:num_requests_waiting",
+            "Number of requests waiting to be processed.",
+            |s| s.waiting as f64,
+        ),
+        (
+            "vllm:kv_cache_usage_perc",
+            "KV-cache usage. 1 means 100 percent usage.",
+            kv_cache_usage,
+        ),
+    ];
+    for (name, help, value) in gauges {
+        header(&mut out, name, help, "gauge");
+        for (model, snap) in models {
+            sample(&mut out, name, &[("model_name", model)], value(snap));
+        }
+    }
+    header(
+        &mut out,
+        "vllm:cache_config_info",
+        "Information of the KV cache configuration.",
+        "gauge",
+    );
+    for (model, snap) in models {
+        let block_size = snap.block_size.to_string();
+        let num_blocks = snap.kv_blocks_total.to_string();
+        let labels = [
+            ("block_size", block_size.as_str()),
+            ("model_name", model),
+            ("num_gpu_blocks", num_blocks.as_str()),
+        ];
+        sample(&mut out, "vllm:cache_config_info", &labels, 1.0);
+    }
+    let counters: [(&str, &str, fn(&MetricsSnapshot) -> u64); 5] = [
+        (
+            "vllm:prompt_tokens_total",
+            "Number of prefill tokens processed.",
+            |s| s.prompt_tokens,
+        ),
+        (
+            "vllm:generation_tokens_total",
+            "Number of generation tokens processed.",
+            |s| s.generation_tokens,
+        ),
+        (
+            "vllm:num_preemptions_total",
+            "Cumulative number of preemptions from the engine.",
+            |s| s.preemptions,
+        ),
+        (
+            "vllm:prefix_cache_queries_total",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            |s| s.prefix_cache_queries,
+        ),
+        (
+            "vllm:prefix_cache_hits_total",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            |s| s.prefix_cache_hits,
+        ),
+    ];
+    for (name, help, value) in counters {
+        header(&mut out, name, help, "counter");
+        for (model, snap) in models {
+            sample(&mut out, name, &[("model_name", model)], value(snap) as f64);
+        }
+    }
+    let histograms: [(&str, &str, fn(&MetricsSnapshot) -> &HistogramSnapshot); 4] = [
+        (
+            "vllm:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            |s| &s.time_to_first_token,
+        ),
+        (
+            "vllm:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            |s| &s.inter_token_latency,
+        ),
+        (
+            "vllm:e2e_request_latency_seconds",
+            "Histogram of e2e request latency in seconds.",
+            |s| &s.e2e_request_latency,
+        ),
+        (
+            "vllm:request_queue_time_seconds",
+            "Histogram of time spent in WAITING phase for request.",
+            |s| &s.request_queue_time,
+        ),
+    ];
+    for (name, help, value) in histograms {
+        header(&mut out, name, help, "histogram");
+        for (model, snap) in models {
+            histogram(&mut out, name, model, value(snap));
+        }
+    }
+    out
+}
+
+/// Fraction of KV blocks in use; 0 for an engine without blocks (not yet started).
+fn kv_cache_usage(s: &MetricsSnapshot) -> f64 {
+    if s.kv_blocks_total == 0 {
+        0.0
+    } else {
+        s.kv_blocks_used as f64 / s.kv_blocks_total as f64
+    }
+}
+
+fn header(out: &mut String, name: &str, help: &str, kind: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: f64) {
+    out.push_str(name);
+    out.push('{');
+    for (i, (key, val)) in labels.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{key}=\"");
+        escape_label(out, val);
+        out.push('"');
+    }
+    out.push_str("} ");
+    write_value(out, value);
+    out.push('\n');
+}
+
+fn histogram(out: &mut String, name: &str, model: &str, h: &HistogramSnapshot) {
+    let bucket = format!("{name}_bucket");
+    for (bound, count) in h.bounds.iter().zip(&h.counts) {
+        let mut le = String::new();
+        write_value(&mut le, *bound);
+        sample(
+            out,
+            &bucket,
+            &[("le", &le), ("model_name", model)],
+            *count as f64,
+        );
+    }
+    sample(
+        out,
+        &bucket,
+        &[("le", "+Inf"), ("model_name", model)],
+        h.count as f64,
+    );
+    sample(out, &format!("{name}_sum"), &[("model_name", model)], h.sum);
+    sample(
+        out,
+        &format!("{name}_count"),
+        &[("model_name", model)],
+        h.count as f64,
+    );
+}
+
+fn write_value(out: &mut String, v: f64) {
+    if v.is_nan() {
+        out.push_str("NaN");
+    } else if v.is_infinite() {
+        out.push_str(if v > 0.0 { "+Inf" } else { "-Inf" });
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
+        let _ = write!(out, "{}", v as i64);
+    } else {
+        let _ = write!(out, "{v}");
+    }
+}
+
+fn escape_label(out: &mut String, value: &str) {
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn histogram_snapshot() -> HistogramSnapshot {
+        HistogramSnapshot {
+            bounds: vec![0.01, 0.5],
+            counts: vec![1, 3],
+            sum: 1.25,
+            count: 4,
+        }
+    }
+
+    fn snapshot() -> MetricsSnapshot {
+        MetricsSnapshot {
+            running: 2,
+            waiting: 5,
+            kv_blocks_used: 16,
+            kv_blocks_total: 64,
+            block_size: 16,
+            prefix_cache_queries: 100,
+            prefix_cache_hits: 40,
+            preemptions: 3,
+            prompt_tokens: 1234,
+            generation_tokens: 567,
+            requests_finished: 9,
+            time_to_first_token: histogram_snapshot(),
+            inter_token_latency: histogram_snapshot(),
+            e2e_request_latency: histogram_snapshot(),
+            request_queue_time: histogram_snapshot(),
+        }
+    }
+
+    fn text() -> String {
+        render(&[("llama".to_string(), snapshot())])
+    }
+
+    #[test]
+    fn gauges_carry_vllm_names_and_the_model_label() {
+        let t = text();
+        assert!(
+            t.contains("vllm:num_requests_running{model_name=\"llama\"} 2\n"),
+            "{t}"
+        );
+        assert!(t.contains("vllm:num_requests_waiting{model_name=\"llama\"} 5\n"));
+        assert!(t.contains("vllm:kv_cache_usage_perc{model_name=\"llama\"} 0.25\n"));
+        assert!(t.contains("# TYPE vllm:num_requests_running gauge\n"));
+    }
+
+    #[test]
+    fn cache_config_info_labels_block_size_and_block_count() {
+        assert!(text().contains(
+            "vllm:cache_config_info{block_size=\"16\",model_name=\"llama\",num_gpu_blocks=\"64\"} 1\n"
+        ));
+    }
+
+    #[test]
+    fn counters_are_exported_with_total_suffix() {
+        let t = text();
+        for line in [
+            "vllm:prompt_tokens_total{model_name=\"llama\"} 1234",
+            "vllm:generation_tokens_total{model_name=\"llama\"} 567",
+            "vllm:num_preemptions_total{model_name=\"llama\"} 3",
+            "vllm:prefix_cache_queries_total{model_name=\"llama\"} 100",
+            "vllm:prefix_cache_hits_total{model_name=\"llama\"} 40",
+        ] {
+            assert!(t.contains(line), "missing {line}");
+        }
+        assert!(t.contains("# TYPE vllm:prompt_tokens_total counter\n"));
+    }
+
+    #[test]
+    fn histograms_have_cumulative_buckets_inf_sum_and_count() {
+        let t = text();
+        for name in [
+            "vllm:time_to_first_token_seconds",
+            "vllm:inter_token_latency_seconds",
+            "vllm:e2e_request_latency_seconds",
+            "vllm:request_queue_time_seconds",
+        ] {
+            assert!(t.contains(&format!("# TYPE {name} histogram\n")));
+            assert!(t.contains(&format!(
+                "{name}_bucket{{le=\"0.01\",model_name=\"llama\"}} 1\n"
+            )));
+            assert!(t.contains(&format!(
+                "{name}_bucket{{le=\"0.5\",model_name=\"llama\"}} 3\n"
+            )));
+            assert!(t.contains(&format!(
+                "{name}_bucket{{le=\"+Inf\",model_name=\"llama\"}} 4\n"
+            )));
+            assert!(t.contains(&format!("{name}_sum{{model_name=\"llama\"}} 1.25\n")));
+            assert!(t.contains(&format!("{name}_count{{model_name=\"llama\"}} 4\n")));
+        }
+    }
+
+    #[test]
+    fn every_sample_line_parses_as_name_labels_value() {
+        for line in text().lines().filter(|l| !l.starts_with('#')) {
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            assert!(
+                series.starts_with("vllm:") && series.ends_with('}'),
+                "{line}"
+            );
+            assert!(value == "+Inf" || value.parse::<f64>().is_ok(), "{line}");
+        }
+    }
+
+    #[test]
+    fn help_and_type_appear_once_per_metric_with_several_models() {
+        let t = render(&[("a".to_string(), snapshot()), ("b".to_string(), snapshot())]);
+        assert_eq!(
+            t.matches("# TYPE vllm:num_requests_running gauge").count(),
+            1
+        );
+        assert!(t.contains("vllm:num_requests_running{model_name=\"a\"} 2"));
+        assert!(t.contains("vllm:num_requests_running{model_name=\"b\"} 2"));
+    }
+
+    #[test]
+    fn kv_usage_of_an_engine_without_blocks_is_zero_and_labels_are_escaped() {
+        let mut s = snapshot();
+        s.kv_blocks_total = 0;
+        let t = render(&[("we\"ird\\".to_string(), s)]);
+        assert!(
+            t.contains("vllm:kv_cache_usage_perc{model_name=\"we\\\"ird\\\\\"} 0\n"),
+            "{t}"
+        );
+    }
+}

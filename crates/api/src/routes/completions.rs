@@ -1,0 +1,67 @@
+//! `POST /v1/completions`.
+
+use axum::extract::State;
+use axum::response::Response;
+
+use crate::assemble::Flavor;
+use crate::error::ApiError;
+use crate::extract::OpenAiJson;
+use crate::generation::{off_runtime, run, ResponsePlan};
+use crate::validate::{validate_completion, PromptInput};
+use crate::wire::completion::CompletionRequest;
+use crate::AppState;
+
+/// Creates a text completion; several prompts give `prompts * n` choices.
+pub async fn create_completion(
+    State(state): State<AppState>,
+    OpenAiJson(req): OpenAiJson<CompletionRequest>,
+) -> Result<Response, ApiError> {
+    let model = state.registry.get(&req.model)?;
+    let valid = validate_completion(req, model.limits())?;
+    let tokenizer = model.tokenizer.clone();
+    let (prompts, echo) = (valid.prompts, valid.echo);
+    // Each prompt: its tokens, and its text when echoing.
+    let tokenized = off_runtime(move || {
+        prompts
+            .into_iter()
+            .map(|prompt| match prompt {
+                PromptInput::Text(text) => {
+                    let tokens = tokenizer
+                        .encode(&text, true)
+                        .map_err(|e| ApiError::Internal(e.to_string()))?;
+                    Ok((tokens, echo.then_some(text)))
+                }
+                PromptInput::Tokens(tokens) => {
+                    let text = match echo {
+                        true => Some(
+                            tokenizer
+                                .decode(&tokens, false)
+                                .map_err(|e| ApiError::invalid("prompt", e.to_string()))?,
+                        ),
+                        false => None,
+                    };
+                    Ok((tokens, text))
+                }
+            })
+            .collect::<Result<Vec<_>, ApiError>>()
+    })
+    .await?;
+    let mut requests = Vec::with_capacity(tokenized.len());
+    let mut echo_texts = Vec::with_capacity(tokenized.len());
+    for (tokens, text) in tokenized {
+        requests.push(
+            valid
+                .params
+                .request_for(tokens, model.max_model_len, "prompt")?,
+        );
+        echo_texts.extend(text);
+    }
+    let plan = ResponsePlan {
+        flavor: Flavor::Completion,
+        n: valid.params.n,
+        stream: valid.params.stream,
+        logprobs: valid.params.sampling.logprobs.is_some(),
+        echo: echo.then_some(echo_texts),
+    };
+    run(model, requests, plan, state.config.retry_after_secs, "cmpl").await
+}

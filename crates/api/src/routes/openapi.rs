@@ -1,0 +1,209 @@
+//! `GET /openapi.json`: an OpenAPI 3.1 description of this server's routes, written by hand
+//! from the wire types (kept next to them in spirit: change both together).
+
+use axum::Json;
+use serde_json::{json, Value};
+
+/// The OpenAPI document.
+pub async fn openapi() -> Json<Value> {
+    Json(document())
+}
+
+fn error_responses() -> Value {
+    let err = json!({"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
+    let with = |description: &str| {
+        let mut e = err.clone();
+        e["description"] = json!(description);
+        e
+    };
+    json!({
+        "400": with("Invalid request (bad field, malformed JSON, wrong content type, context exceeded)"),
+        "401": with("Missing or wrong API key"),
+        "404": with("Unknown model"),
+        "413": with("Body too large"),
+        "429": with("Queue full; see the Retry-After header"),
+        "503": with("Engine not running")
+    })
+}
+
+fn json_body(schema: &str) -> Value {
+    json!({"required": true, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}})
+}
+
+fn ok(description: &str, schema: Value) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": schema}}})
+}
+
+fn post(summary: &str, request: &str, response: &str, streams: bool) -> Value {
+    let mut responses = error_responses();
+    let mut success = ok(
+        summary,
+        json!({"$ref": format!("#/components/schemas/{response}")}),
+    );
+    if streams {
+        success["content"]["text/event-stream"] = json!({"schema": {"type": "string", "description": "data: <chunk JSON> events, then data: [DONE]"}});
+    }
+    responses["200"] = success;
+    json!({"post": {"summary": summary, "security": [{"bearer": []}], "requestBody": json_body(request), "responses": responses}})
+}
+
+fn sampling_properties() -> Value {
+    json!({
+        "model": {"type": "string"},
+        "max_tokens": {"type": "integer", "minimum": 1},
+        "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+        "top_p": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        "n": {"type": "integer", "minimum": 1, "maximum": 128},
+        "stream": {"type": "boolean"},
+        "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
+        "stop": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
+        "seed": {"type": "integer"},
+        "presence_penalty": {"type": "number", "minimum": -2, "maximum": 2},
+        "frequency_penalty": {"type": "number", "minimum": -2, "maximum": 2},
+        "logit_bias": {"type": "object", "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100}},
+        "user": {"type": "string"},
+        "top_k": {"type": "integer"},
+        "min_p": {"type": "number", "minimum": 0, "maximum": 1},
+        "repetition_penalty": {"type": "number", "exclusiveMinimum": 0, "maximum": 2},
+        "ignore_eos": {"type": "boolean"},
+        "min_tokens": {"type": "integer", "minimum": 0},
+        "stop_token_ids": {"type": "array", "items": {"type": "integer"}},
+        "priority": {"type": "string", "enum": ["high", "normal", "low"]}
+    })
+}
+
+fn with_properties(mut base: Value, extra: Value) -> Value {
+    if let (Some(b), Some(e)) = (base.as_object_mut(), extra.as_object()) {
+        b.extend(e.clone());
+    }
+    base
+}
+
+/// The whole document.
+pub fn document() -> Value {
+    let usage = json!({"type": "object", "properties": {
+        "prompt_tokens": {"type": "integer"}, "completion_tokens": {"type": "integer"}, "total_tokens": {"type": "integer"},
+        "prompt_tokens_details": {"type": "object", "properties": {"cached_tokens": {"type": "integer"}}}}});
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "sluice", "version": env!("CARGO_PKG_VERSION"),
+                 "description": "OpenAI-compatible LLM inference server"},
+        "paths": {
+            "/v1/chat/completions": post("Create a chat completion", "ChatCompletionRequest", "ChatCompletion", true),
+            "/v1/completions": post("Create a text completion", "CompletionRequest", "Completion", true),
+            "/tokenize": post("Tokenize a prompt or a conversation", "TokenizeRequest", "TokenizeResponse", false),
+            "/detokenize": post("Turn token ids into text", "DetokenizeRequest", "DetokenizeResponse", false),
+            "/v1/models": {"get": {"summary": "List served models", "security": [{"bearer": []}],
+                "responses": {"200": ok("Models", json!({"$ref": "#/components/schemas/ModelList"}))}}},
+            "/v1/models/{model}": {"get": {"summary": "Retrieve a served model", "security": [{"bearer": []}],
+                "parameters": [{"name": "model", "in": "path", "required": true, "schema": {"type": "string"}}],
+                "responses": {"200": ok("Model", json!({"$ref": "#/components/schemas/Model"})),
+                              "404": error_responses()["404"].clone()}}},
+            "/health": {"get": {"summary": "Readiness", "responses": {
+                "200": ok("Serving", json!({"type": "object"})), "503": error_responses()["503"].clone()}}},
+            "/metrics": {"get": {"summary": "Prometheus metrics (vLLM names)", "responses": {"200": {
+                "description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
+            "/version": {"get": {"summary": "Server version", "responses": {
+                "200": ok("Version", json!({"type": "object", "properties": {"version": {"type": "string"}}}))}}},
+            "/openapi.json": {"get": {"summary": "This document", "responses": {"200": ok("OpenAPI document", json!({"type": "object"}))}}}
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object",
+                    "properties": {"message": {"type": "string"}, "type": {"type": "string"},
+                                   "param": {"type": ["string", "null"]}, "code": {"type": ["string", "null"]}}}}},
+                "ChatMessage": {"type": "object", "required": ["role"], "properties": {
+                    "role": {"type": "string", "enum": ["system", "developer", "user", "assistant", "tool"]},
+                    "content": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "object",
+                        "properties": {"type": {"const": "text"}, "text": {"type": "string"}}}}]},
+                    "name": {"type": "string"}, "tool_calls": {"type": "array"}, "tool_call_id": {"type": "string"}}},
+                "ChatCompletionRequest": {"type": "object", "required": ["model", "messages"],
+                    "properties": with_properties(sampling_properties(), json!({
+                        "messages": {"type": "array", "minItems": 1, "items": {"$ref": "#/components/schemas/ChatMessage"}},
+                        "max_completion_tokens": {"type": "integer", "minimum": 1},
+                        "logprobs": {"type": "boolean"},
+                        "top_logprobs": {"type": "integer", "minimum": 0, "maximum": 20},
+                        "tools": {"type": "array"}}))},
+                "CompletionRequest": {"type": "object", "required": ["model", "prompt"],
+                    "properties": with_properties(sampling_properties(), json!({
+                        "prompt": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}},
+                            {"type": "array", "items": {"type": "integer"}},
+                            {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}}]},
+                        "echo": {"type": "boolean"},
+                        "logprobs": {"type": "integer", "minimum": 0, "maximum": 20},
+                        "best_of": {"type": "integer"},
+                        "suffix": {"type": "string", "description": "not supported; must be empty"}}))},
+                "ChatCompletion": {"type": "object", "properties": {
+                    "id": {"type": "string"}, "object": {"const": "chat.completion"}, "created": {"type": "integer"},
+                    "model": {"type": "string"}, "system_fingerprint": {"type": "string"},
+                    "choices": {"type": "array", "items": {"type": "object", "properties": {
+                        "index": {"type": "integer"},
+                        "message": {"type": "object", "properties": {"role": {"const": "assistant"}, "content": {"type": "string"}}},
+                        "logprobs": {"type": ["object", "null"]},
+                        "finish_reason": {"type": "string", "enum": ["stop", "length"]}}}},
+                    "usage": usage.clone()}},
+                "Completion": {"type": "object", "properties": {
+                    "id": {"type": "string"}, "object": {"const": "text_completion"}, "created": {"type": "integer"},
+                    "model": {"type": "string"}, "system_fingerprint": {"type": "string"},
+                    "choices": {"type": "array", "items": {"type": "object", "properties": {
+                        "index": {"type": "integer"}, "text": {"type": "string"},
+                        "logprobs": {"type": ["object", "null"], "properties": {
+                            "tokens": {"type": "array"}, "token_logprobs": {"type": "array"},
+                            "top_logprobs": {"type": "array"}, "text_offset": {"type": "array"}}},
+                        "finish_reason": {"type": "string", "enum": ["stop", "length"]}}}},
+                    "usage": usage}},
+                "TokenizeRequest": {"type": "object", "properties": {
+                    "model": {"type": "string"}, "prompt": {"type": "string"},
+                    "messages": {"type": "array", "items": {"$ref": "#/components/schemas/ChatMessage"}},
+                    "add_special_tokens": {"type": "boolean"}, "add_generation_prompt": {"type": "boolean"},
+                    "return_token_strs": {"type": "boolean"}}},
+                "TokenizeResponse": {"type": "object", "properties": {
+                    "count": {"type": "integer"}, "max_model_len": {"type": "integer"},
+                    "tokens": {"type": "array", "items": {"type": "integer"}},
+                    "token_strs": {"type": ["array", "null"], "items": {"type": "string"}}}},
+                "DetokenizeRequest": {"type": "object", "required": ["tokens"], "properties": {
+                    "model": {"type": "string"}, "tokens": {"type": "array", "items": {"type": "integer"}}}},
+                "DetokenizeResponse": {"type": "object", "properties": {"prompt": {"type": "string"}}},
+                "Model": {"type": "object", "properties": {
+                    "id": {"type": "string"}, "object": {"const": "model"}, "created": {"type": "integer"},
+                    "owned_by": {"type": "string"}, "root": {"type": "string"}, "max_model_len": {"type": "integer"}}},
+                "ModelList": {"type": "object", "properties": {"object": {"const": "list"},
+                    "data": {"type": "array", "items": {"$ref": "#/components/schemas/Model"}}}}
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn document_describes_every_route_and_resolves_every_reference() {
+        let doc = document();
+        for path in [
+            "/v1/chat/completions",
+            "/v1/completions",
+            "/v1/models",
+            "/v1/models/{model}",
+            "/tokenize",
+            "/detokenize",
+            "/health",
+            "/metrics",
+            "/version",
+            "/openapi.json",
+        ] {
+            assert!(doc["paths"].get(path).is_some(), "missing {path}");
+        }
+        let text = doc.to_string();
+        for reference in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
+            let name = reference.split('"').next().unwrap();
+            assert!(
+                doc["components"]["schemas"].get(name).is_some(),
+                "dangling reference {name}"
+            );
+        }
+        assert_eq!(doc["openapi"], "3.1.0");
+    }
+}

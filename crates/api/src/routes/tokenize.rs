@@ -1,0 +1,91 @@
+//! `POST /tokenize` and `POST /detokenize`, as vLLM has them.
+
+use axum::extract::State;
+use axum::Json;
+
+use super::chat::render_chat_text;
+use crate::error::ApiError;
+use crate::extract::OpenAiJson;
+use crate::generation::off_runtime;
+use crate::validate::chat::template_messages;
+use crate::validate::check_token_id;
+use crate::wire::tokenize::{
+    DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse,
+};
+use crate::AppState;
+
+/// Tokenizes a prompt, or a conversation rendered with the chat template.
+pub async fn tokenize(
+    State(state): State<AppState>,
+    OpenAiJson(req): OpenAiJson<TokenizeRequest>,
+) -> Result<Json<TokenizeResponse>, ApiError> {
+    let model = state.registry.resolve(req.model.as_deref())?;
+    let tokenizer = model.tokenizer.clone();
+    let return_strs = req.return_token_strs.unwrap_or(false);
+    let tokens = match (req.prompt, req.messages) {
+        (Some(prompt), None) => {
+            let add_special = req.add_special_tokens.unwrap_or(true);
+            let tokenizer = tokenizer.clone();
+            off_runtime(move || {
+                tokenizer
+                    .encode(&prompt, add_special)
+                    .map_err(|e| ApiError::Internal(e.to_string()))
+            })
+            .await?
+        }
+        (None, Some(messages)) => {
+            let messages = template_messages(&messages)?;
+            let add_generation_prompt = req.add_generation_prompt.unwrap_or(true);
+            let add_special = req.add_special_tokens.unwrap_or(false);
+            let tools = req.tools;
+            let tokenizer = tokenizer.clone();
+            off_runtime(move || {
+                let text =
+                    render_chat_text(&tokenizer, &messages, tools.as_ref(), add_generation_prompt)?;
+                tokenizer
+                    .encode(&text, add_special)
+                    .map_err(|e| ApiError::Internal(e.to_string()))
+            })
+            .await?
+        }
+        _ => {
+            return Err(ApiError::malformed(
+                "give exactly one of 'prompt' or 'messages'",
+            ))
+        }
+    };
+    let token_strs = return_strs.then(|| {
+        tokens
+            .iter()
+            .map(|&t| tokenizer.token_str(t).unwrap_or_default())
+            .collect()
+    });
+    Ok(Json(TokenizeResponse {
+        count: tokens.len(),
+        max_model_len: model.max_model_len,
+        tokens,
+        token_strs,
+    }))
+}
+
+/// Turns token ids back into text (special tokens included).
+pub async fn detokenize(
+    State(state): State<AppState>,
+    OpenAiJson(req): OpenAiJson<DetokenizeRequest>,
+) -> Result<Json<DetokenizeResponse>, ApiError> {
+    let model = state.registry.resolve(req.model.as_deref())?;
+    let vocab_size = model.tokenizer.vocab_size();
+    let tokens = req
+        .tokens
+        .into_iter()
+        .map(|id| check_token_id("tokens", id, vocab_size))
+        .collect::<Result<Vec<_>, _>>()?;
+    let tokenizer = model.tokenizer.clone();
+    let prompt = off_runtime(move || {
+        tokenizer
+            .decode(&tokens, false)
+            .map_err(|e| ApiError::invalid("tokens", e.to_string()))
+    })
+    .await?;
+    Ok(Json(DetokenizeResponse { prompt }))
+}

@@ -1,0 +1,215 @@
+//! Stream order and chunk shapes, fed with hand-written engine events.
+
+use futures_util::stream;
+use serde_json::Value;
+use sluice_engine::FinishReason;
+
+use super::*;
+use crate::assemble::tests::{delta, finished, meta, NumberedTokens};
+
+fn run(flavor: Flavor, n: u32, include_usage: bool, events: Vec<(usize, Event)>) -> Vec<String> {
+    let num_prompts = events.iter().map(|(p, _)| p + 1).max().unwrap_or(1);
+    let assembler = ResponseAssembler::new(flavor, num_prompts, n, None, false);
+    let spec = StreamSpec {
+        flavor,
+        meta: meta(),
+        include_usage,
+        tokens: Arc::new(NumberedTokens),
+    };
+    let chunks = chunk_stream(stream::iter(events), assembler, spec);
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(chunks.collect::<Vec<_>>())
+}
+
+fn json(chunks: &[String]) -> Vec<Value> {
+    chunks
+        .iter()
+        .filter(|c| *c != DONE)
+        .map(|c| serde_json::from_str(c).unwrap())
+        .collect()
+}
+
+#[test]
+fn chat_stream_has_role_first_then_content_then_one_finish_then_done() {
+    let out = run(
+        Flavor::Chat,
+        1,
+        false,
+        vec![
+            (0, delta(0, "He", &[1])),
+            (0, delta(0, "llo", &[2])),
+            (0, finished(0, FinishReason::Stop, 3, 2)),
+        ],
+    );
+    assert_eq!(out.last().unwrap(), DONE);
+    let chunks = json(&out);
+    assert_eq!(chunks.len(), 3);
+    assert_eq!(
+        chunks[0]["choices"][0]["delta"],
+        serde_json::json!({"role": "assistant", "content": "He"})
+    );
+    assert_eq!(
+        chunks[1]["choices"][0]["delta"],
+        serde_json::json!({"content": "llo"})
+    );
+    assert_eq!(chunks[2]["choices"][0]["delta"], serde_json::json!({}));
+    assert_eq!(chunks[2]["choices"][0]["finish_reason"], "stop");
+    for c in &chunks[..2] {
+        assert!(c["choices"][0]["finish_reason"].is_null());
+    }
+    for c in &chunks {
+        assert_eq!(c["id"], "id-1");
+        assert_eq!(c["object"], "chat.completion.chunk");
+        assert_eq!(c["system_fingerprint"], "fp");
+        assert!(c.get("usage").is_none());
+    }
+}
+
+#[test]
+fn n_choices_interleave_and_each_finishes_exactly_once_last() {
+    let out = run(
+        Flavor::Chat,
+        3,
+        false,
+        vec![
+            (0, delta(0, "a", &[1])),
+            (0, delta(1, "b", &[1])),
+            (0, delta(2, "c", &[1])),
+            (0, delta(0, "d", &[1])),
+            (0, finished(1, FinishReason::Length, 3, 1)),
+            (0, finished(0, FinishReason::Stop, 3, 2)),
+            (0, delta(2, "e", &[1])),
+            (0, finished(2, FinishReason::Stop, 3, 2)),
+        ],
+    );
+    let chunks = json(&out);
+    for index in 0..3 {
+        let mine: Vec<&Value> = chunks
+            .iter()
+            .filter(|c| c["choices"][0]["index"] == index)
+            .collect();
+        assert!(mine[0]["choices"][0]["delta"]["role"] == "assistant");
+        assert!(mine[1..]
+            .iter()
+            .all(|c| c["choices"][0]["delta"].get("role").is_none()));
+        let finishes = mine
+            .iter()
+            .filter(|c| !c["choices"][0]["finish_reason"].is_null())
+            .count();
+        assert_eq!(finishes, 1);
+        assert!(!mine.last().unwrap()["choices"][0]["finish_reason"].is_null());
+    }
+    assert_eq!(out.last().unwrap(), DONE);
+}
+
+#[test]
+fn usage_chunk_has_empty_choices_and_comes_just_before_done() {
+    let out = run(
+        Flavor::Chat,
+        1,
+        true,
+        vec![
+            (0, delta(0, "a", &[1, 2])),
+            (0, finished(0, FinishReason::Length, 5, 2)),
+        ],
+    );
+    assert_eq!(out.last().unwrap(), DONE);
+    let usage_chunk: Value = serde_json::from_str(&out[out.len() - 2]).unwrap();
+    assert_eq!(usage_chunk["choices"], serde_json::json!([]));
+    assert_eq!(usage_chunk["usage"]["prompt_tokens"], 5);
+    assert_eq!(usage_chunk["usage"]["completion_tokens"], 2);
+    assert_eq!(usage_chunk["usage"]["total_tokens"], 7);
+}
+
+#[test]
+fn engine_error_mid_stream_becomes_an_error_event_then_done() {
+    let mut failed = finished(0, FinishReason::Error, 3, 1);
+    if let Event::Finished { error, .. } = &mut failed {
+        *error = Some("out of memory".into());
+    }
+    let out = run(
+        Flavor::Chat,
+        1,
+        true,
+        vec![(0, delta(0, "a", &[1])), (0, failed)],
+    );
+    assert_eq!(out.len(), 3);
+    let err: Value = serde_json::from_str(&out[1]).unwrap();
+    assert_eq!(err["error"]["message"], "out of memory");
+    assert_eq!(out[2], DONE);
+}
+
+#[test]
+fn engine_stream_ending_early_is_reported_as_an_error() {
+    let out = run(
+        Flavor::Completion,
+        2,
+        false,
+        vec![
+            (0, delta(0, "a", &[1])),
+            (0, finished(0, FinishReason::Stop, 3, 1)),
+        ],
+    );
+    let err: Value = serde_json::from_str(&out[out.len() - 2]).unwrap();
+    assert!(err["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("engine stopped"));
+    assert_eq!(out.last().unwrap(), DONE);
+}
+
+#[test]
+fn completion_chunks_have_text_and_null_finish_until_the_end() {
+    let out = run(
+        Flavor::Completion,
+        1,
+        false,
+        vec![
+            (0, delta(0, "x", &[1])),
+            (1, delta(0, "y", &[1])),
+            (1, finished(0, FinishReason::Stop, 2, 1)),
+            (0, finished(0, FinishReason::Length, 2, 1)),
+        ],
+    );
+    let chunks = json(&out);
+    assert_eq!(chunks[0]["object"], "text_completion");
+    assert_eq!(chunks[0]["choices"][0]["text"], "x");
+    assert!(chunks[0]["choices"][0]["finish_reason"].is_null());
+    assert_eq!(chunks[1]["choices"][0]["index"], 1);
+    assert_eq!(chunks[2]["choices"][0]["finish_reason"], "stop");
+    assert_eq!(chunks[3]["choices"][0]["index"], 0);
+    assert_eq!(chunks[3]["choices"][0]["finish_reason"], "length");
+}
+
+#[test]
+fn stream_text_equals_collected_text() {
+    let events = vec![
+        (0, delta(0, "Hel", &[1])),
+        (0, delta(0, "", &[2])),
+        (0, delta(0, "lo", &[3])),
+        (0, finished(0, FinishReason::Stop, 3, 3)),
+    ];
+    let streamed: String = json(&run(Flavor::Chat, 1, false, events.clone()))
+        .iter()
+        .filter_map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    let mut a = ResponseAssembler::new(Flavor::Chat, 1, 1, None, false);
+    let mut collector = crate::assemble::ResponseCollector::new(1);
+    for (p, e) in events {
+        for u in a.apply(p, e, &NumberedTokens).unwrap() {
+            collector.add(u);
+        }
+    }
+    assert_eq!(
+        streamed,
+        collector.into_chat(meta(), a.usage(), false).choices[0]
+            .message
+            .content
+    );
+}

@@ -1,0 +1,148 @@
+//! Chat requests: the messages become the JSON the chat template renders.
+
+use serde_json::{json, Map, Value};
+
+use super::{validate_shared, ModelLimits, SharedFields, ValidParams, MAX_TOP_LOGPROBS};
+use crate::error::ApiError;
+use crate::wire::chat::{ChatCompletionRequest, ChatMessage, MessageContent};
+
+/// A chat request whose every field is in range; the prompt is still to be rendered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidChatRequest {
+    /// Served model id.
+    pub model: String,
+    /// `[{role, content, ...}]` ready for `ChatTemplate::render`.
+    pub messages: Value,
+    /// Tool definitions for the template.
+    pub tools: Option<Value>,
+    /// Sampling, stopping and streaming parameters.
+    pub params: ValidParams,
+}
+
+/// Validates a chat request against a model's limits.
+pub fn validate_chat(
+    req: ChatCompletionRequest,
+    limits: ModelLimits,
+) -> Result<ValidChatRequest, ApiError> {
+    let messages = template_messages(&req.messages)?;
+    let logprobs = match (req.logprobs.unwrap_or(false), req.top_logprobs) {
+        (_, Some(k)) if !(0..=MAX_TOP_LOGPROBS as i64).contains(&k) => {
+            return Err(ApiError::invalid(
+                "top_logprobs",
+                format!("top_logprobs must be between 0 and {MAX_TOP_LOGPROBS}, got {k}"),
+            ))
+        }
+        (false, Some(_)) => {
+            return Err(ApiError::invalid(
+                "top_logprobs",
+                "top_logprobs requires logprobs to be true",
+            ))
+        }
+        (true, k) => Some(k.unwrap_or(0) as u32),
+        (false, None) => None,
+    };
+    // `max_completion_tokens` is the current name; `max_tokens` the deprecated one.
+    let (max_tokens, max_tokens_param) = match (req.max_completion_tokens, req.max_tokens) {
+        (Some(m), _) => (Some(m), "max_completion_tokens"),
+        (None, m) => (m, "max_tokens"),
+    };
+    let params = validate_shared(
+        SharedFields {
+            max_tokens,
+            max_tokens_param,
+            temperature: req.temperature,
+            top_p: req.top_p,
+            n: req.n,
+            stream: req.stream,
+            stream_options: req.stream_options,
+            stop: req.stop,
+            seed: req.seed,
+            presence_penalty: req.presence_penalty,
+            frequency_penalty: req.frequency_penalty,
+            logit_bias: req.logit_bias,
+            logprobs,
+            top_k: req.top_k,
+            min_p: req.min_p,
+            repetition_penalty: req.repetition_penalty,
+            ignore_eos: req.ignore_eos,
+            min_tokens: req.min_tokens,
+            stop_token_ids: req.stop_token_ids,
+            priority: req.priority,
+        },
+        limits,
+    )?;
+    Ok(ValidChatRequest {
+        model: req.model,
+        messages,
+        tools: req.tools,
+        params,
+    })
+}
+
+/// Turns the wire messages into the list a chat template iterates over: every `content` a
+/// string (text parts joined by newlines), roles checked, `developer` treated as `system`.
+pub fn template_messages(messages: &[ChatMessage]) -> Result<Value, ApiError> {
+    if messages.is_empty() {
+        return Err(ApiError::invalid("messages", "messages must not be empty"));
+    }
+    let mut out = Vec::with_capacity(messages.len());
+    for (i, m) in messages.iter().enumerate() {
+        let role = match m.role.as_str() {
+            "system" | "developer" => "system",
+            "user" => "user",
+            "assistant" => "assistant",
+            "tool" => "tool",
+            other => {
+                return Err(ApiError::invalid(
+                    &format!("messages[{i}].role"),
+                    format!("role must be one of system, user, assistant, tool; got '{other}'"),
+                ))
+            }
+        };
+        let content = match &m.content {
+            Some(MessageContent::Text(t)) => t.clone(),
+            Some(MessageContent::Parts(parts)) => {
+                let mut texts = Vec::with_capacity(parts.len());
+                for (j, part) in parts.iter().enumerate() {
+                    match (part.kind.as_str(), &part.text) {
+                        ("text", Some(t)) => texts.push(t.as_str()),
+                        ("text", None) => {
+                            return Err(ApiError::invalid(
+                                &format!("messages[{i}].content[{j}].text"),
+                                "a text content part needs a 'text' field",
+                            ))
+                        }
+                        (kind, _) => {
+                            return Err(ApiError::invalid(
+                                &format!("messages[{i}].content[{j}].type"),
+                                format!("only text content parts are supported, got '{kind}'"),
+                            ))
+                        }
+                    }
+                }
+                texts.join("\n")
+            }
+            None if role == "assistant" && m.tool_calls.is_some() => String::new(),
+            None => {
+                return Err(ApiError::invalid(
+                    &format!("messages[{i}].content"),
+                    format!("a {role} message needs content"),
+                ))
+            }
+        };
+        let mut msg = Map::new();
+        msg.insert("role".into(), json!(role));
+        msg.insert("content".into(), json!(content));
+        if let Some(name) = &m.name {
+            msg.insert("name".into(), json!(name));
+        }
+        if let Some(calls) = &m.tool_calls {
+            msg.insert("tool_calls".into(), calls.clone());
+        }
+        if let Some(id) = &m.tool_call_id {
+            msg.insert("tool_call_id".into(), json!(id));
+        }
+        out.push(Value::Object(msg));
+    }
+    Ok(Value::Array(out))
+}

@@ -1,0 +1,335 @@
+//! Validation: wire requests become `Valid*` types, which exist only once every field is in
+//! range, and then `sluice_engine::GenerationRequest`s once the prompt is tokenized. Nothing
+//! downstream re-checks input.
+
+pub mod chat;
+pub mod completion;
+
+use std::collections::HashMap;
+
+use sluice_engine::{GenerationRequest, Priority, SamplingParams, StopRules};
+
+use crate::error::ApiError;
+use crate::wire::{StopField, StreamOptions};
+
+pub use chat::{template_messages, validate_chat, ValidChatRequest};
+pub use completion::{validate_completion, PromptInput, ValidCompletionRequest};
+
+/// Largest `n` accepted (OpenAI's limit).
+pub const MAX_N: u32 = 128;
+/// Largest number of alternatives per position (`top_logprobs`, completions' `logprobs`).
+pub const MAX_TOP_LOGPROBS: u32 = 20;
+
+/// What validation needs to know about the target model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelLimits {
+    /// Context length in tokens (prompt plus generated).
+    pub max_model_len: usize,
+    /// Number of token ids; every id a client sends must be below it.
+    pub vocab_size: usize,
+}
+
+/// How a validated request is streamed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValidStream {
+    /// Send a final usage chunk before `[DONE]`.
+    pub include_usage: bool,
+}
+
+/// Every validated parameter of a chat or completion request except the prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidParams {
+    /// Choices per prompt, in `1..=MAX_N`.
+    pub n: u32,
+    /// Requested bound on generated tokens; `None` means "the rest of the context".
+    pub max_tokens: Option<u32>,
+    /// Sampling parameters, all in range.
+    pub sampling: SamplingParams,
+    /// Stop rules; `max_tokens` in here is filled in by [`ValidParams::request_for`].
+    pub stop: StopRules,
+    /// Scheduling priority.
+    pub priority: Priority,
+    /// `Some` when the response is streamed.
+    pub stream: Option<ValidStream>,
+}
+
+/// The sampling, stopping and streaming fields chat and completion requests share.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SharedFields {
+    pub max_tokens: Option<i64>,
+    pub max_tokens_param: &'static str,
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    pub n: Option<i64>,
+    pub stream: Option<bool>,
+    pub stream_options: Option<StreamOptions>,
+    pub stop: Option<StopField>,
+    pub seed: Option<i64>,
+    pub presence_penalty: Option<f32>,
+    pub frequency_penalty: Option<f32>,
+    pub logit_bias: Option<HashMap<String, f32>>,
+    /// Already checked by the caller: chat and completions spell logprobs differently.
+    pub logprobs: Option<u32>,
+    pub top_k: Option<i64>,
+    pub min_p: Option<f32>,
+    pub repetition_penalty: Option<f32>,
+    pub ignore_eos: Option<bool>,
+    pub min_tokens: Option<i64>,
+    pub stop_token_ids: Option<Vec<i64>>,
+    pub priority: Option<String>,
+}
+
+/// Checks that a float parameter, when given, is finite and within `[lo, hi]`.
+fn check_range(
+    param: &str,
+    value: Option<f32>,
+    lo: f32,
+    hi: f32,
+    default: f32,
+) -> Result<f32, ApiError> {
+    match value {
+        None => Ok(default),
+        Some(v) if v.is_finite() && v >= lo && v <= hi => Ok(v),
+        Some(v) => Err(ApiError::invalid(
+            param,
+            format!("{param} must be between {lo} and {hi}, got {v}"),
+        )),
+    }
+}
+
+/// Checks a token id a client sent against the vocabulary.
+pub(crate) fn check_token_id(param: &str, id: i64, vocab_size: usize) -> Result<u32, ApiError> {
+    if id < 0 || id as u64 >= vocab_size as u64 {
+        return Err(ApiError::invalid(
+            param,
+            format!("token id {id} is out of range: the vocabulary has {vocab_size} tokens"),
+        ));
+    }
+    Ok(id as u32)
+}
+
+/// Validates the fields chat and completions share.
+pub(crate) fn validate_shared(
+    f: SharedFields,
+    limits: ModelLimits,
+) -> Result<ValidParams, ApiError> {
+    let temperature = check_range("temperature", f.temperature, 0.0, 2.0, 1.0)?;
+    let top_p = match f.top_p {
+        None => 1.0,
+        Some(p) if p.is_finite() && p > 0.0 && p <= 1.0 => p,
+        Some(p) => {
+            return Err(ApiError::invalid(
+                "top_p",
+                format!("top_p must be in (0, 1], got {p}"),
+            ))
+        }
+    };
+    let min_p = check_range("min_p", f.min_p, 0.0, 1.0, 0.0)?;
+    let presence_penalty = check_range("presence_penalty", f.presence_penalty, -2.0, 2.0, 0.0)?;
+    let frequency_penalty = check_range("frequency_penalty", f.frequency_penalty, -2.0, 2.0, 0.0)?;
+    let repetition_penalty = match f.repetition_penalty {
+        None => 1.0,
+        Some(r) if r.is_finite() && r > 0.0 && r <= 2.0 => r,
+        Some(r) => {
+            return Err(ApiError::invalid(
+                "repetition_penalty",
+                format!("repetition_penalty must be in (0, 2], got {r}"),
+            ))
+        }
+    };
+    let top_k = match f.top_k {
+        None | Some(-1) | Some(0) => None,
+        Some(k) if k >= 1 && k <= u32::MAX as i64 => Some(k as u32),
+        Some(k) => {
+            return Err(ApiError::invalid(
+                "top_k",
+                format!("top_k must be -1 or 0 (disabled) or at least 1, got {k}"),
+            ))
+        }
+    };
+    let n = match f.n {
+        None => 1,
+        Some(n) if (1..=MAX_N as i64).contains(&n) => n as u32,
+        Some(n) => {
+            return Err(ApiError::invalid(
+                "n",
+                format!("n must be between 1 and {MAX_N}, got {n}"),
+            ))
+        }
+    };
+    let max_tokens = match f.max_tokens {
+        None => None,
+        Some(m) if m >= 1 && m <= u32::MAX as i64 => Some(m as u32),
+        Some(m) => {
+            return Err(ApiError::invalid(
+                f.max_tokens_param,
+                format!("{} must be at least 1, got {m}", f.max_tokens_param),
+            ))
+        }
+    };
+    let min_tokens = match f.min_tokens {
+        None => 0,
+        Some(m) if m >= 0 && m <= u32::MAX as i64 => m as u32,
+        Some(m) => {
+            return Err(ApiError::invalid(
+                "min_tokens",
+                format!("min_tokens must be at least 0, got {m}"),
+            ))
+        }
+    };
+    if let Some(max) = max_tokens {
+        if min_tokens > max {
+            return Err(ApiError::invalid(
+                "min_tokens",
+                format!(
+                    "min_tokens ({min_tokens}) must not exceed {} ({max})",
+                    f.max_tokens_param
+                ),
+            ));
+        }
+    }
+    let stop_strings = f.stop.map(StopField::into_vec).unwrap_or_default();
+    if stop_strings.iter().any(String::is_empty) {
+        return Err(ApiError::invalid("stop", "stop strings must not be empty"));
+    }
+    let stop_token_ids = f
+        .stop_token_ids
+        .unwrap_or_default()
+        .into_iter()
+        .map(|id| check_token_id("stop_token_ids", id, limits.vocab_size))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut logit_bias = Vec::new();
+    for (key, bias) in f.logit_bias.unwrap_or_default() {
+        let id: i64 = key.parse().map_err(|_| {
+            ApiError::invalid(
+                "logit_bias",
+                format!("logit_bias keys must be token ids, got '{key}'"),
+            )
+        })?;
+        let id = check_token_id("logit_bias", id, limits.vocab_size)?;
+        if !(bias.is_finite() && (-100.0..=100.0).contains(&bias)) {
+            return Err(ApiError::invalid(
+                "logit_bias",
+                format!(
+                    "logit_bias values must be between -100 and 100, got {bias} for token {id}"
+                ),
+            ));
+        }
+        logit_bias.push((id, bias));
+    }
+    logit_bias.sort_by_key(|&(id, _)| id);
+    let stream = match (f.stream.unwrap_or(false), f.stream_options) {
+        (true, options) => Some(ValidStream {
+            include_usage: options.and_then(|o| o.include_usage).unwrap_or(false),
+        }),
+        (false, Some(_)) => {
+            return Err(ApiError::invalid(
+                "stream_options",
+                "stream_options is only allowed when stream is true",
+            ))
+        }
+        (false, None) => None,
+    };
+    let priority = match f.priority.as_deref() {
+        None | Some("normal") => Priority::Normal,
+        Some("high") => Priority::High,
+        Some("low") => Priority::Low,
+        Some(other) => {
+            return Err(ApiError::invalid(
+                "priority",
+                format!("priority must be \"high\", \"normal\" or \"low\", got \"{other}\""),
+            ))
+        }
+    };
+    Ok(ValidParams {
+        n,
+        max_tokens,
+        sampling: SamplingParams {
+            temperature,
+            top_p,
+            top_k,
+            min_p,
+            repetition_penalty,
+            presence_penalty,
+            frequency_penalty,
+            logit_bias,
+            // Negative seeds are accepted as their two's-complement bit pattern.
+            seed: f.seed.map(|s| s as u64),
+            logprobs: f.logprobs,
+        },
+        stop: StopRules {
+            max_tokens: max_tokens.unwrap_or(1),
+            min_tokens,
+            ignore_eos: f.ignore_eos.unwrap_or(false),
+            stop_token_ids,
+            stop_strings,
+        },
+        priority,
+        stream,
+    })
+}
+
+impl ValidParams {
+    /// The engine request for one tokenized prompt: checks the prompt against the context
+    /// (naming both numbers when it does not fit) and resolves `max_tokens`, which defaults
+    /// to the rest of the context.
+    pub fn request_for(
+        &self,
+        prompt_tokens: Vec<u32>,
+        max_model_len: usize,
+        prompt_param: &str,
+    ) -> Result<GenerationRequest, ApiError> {
+        let prompt_len = prompt_tokens.len();
+        if prompt_len == 0 {
+            return Err(ApiError::invalid(prompt_param, "the prompt is empty"));
+        }
+        let context_error = |message: String| ApiError::InvalidRequest {
+            message,
+            param: Some(prompt_param.to_string()),
+            code: Some("context_length_exceeded"),
+        };
+        if prompt_len >= max_model_len {
+            return Err(context_error(format!(
+                "This model's maximum context length is {max_model_len} tokens. However, your \
+                 prompt has {prompt_len} tokens, leaving no room for a completion. Please reduce \
+                 the length of the {prompt_param}."
+            )));
+        }
+        let remaining = (max_model_len - prompt_len) as u32;
+        let max_tokens = match self.max_tokens {
+            None => remaining,
+            Some(m) if m <= remaining => m,
+            Some(m) => {
+                return Err(context_error(format!(
+                    "This model's maximum context length is {max_model_len} tokens. However, you \
+                     requested {} tokens ({prompt_len} in the {prompt_param}, {m} for the \
+                     completion). Please reduce the length of the {prompt_param} or the \
+                     completion.",
+                    prompt_len as u64 + m as u64
+                )))
+            }
+        };
+        if self.stop.min_tokens > max_tokens {
+            return Err(ApiError::invalid(
+                "min_tokens",
+                format!(
+                    "min_tokens ({}) exceeds the {max_tokens} tokens left in the context",
+                    self.stop.min_tokens
+                ),
+            ));
+        }
+        Ok(GenerationRequest {
+            prompt_tokens,
+            n: self.n,
+            sampling: self.sampling.clone(),
+            stop: StopRules {
+                max_tokens,
+                ..self.stop.clone()
+            },
+            priority: self.priority,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,265 @@
+//! `POST /v1/chat/completions`: request, response and stream chunk.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{ChatLogprobs, StopField, StreamOptions, UsageBody};
+
+/// A chat completion request as the client sent it (unvalidated).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ChatCompletionRequest {
+    /// Served model id.
+    pub model: String,
+    /// The conversation so far.
+    pub messages: Vec<ChatMessage>,
+    /// Deprecated name of `max_completion_tokens`.
+    pub max_tokens: Option<i64>,
+    /// Upper bound on generated tokens per choice.
+    pub max_completion_tokens: Option<i64>,
+    /// Sampling temperature in [0, 2].
+    pub temperature: Option<f32>,
+    /// Nucleus mass in (0, 1].
+    pub top_p: Option<f32>,
+    /// Number of choices.
+    pub n: Option<i64>,
+    /// Stream the response as server-sent events.
+    pub stream: Option<bool>,
+    /// Streaming options; only valid with `stream: true`.
+    pub stream_options: Option<StreamOptions>,
+    /// Stop strings.
+    pub stop: Option<StopField>,
+    /// Seed of the sampler's RNG.
+    pub seed: Option<i64>,
+    /// Additive penalty on tokens already present, in [-2, 2].
+    pub presence_penalty: Option<f32>,
+    /// Additive penalty per occurrence, in [-2, 2].
+    pub frequency_penalty: Option<f32>,
+    /// Token id (as a string) to bias in [-100, 100].
+    pub logit_bias: Option<HashMap<String, f32>>,
+    /// Return log-probabilities of the sampled tokens.
+    pub logprobs: Option<bool>,
+    /// Number of alternatives per position (0..=20); needs `logprobs: true`.
+    pub top_logprobs: Option<i64>,
+    /// End-user id; accepted and ignored.
+    pub user: Option<String>,
+    /// Tool definitions, handed to the chat template.
+    pub tools: Option<serde_json::Value>,
+    /// Extension: keep only the k most likely tokens (-1 or 0 disables).
+    pub top_k: Option<i64>,
+    /// Extension: minimum probability relative to the most likely token, in [0, 1].
+    pub min_p: Option<f32>,
+    /// Extension: multiplicative repetition penalty (> 0, 1 disables).
+    pub repetition_penalty: Option<f32>,
+    /// Extension: keep generating past EOS.
+    pub ignore_eos: Option<bool>,
+    /// Extension: EOS and stop tokens are ignored before this many tokens.
+    pub min_tokens: Option<i64>,
+    /// Extension: extra token ids that end generation.
+    pub stop_token_ids: Option<Vec<i64>>,
+    /// Extension: "high" | "normal" | "low".
+    pub priority: Option<String>,
+}
+
+/// One message of the conversation.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ChatMessage {
+    /// system | developer | user | assistant | tool.
+    pub role: String,
+    /// A string or a list of content parts; may be absent on assistant messages with tool calls.
+    pub content: Option<MessageContent>,
+    /// Optional participant name.
+    pub name: Option<String>,
+    /// Tool calls made by an assistant message, handed to the template as is.
+    pub tool_calls: Option<serde_json::Value>,
+    /// The call a tool message answers.
+    pub tool_call_id: Option<String>,
+}
+
+/// `content`: a plain string or a list of typed parts.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum MessageContent {
+    /// Plain text.
+    Text(String),
+    /// Typed parts; only `{"type": "text", "text": ...}` is supported.
+    Parts(Vec<ContentPart>),
+}
+
+/// One element of an array `content`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ContentPart {
+    /// Part type, e.g. "text" or "image_url".
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The text of a "text" part.
+    pub text: Option<String>,
+}
+
+/// A non-streaming chat completion response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatCompletion {
+    /// `chatcmpl-...`.
+    pub id: String,
+    /// Always "chat.completion".
+    pub object: String,
+    /// Unix seconds.
+    pub created: u64,
+    /// Served model id.
+    pub model: String,
+    /// Identifies the server build.
+    pub system_fingerprint: String,
+    /// One per requested choice, by index.
+    pub choices: Vec<ChatChoice>,
+    /// Token counts over all choices.
+    pub usage: UsageBody,
+}
+
+/// One choice of a chat completion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatChoice {
+    /// Choice index.
+    pub index: u32,
+    /// The generated assistant message.
+    pub message: AssistantMessage,
+    /// Log-probabilities when requested, else null.
+    pub logprobs: Option<ChatLogprobs>,
+    /// "stop" or "length".
+    pub finish_reason: String,
+}
+
+/// The assistant message of a choice.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssistantMessage {
+    /// Always "assistant".
+    pub role: String,
+    /// Generated text.
+    pub content: String,
+}
+
+/// One server-sent event of a streaming chat completion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatCompletionChunk {
+    /// The same id on every chunk of a response.
+    pub id: String,
+    /// Always "chat.completion.chunk".
+    pub object: String,
+    /// Unix seconds.
+    pub created: u64,
+    /// Served model id.
+    pub model: String,
+    /// Identifies the server build.
+    pub system_fingerprint: String,
+    /// Zero or more choice updates (empty on the usage chunk).
+    pub choices: Vec<ChatChunkChoice>,
+    /// Present only on the final usage chunk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageBody>,
+}
+
+/// One choice's update in a chat chunk.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatChunkChoice {
+    /// Choice index.
+    pub index: u32,
+    /// New role and/or text.
+    pub delta: ChatDelta,
+    /// Log-probabilities of the tokens in this chunk when requested, else null.
+    pub logprobs: Option<ChatLogprobs>,
+    /// Null until the choice's last chunk.
+    pub finish_reason: Option<String>,
+}
+
+/// `delta` of a chat chunk: the role on a choice's first chunk, text afterwards.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatDelta {
+    /// "assistant" on the first chunk of a choice only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// Newly generated text; absent on the finishing chunk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_fields_are_ignored() {
+        let r: ChatCompletionRequest = serde_json::from_str(
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"text"},"parallel_tool_calls":true}"#,
+        )
+        .unwrap();
+        assert_eq!(r.model, "m");
+        assert_eq!(r.messages.len(), 1);
+    }
+
+    #[test]
+    fn content_may_be_a_string_or_a_list_of_parts() {
+        let s: MessageContent = serde_json::from_str(r#""hello""#).unwrap();
+        assert_eq!(s, MessageContent::Text("hello".into()));
+        let p: MessageContent =
+            serde_json::from_str(r#"[{"type":"text","text":"a"},{"type":"text","text":"b"}]"#)
+                .unwrap();
+        match p {
+            MessageContent::Parts(parts) => assert_eq!(parts.len(), 2),
+            MessageContent::Text(_) => panic!("parts parsed as text"),
+        }
+    }
+
+    #[test]
+    fn every_issue_field_parses() {
+        let r: ChatCompletionRequest = serde_json::from_str(
+            r#"{"model":"m","messages":[],"max_tokens":5,"max_completion_tokens":6,"temperature":0.5,
+            "top_p":0.9,"n":2,"stream":true,"stream_options":{"include_usage":true},"stop":["x"],
+            "seed":3,"presence_penalty":0.1,"frequency_penalty":0.2,"logit_bias":{"17":-100},
+            "logprobs":true,"top_logprobs":2,"user":"u","top_k":40,"min_p":0.05,
+            "repetition_penalty":1.1,"ignore_eos":true,"min_tokens":1,"stop_token_ids":[2],
+            "priority":"high"}"#,
+        )
+        .unwrap();
+        assert_eq!(r.max_completion_tokens, Some(6));
+        assert_eq!(r.stream_options.unwrap().include_usage, Some(true));
+        assert_eq!(r.logit_bias.unwrap()["17"], -100.0);
+        assert_eq!(r.priority.as_deref(), Some("high"));
+    }
+
+    #[test]
+    fn first_chunk_delta_has_role_and_finish_chunk_delta_is_empty() {
+        let first = ChatDelta {
+            role: Some("assistant".into()),
+            content: Some(String::new()),
+        };
+        assert_eq!(
+            serde_json::to_value(first).unwrap(),
+            serde_json::json!({"role":"assistant","content":""})
+        );
+        assert_eq!(
+            serde_json::to_value(ChatDelta::default()).unwrap(),
+            serde_json::json!({})
+        );
+    }
+
+    #[test]
+    fn chunk_without_usage_omits_the_field_and_logprobs_are_null() {
+        let chunk = ChatCompletionChunk {
+            id: "chatcmpl-1".into(),
+            object: "chat.completion.chunk".into(),
+            created: 1,
+            model: "m".into(),
+            system_fingerprint: "fp".into(),
+            choices: vec![ChatChunkChoice {
+                index: 0,
+                delta: ChatDelta::default(),
+                logprobs: None,
+                finish_reason: Some("stop".into()),
+            }],
+            usage: None,
+        };
+        let v = serde_json::to_value(chunk).unwrap();
+        assert!(v.get("usage").is_none());
+        assert!(v["choices"][0]["logprobs"].is_null());
+        assert_eq!(v["choices"][0]["finish_reason"], "stop");
+    }
+}

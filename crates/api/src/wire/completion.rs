@@ -1,0 +1,154 @@
+//! `POST /v1/completions` (the legacy text completion API): request, response and stream chunk.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{CompletionLogprobs, StopField, StreamOptions, UsageBody};
+
+/// A text completion request as the client sent it (unvalidated).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct CompletionRequest {
+    /// Served model id.
+    pub model: String,
+    /// A string, a list of strings, a list of token ids or a list of such lists. Kept as JSON
+    /// so validation can say precisely what is wrong with it.
+    pub prompt: Option<serde_json::Value>,
+    /// Not supported; rejected when non-empty.
+    pub suffix: Option<String>,
+    /// Upper bound on generated tokens per choice.
+    pub max_tokens: Option<i64>,
+    /// Sampling temperature in [0, 2].
+    pub temperature: Option<f32>,
+    /// Nucleus mass in (0, 1].
+    pub top_p: Option<f32>,
+    /// Number of choices per prompt.
+    pub n: Option<i64>,
+    /// Accepted only when equal to `n`.
+    pub best_of: Option<i64>,
+    /// Stream the response as server-sent events.
+    pub stream: Option<bool>,
+    /// Streaming options; only valid with `stream: true`.
+    pub stream_options: Option<StreamOptions>,
+    /// Number of alternatives per position (0..=20) to return with each token's logprob.
+    pub logprobs: Option<i64>,
+    /// Prepend the prompt to the generated text.
+    pub echo: Option<bool>,
+    /// Stop strings.
+    pub stop: Option<StopField>,
+    /// Seed of the sampler's RNG.
+    pub seed: Option<i64>,
+    /// Additive penalty on tokens already present, in [-2, 2].
+    pub presence_penalty: Option<f32>,
+    /// Additive penalty per occurrence, in [-2, 2].
+    pub frequency_penalty: Option<f32>,
+    /// Token id (as a string) to bias in [-100, 100].
+    pub logit_bias: Option<HashMap<String, f32>>,
+    /// End-user id; accepted and ignored.
+    pub user: Option<String>,
+    /// Extension: keep only the k most likely tokens (-1 or 0 disables).
+    pub top_k: Option<i64>,
+    /// Extension: minimum probability relative to the most likely token, in [0, 1].
+    pub min_p: Option<f32>,
+    /// Extension: multiplicative repetition penalty (> 0, 1 disables).
+    pub repetition_penalty: Option<f32>,
+    /// Extension: keep generating past EOS.
+    pub ignore_eos: Option<bool>,
+    /// Extension: EOS and stop tokens are ignored before this many tokens.
+    pub min_tokens: Option<i64>,
+    /// Extension: extra token ids that end generation.
+    pub stop_token_ids: Option<Vec<i64>>,
+    /// Extension: "high" | "normal" | "low".
+    pub priority: Option<String>,
+}
+
+/// A non-streaming text completion response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Completion {
+    /// `cmpl-...`.
+    pub id: String,
+    /// Always "text_completion".
+    pub object: String,
+    /// Unix seconds.
+    pub created: u64,
+    /// Served model id.
+    pub model: String,
+    /// Identifies the server build.
+    pub system_fingerprint: String,
+    /// `prompt_index * n + i`, in index order.
+    pub choices: Vec<CompletionChoice>,
+    /// Token counts over all prompts and choices.
+    pub usage: UsageBody,
+}
+
+/// One choice of a text completion, or its update in a stream chunk.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompletionChoice {
+    /// Generated text (with the prompt in front when `echo`).
+    pub text: String,
+    /// Choice index.
+    pub index: u32,
+    /// Log-probabilities when requested, else null.
+    pub logprobs: Option<CompletionLogprobs>,
+    /// "stop" or "length"; null on stream chunks before the choice's last.
+    pub finish_reason: Option<String>,
+}
+
+/// One server-sent event of a streaming text completion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompletionChunk {
+    /// The same id on every chunk of a response.
+    pub id: String,
+    /// Always "text_completion".
+    pub object: String,
+    /// Unix seconds.
+    pub created: u64,
+    /// Served model id.
+    pub model: String,
+    /// Identifies the server build.
+    pub system_fingerprint: String,
+    /// Zero or more choice updates (empty on the usage chunk).
+    pub choices: Vec<CompletionChoice>,
+    /// Present only on the final usage chunk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<UsageBody>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompt_is_kept_as_json_in_any_of_its_forms() {
+        for body in [
+            r#"{"model":"m","prompt":"hi"}"#,
+            r#"{"model":"m","prompt":["a","b"]}"#,
+            r#"{"model":"m","prompt":[1,2,3]}"#,
+            r#"{"model":"m","prompt":[[1,2],[3]]}"#,
+        ] {
+            let r: CompletionRequest = serde_json::from_str(body).unwrap();
+            assert!(r.prompt.is_some(), "{body}");
+        }
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored() {
+        let r: CompletionRequest =
+            serde_json::from_str(r#"{"model":"m","prompt":"x","frobnicate":1}"#).unwrap();
+        assert_eq!(r.model, "m");
+    }
+
+    #[test]
+    fn unfinished_stream_choice_has_null_finish_reason() {
+        let c = CompletionChoice {
+            text: "a".into(),
+            index: 3,
+            logprobs: None,
+            finish_reason: None,
+        };
+        let v = serde_json::to_value(c).unwrap();
+        assert!(v["finish_reason"].is_null());
+        assert!(v["logprobs"].is_null());
+        assert_eq!(v["index"], 3);
+    }
+}

@@ -1,0 +1,8 @@
+//! End-to-end tests of the OpenAI-compatible HTTP API: the real router over the real engine and
+//! the tiny fixture model, spoken to over real HTTP on an ephemeral loopback port.
+
+mod chat;
+mod completions;
+mod errors;
+mod operations;
+mod server;

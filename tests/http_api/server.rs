@@ -1,0 +1,151 @@
+//! Starts the real HTTP API in-process over the tiny fixture model, on an ephemeral loopback
+//! port, for the end-to-end tests.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sluice_api::{ApiConfig, ServedModel};
+use sluice_engine::{Engine, EngineConfig, EngineHandle, Executor, ExecutorError};
+use sluice_model::{Batch, KvCache, LoadOptions, Logits, Model};
+use sluice_text::Tokenizer;
+
+/// The model every test serves.
+pub const MODEL_ID: &str = "llama";
+
+/// The fixture model directory.
+pub fn model_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models/llama")
+}
+
+/// Runs the model's forward pass for the engine.
+struct ModelExecutor {
+    model: Model,
+    kv: KvCache,
+}
+
+impl Executor for ModelExecutor {
+    fn execute(&mut self, batch: &Batch) -> Result<Logits, ExecutorError> {
+        self.model.forward(batch, &mut self.kv).map_err(|e| ExecutorError::Forward(e.to_string()))
+    }
+
+    fn vocab_size(&self) -> usize {
+        self.model.config().vocab_size
+    }
+
+    fn block_size(&self) -> usize {
+        self.kv.block_size()
+    }
+
+    fn num_blocks(&self) -> usize {
+        self.kv.num_blocks()
+    }
+}
+
+/// Knobs a test may turn.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    pub api_key: Option<String>,
+    pub max_num_seqs: usize,
+    pub max_queue: usize,
+    pub num_blocks: usize,
+    pub max_body_bytes: usize,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions { api_key: None, max_num_seqs: 16, max_queue: 64, num_blocks: 256, max_body_bytes: 1 << 20 }
+    }
+}
+
+/// A running server.
+pub struct TestServer {
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// The engine behind it.
+    pub engine: EngineHandle,
+    /// The model's context length.
+    pub max_model_len: usize,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl TestServer {
+    /// `base` + `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// The value of one metric sample (labelled `model_name="llama"`) from `/metrics`.
+    pub async fn metric(&self, name: &str) -> f64 {
+        let text = reqwest::get(self.url("/metrics")).await.unwrap().text().await.unwrap();
+        let prefix = format!("{name}{{model_name=\"{MODEL_ID}\"}} ");
+        let line = text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no {name} in {text}"));
+        line[prefix.len()..].parse().unwrap()
+    }
+
+    /// Waits until `metric` reads `want`, or panics after `timeout`.
+    pub async fn wait_for_metric(&self, name: &str, want: f64, timeout: Duration) {
+        let start = Instant::now();
+        loop {
+            let got = self.metric(name).await;
+            if got == want {
+                return;
+            }
+            assert!(start.elapsed() < timeout, "{name} stayed at {got}, expected {want}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.server.abort();
+        self.engine.shutdown();
+    }
+}
+
+/// Loads the fixture model, starts its engine and serves the API on 127.0.0.1:0.
+pub async fn start(options: ServerOptions) -> TestServer {
+    let dir = model_dir();
+    let model = Model::load(&dir, &LoadOptions::default()).expect("fixture model loads");
+    let tokenizer = Arc::new(Tokenizer::from_dir(&dir).expect("fixture tokenizer loads"));
+    let config = model.config().clone();
+    let max_model_len = config.max_position_embeddings;
+    let kv = KvCache::new(&config, 16, options.num_blocks);
+    let engine = Engine::start(
+        Box::new(ModelExecutor { model, kv }),
+        tokenizer.clone(),
+        EngineConfig {
+            max_num_seqs: options.max_num_seqs,
+            max_queue: options.max_queue,
+            max_model_len,
+            eos_token_ids: config.eos_token_ids.clone(),
+            ..EngineConfig::default()
+        },
+    );
+    let served = ServedModel {
+        id: MODEL_ID.to_string(),
+        engine: engine.clone(),
+        tokenizer,
+        max_model_len,
+        created: 1_700_000_000,
+    };
+    let api = ApiConfig {
+        api_key: options.api_key,
+        max_body_bytes: options.max_body_bytes,
+        request_read_timeout: Duration::from_secs(5),
+        retry_after_secs: 2,
+    };
+    let app = sluice_api::router(vec![served], api);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app).await.unwrap();
+    });
+    TestServer { base: format!("http://{addr}"), engine, max_model_len, server }
+}
+
+/// The `data:` payloads of an SSE body, in order.
+pub fn sse_payloads(body: &str) -> Vec<String> {
+    body.lines().filter_map(|l| l.strip_prefix("data: ").or_else(|| l.strip_prefix("data:"))).map(str::to_string).collect()
+}

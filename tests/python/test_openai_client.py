@@ -1,0 +1,169 @@
+"""The official `openai` Python client against a real `sluice serve`.
+
+Runs the server binary ($SLUICE_BIN, default target/debug/sluice) on the tiny fixture model with
+an API key, on a free loopback port, and checks that chat and completions (streaming and not,
+with logprobs) parse as the client's own types and that errors raise the client's own
+exception classes.
+"""
+
+import os
+import re
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import openai
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL_DIR = ROOT / "fixtures" / "models" / "llama"
+MODEL = "llama"
+API_KEY = "test-key"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def base_url():
+    binary = os.environ.get("SLUICE_BIN", str(ROOT / "target" / "debug" / "sluice"))
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, "serve", "--model", str(MODEL_DIR), "--host", "127.0.0.1", "--port", str(port), "--api-key", API_KEY],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    listening = threading.Event()
+    log = []
+
+    def drain():
+        for line in proc.stderr:
+            log.append(line)
+            if re.search(r"listening on http://", line):
+                listening.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    deadline = time.time() + 120
+    while not listening.is_set():
+        if proc.poll() is not None or time.time() > deadline:
+            proc.kill()
+            pytest.fail("sluice serve did not start:\n" + "".join(log))
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}/v1"
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture(scope="module")
+def client(base_url):
+    return openai.OpenAI(base_url=base_url, api_key=API_KEY, max_retries=0)
+
+
+MESSAGES = [
+    {"role": "system", "content": "You are terse."},
+    {"role": "user", "content": "Say something."},
+]
+
+
+def test_models_lists_the_served_model(client):
+    ids = [m.id for m in client.models.list()]
+    assert ids == [MODEL]
+    assert client.models.retrieve(MODEL).id == MODEL
+
+
+def test_chat_completion(client):
+    r = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=8, seed=1)
+    assert r.object == "chat.completion"
+    assert r.id.startswith("chatcmpl-")
+    assert r.system_fingerprint
+    choice = r.choices[0]
+    assert choice.message.role == "assistant"
+    assert isinstance(choice.message.content, str)
+    assert choice.finish_reason in ("stop", "length")
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+    assert 1 <= r.usage.completion_tokens <= 8
+
+
+def test_chat_stream_matches_non_stream(client):
+    params = dict(model=MODEL, messages=MESSAGES, max_tokens=12, temperature=1.0, seed=42,
+                  extra_body={"ignore_eos": True})
+    whole = client.chat.completions.create(**params)
+    stream = client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **params)
+    text, finishes, usage, ids = "", [], None, set()
+    for chunk in stream:
+        ids.add(chunk.id)
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for c in chunk.choices:
+            text += c.delta.content or ""
+            if c.finish_reason is not None:
+                finishes.append(c.finish_reason)
+    assert len(ids) == 1
+    assert text == whole.choices[0].message.content
+    assert finishes == [whole.choices[0].finish_reason]
+    assert usage.completion_tokens == whole.usage.completion_tokens
+
+
+def test_chat_logprobs(client):
+    r = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=4, logprobs=True,
+                                       top_logprobs=2, extra_body={"ignore_eos": True})
+    content = r.choices[0].logprobs.content
+    assert len(content) == 4
+    for entry in content:
+        assert entry.logprob <= 0
+        assert bytes(entry.bytes) == entry.token.encode()
+        assert len(entry.top_logprobs) == 2
+
+
+def test_chat_n_choices(client):
+    r = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=3, n=3,
+                                       extra_body={"ignore_eos": True})
+    assert [c.index for c in r.choices] == [0, 1, 2]
+    assert all(c.finish_reason == "length" for c in r.choices)
+
+
+def test_completion_and_stream(client):
+    params = dict(model=MODEL, prompt="In the beginning", max_tokens=10, temperature=0.7, seed=3)
+    whole = client.completions.create(**params)
+    assert whole.object == "text_completion"
+    streamed = "".join(c.choices[0].text for c in client.completions.create(stream=True, **params) if c.choices)
+    assert streamed == whole.choices[0].text
+
+
+def test_completion_logprobs(client):
+    r = client.completions.create(model=MODEL, prompt="light", max_tokens=5, logprobs=2,
+                                  extra_body={"ignore_eos": True})
+    lp = r.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.text_offset) == 5
+    assert all(len(top) <= 2 for top in lp.top_logprobs)
+
+
+def test_unknown_model_raises_not_found(client):
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="gpt-9", messages=MESSAGES)
+
+
+def test_bad_parameter_raises_bad_request(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=MODEL, messages=MESSAGES, temperature=5)
+    assert "temperature" in str(e.value)
+
+
+def test_context_overflow_raises_bad_request(client):
+    with pytest.raises(openai.BadRequestError):
+        client.completions.create(model=MODEL, prompt="x", max_tokens=10_000_000)
+
+
+def test_wrong_key_raises_authentication_error(base_url):
+    bad = openai.OpenAI(base_url=base_url, api_key="wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        bad.models.list()
