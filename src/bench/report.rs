@@ -27,11 +27,11 @@ pub struct LevelReport {
     pub requests_per_s: f64,
     /// Generated tokens that arrived inside the window, per second.
     pub output_tokens_per_s: f64,
-    /// Time to first token of requests started in the window; `None` when none completed.
+    /// Time to first token of requests started in the window; `None` when none got one.
     pub ttft_ms: Option<LatencyMs>,
     /// Inter-token latency over every chunk gap of requests started in the window.
     pub itl_ms: Option<LatencyMs>,
-    /// Median end-to-end latency of requests started in the window.
+    /// Median end-to-end latency of requests started in the window that completed.
     pub e2e_ms_p50: Option<f64>,
     /// Mean prompt length the server reported in `usage`.
     pub prompt_tokens_mean: Option<f64>,

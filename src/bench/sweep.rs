@@ -52,10 +52,15 @@ pub async fn run_level(
     let cut_at = deadline + plan.drain_cap;
     let issued_in_window = Arc::new(AtomicUsize::new(0));
     let mut clients = Vec::with_capacity(plan.concurrency);
-    for _ in 0..plan.concurrency {
+    for client in 0..plan.concurrency {
         let (endpoint, workload) = (endpoint.clone(), Arc::clone(workload));
         let (live, issued_in_window) = (Arc::clone(&live), Arc::clone(&issued_in_window));
+        // Clients start spread over the warm-up, so they do not all prefill in the same step
+        // and then finish together, cycle after cycle.
+        let first_start =
+            Instant::now() + plan.warmup.mul_f64(client as f64 / plan.concurrency as f64);
         clients.push(tokio::spawn(async move {
+            tokio::time::sleep_until(first_start).await;
             let mut records = Vec::new();
             loop {
                 let now = Instant::now();
@@ -136,8 +141,10 @@ async fn print_progress(
 /// Turns the records of one level into its report.
 ///
 /// Throughput counts the tokens whose chunks arrived inside the window, whichever request they
-/// belong to, so requests straddling the window's edges count for the part inside it. Latencies
-/// come from requests that started inside the window and completed.
+/// belong to, so requests straddling the window's edges count for the part inside it. TTFT and
+/// inter-token latency come from requests that started inside the window and did not fail (a
+/// request cut by the drain cap still has a first token and gaps); end-to-end latency and
+/// completion length from those that completed.
 pub fn summarize(
     concurrency: usize,
     records: &[RequestRecord],
@@ -161,7 +168,12 @@ pub fn summarize(
         .count() as u64;
     let measured: Vec<&RequestRecord> = records
         .iter()
-        .filter(|r| matches!(r.outcome, Outcome::Completed) && r.started >= window_start)
+        .filter(|r| !matches!(r.outcome, Outcome::Failed(_)) && r.started >= window_start)
+        .collect();
+    let completed: Vec<&RequestRecord> = measured
+        .iter()
+        .copied()
+        .filter(|r| matches!(r.outcome, Outcome::Completed))
         .collect();
     let ttft = Samples::new(
         measured
@@ -177,13 +189,13 @@ pub fn summarize(
             .collect(),
     );
     let e2e = Samples::new(
-        measured
+        completed
             .iter()
             .map(|r| (r.finished - r.started).as_secs_f64() * 1e3)
             .collect(),
     );
     let prompt_tokens = Samples::new(
-        measured
+        completed
             .iter()
             .filter_map(|r| r.usage?.prompt_tokens.map(|p| p as f64))
             .collect(),
@@ -312,7 +324,9 @@ mod tests {
         assert_eq!(report.errors, 1);
         assert_eq!(report.cut, 1);
         assert_eq!(report.error_samples, ["error event: out of memory"]);
-        assert_eq!(report.ttft_ms, None);
         assert_eq!(report.requests_completed, 0);
+        // The cut request got its first token: it counts for TTFT but not for end-to-end latency.
+        assert!((report.ttft_ms.unwrap().p50 - 10.0).abs() < 1e-6);
+        assert_eq!(report.e2e_ms_p50, None);
     }
 }

@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# Serves the same f16 weights from sluice and from llama.cpp's llama-server in turn and measures
+# both with the very same `sluice bench` sweep; writes a side-by-side markdown table (ratios are
+# sluice / llama-server) and an SVG chart per model into bench/out/, and prints the markdown.
+#
+#   bench/compare-llamacpp.sh [options]
+#     --models LIST          comma-separated (default smollm2-135m,qwen2.5-0.5b)
+#     --concurrency LIST     levels to sweep (default 1,4,16,64)
+#     --prompt-tokens N      (default 128)        --output-tokens N   (default 128)
+#     --warmup-secs S        per level (default 10)
+#     --duration-secs S      measured per level (default 30)
+#     --drain-secs S         wait for in-flight requests after each level (default 15)
+#     --ctx-per-seq N        context per sequence on both servers (default 512)
+#     --only sluice|llama-server   measure one server only (the other's JSON is reused if present)
+#     --skip-llama-bench     do not run llama-bench
+#   environment: BENCH_OUT (default bench/out), SLUICE_BIN (use this sluice binary, no build),
+#                SLUICE_PORT / LLAMA_PORT (default 8171 / 8172), SLUICE_PEERS_DIR
+#
+# Steps: build llama-server (../shared/peers/llama-server.sh, cached), make the random-weight
+# models (bench/make_random_model.py), convert each to GGUF f16 (../shared/peers/to-gguf.py), build
+# sluice in release, run `llama-bench -p 512 -n 128` per model, then per model: start one server on
+# loopback, wait for /health, run the sweep, stop it, start the other. With the defaults the whole
+# script takes about 20 minutes on 2 cores once llama.cpp is built. Nothing else should be running:
+# foreign CPU load moves these numbers more than anything measured here.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="${BENCH_OUT:-$ROOT/bench/out}"
+PEERS="${SLUICE_PEERS_DIR:-$ROOT/../shared/peers}"
+MODELS="smollm2-135m,qwen2.5-0.5b"
+CONCURRENCY="1,4,16,64"
+PROMPT_TOKENS=128
+OUTPUT_TOKENS=128
+WARMUP=10
+DURATION=30
+DRAIN=15
+CTX_PER_SEQ=512
+ONLY=""
+LLAMA_BENCH=1
+SLUICE_PORT="${SLUICE_PORT:-8171}"
+LLAMA_PORT="${LLAMA_PORT:-8172}"
+THREADS="$(nproc)"
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --models) MODELS="$2"; shift 2 ;;
+    --concurrency) CONCURRENCY="$2"; shift 2 ;;
+    --prompt-tokens) PROMPT_TOKENS="$2"; shift 2 ;;
+    --output-tokens) OUTPUT_TOKENS="$2"; shift 2 ;;
+    --warmup-secs) WARMUP="$2"; shift 2 ;;
+    --duration-secs) DURATION="$2"; shift 2 ;;
+    --drain-secs) DRAIN="$2"; shift 2 ;;
+    --ctx-per-seq) CTX_PER_SEQ="$2"; shift 2 ;;
+    --only) ONLY="$2"; shift 2 ;;
+    --skip-llama-bench) LLAMA_BENCH=0; shift ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+case "$ONLY" in ""|sluice|llama-server) ;; *) echo "--only takes sluice or llama-server" >&2; exit 2 ;; esac
+
+MAX_CONCURRENCY="$(tr ',' '\n' <<<"$CONCURRENCY" | sort -n | tail -1)"
+LOGS="$OUT/logs"
+mkdir -p "$OUT/models" "$LOGS"
+log() { echo "[compare $(date +%H:%M:%S)] $*" >&2; }
+
+SERVER_PID=""
+stop_server() {
+  if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill "$SERVER_PID" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.2; done
+    kill -9 "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+  fi
+  SERVER_PID=""
+}
+trap stop_server EXIT INT TERM
+
+# wait_healthy PORT LOGFILE: polls /health until it answers 200, the server dies, or 10 minutes pass.
+wait_healthy() {
+  local port="$1" logfile="$2"
+  for _ in $(seq 1200); do
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+      log "server exited during start-up; last lines of $logfile:"; tail -20 "$logfile" >&2; return 1
+    fi
+    if [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/health")" = 200 ]; then
+      return 0
+    fi
+    sleep 0.5
+  done
+  log "server on port $port not healthy after 10 minutes"; return 1
+}
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# 1. llama.cpp
+if [ "$ONLY" != sluice ]; then
+  log "building llama-server (cached after the first time)"
+  LLAMA_BIN="$("$PEERS/llama-server.sh")"
+  log "llama.cpp binaries: $LLAMA_BIN"
+fi
+
+# 2. sluice, release (SLUICE_BIN=path skips the build and uses that binary)
+if [ -n "${SLUICE_BIN:-}" ]; then
+  SLUICE="$SLUICE_BIN"
+else
+  SLUICE="${CARGO_TARGET_DIR:-$ROOT/target}/release/sluice"
+  log "building sluice --release"
+  (cd "$ROOT" && cargo build --release --bin sluice >&2)
+fi
+
+# 3. models and their GGUF twins
+for model in ${MODELS//,/ }; do
+  dir="$OUT/models/$model"
+  if [ ! -f "$dir/model.safetensors" ]; then
+    log "making random-weight $model"
+    python3 "$ROOT/bench/make_random_model.py" "$OUT/models" --models "$model" >/dev/null
+  fi
+  if [ "$ONLY" != sluice ] && [ ! -f "$dir.f16.gguf" ]; then
+    log "converting $model to GGUF f16"
+    python3 "$PEERS/to-gguf.py" "$dir" "$dir.f16.gguf.tmp" --outtype f16 >"$LOGS/to-gguf-$model.log" 2>&1
+    mv "$dir.f16.gguf.tmp" "$dir.f16.gguf"
+  fi
+done
+
+# 4. llama-bench: the peer's own view of prefill and decode speed on these weights
+if [ "$ONLY" != sluice ] && [ "$LLAMA_BENCH" = 1 ]; then
+  for model in ${MODELS//,/ }; do
+    log "llama-bench $model -p 512 -n 128"
+    "$LLAMA_BIN/llama-bench" -m "$OUT/models/$model.f16.gguf" -p 512 -n 128 -t "$THREADS" -r 3 \
+      -o md >"$OUT/llama-bench-$model.md" 2>"$LOGS/llama-bench-$model.log"
+    cat "$OUT/llama-bench-$model.md" >&2
+  done
+fi
+
+# run_sweep LABEL PORT MODEL: the same workload against whichever server listens on PORT.
+run_sweep() {
+  local label="$1" port="$2" model="$3"
+  "$SLUICE" bench --base-url "http://127.0.0.1:$port/v1" --model "$model" --label "$label" \
+    --prompt-tokens "$PROMPT_TOKENS" --output-tokens "$OUTPUT_TOKENS" \
+    --concurrency "$CONCURRENCY" --warmup-secs "$WARMUP" --duration-secs "$DURATION" \
+    --drain-secs "$DRAIN" --out "$OUT/$model/$label.json" --svg "$OUT/$model/$label.svg" \
+    2> >(tee "$LOGS/bench-$label-$model.log" >&2)
+}
+
+serve_sluice() {
+  local model="$1"
+  port_free "$SLUICE_PORT" || { log "port $SLUICE_PORT is taken"; return 1; }
+  log "sluice serve $model on :$SLUICE_PORT"
+  "$SLUICE" serve --model "$OUT/models/$model" --served-model-name "$model" \
+    --host 127.0.0.1 --port "$SLUICE_PORT" --max-num-seqs "$MAX_CONCURRENCY" \
+    --max-model-len "$CTX_PER_SEQ" >"$LOGS/sluice-$model.log" 2>&1 &
+  SERVER_PID=$!
+  wait_healthy "$SLUICE_PORT" "$LOGS/sluice-$model.log"
+}
+
+serve_llama() {
+  local model="$1"
+  port_free "$LLAMA_PORT" || { log "port $LLAMA_PORT is taken"; return 1; }
+  log "llama-server $model on :$LLAMA_PORT (-np $MAX_CONCURRENCY -c $((MAX_CONCURRENCY * CTX_PER_SEQ)))"
+  "$LLAMA_BIN/llama-server" -m "$OUT/models/$model.f16.gguf" --alias "$model" \
+    --host 127.0.0.1 --port "$LLAMA_PORT" -t "$THREADS" -tb "$THREADS" \
+    -np "$MAX_CONCURRENCY" -c "$((MAX_CONCURRENCY * CTX_PER_SEQ))" --no-webui \
+    >"$LOGS/llama-server-$model.log" 2>&1 &
+  SERVER_PID=$!
+  wait_healthy "$LLAMA_PORT" "$LOGS/llama-server-$model.log"
+}
+
+# 5. the sweeps, one server at a time; the order alternates between models so that neither
+# server always runs on a machine warmed (or throttled) by the other.
+index=0
+for model in ${MODELS//,/ }; do
+  mkdir -p "$OUT/$model"
+  if [ $((index % 2)) = 0 ]; then order="sluice llama-server"; else order="llama-server sluice"; fi
+  for server in $order; do
+    [ -n "$ONLY" ] && [ "$ONLY" != "$server" ] && continue
+    if [ "$server" = sluice ]; then serve_sluice "$model"; run_sweep sluice "$SLUICE_PORT" "$model"
+    else serve_llama "$model"; run_sweep llama-server "$LLAMA_PORT" "$model"; fi
+    stop_server
+  done
+  index=$((index + 1))
+done
+
+# 6. the side-by-side report
+REPORT="$OUT/comparison.md"
+{
+  echo "## sluice vs llama-server, same f16 weights"
+  echo
+  echo "Measured $(date -u +'%Y-%m-%d %H:%M UTC') on $(nproc) CPU cores" \
+       "($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), sluice" \
+       "$(cd "$ROOT" && git rev-parse --short HEAD), llama.cpp from llama-cpp-python 0.3.36." \
+       "Random weights with the real shapes; prompt $PROMPT_TOKENS tokens, output $OUTPUT_TOKENS" \
+       "tokens (ignore_eos), closed-loop clients, ${WARMUP}s warm-up + ${DURATION}s measured per level." \
+       "llama-server: \`-np $MAX_CONCURRENCY -c $((MAX_CONCURRENCY * CTX_PER_SEQ))\` ($CTX_PER_SEQ per slot);" \
+       "sluice: \`--max-num-seqs $MAX_CONCURRENCY --max-model-len $CTX_PER_SEQ\`. Ratios are sluice / llama-server."
+  for model in ${MODELS//,/ }; do
+    echo
+    echo "### $model"
+    echo
+    runs=()
+    for label in sluice llama-server; do
+      [ -f "$OUT/$model/$label.json" ] && runs+=("$OUT/$model/$label.json")
+    done
+    if [ ${#runs[@]} -gt 0 ]; then
+      "$SLUICE" bench --merge "${runs[@]}" --svg "$OUT/$model/comparison.svg" \
+        --title "$model (random weights, f16): sluice vs llama-server"
+      echo
+      echo "![$model chart]($model/comparison.svg)"
+    else
+      echo "(no results)"
+    fi
+    if [ -f "$OUT/llama-bench-$model.md" ]; then
+      echo
+      echo "llama-bench \`-p 512 -n 128 -t $THREADS\`:"
+      echo
+      cat "$OUT/llama-bench-$model.md"
+    fi
+  done
+} >"$REPORT"
+log "wrote $REPORT and the charts under $OUT/"
+cat "$REPORT"
