@@ -151,7 +151,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             drain_cap: Duration::from_secs_f64(args.drain_secs),
             max_requests: args.requests_per_level,
         };
-        let level = sweep::run_level(&endpoint, &workload, plan).await;
+        let level = sweep::run_level(&endpoint, &workload, plan)
+            .await
+            .context("a bench client task failed")?;
         eprintln!(
             "  => {:.1} output tok/s, {:.2} req/s, TTFT p50 {} ms, errors {}{}",
             level.output_tokens_per_s,

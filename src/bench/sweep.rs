@@ -40,12 +40,13 @@ pub struct LevelPlan {
     pub max_requests: Option<usize>,
 }
 
-/// Runs one level against `endpoint`, printing a progress line to stderr every second.
+/// Runs one level against `endpoint`, printing a progress line to stderr every second. Fails only
+/// if a client task panicked.
 pub async fn run_level(
     endpoint: &Endpoint,
     workload: &Arc<Workload>,
     plan: LevelPlan,
-) -> LevelReport {
+) -> Result<LevelReport, tokio::task::JoinError> {
     let live = Arc::new(LiveCounters::default());
     let window_start = Instant::now() + plan.warmup;
     let deadline = window_start + plan.duration;
@@ -95,12 +96,15 @@ pub async fn run_level(
         deadline,
     ));
     let mut records = Vec::new();
+    let mut outcome = Ok(());
     for client in clients {
-        // A client task only ends by returning; a panic in one is a bug worth surfacing.
-        records.extend(client.await.expect("bench client task panicked"));
+        match client.await {
+            Ok(client_records) => records.extend(client_records),
+            Err(error) => outcome = Err(error),
+        }
     }
     progress.abort();
-    summarize(plan.concurrency, &records, window_start, deadline)
+    outcome.map(|()| summarize(plan.concurrency, &records, window_start, deadline))
 }
 
 async fn print_progress(

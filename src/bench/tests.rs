@@ -170,8 +170,12 @@ async fn workload(endpoint: &Endpoint, prompt_tokens: usize, output_tokens: u32)
 async fn measured_rates_match_the_scripted_token_pace() {
     let endpoint = Endpoint::new(&serve(Script::pace(5)).await, None).unwrap();
     let workload = workload(&endpoint, 40, 10).await;
-    let one = run_level(&endpoint, &workload, plan(1, 200, 1500, 2000)).await;
-    let four = run_level(&endpoint, &workload, plan(4, 200, 1500, 2000)).await;
+    let one = run_level(&endpoint, &workload, plan(1, 200, 1500, 2000))
+        .await
+        .unwrap();
+    let four = run_level(&endpoint, &workload, plan(4, 200, 1500, 2000))
+        .await
+        .unwrap();
     for level in [&one, &four] {
         assert_eq!(level.errors, 0, "{:?}", level.error_samples);
         assert_eq!(level.cut, 0);
@@ -232,7 +236,9 @@ async fn error_events_inside_streams_count_as_errors() {
     };
     let endpoint = Endpoint::new(&serve(script).await, None).unwrap();
     let workload = workload(&endpoint, 8, 10).await;
-    let level = run_level(&endpoint, &workload, plan(2, 0, 300, 1000)).await;
+    let level = run_level(&endpoint, &workload, plan(2, 0, 300, 1000))
+        .await
+        .unwrap();
     assert!(level.errors > 0);
     assert_eq!(level.requests_completed, 0);
     assert_eq!(level.ttft_ms, None);
@@ -247,7 +253,9 @@ async fn http_error_statuses_count_as_errors() {
     };
     let endpoint = Endpoint::new(&serve(script).await, None).unwrap();
     let workload = workload(&endpoint, 8, 10).await;
-    let level = run_level(&endpoint, &workload, plan(1, 0, 200, 1000)).await;
+    let level = run_level(&endpoint, &workload, plan(1, 0, 200, 1000))
+        .await
+        .unwrap();
     assert!(level.errors >= 1);
     assert!(
         level.error_samples[0].starts_with("HTTP 503"),
@@ -261,7 +269,9 @@ async fn requests_still_streaming_after_the_drain_cap_are_cut() {
     let endpoint = Endpoint::new(&serve(Script::pace(50)).await, None).unwrap();
     let workload = workload(&endpoint, 8, 100).await;
     let started = tokio::time::Instant::now();
-    let level = run_level(&endpoint, &workload, plan(2, 0, 200, 200)).await;
+    let level = run_level(&endpoint, &workload, plan(2, 0, 200, 200))
+        .await
+        .unwrap();
     assert!(
         started.elapsed() < Duration::from_secs(2),
         "the drain cap must bound the level"
@@ -279,7 +289,7 @@ async fn requests_per_level_bounds_the_window() {
     let mut bounded = plan(2, 0, 10_000, 1000);
     bounded.max_requests = Some(6);
     let started = tokio::time::Instant::now();
-    let level = run_level(&endpoint, &workload, bounded).await;
+    let level = run_level(&endpoint, &workload, bounded).await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_eq!(level.requests_completed, 6);
 }
