@@ -1,6 +1,26 @@
 //! sluice's model runtime: Hugging Face configs and weights, one file per architecture built from
 //! shared layers, CPU kernels, and the paged KV storage the forward pass reads and writes.
+//!
+//! ```text
+//! Model::load(dir, opts) ──► ModelConfig + Decoder (packed weights)
+//! Model::forward(&Batch, &mut KvCache) ──► Logits for batch.logits_indices
+//! ```
 
+pub mod architectures;
 pub mod batch;
+pub mod checkpoint;
+pub mod config;
+pub mod decoder;
+pub mod error;
+pub mod kernels;
+pub mod kv_cache;
+pub mod layers;
+pub mod model;
 
 pub use batch::{Batch, Logits, SeqBatch};
+pub use checkpoint::{Checkpoint, TensorSource};
+pub use config::{ModelConfig, RopeConfig, RopeScaling};
+pub use error::{ForwardError, LoadError};
+pub use kernels::matmul::WeightDtype;
+pub use kv_cache::KvCache;
+pub use model::{LoadOptions, Model};

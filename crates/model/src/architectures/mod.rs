@@ -1,0 +1,29 @@
+//! One file per supported architecture; each says how its checkpoint maps onto the shared
+//! [`Decoder`](crate::decoder::Decoder). To add one, write a file here and a match arm in
+//! [`load`].
+
+pub mod llama;
+pub mod mistral;
+pub mod qwen2;
+pub mod qwen3;
+
+use crate::checkpoint::TensorSource;
+use crate::config::ModelConfig;
+use crate::decoder::Decoder;
+use crate::error::LoadError;
+use crate::kernels::matmul::WeightDtype;
+
+/// Loads `config.architecture`, or `None` when it is not implemented.
+pub fn load(
+    source: &dyn TensorSource,
+    config: &ModelConfig,
+    dtype: WeightDtype,
+) -> Option<Result<Decoder, LoadError>> {
+    Some(match config.architecture.as_str() {
+        "LlamaForCausalLM" => llama::load(source, config, dtype),
+        "MistralForCausalLM" => mistral::load(source, config, dtype),
+        "Qwen2ForCausalLM" => qwen2::load(source, config, dtype),
+        "Qwen3ForCausalLM" => qwen3::load(source, config, dtype),
+        _ => return None,
+    })
+}

@@ -1,0 +1,368 @@
+//! Hugging Face `config.json` (both the transformers 4.x and 5.x dialects) and
+//! `generation_config.json`, parsed into one [`ModelConfig`].
+//!
+//! transformers 4.x published `rope_theta`, `rope_scaling` and `torch_dtype` at the top level;
+//! transformers 5.x writes `rope_parameters` (holding `rope_theta` and the scaling fields) and
+//! `dtype`. Both read into the same [`RopeConfig`].
+
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::LoadError;
+
+/// How rotary position embeddings are computed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RopeScaling {
+    /// Plain RoPE: `inv_freq[i] = theta^(-2i/head_dim)`.
+    Default,
+    /// Llama 3.1's frequency-dependent scaling (`rope_type: "llama3"`).
+    Llama3 {
+        /// Divisor applied to low frequencies.
+        factor: f64,
+        /// Wavelengths above `original_max / low_freq_factor` are fully scaled.
+        low_freq_factor: f64,
+        /// Wavelengths below `original_max / high_freq_factor` are left alone.
+        high_freq_factor: f64,
+        /// The context length the model was pre-trained with.
+        original_max_position_embeddings: f64,
+    },
+}
+
+/// Rotary embedding parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RopeConfig {
+    /// The base `theta`.
+    pub theta: f64,
+    /// Frequency scaling.
+    pub scaling: RopeScaling,
+}
+
+/// Everything the runtime needs from a model directory's configuration files.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    /// `architectures[0]`, e.g. `LlamaForCausalLM`.
+    pub architecture: String,
+    /// Vocabulary size (rows of the embedding and of the output head).
+    pub vocab_size: usize,
+    /// Width of the residual stream.
+    pub hidden_size: usize,
+    /// Width of the MLP's gated hidden layer.
+    pub intermediate_size: usize,
+    /// Number of decoder layers.
+    pub num_hidden_layers: usize,
+    /// Query heads per layer.
+    pub num_attention_heads: usize,
+    /// Key/value heads per layer (grouped-query attention when fewer than query heads).
+    pub num_key_value_heads: usize,
+    /// Width of one attention head (explicit `head_dim`, else `hidden_size / num_attention_heads`).
+    pub head_dim: usize,
+    /// Longest context the model supports.
+    pub max_position_embeddings: usize,
+    /// Epsilon of every RMS norm.
+    pub rms_norm_eps: f64,
+    /// Rotary embedding parameters.
+    pub rope: RopeConfig,
+    /// Whether the output head reuses the token embedding.
+    pub tie_word_embeddings: bool,
+    /// Whether q/k/v projections carry a bias (Qwen2, or Llama's `attention_bias`).
+    pub qkv_bias: bool,
+    /// Whether the output projection carries a bias (Llama's `attention_bias`).
+    pub o_bias: bool,
+    /// Whether the MLP projections carry biases (Llama's `mlp_bias`).
+    pub mlp_bias: bool,
+    /// Whether queries and keys are RMS-normed per head before RoPE (Qwen3).
+    pub qk_norm: bool,
+    /// Attention only sees the last `sliding_window` positions (Mistral), when set.
+    pub sliding_window: Option<usize>,
+    /// Token ids that end generation: `generation_config.json`, else `config.json`.
+    pub eos_token_ids: Vec<u32>,
+    /// Beginning-of-sequence token, when the configs name one.
+    pub bos_token_id: Option<u32>,
+    /// The dtype the checkpoint declares (`dtype` or `torch_dtype`), informational.
+    pub checkpoint_dtype: Option<String>,
+}
+
+/// The architectures this crate implements.
+pub const SUPPORTED_ARCHITECTURES: [&str; 4] = [
+    "LlamaForCausalLM",
+    "MistralForCausalLM",
+    "Qwen2ForCausalLM",
+    "Qwen3ForCausalLM",
+];
+
+/// The raw fields of `config.json` we read; everything else is ignored.
+#[derive(Deserialize)]
+struct RawConfig {
+    architectures: Option<Vec<String>>,
+    vocab_size: usize,
+    hidden_size: usize,
+    intermediate_size: usize,
+    num_hidden_layers: usize,
+    num_attention_heads: usize,
+    num_key_value_heads: Option<usize>,
+    head_dim: Option<usize>,
+    max_position_embeddings: Option<usize>,
+    rms_norm_eps: Option<f64>,
+    hidden_act: Option<String>,
+    // 4.x dialect
+    rope_theta: Option<f64>,
+    rope_scaling: Option<Value>,
+    torch_dtype: Option<String>,
+    // 5.x dialect
+    rope_parameters: Option<Value>,
+    dtype: Option<String>,
+    tie_word_embeddings: Option<bool>,
+    attention_bias: Option<bool>,
+    mlp_bias: Option<bool>,
+    sliding_window: Option<usize>,
+    use_sliding_window: Option<bool>,
+    eos_token_id: Option<Value>,
+    bos_token_id: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct RawGenerationConfig {
+    eos_token_id: Option<Value>,
+    bos_token_id: Option<Value>,
+}
+
+impl ModelConfig {
+    /// Reads `config.json` and, when present, `generation_config.json` from `dir`.
+    pub fn from_dir(dir: &Path) -> Result<Self, LoadError> {
+        let config_path = dir.join("config.json");
+        let text = std::fs::read_to_string(&config_path).map_err(|source| LoadError::Io {
+            path: config_path.clone(),
+            source,
+        })?;
+        let generation_path = dir.join("generation_config.json");
+        let generation =
+            match std::fs::read_to_string(&generation_path) {
+                Ok(text) => Some(serde_json::from_str::<RawGenerationConfig>(&text).map_err(
+                    |e| LoadError::Config {
+                        path: generation_path.clone(),
+                        message: e.to_string(),
+                    },
+                )?),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(source) => {
+                    return Err(LoadError::Io {
+                        path: generation_path,
+                        source,
+                    })
+                }
+            };
+        Self::from_json(&text, generation.as_ref()).map_err(|message| LoadError::Config {
+            path: config_path,
+            message,
+        })
+    }
+
+    /// Parses `config.json` text; `generation` overrides the special token ids.
+    fn from_json(text: &str, generation: Option<&RawGenerationConfig>) -> Result<Self, String> {
+        let raw: RawConfig = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let architecture = raw
+            .architectures
+            .as_ref()
+            .and_then(|a| a.first())
+            .cloned()
+            .ok_or("no `architectures` entry")?;
+        if let Some(act) = &raw.hidden_act {
+            if act != "silu" {
+                return Err(format!("unsupported hidden_act `{act}` (only silu)"));
+            }
+        }
+        if raw.num_attention_heads == 0 {
+            return Err("num_attention_heads is 0".into());
+        }
+        let num_key_value_heads = raw.num_key_value_heads.unwrap_or(raw.num_attention_heads);
+        if num_key_value_heads == 0 || !raw.num_attention_heads.is_multiple_of(num_key_value_heads) {
+            return Err(format!(
+                "num_attention_heads ({}) is not a multiple of num_key_value_heads ({num_key_value_heads})",
+                raw.num_attention_heads
+            ));
+        }
+        let head_dim = raw
+            .head_dim
+            .unwrap_or(raw.hidden_size / raw.num_attention_heads);
+        if head_dim == 0 || !head_dim.is_multiple_of(2) {
+            return Err(format!("head_dim {head_dim} must be even and non-zero"));
+        }
+        let rope = parse_rope(&raw)?;
+        let is = |name: &str| architecture == name;
+        let eos_source = generation
+            .and_then(|g| g.eos_token_id.as_ref())
+            .or(raw.eos_token_id.as_ref());
+        let bos_source = generation
+            .and_then(|g| g.bos_token_id.as_ref())
+            .or(raw.bos_token_id.as_ref());
+        // Qwen2 configs carry a `sliding_window` that only applies with `use_sliding_window`
+        // (and then only to some layers, which we do not implement).
+        let sliding_window = match (is("Qwen2ForCausalLM"), raw.use_sliding_window) {
+            (true, Some(true)) => return Err("Qwen2 use_sliding_window is not supported".into()),
+            (true, _) | (false, Some(false)) => None,
+            (false, _) => raw.sliding_window,
+        };
+        Ok(Self {
+            vocab_size: raw.vocab_size,
+            hidden_size: raw.hidden_size,
+            intermediate_size: raw.intermediate_size,
+            num_hidden_layers: raw.num_hidden_layers,
+            num_attention_heads: raw.num_attention_heads,
+            num_key_value_heads,
+            head_dim,
+            max_position_embeddings: raw.max_position_embeddings.unwrap_or(2048),
+            rms_norm_eps: raw.rms_norm_eps.unwrap_or(1e-6),
+            rope,
+            tie_word_embeddings: raw.tie_word_embeddings.unwrap_or(false),
+            qkv_bias: is("Qwen2ForCausalLM") || raw.attention_bias.unwrap_or(false),
+            o_bias: !is("Qwen2ForCausalLM") && raw.attention_bias.unwrap_or(false),
+            mlp_bias: raw.mlp_bias.unwrap_or(false),
+            qk_norm: is("Qwen3ForCausalLM"),
+            sliding_window,
+            eos_token_ids: token_ids(eos_source)?,
+            bos_token_id: token_ids(bos_source)?.first().copied(),
+            checkpoint_dtype: raw.dtype.or(raw.torch_dtype),
+            architecture,
+        })
+    }
+
+    /// Query heads that share one key/value head.
+    pub fn heads_per_kv_head(&self) -> usize {
+        self.num_attention_heads / self.num_key_value_heads
+    }
+}
+
+/// Reads rope theta and scaling from either dialect.
+fn parse_rope(raw: &RawConfig) -> Result<RopeConfig, String> {
+    // 5.x: everything lives in rope_parameters. 4.x: theta at top level, scaling beside it.
+    let params = raw
+        .rope_parameters
+        .as_ref()
+        .filter(|v| !v.is_null())
+        .or(raw.rope_scaling.as_ref().filter(|v| !v.is_null()));
+    let theta = params
+        .and_then(|p| p.get("rope_theta"))
+        .and_then(Value::as_f64)
+        .or(raw.rope_theta)
+        .unwrap_or(10_000.0);
+    let Some(params) = params else {
+        return Ok(RopeConfig {
+            theta,
+            scaling: RopeScaling::Default,
+        });
+    };
+    let rope_type = params
+        .get("rope_type")
+        .or_else(|| params.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    let field = |name: &str| -> Result<f64, String> {
+        params
+            .get(name)
+            .and_then(Value::as_f64)
+            .ok_or_else(|| format!("rope scaling `{rope_type}` needs `{name}`"))
+    };
+    let scaling = match rope_type {
+        "default" => RopeScaling::Default,
+        "llama3" => RopeScaling::Llama3 {
+            factor: field("factor")?,
+            low_freq_factor: field("low_freq_factor")?,
+            high_freq_factor: field("high_freq_factor")?,
+            original_max_position_embeddings: field("original_max_position_embeddings")?,
+        },
+        other => return Err(format!("unsupported rope_type `{other}`")),
+    };
+    Ok(RopeConfig { theta, scaling })
+}
+
+/// A token id field that may be absent, a number or a list of numbers.
+fn token_ids(value: Option<&Value>) -> Result<Vec<u32>, String> {
+    let as_id = |v: &Value| {
+        v.as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| format!("token id {v} is not a u32"))
+    };
+    match value {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items.iter().map(as_id).collect(),
+        Some(v) => Ok(vec![as_id(v)?]),
+    }
+}
+
+/// Configs for unit tests elsewhere in the crate.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+
+    /// A two-layer GQA config with small dimensions.
+    pub(crate) fn tiny_config() -> ModelConfig {
+        ModelConfig::from_json(
+            r#"{"architectures": ["LlamaForCausalLM"], "vocab_size": 32, "hidden_size": 16,
+                "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+                "num_key_value_heads": 2}"#,
+            None,
+        )
+        .expect("valid config")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DIALECT_5X: &str = r#"{
+        "architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8,
+        "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "num_key_value_heads": 1, "eos_token_id": 2, "dtype": "bfloat16",
+        "rope_parameters": {"rope_theta": 500000.0, "rope_type": "llama3", "factor": 8.0,
+            "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192}
+    }"#;
+
+    const DIALECT_4X: &str = r#"{
+        "architectures": ["LlamaForCausalLM"], "vocab_size": 10, "hidden_size": 8,
+        "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "num_key_value_heads": 1, "eos_token_id": 2, "torch_dtype": "bfloat16",
+        "rope_theta": 500000.0,
+        "rope_scaling": {"type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+    }"#;
+
+    #[test]
+    fn both_dialects_parse_to_the_same_config() {
+        let a = ModelConfig::from_json(DIALECT_5X, None).unwrap();
+        let b = ModelConfig::from_json(DIALECT_4X, None).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.rope.theta, 500000.0);
+        assert!(matches!(a.rope.scaling, RopeScaling::Llama3 { factor, .. } if factor == 8.0));
+        assert_eq!(a.head_dim, 4);
+        assert_eq!(a.checkpoint_dtype.as_deref(), Some("bfloat16"));
+    }
+
+    #[test]
+    fn generation_config_eos_ids_take_precedence() {
+        let generation = RawGenerationConfig {
+            eos_token_id: Some(serde_json::json!([5, 7])),
+            bos_token_id: None,
+        };
+        let c = ModelConfig::from_json(DIALECT_5X, Some(&generation)).unwrap();
+        assert_eq!(c.eos_token_ids, vec![5, 7]);
+        let c = ModelConfig::from_json(DIALECT_5X, None).unwrap();
+        assert_eq!(c.eos_token_ids, vec![2]);
+    }
+
+    #[test]
+    fn unknown_rope_type_is_an_error() {
+        let text = DIALECT_4X.replace("llama3", "yarn");
+        let err = ModelConfig::from_json(&text, None).unwrap_err();
+        assert!(err.contains("yarn"), "{err}");
+    }
+
+    #[test]
+    fn indivisible_head_counts_are_an_error() {
+        let text = DIALECT_4X.replace("\"num_key_value_heads\": 1", "\"num_key_value_heads\": 3");
+        assert!(ModelConfig::from_json(&text, None).is_err());
+    }
+}

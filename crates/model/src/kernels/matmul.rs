@@ -1,0 +1,438 @@
+//! Batch-invariant matrix multiplication `y[m, n] = x[m, k] · W[n, k]ᵀ` against packed weights.
+//!
+//! Weights are packed once at load into column panels of [`PANEL`] output features: panel `p`
+//! holds `W[p*16 + j, kk]` at `kk*16 + j`, so one `k` step reads 16 contiguous values. The
+//! micro-kernel keeps a tile of up to [`TILE_ROWS`] × 16 outputs in registers and walks the
+//! whole `k` dimension once, one fused multiply-add per step, starting from zero.
+//!
+//! Why this shape: every output element is `fma(x[k-1], w[k-1], … fma(x[0], w[0], 0))` in the
+//! same order no matter how many rows the batch has, which tile a row falls in, or how work is
+//! split across threads. That is what makes a sequence's logits bit-identical alone or batched.
+//! (Library GEMMs pick block sizes and special paths from `m`, which changes the summation order.)
+//! The same kernel serves decode (m = 1..64, memory bound: every panel streams once per call) and
+//! prefill (large m: each panel is reused from cache by every row tile of a row block).
+
+use half::f16;
+use rayon::prelude::*;
+
+/// Output features per packed panel (two 8-lane vectors).
+pub const PANEL: usize = 16;
+/// Rows of `x` one micro-kernel call handles.
+pub const TILE_ROWS: usize = 6;
+/// Rows of `x` processed against one panel before moving to the next (keeps them in L2).
+const ROW_BLOCK: usize = 48;
+
+/// How packed weights are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightDtype {
+    /// 32-bit floats.
+    F32,
+    /// IEEE half floats, widened to f32 inside the kernel.
+    F16,
+}
+
+/// Packed panel storage.
+#[derive(Debug, Clone)]
+enum PanelData {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+}
+
+/// A weight matrix `W[out_dim, in_dim]` packed into column panels for [`PackedMatrix::matmul`].
+#[derive(Debug, Clone)]
+pub struct PackedMatrix {
+    out_dim: usize,
+    in_dim: usize,
+    /// `[ceil(out_dim / 16), in_dim, 16]`; features past `out_dim` are zero.
+    data: PanelData,
+}
+
+impl PackedMatrix {
+    /// Packs a row-major `w[out_dim, in_dim]` (the Hugging Face `Linear.weight` layout).
+    pub fn pack(w: &[f32], out_dim: usize, in_dim: usize, dtype: WeightDtype) -> Self {
+        assert_eq!(
+            w.len(),
+            out_dim * in_dim,
+            "weight length does not match its shape"
+        );
+        let panels = out_dim.div_ceil(PANEL);
+        let mut packed = vec![0f32; panels * in_dim * PANEL];
+        packed
+            .par_chunks_mut(in_dim * PANEL)
+            .enumerate()
+            .for_each(|(p, panel)| {
+                for j in 0..PANEL.min(out_dim - p * PANEL) {
+                    let row = &w[(p * PANEL + j) * in_dim..][..in_dim];
+                    for (kk, &value) in row.iter().enumerate() {
+                        panel[kk * PANEL + j] = value;
+                    }
+                }
+            });
+        let data = match dtype {
+            WeightDtype::F32 => PanelData::F32(packed),
+            WeightDtype::F16 => {
+                PanelData::F16(packed.par_iter().map(|&v| f16::from_f32(v)).collect())
+            }
+        };
+        Self {
+            out_dim,
+            in_dim,
+            data,
+        }
+    }
+
+    /// Output features (`n`).
+    pub fn out_dim(&self) -> usize {
+        self.out_dim
+    }
+
+    /// Input features (`k`).
+    pub fn in_dim(&self) -> usize {
+        self.in_dim
+    }
+
+    /// Bytes held by the packed weights.
+    pub fn bytes(&self) -> usize {
+        match &self.data {
+            PanelData::F32(d) => d.len() * 4,
+            PanelData::F16(d) => d.len() * 2,
+        }
+    }
+
+    /// Copies row `r` of `W` (one output feature's weights, `[in_dim]`) into `out` as f32.
+    /// Used to look up token embeddings when the embedding is tied to the output head.
+    pub fn row_into(&self, r: usize, out: &mut [f32]) {
+        let (p, j) = (r / PANEL, r % PANEL);
+        let base = p * self.in_dim * PANEL + j;
+        match &self.data {
+            PanelData::F32(d) => {
+                for (kk, o) in out.iter_mut().enumerate() {
+                    *o = d[base + kk * PANEL];
+                }
+            }
+            PanelData::F16(d) => {
+                for (kk, o) in out.iter_mut().enumerate() {
+                    *o = d[base + kk * PANEL].to_f32();
+                }
+            }
+        }
+    }
+
+    /// `y[m, out_dim] = x[m, in_dim] · Wᵀ`, multi-threaded on the global rayon pool.
+    pub fn matmul(&self, x: &[f32], m: usize, y: &mut [f32]) {
+        let (n, k) = (self.out_dim, self.in_dim);
+        assert_eq!(x.len(), m * k, "x is not [m, in_dim]");
+        assert_eq!(y.len(), m * n, "y is not [m, out_dim]");
+        if m == 0 {
+            return;
+        }
+        let panels = n.div_ceil(PANEL);
+        let row_blocks = m.div_ceil(ROW_BLOCK);
+        // Enough tasks to balance the threads, few enough to amortise scheduling.
+        let wanted_tasks = (rayon::current_num_threads() * 8).max(1);
+        let panels_per_task = panels.div_ceil(wanted_tasks.div_ceil(row_blocks)).max(1);
+        let panel_groups = panels.div_ceil(panels_per_task);
+        let out = OutPtr(y.as_mut_ptr());
+        let kernel = TileKernel::detect();
+        (0..row_blocks * panel_groups)
+            .into_par_iter()
+            .for_each(|task| {
+                let (rb, pg) = (task / panel_groups, task % panel_groups);
+                let rows = rb * ROW_BLOCK..(m.min((rb + 1) * ROW_BLOCK));
+                let first_panel = pg * panels_per_task;
+                for p in first_panel..panels.min(first_panel + panels_per_task) {
+                    let mut r0 = rows.start;
+                    while r0 < rows.end {
+                        let tile_rows = TILE_ROWS.min(rows.end - r0);
+                        let mut tile = [[0f32; PANEL]; TILE_ROWS];
+                        self.tile(kernel, &x[r0 * k..], tile_rows, p, &mut tile);
+                        let cols = PANEL.min(n - p * PANEL);
+                        for (r, tile_row) in tile.iter().enumerate().take(tile_rows) {
+                            // SAFETY: tasks cover disjoint (row, panel) rectangles of y, and
+                            // `(r0 + r) * n + p * PANEL + cols <= m * n` by the loop bounds.
+                            unsafe {
+                                let dst = out.at((r0 + r) * n + p * PANEL);
+                                std::ptr::copy_nonoverlapping(tile_row.as_ptr(), dst, cols);
+                            }
+                        }
+                        r0 += tile_rows;
+                    }
+                }
+            });
+    }
+
+    /// One tile: `tile[r][j] = Σ_k x[r, k] · panel_p[k, j]` for `r < rows`.
+    fn tile(
+        &self,
+        kernel: TileKernel,
+        x: &[f32],
+        rows: usize,
+        p: usize,
+        tile: &mut [[f32; PANEL]; TILE_ROWS],
+    ) {
+        let k = self.in_dim;
+        let x = &x[..rows * k];
+        match (&self.data, kernel) {
+            #[cfg(target_arch = "x86_64")]
+            (PanelData::F32(d), TileKernel::Avx2Fma) => {
+                let panel = &d[p * k * PANEL..][..k * PANEL];
+                // SAFETY: the CPU supports avx2+fma (checked in `detect`); slices are sized.
+                unsafe { avx2::tile_f32(x, k, rows, panel, tile) }
+            }
+            #[cfg(target_arch = "x86_64")]
+            (PanelData::F16(d), TileKernel::Avx2Fma) => {
+                let panel = &d[p * k * PANEL..][..k * PANEL];
+                // SAFETY: the CPU supports avx2+fma+f16c (checked in `detect`); slices are sized.
+                unsafe { avx2::tile_f16(x, k, rows, panel, tile) }
+            }
+            (PanelData::F32(d), _) => {
+                portable_tile(x, k, rows, &d[p * k * PANEL..][..k * PANEL], tile, |v| v)
+            }
+            (PanelData::F16(d), _) => portable_tile(
+                x,
+                k,
+                rows,
+                &d[p * k * PANEL..][..k * PANEL],
+                tile,
+                f16::to_f32,
+            ),
+        }
+    }
+}
+
+/// Which micro-kernel this CPU runs. Both compute the identical fma chain per element.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TileKernel {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    Avx2Fma,
+    Portable,
+}
+
+impl TileKernel {
+    fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+                && std::arch::is_x86_feature_detected!("f16c")
+            {
+                return TileKernel::Avx2Fma;
+            }
+        }
+        TileKernel::Portable
+    }
+}
+
+/// A pointer to the output that tasks writing disjoint regions may share.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: only used for disjoint writes within one `matmul` call, which outlives the tasks.
+unsafe impl Send for OutPtr {}
+// SAFETY: as above.
+unsafe impl Sync for OutPtr {}
+
+impl OutPtr {
+    /// The element `offset` places in. Safety: `offset` must lie inside the output slice.
+    unsafe fn at(self, offset: usize) -> *mut f32 {
+        self.0.add(offset)
+    }
+}
+
+/// Scalar reference kernel with the same per-element order (`mul_add` is a fused multiply-add).
+fn portable_tile<T: Copy>(
+    x: &[f32],
+    k: usize,
+    rows: usize,
+    panel: &[T],
+    tile: &mut [[f32; PANEL]; TILE_ROWS],
+    widen: impl Fn(T) -> f32,
+) {
+    for (r, tile_row) in tile.iter_mut().enumerate().take(rows) {
+        let x_row = &x[r * k..][..k];
+        let mut acc = [0f32; PANEL];
+        for (kk, &xv) in x_row.iter().enumerate() {
+            for (j, a) in acc.iter_mut().enumerate() {
+                *a = xv.mul_add(widen(panel[kk * PANEL + j]), *a);
+            }
+        }
+        *tile_row = acc;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{PANEL, TILE_ROWS};
+    use half::f16;
+    use std::arch::x86_64::*;
+
+    /// Loads 16 panel values as two f32 vectors.
+    trait PanelLoad {
+        unsafe fn load(ptr: *const Self) -> (__m256, __m256);
+    }
+
+    impl PanelLoad for f32 {
+        #[inline(always)]
+        unsafe fn load(ptr: *const f32) -> (__m256, __m256) {
+            (_mm256_loadu_ps(ptr), _mm256_loadu_ps(ptr.add(8)))
+        }
+    }
+
+    impl PanelLoad for f16 {
+        #[inline(always)]
+        unsafe fn load(ptr: *const f16) -> (__m256, __m256) {
+            let lo = _mm_loadu_si128(ptr as *const __m128i);
+            let hi = _mm_loadu_si128(ptr.add(8) as *const __m128i);
+            (_mm256_cvtph_ps(lo), _mm256_cvtph_ps(hi))
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn tile_rows<T: PanelLoad, const R: usize>(
+        x: &[f32],
+        k: usize,
+        panel: &[T],
+        tile: &mut [[f32; PANEL]; TILE_ROWS],
+    ) {
+        let mut lo = [_mm256_setzero_ps(); R];
+        let mut hi = [_mm256_setzero_ps(); R];
+        let xp = x.as_ptr();
+        let bp = panel.as_ptr();
+        for kk in 0..k {
+            let (b0, b1) = T::load(bp.add(kk * PANEL));
+            for r in 0..R {
+                let a = _mm256_set1_ps(*xp.add(r * k + kk));
+                lo[r] = _mm256_fmadd_ps(a, b0, lo[r]);
+                hi[r] = _mm256_fmadd_ps(a, b1, hi[r]);
+            }
+        }
+        for r in 0..R {
+            _mm256_storeu_ps(tile[r].as_mut_ptr(), lo[r]);
+            _mm256_storeu_ps(tile[r].as_mut_ptr().add(8), hi[r]);
+        }
+    }
+
+    macro_rules! dispatch_rows {
+        ($t:ty, $x:expr, $k:expr, $rows:expr, $panel:expr, $tile:expr) => {
+            match $rows {
+                1 => tile_rows::<$t, 1>($x, $k, $panel, $tile),
+                2 => tile_rows::<$t, 2>($x, $k, $panel, $tile),
+                3 => tile_rows::<$t, 3>($x, $k, $panel, $tile),
+                4 => tile_rows::<$t, 4>($x, $k, $panel, $tile),
+                5 => tile_rows::<$t, 5>($x, $k, $panel, $tile),
+                _ => tile_rows::<$t, 6>($x, $k, $panel, $tile),
+            }
+        };
+    }
+
+    /// f32 panel tile. Safety: needs avx2+fma; `x` holds `rows * k`, `panel` `k * 16` values.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn tile_f32(
+        x: &[f32],
+        k: usize,
+        rows: usize,
+        panel: &[f32],
+        tile: &mut [[f32; PANEL]; TILE_ROWS],
+    ) {
+        dispatch_rows!(f32, x, k, rows, panel, tile)
+    }
+
+    /// f16 panel tile. Safety: needs avx2+fma+f16c; sizes as for [`tile_f32`].
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn tile_f16(
+        x: &[f32],
+        k: usize,
+        rows: usize,
+        panel: &[f16],
+        tile: &mut [[f32; PANEL]; TILE_ROWS],
+    ) {
+        dispatch_rows!(f16, x, k, rows, panel, tile)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pseudo_random(n: usize, seed: u32) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(2654435761).max(1);
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s as f32 / u32::MAX as f32) - 0.5
+            })
+            .collect()
+    }
+
+    fn naive(x: &[f32], w: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
+        let mut y = vec![0f32; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                y[i * n + j] = (0..k).map(|kk| x[i * k + kk] * w[j * k + kk]).sum();
+            }
+        }
+        y
+    }
+
+    #[test]
+    fn matmul_matches_naive_product_for_ragged_shapes() {
+        let (m, n, k) = (13, 37, 29);
+        let x = pseudo_random(m * k, 1);
+        let w = pseudo_random(n * k, 2);
+        for dtype in [WeightDtype::F32, WeightDtype::F16] {
+            let packed = PackedMatrix::pack(&w, n, k, dtype);
+            let mut y = vec![0f32; m * n];
+            packed.matmul(&x, m, &mut y);
+            let expected = naive(&x, &w, m, n, k);
+            let tol = if dtype == WeightDtype::F32 {
+                1e-5
+            } else {
+                1e-2
+            };
+            for (a, b) in y.iter().zip(&expected) {
+                assert!((a - b).abs() < tol, "{dtype:?}: {a} vs {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn each_row_is_bit_identical_whatever_the_batch_size() {
+        let (n, k) = (40, 33);
+        let w = pseudo_random(n * k, 3);
+        let x = pseudo_random(70 * k, 4);
+        for dtype in [WeightDtype::F32, WeightDtype::F16] {
+            let packed = PackedMatrix::pack(&w, n, k, dtype);
+            let mut all = vec![0f32; 70 * n];
+            packed.matmul(&x, 70, &mut all);
+            for (row, m_offset) in [(0usize, 0usize), (5, 3), (50, 49), (69, 60)] {
+                let m = row - m_offset + 1;
+                let mut part = vec![0f32; m * n];
+                packed.matmul(&x[m_offset * k..(row + 1) * k], m, &mut part);
+                assert_eq!(part[(m - 1) * n..], all[row * n..(row + 1) * n]);
+            }
+        }
+    }
+
+    #[test]
+    fn portable_kernel_agrees_bit_for_bit_with_the_detected_one() {
+        let (n, k, m) = (16, 50, 6);
+        let w = pseudo_random(n * k, 5);
+        let x = pseudo_random(m * k, 6);
+        let packed = PackedMatrix::pack(&w, n, k, WeightDtype::F32);
+        let mut fast = [[0f32; PANEL]; TILE_ROWS];
+        let mut portable = [[0f32; PANEL]; TILE_ROWS];
+        packed.tile(TileKernel::detect(), &x, m, 0, &mut fast);
+        packed.tile(TileKernel::Portable, &x, m, 0, &mut portable);
+        assert_eq!(fast, portable);
+    }
+
+    #[test]
+    fn row_into_recovers_the_unpacked_row() {
+        let w = pseudo_random(20 * 7, 7);
+        let packed = PackedMatrix::pack(&w, 20, 7, WeightDtype::F32);
+        let mut row = vec![0f32; 7];
+        packed.row_into(17, &mut row);
+        assert_eq!(row, w[17 * 7..18 * 7]);
+    }
+}

@@ -1,0 +1,177 @@
+//! Paged attention: each new token attends to its own sequence's cached keys and values, found
+//! through the sequence's block table, up to and including its own position (causal within a
+//! prefill chunk, since the chunk's K/V are written to the cache before this runs).
+//!
+//! Work is split per (token, key/value head); each task handles the query heads sharing that
+//! K/V head, so a key row is read once per group. Every reduction runs in position order, so a
+//! token's output does not depend on what else is in the batch.
+
+use rayon::prelude::*;
+
+use super::dot::dot;
+use crate::batch::Batch;
+use crate::kv_cache::LayerKv;
+
+/// Static shape of one attention layer.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionShape {
+    /// Query heads.
+    pub num_heads: usize,
+    /// Key/value heads (`num_heads` is a multiple).
+    pub num_kv_heads: usize,
+    /// Width of one head.
+    pub head_dim: usize,
+    /// Tokens per KV block.
+    pub block_size: usize,
+    /// Only the last `window` positions (including the token's own) are visible, when set.
+    pub sliding_window: Option<usize>,
+    /// Multiplier applied to `q · k` (usually `1 / sqrt(head_dim)`).
+    pub scale: f32,
+}
+
+/// `out[t, h, :] = softmax_j(q[t, h] · k[j] · scale) · v[j]` over the visible cached positions
+/// `j` of token `t`'s sequence. `q` and `out` are `[num_tokens, num_heads, head_dim]`;
+/// `token_seq[t]` is the index in `batch.seqs` of token `t`'s sequence.
+pub fn paged_attention(
+    shape: AttentionShape,
+    batch: &Batch,
+    token_seq: &[usize],
+    q: &[f32],
+    kv: &LayerKv,
+    out: &mut [f32],
+) {
+    let AttentionShape {
+        num_heads,
+        num_kv_heads,
+        head_dim,
+        ..
+    } = shape;
+    let group = num_heads / num_kv_heads;
+    debug_assert_eq!(q.len(), batch.num_tokens() * num_heads * head_dim);
+    debug_assert_eq!(out.len(), q.len());
+    out.par_chunks_mut(group * head_dim)
+        .enumerate()
+        .for_each(|(task, out_group)| {
+            let (t, g) = (task / num_kv_heads, task % num_kv_heads);
+            let q_group = &q[(t * num_heads + g * group) * head_dim..][..group * head_dim];
+            let seq = &batch.seqs[token_seq[t]];
+            let position = batch.positions[t] as usize;
+            attend_group(shape, &seq.block_table, position, g, q_group, kv, out_group);
+        });
+}
+
+/// Attention for the `group` query heads of one token sharing K/V head `g`.
+fn attend_group(
+    shape: AttentionShape,
+    block_table: &[u32],
+    position: usize,
+    g: usize,
+    q_group: &[f32],
+    kv: &LayerKv,
+    out_group: &mut [f32],
+) {
+    let AttentionShape {
+        num_kv_heads,
+        head_dim,
+        block_size,
+        sliding_window,
+        scale,
+        ..
+    } = shape;
+    let group = q_group.len() / head_dim;
+    let first = sliding_window.map_or(0, |w| (position + 1).saturating_sub(w));
+    let visible = position + 1 - first;
+    let row_of = |j: usize| {
+        let slot = block_table[j / block_size] as usize * block_size + j % block_size;
+        (slot * num_kv_heads + g) * head_dim
+    };
+    // scores: [group, visible]
+    let mut scores = vec![0f32; group * visible];
+    for (i, j) in (first..=position).enumerate() {
+        let key = &kv.keys[row_of(j)..][..head_dim];
+        for h in 0..group {
+            scores[h * visible + i] = dot(&q_group[h * head_dim..][..head_dim], key) * scale;
+        }
+    }
+    for h in 0..group {
+        let row = &mut scores[h * visible..][..visible];
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0f32;
+        for s in row.iter_mut() {
+            *s = (*s - max).exp();
+            sum += *s;
+        }
+        let inv = 1.0 / sum;
+        for s in row.iter_mut() {
+            *s *= inv;
+        }
+    }
+    out_group.fill(0.0);
+    for (i, j) in (first..=position).enumerate() {
+        let value = &kv.values[row_of(j)..][..head_dim];
+        for h in 0..group {
+            let weight = scores[h * visible + i];
+            for (o, &v) in out_group[h * head_dim..][..head_dim].iter_mut().zip(value) {
+                *o += weight * v;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two sequences with interleaved blocks; a token's output uses only its own sequence.
+    #[test]
+    fn attention_reads_only_the_sequence_own_blocks() {
+        let (head_dim, block_size) = (2, 2);
+        let shape = AttentionShape {
+            num_heads: 1,
+            num_kv_heads: 1,
+            head_dim,
+            block_size,
+            sliding_window: None,
+            scale: 1.0,
+        };
+        // 4 blocks * 2 slots; seq A owns blocks [0, 2], seq B owns [1, 3].
+        let mut kv = LayerKv {
+            keys: vec![0.0; 8 * head_dim],
+            values: vec![0.0; 8 * head_dim],
+        };
+        for slot in 0..8 {
+            let owner_b = (slot / block_size) % 2 == 1;
+            kv.values[slot * head_dim] = if owner_b { 100.0 } else { 1.0 };
+        }
+        let mut batch = Batch::default();
+        batch.push_sequence(&[5], 2, vec![0, 2], block_size, true);
+        batch.push_sequence(&[6], 3, vec![1, 3], block_size, true);
+        let q = vec![0.0; 2 * head_dim];
+        let mut out = vec![0.0; 2 * head_dim];
+        paged_attention(shape, &batch, &[0, 1], &q, &kv, &mut out);
+        // Zero queries give uniform weights: the mean of the visible values.
+        assert_eq!(out[0], 1.0);
+        assert_eq!(out[2], 100.0);
+    }
+
+    #[test]
+    fn sliding_window_hides_old_positions() {
+        let shape = AttentionShape {
+            num_heads: 1,
+            num_kv_heads: 1,
+            head_dim: 1,
+            block_size: 4,
+            sliding_window: Some(2),
+            scale: 1.0,
+        };
+        let kv = LayerKv {
+            keys: vec![0.0; 4],
+            values: vec![10.0, 20.0, 30.0, 40.0],
+        };
+        let mut batch = Batch::default();
+        batch.push_sequence(&[1], 3, vec![0], 4, true);
+        let mut out = vec![0.0; 1];
+        paged_attention(shape, &batch, &[0], &[0.0], &kv, &mut out);
+        assert_eq!(out[0], 35.0);
+    }
+}

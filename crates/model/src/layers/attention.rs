@@ -1,0 +1,168 @@
+//! The self-attention block: fused q/k/v projection, optional per-head q/k RMS norm (Qwen3),
+//! rotary embeddings, the write of new K/V into the paged cache, paged attention, and the
+//! output projection.
+
+use super::linear::Linear;
+use super::norm::RmsNorm;
+use super::rope::RopeTables;
+use crate::batch::Batch;
+use crate::checkpoint::TensorSource;
+use crate::config::ModelConfig;
+use crate::error::LoadError;
+use crate::kernels::matmul::WeightDtype;
+use crate::kernels::paged_attention::{paged_attention, AttentionShape};
+use crate::kv_cache::LayerKv;
+
+/// Which optional parts an architecture's attention has.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionOptions {
+    /// q/k/v projections carry biases.
+    pub qkv_bias: bool,
+    /// The output projection carries a bias.
+    pub o_bias: bool,
+    /// Queries and keys are RMS-normed per head before RoPE.
+    pub qk_norm: bool,
+    /// Attention sees only the last `n` positions.
+    pub sliding_window: Option<usize>,
+}
+
+/// One layer's attention weights.
+#[derive(Debug)]
+pub struct Attention {
+    /// `[(heads + 2 * kv_heads) * head_dim, hidden]`: q, k, v stacked.
+    qkv_proj: Linear,
+    /// `[hidden, heads * head_dim]`.
+    o_proj: Linear,
+    /// `[head_dim]` each, Qwen3 only.
+    qk_norm: Option<(RmsNorm, RmsNorm)>,
+    num_heads: usize,
+    num_kv_heads: usize,
+    head_dim: usize,
+    sliding_window: Option<usize>,
+}
+
+impl Attention {
+    /// Loads `{prefix}.q_proj`, `k_proj`, `v_proj`, `o_proj` (and `q_norm`, `k_norm`).
+    pub fn load(
+        source: &dyn TensorSource,
+        prefix: &str,
+        config: &ModelConfig,
+        options: AttentionOptions,
+        dtype: WeightDtype,
+    ) -> Result<Self, LoadError> {
+        let (heads, kv_heads, head_dim) = (
+            config.num_attention_heads,
+            config.num_key_value_heads,
+            config.head_dim,
+        );
+        let (q, k, v) = (
+            format!("{prefix}.q_proj"),
+            format!("{prefix}.k_proj"),
+            format!("{prefix}.v_proj"),
+        );
+        let qkv_proj = Linear::load(
+            source,
+            &[
+                (&q, heads * head_dim),
+                (&k, kv_heads * head_dim),
+                (&v, kv_heads * head_dim),
+            ],
+            config.hidden_size,
+            options.qkv_bias,
+            dtype,
+        )?;
+        let o_proj = Linear::load(
+            source,
+            &[(&format!("{prefix}.o_proj"), config.hidden_size)],
+            heads * head_dim,
+            options.o_bias,
+            dtype,
+        )?;
+        let qk_norm = if options.qk_norm {
+            Some((
+                RmsNorm::load(
+                    source,
+                    &format!("{prefix}.q_norm"),
+                    head_dim,
+                    config.rms_norm_eps,
+                )?,
+                RmsNorm::load(
+                    source,
+                    &format!("{prefix}.k_norm"),
+                    head_dim,
+                    config.rms_norm_eps,
+                )?,
+            ))
+        } else {
+            None
+        };
+        Ok(Self {
+            qkv_proj,
+            o_proj,
+            qk_norm,
+            num_heads: heads,
+            num_kv_heads: kv_heads,
+            head_dim,
+            sliding_window: options.sliding_window,
+        })
+    }
+
+    /// `h: [T, hidden]` (already normed) → `[T, hidden]`. Writes the batch's new K/V into `kv`
+    /// at `batch.slot_mapping` before attending, so a prefill chunk sees itself causally.
+    pub fn forward(
+        &self,
+        h: &[f32],
+        batch: &Batch,
+        token_seq: &[usize],
+        rope: &RopeTables,
+        kv: &mut LayerKv,
+        block_size: usize,
+    ) -> Vec<f32> {
+        let t = batch.num_tokens();
+        let (q_dim, kv_dim) = (
+            self.num_heads * self.head_dim,
+            self.num_kv_heads * self.head_dim,
+        );
+        // qkv: [T, q_dim + 2 * kv_dim]
+        let qkv = self.qkv_proj.forward(h, t);
+        let width = q_dim + 2 * kv_dim;
+        let mut q = Vec::with_capacity(t * q_dim); // [T, heads, head_dim]
+        let mut k = Vec::with_capacity(t * kv_dim); // [T, kv_heads, head_dim]
+        for row in qkv.chunks_exact(width) {
+            q.extend_from_slice(&row[..q_dim]);
+            k.extend_from_slice(&row[q_dim..q_dim + kv_dim]);
+        }
+        if let Some((q_norm, k_norm)) = &self.qk_norm {
+            q_norm.forward_in_place(&mut q);
+            k_norm.forward_in_place(&mut k);
+        }
+        rope.apply(&mut q, self.num_heads);
+        rope.apply(&mut k, self.num_kv_heads);
+        for (i, &slot) in batch.slot_mapping.iter().enumerate() {
+            let dst = slot as usize * kv_dim..(slot as usize + 1) * kv_dim;
+            kv.keys[dst.clone()].copy_from_slice(&k[i * kv_dim..][..kv_dim]);
+            kv.values[dst].copy_from_slice(&qkv[i * width + q_dim + kv_dim..][..kv_dim]);
+        }
+        let shape = AttentionShape {
+            num_heads: self.num_heads,
+            num_kv_heads: self.num_kv_heads,
+            head_dim: self.head_dim,
+            block_size,
+            sliding_window: self.sliding_window,
+            scale: 1.0 / (self.head_dim as f32).sqrt(),
+        };
+        let mut attended = vec![0f32; t * q_dim]; // [T, heads, head_dim]
+        paged_attention(shape, batch, token_seq, &q, kv, &mut attended);
+        self.o_proj.forward(&attended, t)
+    }
+
+    /// Bytes of weights.
+    pub fn bytes(&self) -> usize {
+        self.qkv_proj.bytes()
+            + self.o_proj.bytes()
+            + self
+                .qk_norm
+                .as_ref()
+                .map_or(0, |(q, k)| q.bytes() + k.bytes())
+    }
+}

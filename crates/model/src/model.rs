@@ -1,0 +1,200 @@
+//! [`Model`]: a loaded checkpoint and the one entry point that runs a batch through it.
+
+use std::path::Path;
+
+use crate::architectures;
+use crate::batch::{Batch, Logits};
+use crate::checkpoint::{Checkpoint, TensorSource};
+use crate::config::{ModelConfig, SUPPORTED_ARCHITECTURES};
+use crate::decoder::Decoder;
+use crate::error::{ForwardError, LoadError};
+use crate::kernels::matmul::WeightDtype;
+use crate::kv_cache::KvCache;
+
+/// How to load a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// How weights are kept in memory (bf16 checkpoints are always converted).
+    pub dtype: WeightDtype,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self {
+            dtype: WeightDtype::F32,
+        }
+    }
+}
+
+/// A loaded causal language model, ready to run batches against a [`KvCache`].
+#[derive(Debug)]
+pub struct Model {
+    config: ModelConfig,
+    decoder: Decoder,
+}
+
+impl Model {
+    /// Loads a Hugging Face model directory: `config.json`, optional `generation_config.json`,
+    /// and `model.safetensors` or a sharded `model.safetensors.index.json`.
+    pub fn load(dir: &Path, opts: &LoadOptions) -> Result<Model, LoadError> {
+        let config = ModelConfig::from_dir(dir)?;
+        if !SUPPORTED_ARCHITECTURES.contains(&config.architecture.as_str()) {
+            return Err(LoadError::UnsupportedArchitecture {
+                path: dir.join("config.json"),
+                architecture: config.architecture,
+                supported: SUPPORTED_ARCHITECTURES.join(", "),
+            });
+        }
+        let checkpoint = Checkpoint::open(dir)?;
+        Self::from_source(config, &checkpoint, opts).map_err(|e| match e {
+            LoadError::UnsupportedArchitecture {
+                architecture,
+                supported,
+                ..
+            } => LoadError::UnsupportedArchitecture {
+                path: dir.join("config.json"),
+                architecture,
+                supported,
+            },
+            other => other,
+        })
+    }
+
+    /// Builds a model from any tensor source (e.g. random weights in a benchmark).
+    pub fn from_source(
+        config: ModelConfig,
+        source: &dyn TensorSource,
+        opts: &LoadOptions,
+    ) -> Result<Model, LoadError> {
+        let decoder = architectures::load(source, &config, opts.dtype).ok_or_else(|| {
+            LoadError::UnsupportedArchitecture {
+                path: Path::new("config.json").to_path_buf(),
+                architecture: config.architecture.clone(),
+                supported: SUPPORTED_ARCHITECTURES.join(", "),
+            }
+        })??;
+        Ok(Self { config, decoder })
+    }
+
+    /// The model's configuration.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// Bytes of weights held in memory.
+    pub fn weight_bytes(&self) -> usize {
+        self.decoder.weight_bytes()
+    }
+
+    /// Runs one step: writes every token's K/V into `kv` at its slot and returns logits for
+    /// `batch.logits_indices`, `[rows, vocab_size]`. A malformed batch is rejected before any
+    /// work, leaving `kv` untouched.
+    pub fn forward(&self, batch: &Batch, kv: &mut KvCache) -> Result<Logits, ForwardError> {
+        let token_seq = self.validate(batch, kv)?;
+        Ok(self.decoder.forward(batch, &token_seq, kv))
+    }
+
+    /// Checks the batch against the model and cache; returns each token's sequence index.
+    fn validate(&self, batch: &Batch, kv: &KvCache) -> Result<Vec<usize>, ForwardError> {
+        let c = &self.config;
+        if kv.num_layers() != c.num_hidden_layers
+            || kv.num_kv_heads() != c.num_key_value_heads
+            || kv.head_dim() != c.head_dim
+        {
+            return Err(ForwardError::CacheMismatch(format!(
+                "cache has {} layers x {} kv heads x {} dims, model {} x {} x {}",
+                kv.num_layers(),
+                kv.num_kv_heads(),
+                kv.head_dim(),
+                c.num_hidden_layers,
+                c.num_key_value_heads,
+                c.head_dim
+            )));
+        }
+        let n = batch.num_tokens();
+        let inconsistent = |m: String| Err(ForwardError::InconsistentBatch(m));
+        if batch.positions.len() != n || batch.slot_mapping.len() != n {
+            return inconsistent(format!(
+                "{n} tokens, {} positions, {} slots",
+                batch.positions.len(),
+                batch.slot_mapping.len()
+            ));
+        }
+        if let Some((index, &token)) = batch
+            .token_ids
+            .iter()
+            .enumerate()
+            .find(|(_, &t)| t as usize >= c.vocab_size)
+        {
+            return Err(ForwardError::TokenOutOfRange {
+                index,
+                token,
+                vocab_size: c.vocab_size,
+            });
+        }
+        if let Some(&index) = batch.logits_indices.iter().find(|&&i| i >= n) {
+            return Err(ForwardError::LogitsIndexOutOfRange {
+                index,
+                num_tokens: n,
+            });
+        }
+        let block_size = kv.block_size();
+        let mut token_seq = Vec::with_capacity(n);
+        for (s, seq) in batch.seqs.iter().enumerate() {
+            if seq.token_start != token_seq.len() || seq.num_tokens == 0 {
+                return inconsistent(format!("sequence {s} does not follow the previous one"));
+            }
+            if seq.context_len < seq.num_tokens
+                || seq.block_table.len() * block_size < seq.context_len
+            {
+                return inconsistent(format!(
+                    "sequence {s}: context {} with {} new tokens and {} blocks of {block_size}",
+                    seq.context_len,
+                    seq.num_tokens,
+                    seq.block_table.len()
+                ));
+            }
+            if seq.context_len > c.max_position_embeddings {
+                return Err(ForwardError::PositionOutOfRange {
+                    position: seq.context_len - 1,
+                    max: c.max_position_embeddings,
+                });
+            }
+            if let Some(&block) = seq
+                .block_table
+                .iter()
+                .find(|&&b| b as usize >= kv.num_blocks())
+            {
+                return Err(ForwardError::SlotOutOfRange {
+                    slot: block as usize * block_size,
+                    num_slots: kv.num_slots(),
+                });
+            }
+            let first = seq.context_len - seq.num_tokens;
+            for i in 0..seq.num_tokens {
+                let flat = seq.token_start + i;
+                if flat >= n {
+                    return inconsistent(format!("sequence {s} runs past the batch"));
+                }
+                let position = first + i;
+                // The attention kernel reads history through the block table, so the slot a
+                // token is written to must be the one its position maps to.
+                let slot = seq.block_table[position / block_size] as usize * block_size
+                    + position % block_size;
+                if batch.positions[flat] as usize != position
+                    || batch.slot_mapping[flat] as usize != slot
+                {
+                    return inconsistent(format!(
+                        "token {flat}: position {} slot {} but sequence {s} implies {position} and {slot}",
+                        batch.positions[flat], batch.slot_mapping[flat]
+                    ));
+                }
+                token_seq.push(s);
+            }
+        }
+        if token_seq.len() != n {
+            return inconsistent(format!("sequences cover {} of {n} tokens", token_seq.len()));
+        }
+        Ok(token_seq)
+    }
+}

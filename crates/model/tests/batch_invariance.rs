@@ -1,0 +1,98 @@
+//! A sequence's logits do not depend on what else is in the step or how its prompt was chunked.
+
+mod common;
+
+use common::*;
+use sluice_model::{Batch, Logits, Model, WeightDtype};
+
+/// Runs `target` (prompt = first `prompt_len` tokens) to completion with chunked prefill of
+/// `chunk` tokens then decodes; other sequences ride along in every step, each at its own
+/// stage. Returns the target's logits after every step that requested them.
+fn run_with_companions(
+    model: &Model,
+    tokens: &[u32],
+    prompt_len: usize,
+    chunk: usize,
+    companions: usize,
+) -> Vec<Vec<f32>> {
+    let mut kv = cache(model);
+    let mut pool = BlockPool::new(kv.num_blocks());
+    let mut target = Sequence::new(tokens.to_vec());
+    // Companions: different prompts, at different offsets into their own prefill.
+    let mut others: Vec<Sequence> = (0..companions)
+        .map(|i| {
+            Sequence::new(
+                tokens
+                    .iter()
+                    .rev()
+                    .skip(i * 3)
+                    .map(|&t| (t + i as u32 + 1) % 500)
+                    .collect(),
+            )
+        })
+        .collect();
+    for (i, other) in others.iter_mut().enumerate() {
+        // Pre-compute part of each companion so they decode while the target prefills.
+        let mut batch = Batch::default();
+        other.schedule(5 + 4 * i, &mut pool, &mut batch);
+        model.forward(&batch, &mut kv).unwrap();
+    }
+    let mut target_logits = Vec::new();
+    while target.num_computed < tokens.len() {
+        let mut batch = Batch::default();
+        for (i, other) in others.iter_mut().enumerate() {
+            if other.num_computed < other.tokens.len() {
+                // Alternate decodes and 3-token chunks.
+                let n = if i % 2 == 0 { 1 } else { 3 };
+                other.schedule(
+                    n.min(other.tokens.len() - other.num_computed),
+                    &mut pool,
+                    &mut batch,
+                );
+            }
+        }
+        let target_row = batch.logits_indices.len();
+        let remaining_prompt = prompt_len.saturating_sub(target.num_computed);
+        let n = if remaining_prompt > 0 {
+            chunk.min(remaining_prompt)
+        } else {
+            1
+        };
+        target.schedule(n, &mut pool, &mut batch);
+        for (i, other) in others.iter_mut().enumerate() {
+            if i == 1 && other.num_computed < other.tokens.len() {
+                other.schedule(1, &mut pool, &mut batch);
+            }
+        }
+        let logits: Logits = model.forward(&batch, &mut kv).unwrap();
+        target_logits.push(logits.row(target_row).to_vec());
+    }
+    target_logits
+}
+
+#[test]
+fn logits_are_bit_identical_alone_and_batched_with_three_others() {
+    for name in ["llama", "qwen2", "llama-odd-head-dim"] {
+        for dtype in [WeightDtype::F32, WeightDtype::F16] {
+            let model = load(name, dtype);
+            let tokens = reference(name).prompt_ids;
+            let alone = run_with_companions(&model, &tokens, 12, 5, 0);
+            let batched = run_with_companions(&model, &tokens, 12, 5, 3);
+            assert_eq!(alone.len(), batched.len());
+            for (step, (a, b)) in alone.iter().zip(&batched).enumerate() {
+                assert!(a == b, "{name} {dtype:?}: step {step} differs when batched");
+            }
+        }
+    }
+}
+
+#[test]
+fn chunked_prefill_gives_the_same_logits_as_one_chunk() {
+    for name in ["mistral", "qwen3"] {
+        let model = load(name, WeightDtype::F32);
+        let tokens = reference(name).prompt_ids;
+        let one_chunk = run_with_companions(&model, &tokens, tokens.len(), tokens.len(), 0);
+        let chunked = run_with_companions(&model, &tokens, tokens.len(), 7, 0);
+        assert_eq!(one_chunk.last(), chunked.last(), "{name}");
+    }
+}

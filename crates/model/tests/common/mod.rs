@@ -1,0 +1,124 @@
+//! Shared test support: fixture paths, reference outputs, and a tiny block allocator that
+//! drives `Model::forward` the way the engine will.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use sluice_model::{Batch, KvCache, LoadOptions, Logits, Model, WeightDtype};
+
+/// Every fixture directory under `fixtures/models`.
+pub const FIXTURES: [&str; 6] = [
+    "llama",
+    "llama3-rope-scaling",
+    "llama-odd-head-dim",
+    "mistral",
+    "qwen2",
+    "qwen3",
+];
+
+/// Tokens per KV block in the tests: small, so prompts span several blocks.
+pub const BLOCK_SIZE: usize = 4;
+
+/// The path of a fixture model directory.
+pub fn fixture_dir(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/models")
+        .join(name)
+}
+
+/// What `scripts/make_fixtures.py` recorded from transformers.
+#[derive(Deserialize)]
+pub struct Reference {
+    pub prompt_ids: Vec<u32>,
+    /// `[prompt_len, vocab]`.
+    pub prompt_logits: Vec<Vec<f32>>,
+    pub greedy_tokens: Vec<u32>,
+}
+
+pub fn reference(name: &str) -> Reference {
+    let text = std::fs::read_to_string(fixture_dir(name).join("reference.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+pub fn load(name: &str, dtype: WeightDtype) -> Model {
+    Model::load(&fixture_dir(name), &LoadOptions { dtype })
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// A cache with room for a few sequences of the fixtures' lengths.
+pub fn cache(model: &Model) -> KvCache {
+    KvCache::new(model.config(), BLOCK_SIZE, 128)
+}
+
+/// Hands out blocks from a free list, like a minimal block manager.
+pub struct BlockPool {
+    free: Vec<u32>,
+}
+
+impl BlockPool {
+    /// Blocks are handed out in a scrambled order so sequences do not get contiguous storage.
+    pub fn new(num_blocks: usize) -> Self {
+        let mut free: Vec<u32> = (0..num_blocks as u32).collect();
+        free.sort_by_key(|b| (b * 37) % num_blocks as u32);
+        Self { free }
+    }
+}
+
+/// One sequence's state: its tokens, how many are cached, and its blocks.
+pub struct Sequence {
+    pub tokens: Vec<u32>,
+    pub num_computed: usize,
+    pub block_table: Vec<u32>,
+}
+
+impl Sequence {
+    pub fn new(tokens: Vec<u32>) -> Self {
+        Self {
+            tokens,
+            num_computed: 0,
+            block_table: Vec::new(),
+        }
+    }
+
+    /// Adds this sequence's next `n` uncomputed tokens to `batch`, allocating blocks as needed;
+    /// logits are requested for the chunk's last token.
+    pub fn schedule(&mut self, n: usize, pool: &mut BlockPool, batch: &mut Batch) {
+        let end = self.num_computed + n;
+        while self.block_table.len() * BLOCK_SIZE < end {
+            self.block_table
+                .push(pool.free.pop().expect("test pool exhausted"));
+        }
+        batch.push_sequence(
+            &self.tokens[self.num_computed..end],
+            self.num_computed,
+            self.block_table.clone(),
+            BLOCK_SIZE,
+            true,
+        );
+        self.num_computed = end;
+    }
+}
+
+/// Runs the whole of `tokens` as one prefill chunk and returns the logits of every position.
+pub fn prefill_all_positions(model: &Model, tokens: &[u32]) -> Logits {
+    let mut kv = cache(model);
+    let mut pool = BlockPool::new(kv.num_blocks());
+    let mut seq = Sequence::new(tokens.to_vec());
+    let mut batch = Batch::default();
+    seq.schedule(tokens.len(), &mut pool, &mut batch);
+    batch.logits_indices = (0..tokens.len()).collect();
+    model.forward(&batch, &mut kv).unwrap()
+}
+
+/// Index of the largest logit (first on ties).
+pub fn argmax(row: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in row.iter().enumerate() {
+        if v > row[best] {
+            best = i;
+        }
+    }
+    best as u32
+}

@@ -1,0 +1,160 @@
+//! Broken model directories are reported as errors naming the file and tensor, never panics.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::fixture_dir;
+use sluice_model::{LoadError, LoadOptions, Model};
+
+/// A scratch copy of a fixture, removed on drop.
+struct ScratchCopy(PathBuf);
+
+impl ScratchCopy {
+    fn of(name: &str) -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "sluice-model-test-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        for entry in std::fs::read_dir(fixture_dir(name)).unwrap() {
+            let path = entry.unwrap().path();
+            std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+        }
+        Self(dir)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn edit_config(&self, edit: impl FnOnce(&mut serde_json::Value)) {
+        let path = self.0.join("config.json");
+        let mut config: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        edit(&mut config);
+        std::fs::write(path, config.to_string()).unwrap();
+    }
+}
+
+impl Drop for ScratchCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn load(dir: &Path) -> Result<Model, LoadError> {
+    Model::load(dir, &LoadOptions::default())
+}
+
+#[test]
+fn unsupported_architecture_is_named() {
+    let copy = ScratchCopy::of("llama");
+    copy.edit_config(|c| c["architectures"] = serde_json::json!(["GPT2LMHeadModel"]));
+    let err = load(copy.path()).unwrap_err();
+    assert!(
+        matches!(err, LoadError::UnsupportedArchitecture { ref architecture, .. } if architecture == "GPT2LMHeadModel")
+    );
+    assert!(err.to_string().contains("config.json"), "{err}");
+}
+
+#[test]
+fn missing_tensor_is_named() {
+    let copy = ScratchCopy::of("llama");
+    // One more layer than the checkpoint holds.
+    copy.edit_config(|c| c["num_hidden_layers"] = serde_json::json!(3));
+    let err = load(copy.path()).unwrap_err();
+    assert!(
+        matches!(err, LoadError::MissingTensor { ref tensor, .. } if tensor.starts_with("model.layers.2.")),
+        "{err}"
+    );
+}
+
+#[test]
+fn wrong_shape_names_file_tensor_and_shapes() {
+    let copy = ScratchCopy::of("llama");
+    copy.edit_config(|c| c["intermediate_size"] = serde_json::json!(96));
+    let err = load(copy.path()).unwrap_err();
+    let LoadError::WrongShape {
+        path,
+        tensor,
+        expected,
+        found,
+    } = &err
+    else {
+        panic!("expected WrongShape, got {err}");
+    };
+    assert!(path.ends_with("model.safetensors"));
+    assert_eq!(tensor, "model.layers.0.mlp.gate_proj.weight");
+    assert_eq!(
+        (expected.as_slice(), found.as_slice()),
+        (&[96, 64][..], &[128, 64][..])
+    );
+}
+
+#[test]
+fn truncated_file_names_the_first_cut_tensor() {
+    let copy = ScratchCopy::of("llama");
+    let file = copy.path().join("model.safetensors");
+    let len = std::fs::metadata(&file).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+    f.set_len(len - 1000).unwrap();
+    let err = load(copy.path()).unwrap_err();
+    assert!(
+        matches!(err, LoadError::Truncated { ref path, .. } if path == &file),
+        "{err}"
+    );
+}
+
+#[test]
+fn truncated_shard_in_a_sharded_checkpoint_is_named() {
+    let copy = ScratchCopy::of("qwen2");
+    let file = copy.path().join("model-00002-of-00004.safetensors");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_len(100)
+        .unwrap();
+    let err = load(copy.path()).unwrap_err();
+    assert!(
+        err.to_string().contains("model-00002-of-00004.safetensors"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_config_and_missing_weights_are_io_errors() {
+    let copy = ScratchCopy::of("llama");
+    std::fs::remove_file(copy.path().join("model.safetensors")).unwrap();
+    assert!(
+        matches!(load(copy.path()), Err(LoadError::Io { ref path, .. }) if path.ends_with("model.safetensors"))
+    );
+    std::fs::remove_file(copy.path().join("config.json")).unwrap();
+    assert!(
+        matches!(load(copy.path()), Err(LoadError::Io { ref path, .. }) if path.ends_with("config.json"))
+    );
+}
+
+#[test]
+fn malformed_config_is_a_config_error() {
+    let copy = ScratchCopy::of("llama");
+    std::fs::write(copy.path().join("config.json"), "{\"architectures\": [").unwrap();
+    assert!(matches!(load(copy.path()), Err(LoadError::Config { .. })));
+}
+
+#[test]
+fn config_reports_generation_eos_ids_and_shapes() {
+    let model = load(&fixture_dir("llama-odd-head-dim")).unwrap();
+    let c = model.config();
+    assert_eq!(c.eos_token_ids, vec![1, 3]);
+    assert_eq!(
+        (c.num_attention_heads, c.num_key_value_heads, c.head_dim),
+        (4, 2, 24)
+    );
+    assert_eq!(c.architecture, "LlamaForCausalLM");
+    assert!(model.weight_bytes() > 0);
+}

@@ -1,0 +1,96 @@
+//! Every fixture reproduces the logits and greedy continuation transformers recorded.
+
+mod common;
+
+use common::*;
+use sluice_model::{Batch, WeightDtype};
+
+#[test]
+fn prompt_logits_match_transformers_for_every_architecture() {
+    for name in FIXTURES {
+        let model = load(name, WeightDtype::F32);
+        let reference = reference(name);
+        let logits = prefill_all_positions(&model, &reference.prompt_ids);
+        assert_eq!(logits.rows(), reference.prompt_logits.len());
+        let mut max_diff = 0f32;
+        for (i, expected) in reference.prompt_logits.iter().enumerate() {
+            for (a, b) in logits.row(i).iter().zip(expected) {
+                max_diff = max_diff.max((a - b).abs());
+            }
+        }
+        eprintln!("{name}: max |logit diff| {max_diff:e}");
+        assert!(max_diff < 1e-3, "{name}: max |logit diff| {max_diff}");
+    }
+}
+
+#[test]
+fn greedy_continuation_matches_transformers_for_every_architecture() {
+    for name in FIXTURES {
+        let model = load(name, WeightDtype::F32);
+        let reference = reference(name);
+        let mut kv = cache(&model);
+        let mut pool = BlockPool::new(kv.num_blocks());
+        let mut seq = Sequence::new(reference.prompt_ids.clone());
+        let mut generated = Vec::new();
+        let mut pending = seq.tokens.len();
+        while generated.len() < reference.greedy_tokens.len() {
+            let mut batch = Batch::default();
+            seq.schedule(pending, &mut pool, &mut batch);
+            let next = argmax(model.forward(&batch, &mut kv).unwrap().row(0));
+            generated.push(next);
+            seq.tokens.push(next);
+            pending = 1;
+        }
+        assert_eq!(generated, reference.greedy_tokens, "{name}");
+    }
+}
+
+#[test]
+fn f16_storage_of_an_f16_checkpoint_is_exact() {
+    // The checkpoint's values are already f16, so keeping them as f16 loses nothing.
+    let reference = reference("llama-odd-head-dim");
+    let f32_logits = prefill_all_positions(
+        &load("llama-odd-head-dim", WeightDtype::F32),
+        &reference.prompt_ids,
+    );
+    let f16_logits = prefill_all_positions(
+        &load("llama-odd-head-dim", WeightDtype::F16),
+        &reference.prompt_ids,
+    );
+    assert_eq!(f32_logits, f16_logits);
+}
+
+#[test]
+fn f16_storage_of_an_f32_checkpoint_stays_close() {
+    let reference = reference("qwen2");
+    let logits = prefill_all_positions(&load("qwen2", WeightDtype::F16), &reference.prompt_ids);
+    let last = reference.prompt_logits.len() - 1;
+    let max_diff = logits
+        .row(last)
+        .iter()
+        .zip(&reference.prompt_logits[last])
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    assert!(max_diff < 0.1, "max |logit diff| {max_diff}");
+}
+
+#[test]
+fn mistral_fixture_exercises_its_sliding_window() {
+    // The prompt is longer than the window, so ignoring the window must change late logits.
+    let dir = fixture_dir("mistral");
+    let mut config = sluice_model::ModelConfig::from_dir(&dir).unwrap();
+    assert_eq!(config.sliding_window, Some(8));
+    config.sliding_window = None;
+    let checkpoint = sluice_model::Checkpoint::open(&dir).unwrap();
+    let model = sluice_model::Model::from_source(config, &checkpoint, &Default::default()).unwrap();
+    let reference = reference("mistral");
+    let logits = prefill_all_positions(&model, &reference.prompt_ids);
+    let last = reference.prompt_logits.len() - 1;
+    let max_diff = logits
+        .row(last)
+        .iter()
+        .zip(&reference.prompt_logits[last])
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    assert!(max_diff > 1e-2, "window had no effect ({max_diff})");
+}
