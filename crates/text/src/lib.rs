@@ -1,2 +1,22 @@
 //! sluice's text side: tokenizer, chat templates, incremental UTF-8-safe detokenizer and the
 //! stop-string matcher. Knows nothing of tensors.
+//!
+//! - [`Tokenizer`]: loads a Hugging Face model directory's tokenizer files; encode, decode,
+//!   special tokens, the chat template.
+//! - [`ChatTemplate`]: renders messages into a prompt as transformers' Jinja environment would.
+//! - [`IncrementalDecoder`]: streams generated token ids as text, never half a character.
+//! - [`StopMatcher`]: cuts streamed text at the first stop string, across token boundaries.
+
+mod chat_template;
+mod error;
+mod incremental;
+mod python_json;
+mod python_repr;
+mod stop;
+mod tokenizer;
+
+pub use chat_template::ChatTemplate;
+pub use error::TextError;
+pub use incremental::IncrementalDecoder;
+pub use stop::{StopMatcher, StopStatus};
+pub use tokenizer::Tokenizer;

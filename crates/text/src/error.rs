@@ -1,0 +1,37 @@
+//! The one error type of the text crate.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong loading a tokenizer, tokenizing, or rendering a chat template.
+///
+/// Errors about files carry the path of the file, so a bad model directory is easy to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum TextError {
+    /// A file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file that could not be read.
+        path: PathBuf,
+        /// The underlying I/O error.
+        source: std::io::Error,
+    },
+    /// A file was read but its contents are not what a tokenizer file must be.
+    #[error("invalid {path}: {message}")]
+    InvalidFile {
+        /// The offending file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The `tokenizers` library failed to encode or decode.
+    #[error("tokenizer error: {0}")]
+    Tokenizer(String),
+    /// A chat template failed to compile or render; for `raise_exception` in a template the
+    /// message is exactly the template's own message.
+    #[error("chat template error: {0}")]
+    Template(String),
+    /// The messages handed to a chat template are not an array of `{role, content}` objects, or a
+    /// content part is not text.
+    #[error("invalid messages: {0}")]
+    InvalidMessages(String),
+}

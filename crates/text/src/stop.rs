@@ -1,0 +1,222 @@
+//! Stop strings over streamed text: finds a stop string even when it arrives split over several
+//! tokens, holds back only the text that could still turn out to be the start of one, and never
+//! lets any part of the stop string out.
+
+/// What one [`StopMatcher::push`] releases.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StopStatus {
+    /// Text that is now certain to come before any stop string; send it to the client.
+    pub emit: String,
+    /// A stop string has been found; `emit` holds the last text before it, and generation
+    /// should end with finish reason `stop`.
+    pub stopped: bool,
+}
+
+/// Scans generated text for the first occurrence of any of a request's stop strings.
+#[derive(Debug, Clone)]
+pub struct StopMatcher {
+    stops: Vec<String>,
+    /// Text received but not yet emitted: always a suffix that is a proper prefix of some stop
+    /// string (so it may still become one), and empty once stopped.
+    held: String,
+    matched: Option<usize>,
+}
+
+impl StopMatcher {
+    /// A matcher for `stops`; empty strings are ignored (they would match before any text).
+    pub fn new(stops: Vec<String>) -> StopMatcher {
+        StopMatcher {
+            stops: stops.into_iter().filter(|s| !s.is_empty()).collect(),
+            held: String::new(),
+            matched: None,
+        }
+    }
+
+    /// Feeds the next piece of generated text. Once a stop string has been found, every later
+    /// push returns `stopped: true` with nothing to emit.
+    pub fn push(&mut self, text: &str) -> StopStatus {
+        if self.matched.is_some() {
+            return StopStatus {
+                emit: String::new(),
+                stopped: true,
+            };
+        }
+        self.held.push_str(text);
+        // Earliest occurrence wins; among stops starting at the same byte, the first listed.
+        let first_match = self
+            .stops
+            .iter()
+            .enumerate()
+            .filter_map(|(index, stop)| self.held.find(stop.as_str()).map(|at| (at, index)))
+            .min();
+        if let Some((at, index)) = first_match {
+            self.matched = Some(index);
+            let mut emit = std::mem::take(&mut self.held);
+            emit.truncate(at);
+            return StopStatus {
+                emit,
+                stopped: true,
+            };
+        }
+        let keep_from = self.start_of_possible_stop();
+        let emit = self.held[..keep_from].to_string();
+        self.held.replace_range(..keep_from, "");
+        StopStatus {
+            emit,
+            stopped: false,
+        }
+    }
+
+    /// Releases the held text when generation ends for another reason (EOS, length). Returns
+    /// nothing after a stop string was found.
+    pub fn finish(&mut self) -> String {
+        std::mem::take(&mut self.held)
+    }
+
+    /// The stop string that ended the text, if one did.
+    pub fn matched_stop(&self) -> Option<&str> {
+        self.matched.map(|index| self.stops[index].as_str())
+    }
+
+    /// Byte index where the longest suffix of `held` that is a proper prefix of a stop begins
+    /// (`held.len()` when there is none). Only suffixes shorter than the longest stop qualify.
+    fn start_of_possible_stop(&self) -> usize {
+        let longest_stop = self.stops.iter().map(String::len).max().unwrap_or(0);
+        let earliest = self.held.len().saturating_sub(longest_stop);
+        self.held
+            .char_indices()
+            .map(|(at, _)| at)
+            .filter(|&at| at >= earliest)
+            .find(|&at| {
+                let suffix = &self.held[at..];
+                self.stops.iter().any(|stop| stop.starts_with(suffix))
+            })
+            .unwrap_or(self.held.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn run(stops: &[&str], pieces: &[&str]) -> (String, bool) {
+        let mut matcher = StopMatcher::new(stops.iter().map(|s| s.to_string()).collect());
+        let mut out = String::new();
+        for piece in pieces {
+            let status = matcher.push(piece);
+            out.push_str(&status.emit);
+            if status.stopped {
+                return (out + &matcher.finish(), true);
+            }
+        }
+        (out + &matcher.finish(), false)
+    }
+
+    #[test]
+    fn stop_string_split_over_three_pushes_is_found_and_not_leaked() {
+        let mut matcher = StopMatcher::new(vec!["###".into()]);
+        assert_eq!(matcher.push("answer #").emit, "answer ");
+        let second = matcher.push("#");
+        assert_eq!((second.emit.as_str(), second.stopped), ("", false));
+        let third = matcher.push("# trailing");
+        assert_eq!((third.emit.as_str(), third.stopped), ("", true));
+        assert_eq!(matcher.matched_stop(), Some("###"));
+        assert_eq!(matcher.finish(), "");
+        assert!(matcher.push("more").stopped);
+    }
+
+    #[test]
+    fn held_text_is_released_when_the_prefix_does_not_continue_into_a_stop() {
+        let mut matcher = StopMatcher::new(vec!["</s>".into()]);
+        assert_eq!(matcher.push("a </").emit, "a ");
+        assert_eq!(matcher.push("b>").emit, "</b>");
+        assert_eq!(matcher.push("</").emit, "");
+        assert_eq!(matcher.finish(), "</");
+        assert_eq!(matcher.matched_stop(), None);
+    }
+
+    #[test]
+    fn earliest_occurrence_wins_among_several_stops() {
+        assert_eq!(
+            run(&["world", "lo w"], &["hello world"]),
+            ("hel".into(), true)
+        );
+        assert_eq!(run(&["b", "abc"], &["xa", "bc"]), ("x".into(), true));
+    }
+
+    #[test]
+    fn only_a_possible_stop_prefix_is_held_back() {
+        let mut matcher = StopMatcher::new(vec!["STOP".into()]);
+        assert_eq!(matcher.push("no stop here S").emit, "no stop here ");
+        assert_eq!(matcher.push("T").emit, "");
+        assert_eq!(matcher.push("x").emit, "STx");
+    }
+
+    #[test]
+    fn multi_byte_stop_strings_and_text_are_cut_on_character_boundaries() {
+        assert_eq!(
+            run(&["日本"], &["こんにちは日", "本語"]),
+            ("こんにちは".into(), true)
+        );
+        assert_eq!(run(&["🙂!"], &["é🙂", "🙂", "!"]), ("é🙂".into(), true));
+    }
+
+    #[test]
+    fn no_stops_emits_everything_immediately() {
+        let mut matcher = StopMatcher::new(vec![String::new()]);
+        assert_eq!(matcher.push("abc").emit, "abc");
+        assert_eq!(matcher.finish(), "");
+    }
+
+    fn expected_output(text: &str, stops: &[String]) -> (String, bool) {
+        let first = stops
+            .iter()
+            .filter(|s| !s.is_empty())
+            .filter_map(|s| text.find(s.as_str()))
+            .min();
+        match first {
+            Some(at) => (text[..at].to_string(), true),
+            None => (text.to_string(), false),
+        }
+    }
+
+    /// Splits `text` at the given fractions of its characters.
+    fn split_at_chars(text: &str, cuts: &[usize]) -> Vec<String> {
+        let chars: Vec<char> = text.chars().collect();
+        let mut bounds: Vec<usize> = cuts.iter().map(|c| c % (chars.len() + 1)).collect();
+        bounds.push(0);
+        bounds.push(chars.len());
+        bounds.sort_unstable();
+        bounds
+            .windows(2)
+            .map(|w| chars[w[0]..w[1]].iter().collect())
+            .collect()
+    }
+
+    proptest! {
+        #[test]
+        fn emitted_text_is_the_text_before_the_first_stop(
+            text in "[ab日🙂 ]{0,40}",
+            stops in proptest::collection::vec("[ab日🙂 ]{1,4}", 0..4),
+            cuts in proptest::collection::vec(0usize..64, 0..12),
+        ) {
+            let pieces = split_at_chars(&text, &cuts);
+            let mut matcher = StopMatcher::new(stops.clone());
+            let mut out = String::new();
+            let mut stopped = false;
+            for piece in &pieces {
+                let status = matcher.push(piece);
+                out.push_str(&status.emit);
+                if status.stopped {
+                    stopped = true;
+                    break;
+                }
+                // Everything emitted so far is text that precedes any stop.
+                prop_assert!(expected_output(&text, &stops).0.starts_with(&out));
+            }
+            out.push_str(&matcher.finish());
+            prop_assert_eq!((out, stopped), expected_output(&text, &stops));
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! A model's tokenizer as found in its Hugging Face directory: `tokenizer.json` (the `tokenizers`
+//! library's format), `tokenizer_config.json` (special tokens and the chat template) and an
+//! optional `chat_template.jinja` beside them.
+
+use crate::chat_template::ChatTemplate;
+use crate::TextError;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// A loaded tokenizer with the model's special tokens and chat template.
+///
+/// `Send + Sync`: share one behind an `Arc` between the engine and the HTTP handlers.
+#[derive(Debug)]
+pub struct Tokenizer {
+    inner: tokenizers::Tokenizer,
+    bos_token: Option<String>,
+    eos_token: Option<String>,
+    pad_token: Option<String>,
+    chat_template: Option<ChatTemplate>,
+    chat_template_error: Option<String>,
+}
+
+/// The parts of `tokenizer_config.json` sluice reads; everything else in it is ignored.
+#[derive(Debug, Default, Deserialize)]
+struct TokenizerConfigFile {
+    #[serde(default)]
+    bos_token: Option<SpecialTokenField>,
+    #[serde(default)]
+    eos_token: Option<SpecialTokenField>,
+    #[serde(default)]
+    pad_token: Option<SpecialTokenField>,
+    #[serde(default)]
+    chat_template: Option<ChatTemplateField>,
+}
+
+/// A special token is written either as its text or as an `AddedToken` object.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum SpecialTokenField {
+    Text(String),
+    Object { content: String },
+}
+
+impl SpecialTokenField {
+    fn into_content(self) -> String {
+        match self {
+            SpecialTokenField::Text(text) | SpecialTokenField::Object { content: text } => text,
+        }
+    }
+}
+
+/// `chat_template` is a string, or a list of `{name, template}` for models with several.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ChatTemplateField {
+    Single(String),
+    Named(Vec<NamedChatTemplate>),
+}
+
+#[derive(Debug, Deserialize)]
+struct NamedChatTemplate {
+    name: String,
+    template: String,
+}
+
+impl ChatTemplateField {
+    /// The template named "default", else the first one listed.
+    fn into_default(self) -> Option<String> {
+        match self {
+            ChatTemplateField::Single(source) => Some(source),
+            ChatTemplateField::Named(list) => {
+                let default_at = list.iter().position(|t| t.name == "default").unwrap_or(0);
+                list.into_iter().nth(default_at).map(|t| t.template)
+            }
+        }
+    }
+}
+
+impl Tokenizer {
+    /// Loads `dir/tokenizer.json` (required), `dir/tokenizer_config.json` (optional: without it
+    /// there are no named special tokens and no template) and `dir/chat_template.jinja`
+    /// (optional; it wins over a `chat_template` in the config, as in transformers).
+    ///
+    /// A chat template that fails to compile does not fail the load (the model can still serve
+    /// plain completions): [`Tokenizer::chat_template`] is then `None` and
+    /// [`Tokenizer::chat_template_error`] says why.
+    pub fn from_dir(dir: &Path) -> Result<Tokenizer, TextError> {
+        let tokenizer_path = dir.join("tokenizer.json");
+        let bytes = read_file(&tokenizer_path)?;
+        let inner =
+            tokenizers::Tokenizer::from_bytes(&bytes).map_err(|err| TextError::InvalidFile {
+                path: tokenizer_path.clone(),
+                message: err.to_string(),
+            })?;
+
+        let config_path = dir.join("tokenizer_config.json");
+        let config: TokenizerConfigFile = if config_path.exists() {
+            let bytes = read_file(&config_path)?;
+            serde_json::from_slice(&bytes).map_err(|err| TextError::InvalidFile {
+                path: config_path.clone(),
+                message: err.to_string(),
+            })?
+        } else {
+            TokenizerConfigFile::default()
+        };
+
+        let jinja_path = dir.join("chat_template.jinja");
+        let template_source = if jinja_path.exists() {
+            let bytes = read_file(&jinja_path)?;
+            Some(
+                String::from_utf8(bytes).map_err(|err| TextError::InvalidFile {
+                    path: jinja_path.clone(),
+                    message: err.to_string(),
+                })?,
+            )
+        } else {
+            config
+                .chat_template
+                .and_then(ChatTemplateField::into_default)
+        };
+
+        Ok(Tokenizer::new(
+            inner,
+            config.bos_token.map(SpecialTokenField::into_content),
+            config.eos_token.map(SpecialTokenField::into_content),
+            config.pad_token.map(SpecialTokenField::into_content),
+            template_source.as_deref(),
+        ))
+    }
+
+    /// Builds a tokenizer from parts already in memory (tests, or tokenizers not on disk).
+    /// `chat_template` is compiled here; a compile failure is kept in
+    /// [`Tokenizer::chat_template_error`].
+    pub fn new(
+        inner: tokenizers::Tokenizer,
+        bos_token: Option<String>,
+        eos_token: Option<String>,
+        pad_token: Option<String>,
+        chat_template: Option<&str>,
+    ) -> Tokenizer {
+        let compiled = chat_template
+            .map(|source| ChatTemplate::new(source, bos_token.clone(), eos_token.clone()));
+        let (chat_template, chat_template_error) = match compiled {
+            None => (None, None),
+            Some(Ok(template)) => (Some(template), None),
+            Some(Err(err)) => (None, Some(err.to_string())),
+        };
+        Tokenizer {
+            inner,
+            bos_token,
+            eos_token,
+            pad_token,
+            chat_template,
+            chat_template_error,
+        }
+    }
+
+    /// Token ids for `text`; `add_special_tokens` applies the tokenizer's post-processor (for
+    /// most models: a BOS token in front). Text rendered from a chat template already contains
+    /// its special tokens, so encode it with `add_special_tokens = false`.
+    pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, TextError> {
+        let encoding = self
+            .inner
+            .encode(text, add_special_tokens)
+            .map_err(|err| TextError::Tokenizer(err.to_string()))?;
+        Ok(encoding.get_ids().to_vec())
+    }
+
+    /// The text of `ids`; ids outside the vocabulary are an error.
+    pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String, TextError> {
+        if let Some(bad) = ids.iter().find(|&&id| self.inner.id_to_token(id).is_none()) {
+            return Err(TextError::Tokenizer(format!(
+                "token id {bad} is outside the vocabulary of {} tokens",
+                self.vocab_size()
+            )));
+        }
+        self.inner
+            .decode(ids, skip_special_tokens)
+            .map_err(|err| TextError::Tokenizer(err.to_string()))
+    }
+
+    /// Number of token ids, added (special) tokens included.
+    pub fn vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(true)
+    }
+
+    /// The text of one token decoded on its own, special tokens included (for logprobs).
+    /// A token holding part of a multi-byte character decodes to U+FFFD; with SentencePiece
+    /// tokenizers a leading "▁" is dropped as it is at the start of any text. `None` for an id
+    /// outside the vocabulary.
+    pub fn token_str(&self, id: u32) -> Option<String> {
+        self.inner.id_to_token(id)?;
+        self.inner.decode(&[id], false).ok()
+    }
+
+    /// The id of a token given by its text (special tokens included).
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+
+    /// The compiled chat template, if the model has one that compiled.
+    pub fn chat_template(&self) -> Option<&ChatTemplate> {
+        self.chat_template.as_ref()
+    }
+
+    /// Why the model's chat template failed to compile, if it did.
+    pub fn chat_template_error(&self) -> Option<&str> {
+        self.chat_template_error.as_deref()
+    }
+
+    /// The BOS token's text from `tokenizer_config.json`.
+    pub fn bos_token(&self) -> Option<&str> {
+        self.bos_token.as_deref()
+    }
+
+    /// The EOS token's text from `tokenizer_config.json`.
+    pub fn eos_token(&self) -> Option<&str> {
+        self.eos_token.as_deref()
+    }
+
+    /// The padding token's text from `tokenizer_config.json`.
+    pub fn pad_token(&self) -> Option<&str> {
+        self.pad_token.as_deref()
+    }
+
+    /// The BOS token's id, if the token is named and in the vocabulary.
+    pub fn bos_token_id(&self) -> Option<u32> {
+        self.inner.token_to_id(self.bos_token.as_deref()?)
+    }
+
+    /// The EOS token's id, if the token is named and in the vocabulary. (The model's
+    /// `generation_config.json` may list more EOS ids; that file is read with the model.)
+    pub fn eos_token_id(&self) -> Option<u32> {
+        self.inner.token_to_id(self.eos_token.as_deref()?)
+    }
+
+    /// The underlying `tokenizers` tokenizer.
+    pub fn inner(&self) -> &tokenizers::Tokenizer {
+        &self.inner
+    }
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>, TextError> {
+    std::fs::read(path).map_err(|source| TextError::Io {
+        path: PathBuf::from(path),
+        source,
+    })
+}
+
+#[cfg(test)]
+#[path = "tokenizer_tests.rs"]
+mod tests;
