@@ -201,3 +201,28 @@ proptest! {
         check_stream(&tokenizer, &ids)?;
     }
 }
+
+proptest! {
+    #[test]
+    fn stream_after_context_equals_the_full_decode_minus_the_contexts_text(
+        context_text in "[a-zA-Z .éñ日🙂]{1,20}",
+        output_text in TEXT_CHARS,
+        use_sentencepiece in any::<bool>(),
+    ) {
+        let tokenizer = if use_sentencepiece { sentencepiece() } else { byte_bpe() };
+        let context = tokenizer.encode(&context_text, false).unwrap();
+        let output = tokenizer.encode(&output_text, false).unwrap();
+        let mut decoder = IncrementalDecoder::with_context(tokenizer.clone(), &context);
+        let mut streamed = String::new();
+        for &id in &output {
+            let delta = decoder.push(id).unwrap();
+            prop_assert!(!delta.contains('\u{FFFD}'), "{:?}", delta);
+            streamed.push_str(&delta);
+        }
+        streamed.push_str(&decoder.finish());
+        let whole: Vec<u32> = context.iter().chain(&output).copied().collect();
+        let full = tokenizer.decode(&whole, true).unwrap();
+        let context_decoded = tokenizer.decode(&context, true).unwrap();
+        prop_assert_eq!(Some(streamed.as_str()), full.strip_prefix(context_decoded.as_str()));
+    }
+}
