@@ -7,6 +7,8 @@
 //! - [`IncrementalDecoder`]: streams generated token ids as text, never half a character.
 //! - [`StopMatcher`]: cuts streamed text at the first stop string, across token boundaries.
 
+#![warn(missing_docs)]
+
 mod chat_template;
 mod error;
 mod incremental;

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 /// A loaded tokenizer with the model's special tokens and chat template.
 ///
 /// `Send + Sync`: share one behind an `Arc` between the engine and the HTTP handlers.
-#[derive(Debug)]
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
     bos_token: Option<String>,
@@ -73,6 +72,20 @@ impl ChatTemplateField {
                 list.into_iter().nth(default_at).map(|t| t.template)
             }
         }
+    }
+}
+
+impl std::fmt::Debug for Tokenizer {
+    // The inner tokenizer's own Debug prints the whole vocabulary; keep logs readable.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokenizer")
+            .field("vocab_size", &self.vocab_size())
+            .field("bos_token", &self.bos_token)
+            .field("eos_token", &self.eos_token)
+            .field("pad_token", &self.pad_token)
+            .field("has_chat_template", &self.chat_template.is_some())
+            .field("chat_template_error", &self.chat_template_error)
+            .finish()
     }
 }
 

@@ -223,3 +223,11 @@ fn tokenizer_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Tokenizer>();
 }
+
+#[test]
+fn debug_output_is_a_summary_not_the_vocabulary() {
+    let tokenizer = Tokenizer::from_dir(&test_data("byte_bpe")).unwrap();
+    let debug = format!("{tokenizer:?}");
+    assert!(debug.contains("vocab_size"), "{debug}");
+    assert!(debug.len() < 400, "{debug}");
+}
