@@ -177,7 +177,8 @@ impl ModelConfig {
             return Err("num_attention_heads is 0".into());
         }
         let num_key_value_heads = raw.num_key_value_heads.unwrap_or(raw.num_attention_heads);
-        if num_key_value_heads == 0 || !raw.num_attention_heads.is_multiple_of(num_key_value_heads) {
+        if num_key_value_heads == 0 || !raw.num_attention_heads.is_multiple_of(num_key_value_heads)
+        {
             return Err(format!(
                 "num_attention_heads ({}) is not a multiple of num_key_value_heads ({num_key_value_heads})",
                 raw.num_attention_heads

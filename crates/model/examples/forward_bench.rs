@@ -1,0 +1,257 @@
+//! Forward-pass benchmark on random weights with real model shapes.
+//!
+//! ```text
+//! cargo run --release -p sluice-model --example forward_bench -- [smollm2|qwen2.5|all] [f32|f16|all]
+//! cargo run --release -p sluice-model --example forward_bench -- --model-dir DIR [f32|f16]
+//! ```
+//!
+//! Prints the time (fastest wall clock, and mean process CPU time) of one decode step with 1, 16 and 64 sequences (each with a 128-token
+//! history) and prefill throughput for one 512-token prompt. With `--features candle-compare` it
+//! also times candle-core's matmul on the largest projection for reference.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use sluice_model::{
+    Batch, KvCache, LoadError, LoadOptions, Model, ModelConfig, TensorSource, WeightDtype,
+};
+
+/// Deterministic pseudo-random weights of the right shapes, scaled like a trained model.
+struct RandomWeights;
+
+impl TensorSource for RandomWeights {
+    fn tensor(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, LoadError> {
+        let len: usize = shape.iter().product();
+        let fan_in = *shape.last().unwrap_or(&1) as f32;
+        let scale = if name.ends_with("norm.weight") {
+            0.0
+        } else {
+            1.0 / fan_in.sqrt()
+        };
+        let offset = if name.ends_with("norm.weight") {
+            1.0
+        } else {
+            0.0
+        };
+        let mut state = name
+            .bytes()
+            .fold(0x9e37_79b9u32, |h, b| h.rotate_left(5) ^ b as u32)
+            | 1;
+        Ok((0..len)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                offset + scale * ((state as f32 / u32::MAX as f32) * 2.0 - 1.0)
+            })
+            .collect())
+    }
+
+    fn contains(&self, _name: &str) -> bool {
+        true
+    }
+}
+
+fn shape_config(name: &str) -> ModelConfig {
+    let json = match name {
+        "smollm2" => {
+            r#"{"architectures": ["LlamaForCausalLM"], "vocab_size": 49152, "hidden_size": 576,
+            "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9,
+            "num_key_value_heads": 3, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5,
+            "rope_theta": 100000.0, "tie_word_embeddings": true}"#
+        }
+        "qwen2.5" => {
+            r#"{"architectures": ["Qwen2ForCausalLM"], "vocab_size": 151936, "hidden_size": 896,
+            "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14,
+            "num_key_value_heads": 2, "max_position_embeddings": 32768, "rms_norm_eps": 1e-6,
+            "rope_theta": 1000000.0, "tie_word_embeddings": true}"#
+        }
+        other => panic!("unknown shape `{other}` (smollm2 | qwen2.5)"),
+    };
+    let dir = std::env::temp_dir().join(format!("sluice-bench-config-{name}"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    std::fs::write(dir.join("config.json"), json).expect("write config");
+    ModelConfig::from_dir(&dir).expect("valid config")
+}
+
+/// CPU time this process has used (all threads), from /proc/self/stat, when available.
+fn process_cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
+
+/// One measurement: the fastest of `runs` wall-clock timings (the machine is shared, so the
+/// minimum is the best estimate of an undisturbed run) and the mean CPU time per run.
+struct Timing {
+    wall: Duration,
+    cpu: Option<Duration>,
+}
+
+impl std::fmt::Display for Timing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:>8.2} ms wall", self.wall.as_secs_f64() * 1e3)?;
+        if let Some(cpu) = self.cpu {
+            write!(f, " ({:>8.2} ms cpu)", cpu.as_secs_f64() * 1e3)?;
+        }
+        Ok(())
+    }
+}
+
+fn measure(runs: usize, mut f: impl FnMut()) -> Timing {
+    let cpu_start = process_cpu_time();
+    let wall = (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .min()
+        .expect("at least one run");
+    let cpu = cpu_start
+        .zip(process_cpu_time())
+        .map(|(a, b)| (b - a) / runs as u32);
+    Timing { wall, cpu }
+}
+
+fn bench(label: &str, model: &Model) {
+    const BLOCK: usize = 16;
+    const HISTORY: usize = 128;
+    const PROMPT: usize = 512;
+    let vocab = model.config().vocab_size as u32;
+    let blocks_per_seq = (HISTORY + 1).div_ceil(BLOCK);
+    let mut kv = KvCache::new(model.config(), BLOCK, 64 * blocks_per_seq + PROMPT / BLOCK);
+    let table = |s: usize| -> Vec<u32> {
+        (0..blocks_per_seq)
+            .map(|b| (s * blocks_per_seq + b) as u32)
+            .collect()
+    };
+    // Fill 64 sequences' histories (one prefill batch each of 8 sequences).
+    for group in 0..8 {
+        let mut batch = Batch::default();
+        for s in group * 8..group * 8 + 8 {
+            let tokens: Vec<u32> = (0..HISTORY)
+                .map(|i| ((s * 131 + i * 7) as u32) % vocab)
+                .collect();
+            batch.push_sequence(&tokens, 0, table(s), BLOCK, false);
+        }
+        model.forward(&batch, &mut kv).expect("history prefill");
+    }
+    println!(
+        "{label}: weights {:.0} MiB",
+        model.weight_bytes() as f64 / (1 << 20) as f64
+    );
+    for seqs in [1usize, 16, 64] {
+        let mut batch = Batch::default();
+        for s in 0..seqs {
+            batch.push_sequence(&[(s as u32 * 17) % vocab], HISTORY, table(s), BLOCK, true);
+        }
+        let runs = if seqs == 64 { 5 } else { 9 };
+        let t = measure(runs, || {
+            model.forward(&batch, &mut kv).expect("decode");
+        });
+        println!(
+            "  decode {seqs:>2} seqs: {t} per step, {:>8.1} tok/s",
+            seqs as f64 / t.wall.as_secs_f64()
+        );
+    }
+    let prompt_blocks: Vec<u32> = (0..PROMPT / BLOCK)
+        .map(|b| (64 * blocks_per_seq + b) as u32)
+        .collect();
+    let tokens: Vec<u32> = (0..PROMPT).map(|i| (i as u32 * 31) % vocab).collect();
+    let mut batch = Batch::default();
+    batch.push_sequence(&tokens, 0, prompt_blocks, BLOCK, true);
+    let t = measure(2, || {
+        model.forward(&batch, &mut kv).expect("prefill");
+    });
+    println!(
+        "  prefill {PROMPT} tokens: {t}, {:>8.1} tok/s",
+        PROMPT as f64 / t.wall.as_secs_f64()
+    );
+}
+
+#[cfg(feature = "candle-compare")]
+fn candle_matmul(m: usize, n: usize, k: usize) {
+    use candle_core::{DType, Device, Tensor};
+    let dev = Device::Cpu;
+    for dtype in [DType::F32, DType::F16] {
+        let x = Tensor::randn(0f32, 1.0, (m, k), &dev)
+            .unwrap()
+            .to_dtype(dtype)
+            .unwrap();
+        let w = Tensor::randn(0f32, 1.0, (n, k), &dev)
+            .unwrap()
+            .to_dtype(dtype)
+            .unwrap();
+        let wt = w.t().unwrap();
+        let t = measure(5, || {
+            x.matmul(&wt).unwrap();
+        });
+        println!(
+            "  candle {dtype:?} matmul [{m}x{k}]·[{k}x{n}]: {t}, {:.1} GFLOP/s",
+            2.0 * (m * n * k) as f64 / t.wall.as_secs_f64() / 1e9
+        );
+    }
+}
+
+fn ours_matmul(m: usize, n: usize, k: usize) {
+    use sluice_model::kernels::matmul::PackedMatrix;
+    let source = RandomWeights;
+    let w = source.tensor("w", &[n, k]).unwrap();
+    let x = source.tensor("x", &[m, k]).unwrap();
+    for dtype in [WeightDtype::F32, WeightDtype::F16] {
+        let packed = PackedMatrix::pack(&w, n, k, dtype);
+        let mut y = vec![0f32; m * n];
+        let t = measure(5, || packed.matmul(&x, m, &mut y));
+        println!(
+            "  sluice {dtype:?} matmul [{m}x{k}]·[{k}x{n}]: {t}, {:.1} GFLOP/s",
+            2.0 * (m * n * k) as f64 / t.wall.as_secs_f64() / 1e9
+        );
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let dtypes = |arg: Option<&String>| match arg.map(String::as_str) {
+        Some("f32") => vec![WeightDtype::F32],
+        Some("f16") => vec![WeightDtype::F16],
+        _ => vec![WeightDtype::F32, WeightDtype::F16],
+    };
+    println!("rayon threads: {}", rayon::current_num_threads());
+    if args.first().map(String::as_str) == Some("--model-dir") {
+        let dir = Path::new(args.get(1).expect("--model-dir DIR"));
+        for dtype in dtypes(args.get(2)) {
+            let model = Model::load(dir, &LoadOptions { dtype }).expect("load");
+            bench(&format!("{} {dtype:?}", dir.display()), &model);
+        }
+        return;
+    }
+    if args.first().map(String::as_str) == Some("matmul") {
+        for (m, n, k) in [
+            (1, 1536, 576),
+            (64, 1536, 576),
+            (512, 1536, 576),
+            (512, 4864, 896),
+        ] {
+            ours_matmul(m, n, k);
+            #[cfg(feature = "candle-compare")]
+            candle_matmul(m, n, k);
+        }
+        return;
+    }
+    let shapes = match args.first().map(String::as_str) {
+        Some("smollm2") => vec!["smollm2"],
+        Some("qwen2.5") => vec!["qwen2.5"],
+        _ => vec!["smollm2", "qwen2.5"],
+    };
+    for shape in shapes {
+        for dtype in dtypes(args.get(1)) {
+            let config = shape_config(shape);
+            let model =
+                Model::from_source(config, &RandomWeights, &LoadOptions { dtype }).expect("build");
+            bench(&format!("{shape} {dtype:?}"), &model);
+        }
+    }
+}
