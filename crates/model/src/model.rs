@@ -198,3 +198,15 @@ impl Model {
         Ok(token_seq)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_and_cache_can_move_to_the_engine_thread() {
+        fn assert_send<T: Send>() {}
+        assert_send::<Model>();
+        assert_send::<KvCache>();
+    }
+}

@@ -81,14 +81,24 @@ fn attend_group(
     let group = q_group.len() / head_dim;
     let first = sliding_window.map_or(0, |w| (position + 1).saturating_sub(w));
     let visible = position + 1 - first;
-    let row_of = |j: usize| {
-        let slot = block_table[j / block_size] as usize * block_size + j % block_size;
-        (slot * num_kv_heads + g) * head_dim
-    };
+    // Offsets of the visible positions' K/V rows, walked block by block (no per-position
+    // division).
+    let mut rows = Vec::with_capacity(visible);
+    let mut j = first;
+    while j <= position {
+        let block = j / block_size;
+        let block_start = block * block_size;
+        let slot_base = block_table[block] as usize * block_size;
+        let end = (block_start + block_size).min(position + 1);
+        rows.extend(
+            (j..end).map(|jj| ((slot_base + jj - block_start) * num_kv_heads + g) * head_dim),
+        );
+        j = end;
+    }
     // scores: [group, visible]
     let mut scores = vec![0f32; group * visible];
-    for (i, j) in (first..=position).enumerate() {
-        let key = &kv.keys[row_of(j)..][..head_dim];
+    for (i, &row) in rows.iter().enumerate() {
+        let key = &kv.keys[row..][..head_dim];
         for h in 0..group {
             scores[h * visible + i] = dot(&q_group[h * head_dim..][..head_dim], key) * scale;
         }
@@ -107,8 +117,8 @@ fn attend_group(
         }
     }
     out_group.fill(0.0);
-    for (i, j) in (first..=position).enumerate() {
-        let value = &kv.values[row_of(j)..][..head_dim];
+    for (i, &row) in rows.iter().enumerate() {
+        let value = &kv.values[row..][..head_dim];
         for h in 0..group {
             let weight = scores[h * visible + i];
             for (o, &v) in out_group[h * head_dim..][..head_dim].iter_mut().zip(value) {
