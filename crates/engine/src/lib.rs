@@ -1,8 +1,25 @@
 //! sluice's continuous-batching engine.
 
+pub mod block_manager;
+pub mod engine;
+pub mod handle;
+pub mod metrics;
+pub mod model_executor;
+pub mod output_text;
+pub mod queue;
 pub mod request;
+pub mod sampler;
+pub mod scheduler;
+pub mod sequence;
 
+pub use engine::{Engine, EngineConfig, Executor, ExecutorError};
+pub use handle::{EngineHandle, RequestId, RequestStream, SubmitError};
+pub use metrics::{EngineMetrics, HistogramSnapshot, MetricsSnapshot};
+pub use model_executor::ModelExecutor;
 pub use request::{
     Event, FinishReason, GenerationRequest, Priority, SamplingParams, StopRules, TokenLogprob,
     Usage,
 };
+
+#[cfg(test)]
+mod fake_executor;

@@ -1,0 +1,405 @@
+//! The KV block pool: ref-counted blocks, ownership-based release and automatic prefix caching.
+//!
+//! A sequence's blocks live in a [`BlockTable`]; dropping the table returns them, so a block cannot
+//! be forgotten. A full, computed block gets a key `hash(parent key, its tokens)`; a later sequence
+//! whose tokens hash to the same chain reuses it (after comparing the stored tokens). Blocks whose
+//! count drops to zero go on one free list: unkeyed blocks at the front (reused first), keyed ones
+//! at the back, so cached content is evicted in least-recently-freed order and only when a fresh
+//! block is needed. A block with a non-zero count is never on the free list, so it is never evicted.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::rc::Rc;
+
+use thiserror::Error;
+
+/// Index of a physical KV block.
+pub type BlockId = u32;
+
+/// Not enough free blocks for the request; nothing was changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[error("out of KV blocks: {needed} needed, {free} free")]
+pub struct OutOfBlocks {
+    /// Fresh blocks the operation needed.
+    pub needed: usize,
+    /// Fresh blocks that could be had.
+    pub free: usize,
+}
+
+/// Content identity of a full block, stored to verify a hash hit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CachedContent {
+    key: u64,
+    parent: Option<u64>,
+    tokens: Vec<u32>,
+}
+
+#[derive(Debug, Default)]
+struct BlockMeta {
+    ref_count: u32,
+    cached: Option<CachedContent>,
+    prev: Option<BlockId>,
+    next: Option<BlockId>,
+}
+
+/// The shared state behind [`BlockManager`] and every [`BlockTable`].
+#[derive(Debug)]
+struct BlockPool {
+    block_size: usize,
+    blocks: Vec<BlockMeta>,
+    free_head: Option<BlockId>,
+    free_tail: Option<BlockId>,
+    num_free: usize,
+    /// Key of a full computed block -> the block holding it.
+    cache: HashMap<u64, BlockId>,
+    prefix_caching: bool,
+}
+
+fn block_key(parent: Option<u64>, tokens: &[u32]) -> u64 {
+    let mut h = DefaultHasher::new();
+    parent.hash(&mut h);
+    tokens.hash(&mut h);
+    h.finish()
+}
+
+impl BlockPool {
+    fn unlink(&mut self, b: BlockId) {
+        let (prev, next) = {
+            let m = &mut self.blocks[b as usize];
+            (m.prev.take(), m.next.take())
+        };
+        match prev {
+            Some(p) => self.blocks[p as usize].next = next,
+            None => self.free_head = next,
+        }
+        match next {
+            Some(n) => self.blocks[n as usize].prev = prev,
+            None => self.free_tail = prev,
+        }
+        self.num_free -= 1;
+    }
+
+    fn push_back(&mut self, b: BlockId) {
+        self.blocks[b as usize].prev = self.free_tail;
+        match self.free_tail {
+            Some(t) => self.blocks[t as usize].next = Some(b),
+            None => self.free_head = Some(b),
+        }
+        self.free_tail = Some(b);
+        self.num_free += 1;
+    }
+
+    fn push_front(&mut self, b: BlockId) {
+        self.blocks[b as usize].next = self.free_head;
+        match self.free_head {
+            Some(h) => self.blocks[h as usize].prev = Some(b),
+            None => self.free_tail = Some(b),
+        }
+        self.free_head = Some(b);
+        self.num_free += 1;
+    }
+
+    /// Takes a reference on `b`, removing it from the free list if it was there.
+    fn acquire(&mut self, b: BlockId) {
+        if self.blocks[b as usize].ref_count == 0 {
+            self.unlink(b);
+        }
+        self.blocks[b as usize].ref_count += 1;
+    }
+
+    /// Takes the least valuable free block, evicting whatever it cached.
+    fn take_fresh(&mut self) -> BlockId {
+        let b = self.free_head.expect("caller checked the free count");
+        self.unlink(b);
+        if let Some(content) = self.blocks[b as usize].cached.take() {
+            if self.cache.get(&content.key) == Some(&b) {
+                self.cache.remove(&content.key);
+            }
+        }
+        self.blocks[b as usize].ref_count = 1;
+        b
+    }
+
+    fn release(&mut self, b: BlockId) {
+        let m = &mut self.blocks[b as usize];
+        m.ref_count -= 1;
+        if m.ref_count == 0 {
+            if m.cached.is_some() {
+                self.push_back(b);
+            } else {
+                self.push_front(b);
+            }
+        }
+    }
+
+    /// Cached blocks matching the full blocks of `tokens`, in order.
+    fn cached_prefix(&self, tokens: &[u32]) -> Vec<BlockId> {
+        let mut found = Vec::new();
+        if !self.prefix_caching {
+            return found;
+        }
+        let mut parent = None;
+        for chunk in tokens.chunks_exact(self.block_size) {
+            let key = block_key(parent, chunk);
+            let Some(&b) = self.cache.get(&key) else {
+                break;
+            };
+            let expected = CachedContent {
+                key,
+                parent,
+                tokens: chunk.to_vec(),
+            };
+            if self.blocks[b as usize].cached.as_ref() != Some(&expected) {
+                break;
+            }
+            found.push(b);
+            parent = Some(key);
+        }
+        found
+    }
+}
+
+/// Blocks already holding a computed prefix of a sequence, to be shared instead of recomputed.
+#[derive(Debug, Clone, Copy)]
+pub struct SharedPrefix<'a> {
+    /// A live table (a sibling choice) whose first `num_blocks` blocks are computed.
+    pub table: &'a BlockTable,
+    /// How many leading blocks to share.
+    pub num_blocks: usize,
+}
+
+/// The blocks of one sequence, in logical order. Dropping it releases them.
+#[derive(Debug)]
+pub struct BlockTable {
+    pool: Rc<RefCell<BlockPool>>,
+    blocks: Vec<BlockId>,
+    /// Leading blocks whose content was registered (or found) in the prefix cache.
+    num_registered: usize,
+    /// Key of the last registered block, the parent of the next one.
+    last_key: Option<u64>,
+    /// Tokens reused from other sequences when this table was allocated.
+    num_cached_tokens: usize,
+}
+
+impl BlockTable {
+    /// Physical block ids in logical order.
+    pub fn block_ids(&self) -> &[BlockId] {
+        &self.blocks
+    }
+
+    /// Leading tokens that were already computed when the table was allocated (cache hit or shared
+    /// with a sibling); the sequence starts computing after them.
+    pub fn num_cached_tokens(&self) -> usize {
+        self.num_cached_tokens
+    }
+}
+
+impl Drop for BlockTable {
+    fn drop(&mut self) {
+        let mut pool = self.pool.borrow_mut();
+        // Last blocks first, so a sequence's tail is evicted before its (more shareable) head.
+        for &b in self.blocks.iter().rev() {
+            pool.release(b);
+        }
+    }
+}
+
+/// Owner of the block pool.
+#[derive(Debug)]
+pub struct BlockManager {
+    pool: Rc<RefCell<BlockPool>>,
+}
+
+impl BlockManager {
+    /// A pool of `num_blocks` blocks of `block_size` tokens each.
+    pub fn new(num_blocks: usize, block_size: usize, enable_prefix_caching: bool) -> Self {
+        assert!(block_size > 0, "block size must be positive");
+        let mut pool = BlockPool {
+            block_size,
+            blocks: (0..num_blocks).map(|_| BlockMeta::default()).collect(),
+            free_head: None,
+            free_tail: None,
+            num_free: 0,
+            cache: HashMap::new(),
+            prefix_caching: enable_prefix_caching,
+        };
+        for b in 0..num_blocks {
+            pool.push_back(b as BlockId);
+        }
+        BlockManager {
+            pool: Rc::new(RefCell::new(pool)),
+        }
+    }
+
+    /// Tokens per block.
+    pub fn block_size(&self) -> usize {
+        self.pool.borrow().block_size
+    }
+
+    /// Blocks in the pool.
+    pub fn num_blocks(&self) -> usize {
+        self.pool.borrow().blocks.len()
+    }
+
+    /// Blocks with a zero count (including cached ones that may still be reused).
+    pub fn num_free_blocks(&self) -> usize {
+        self.pool.borrow().num_free
+    }
+
+    /// Blocks referenced by at least one table.
+    pub fn num_used_blocks(&self) -> usize {
+        self.num_blocks() - self.num_free_blocks()
+    }
+
+    fn blocks_for(&self, num_tokens: usize) -> usize {
+        num_tokens.div_ceil(self.block_size())
+    }
+
+    /// The blocks a new table for `tokens` starts with: the longest prefix-cache hit or the shared
+    /// sibling prefix, whichever is longer. The last token is never reused (its logits are needed).
+    fn reusable(&self, tokens: &[u32], shared: Option<SharedPrefix<'_>>) -> Vec<BlockId> {
+        let pool = self.pool.borrow();
+        let limit = tokens.len().saturating_sub(1) / pool.block_size;
+        let mut reuse = pool.cached_prefix(&tokens[..limit * pool.block_size]);
+        if let Some(s) = shared {
+            let n = s.num_blocks.min(limit).min(s.table.blocks.len());
+            if n > reuse.len() {
+                reuse = s.table.blocks[..n].to_vec();
+            }
+        }
+        reuse
+    }
+
+    /// Fresh blocks needed to start a table covering `num_tokens` after reusing `reuse`, and the
+    /// free blocks that remain usable (reused blocks on the free list are not available twice).
+    fn fresh_needed(&self, reuse: &[BlockId], num_tokens: usize) -> (usize, usize) {
+        let pool = self.pool.borrow();
+        let needed = self.blocks_for(num_tokens).saturating_sub(reuse.len());
+        let reused_free = reuse
+            .iter()
+            .filter(|&&b| pool.blocks[b as usize].ref_count == 0)
+            .count();
+        (needed, pool.num_free - reused_free)
+    }
+
+    /// Leading tokens of `tokens` a new table would reuse (cache hit or sibling prefix).
+    pub fn num_reusable_tokens(&self, tokens: &[u32], shared: Option<SharedPrefix<'_>>) -> usize {
+        self.reusable(tokens, shared).len() * self.block_size()
+    }
+
+    /// Whether [`BlockManager::allocate`] with the same arguments would succeed.
+    pub fn can_allocate(
+        &self,
+        tokens: &[u32],
+        num_tokens: usize,
+        shared: Option<SharedPrefix<'_>>,
+    ) -> bool {
+        let reuse = self.reusable(tokens, shared);
+        let (needed, free) = self.fresh_needed(&reuse, num_tokens);
+        needed <= free
+    }
+
+    /// A table for a sequence with `tokens`, covering at least its first `num_tokens` (the reused
+    /// prefix plus what the coming step computes). Either everything is allocated or nothing is.
+    pub fn allocate(
+        &mut self,
+        tokens: &[u32],
+        num_tokens: usize,
+        shared: Option<SharedPrefix<'_>>,
+    ) -> Result<BlockTable, OutOfBlocks> {
+        let reuse = self.reusable(tokens, shared);
+        let (needed, free) = self.fresh_needed(&reuse, num_tokens);
+        if needed > free {
+            return Err(OutOfBlocks { needed, free });
+        }
+        let mut pool = self.pool.borrow_mut();
+        let block_size = pool.block_size;
+        for &b in &reuse {
+            pool.acquire(b);
+        }
+        let registered = reuse
+            .last()
+            .and_then(|&b| pool.blocks[b as usize].cached.as_ref().map(|c| c.key));
+        let num_registered = if registered.is_some() { reuse.len() } else { 0 };
+        let num_cached_tokens = reuse.len() * block_size;
+        let mut blocks = reuse;
+        for _ in 0..needed {
+            blocks.push(pool.take_fresh());
+        }
+        drop(pool);
+        Ok(BlockTable {
+            pool: Rc::clone(&self.pool),
+            blocks,
+            num_registered,
+            last_key: registered,
+            num_cached_tokens,
+        })
+    }
+
+    /// Whether `table` can grow to cover `num_tokens`.
+    pub fn can_append(&self, table: &BlockTable, num_tokens: usize) -> bool {
+        let needed = self
+            .blocks_for(num_tokens)
+            .saturating_sub(table.blocks.len());
+        needed <= self.num_free_blocks()
+    }
+
+    /// Grows `table` to cover `num_tokens`; on failure nothing changes.
+    pub fn append(&mut self, table: &mut BlockTable, num_tokens: usize) -> Result<(), OutOfBlocks> {
+        let needed = self
+            .blocks_for(num_tokens)
+            .saturating_sub(table.blocks.len());
+        let mut pool = self.pool.borrow_mut();
+        if needed > pool.num_free {
+            return Err(OutOfBlocks {
+                needed,
+                free: pool.num_free,
+            });
+        }
+        for _ in 0..needed {
+            table.blocks.push(pool.take_fresh());
+        }
+        Ok(())
+    }
+
+    /// Registers the blocks of `table` that `num_computed` computed `tokens` have filled, so later
+    /// sequences can reuse them. A block whose content is already cached elsewhere stays private.
+    pub fn register_computed(
+        &mut self,
+        table: &mut BlockTable,
+        tokens: &[u32],
+        num_computed: usize,
+    ) {
+        let mut pool = self.pool.borrow_mut();
+        let block_size = pool.block_size;
+        let full = (num_computed / block_size).min(table.blocks.len());
+        while table.num_registered < full {
+            let i = table.num_registered;
+            let chunk = &tokens[i * block_size..(i + 1) * block_size];
+            let key = block_key(table.last_key, chunk);
+            if pool.prefix_caching {
+                let b = table.blocks[i];
+                if !pool.cache.contains_key(&key) && pool.blocks[b as usize].cached.is_none() {
+                    pool.cache.insert(key, b);
+                    pool.blocks[b as usize].cached = Some(CachedContent {
+                        key,
+                        parent: table.last_key,
+                        tokens: chunk.to_vec(),
+                    });
+                }
+            }
+            table.last_key = Some(key);
+            table.num_registered += 1;
+        }
+    }
+
+    /// Reference count of a block (for tests and invariants).
+    pub fn ref_count(&self, block: BlockId) -> u32 {
+        self.pool.borrow().blocks[block as usize].ref_count
+    }
+}
+
+#[cfg(test)]
+#[path = "block_manager_tests.rs"]
+mod tests;

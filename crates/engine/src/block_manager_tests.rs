@@ -1,0 +1,217 @@
+use super::*;
+use proptest::prelude::*;
+
+fn tokens(n: usize, offset: u32) -> Vec<u32> {
+    (0..n as u32).map(|t| t + offset).collect()
+}
+
+#[test]
+fn dropping_a_table_returns_its_blocks() {
+    let mut bm = BlockManager::new(4, 4, true);
+    let t = bm.allocate(&tokens(10, 0), 10, None).unwrap();
+    assert_eq!(t.block_ids().len(), 3);
+    assert_eq!(bm.num_free_blocks(), 1);
+    drop(t);
+    assert_eq!(bm.num_free_blocks(), 4);
+}
+
+#[test]
+fn allocation_that_does_not_fit_changes_nothing() {
+    let mut bm = BlockManager::new(2, 4, true);
+    assert!(!bm.can_allocate(&tokens(9, 0), 9, None));
+    let err = bm.allocate(&tokens(9, 0), 9, None).unwrap_err();
+    assert_eq!(err, OutOfBlocks { needed: 3, free: 2 });
+    assert_eq!(bm.num_free_blocks(), 2);
+}
+
+#[test]
+fn append_grows_the_table_only_at_block_boundaries() {
+    let mut bm = BlockManager::new(3, 4, true);
+    let mut t = bm.allocate(&tokens(4, 0), 4, None).unwrap();
+    bm.append(&mut t, 4).unwrap();
+    assert_eq!(t.block_ids().len(), 1);
+    bm.append(&mut t, 5).unwrap();
+    assert_eq!(t.block_ids().len(), 2);
+    assert!(bm.can_append(&t, 12));
+    assert!(!bm.can_append(&t, 13));
+    assert!(bm.append(&mut t, 13).is_err());
+    assert_eq!(t.block_ids().len(), 2);
+}
+
+#[test]
+fn computed_full_blocks_are_reused_by_a_later_sequence_with_the_same_prefix() {
+    let mut bm = BlockManager::new(8, 4, true);
+    let prompt = tokens(10, 0);
+    let mut first = bm.allocate(&prompt, 10, None).unwrap();
+    bm.register_computed(&mut first, &prompt, 10);
+    let first_blocks = first.block_ids().to_vec();
+    drop(first);
+    let second = bm.allocate(&prompt, 10, None).unwrap();
+    assert_eq!(second.num_cached_tokens(), 8);
+    assert_eq!(&second.block_ids()[..2], &first_blocks[..2]);
+}
+
+#[test]
+fn last_prompt_token_is_never_served_from_the_cache() {
+    let mut bm = BlockManager::new(8, 4, true);
+    let prompt = tokens(8, 0);
+    let mut first = bm.allocate(&prompt, 8, None).unwrap();
+    bm.register_computed(&mut first, &prompt, 8);
+    let second = bm.allocate(&prompt, 8, None).unwrap();
+    // Two full blocks are cached, but the second holds the last token: only one is reused.
+    assert_eq!(second.num_cached_tokens(), 4);
+    assert_eq!(bm.ref_count(first.block_ids()[0]), 2);
+}
+
+#[test]
+fn different_tokens_miss_the_cache() {
+    let mut bm = BlockManager::new(8, 4, true);
+    let mut first = bm.allocate(&tokens(9, 0), 9, None).unwrap();
+    bm.register_computed(&mut first, &tokens(9, 0), 9);
+    let other = bm.allocate(&tokens(9, 100), 9, None).unwrap();
+    assert_eq!(other.num_cached_tokens(), 0);
+}
+
+#[test]
+fn a_hit_requires_the_whole_chain_of_parents() {
+    let mut bm = BlockManager::new(8, 2, true);
+    let a = vec![1, 2, 3, 4, 5];
+    let mut first = bm.allocate(&a, 5, None).unwrap();
+    bm.register_computed(&mut first, &a, 5);
+    // Same second block, different first block: nothing is reused.
+    let b = vec![9, 9, 3, 4, 5];
+    assert_eq!(bm.allocate(&b, 5, None).unwrap().num_cached_tokens(), 0);
+}
+
+#[test]
+fn disabled_prefix_caching_never_reuses() {
+    let mut bm = BlockManager::new(8, 4, false);
+    let prompt = tokens(10, 0);
+    let mut first = bm.allocate(&prompt, 10, None).unwrap();
+    bm.register_computed(&mut first, &prompt, 10);
+    drop(first);
+    assert_eq!(
+        bm.allocate(&prompt, 10, None).unwrap().num_cached_tokens(),
+        0
+    );
+}
+
+#[test]
+fn cached_free_blocks_are_evicted_least_recently_freed_first_and_after_plain_ones() {
+    let mut bm = BlockManager::new(3, 2, true);
+    let a = vec![1, 2, 3];
+    let b = vec![7, 8, 9];
+    let mut ta = bm.allocate(&a, 3, None).unwrap();
+    bm.register_computed(&mut ta, &a, 3);
+    let mut tb = bm.allocate(&b, 2, None).unwrap();
+    bm.register_computed(&mut tb, &b, 2);
+    drop(ta); // a's cached block freed first (older), its unkeyed tail goes to the front
+    drop(tb);
+    // One fresh block: the unkeyed one is taken, both cached prefixes survive.
+    let plain = bm.allocate(&[50], 1, None).unwrap();
+    assert_eq!(bm.allocate(&a, 3, None).unwrap().num_cached_tokens(), 2);
+    assert_eq!(bm.allocate(&b, 3, None).unwrap().num_cached_tokens(), 2);
+    // Two more fresh blocks evict a's block (least recently freed) before b's.
+    let more = bm.allocate(&[60, 61, 62], 3, None).unwrap();
+    drop(more);
+    drop(plain);
+    assert_eq!(bm.allocate(&a, 3, None).unwrap().num_cached_tokens(), 0);
+}
+
+#[test]
+fn referenced_cached_block_is_never_evicted() {
+    let mut bm = BlockManager::new(2, 2, true);
+    let a = vec![1, 2, 3];
+    let mut ta = bm.allocate(&a, 3, None).unwrap();
+    bm.register_computed(&mut ta, &a, 3);
+    // Reusing block 0 still needs one fresh block, and none is free: nothing changes.
+    assert!(bm.allocate(&a, 3, None).is_err());
+    assert!(bm.allocate(&[5, 6], 2, None).is_err());
+    assert_eq!(bm.ref_count(ta.block_ids()[0]), 1);
+    drop(ta);
+    // Once unreferenced, the cached block is reusable again.
+    assert_eq!(bm.allocate(&a, 3, None).unwrap().num_cached_tokens(), 2);
+}
+
+#[test]
+fn sibling_shares_its_computed_prompt_blocks_without_prefix_caching() {
+    let mut bm = BlockManager::new(8, 4, false);
+    let prompt = tokens(10, 0);
+    let leader = bm.allocate(&prompt, 10, None).unwrap();
+    let shared = SharedPrefix {
+        table: &leader,
+        num_blocks: 2,
+    };
+    assert!(bm.can_allocate(&prompt, 10, Some(shared)));
+    let sibling = bm.allocate(&prompt, 10, Some(shared)).unwrap();
+    assert_eq!(sibling.num_cached_tokens(), 8);
+    assert_eq!(&sibling.block_ids()[..2], &leader.block_ids()[..2]);
+    assert_ne!(sibling.block_ids()[2], leader.block_ids()[2]);
+    assert_eq!(bm.num_used_blocks(), 4);
+    drop(leader);
+    assert_eq!(bm.num_used_blocks(), 3);
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Allocate { prompt: u8, len: usize },
+    Grow { table: usize, by: usize },
+    Compute { table: usize },
+    Drop { table: usize },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0u8..3, 1usize..12).prop_map(|(prompt, len)| Op::Allocate { prompt, len }),
+        (0usize..8, 1usize..6).prop_map(|(table, by)| Op::Grow { table, by }),
+        (0usize..8).prop_map(|table| Op::Compute { table }),
+        (0usize..8).prop_map(|table| Op::Drop { table }),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn ref_counts_match_live_tables_and_every_block_returns(ops in prop::collection::vec(op(), 1..60)) {
+        let mut bm = BlockManager::new(6, 2, true);
+        let mut live: Vec<(Vec<u32>, usize, BlockTable)> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Allocate { prompt, len } => {
+                    let toks: Vec<u32> = (0..len as u32).map(|i| i % 3 + prompt as u32 * 10).collect();
+                    let ok = bm.can_allocate(&toks, len, None);
+                    let free_before = bm.num_free_blocks();
+                    match bm.allocate(&toks, len, None) {
+                        Ok(t) => { prop_assert!(ok); let c = t.num_cached_tokens(); live.push((toks, c, t)); }
+                        Err(_) => { prop_assert!(!ok); prop_assert_eq!(bm.num_free_blocks(), free_before); }
+                    }
+                }
+                Op::Grow { table, by } => {
+                    if let Some((toks, _, t)) = live.get_mut(table) {
+                        toks.extend(std::iter::repeat_n(1, by));
+                        let _ = bm.append(t, toks.len());
+                    }
+                }
+                Op::Compute { table } => {
+                    if let Some((toks, computed, t)) = live.get_mut(table) {
+                        let covered = (t.block_ids().len() * 2).min(toks.len());
+                        *computed = covered;
+                        bm.register_computed(t, toks, covered);
+                    }
+                }
+                Op::Drop { table } => {
+                    if table < live.len() { live.remove(table); }
+                }
+            }
+            let mut expected = vec![0u32; 6];
+            for (_, _, t) in &live {
+                for &b in t.block_ids() { expected[b as usize] += 1; }
+            }
+            for (b, &count) in expected.iter().enumerate() {
+                prop_assert_eq!(bm.ref_count(b as u32), count);
+            }
+            prop_assert_eq!(bm.num_used_blocks(), expected.iter().filter(|&&c| c > 0).count());
+        }
+        live.clear();
+        prop_assert_eq!(bm.num_free_blocks(), 6);
+    }
+}

@@ -1,0 +1,220 @@
+//! The caller's side of the engine: submit requests, read their event streams, read metrics.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_channel::TrySendError;
+use thiserror::Error;
+use tokio::sync::mpsc;
+
+use crate::metrics::EngineMetrics;
+use crate::request::{Event, GenerationRequest};
+
+/// Events buffered per request before the engine starts coalescing deltas.
+pub(crate) const EVENT_CHANNEL_CAPACITY: usize = 64;
+
+/// Identifies a request inside the engine.
+pub type RequestId = u64;
+
+/// Why a request was not accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum SubmitError {
+    /// The waiting queue (or the engine's inbox) is full; try again later (HTTP 429).
+    #[error("the engine queue is full")]
+    QueueFull,
+    /// The engine is shutting down or its thread has died.
+    #[error("the engine has shut down")]
+    ShutDown,
+}
+
+/// A message to the engine thread.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// A new request and the sending half of its event stream.
+    Add {
+        id: RequestId,
+        request: GenerationRequest,
+        events: mpsc::Sender<Event>,
+        arrival: Instant,
+    },
+    /// Stop accepting, finish accepted work, exit.
+    Shutdown,
+}
+
+/// State shared by every handle and the engine thread.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) metrics: Arc<EngineMetrics>,
+    /// False once the engine thread has exited (normally or by panic).
+    pub(crate) alive: AtomicBool,
+    /// False once shutdown was asked for.
+    pub(crate) accepting: AtomicBool,
+    /// Sequences submitted but never yet scheduled (in the inbox or the waiting queue).
+    pub(crate) queued_seqs: AtomicUsize,
+    /// Requests submitted and not yet fully finished.
+    pub(crate) unfinished: AtomicUsize,
+    pub(crate) max_queue: usize,
+    next_id: AtomicU64,
+}
+
+impl Shared {
+    pub(crate) fn new(metrics: Arc<EngineMetrics>, max_queue: usize) -> Self {
+        Shared {
+            metrics,
+            alive: AtomicBool::new(true),
+            accepting: AtomicBool::new(true),
+            queued_seqs: AtomicUsize::new(0),
+            unfinished: AtomicUsize::new(0),
+            max_queue,
+            next_id: AtomicU64::new(0),
+        }
+    }
+
+    /// Reserves queue room for `n` sequences; a request alone in an empty queue always fits.
+    fn reserve(&self, n: usize) -> bool {
+        self.queued_seqs
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                (q == 0 || q + n <= self.max_queue).then_some(q + n)
+            })
+            .is_ok()
+    }
+}
+
+/// A cheap, cloneable handle to a running engine. `Send + Sync`.
+#[derive(Debug, Clone)]
+pub struct EngineHandle {
+    pub(crate) inbox: crossbeam_channel::Sender<Command>,
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl EngineHandle {
+    /// Queues a request and returns its event stream. Never blocks.
+    pub fn submit(&self, request: GenerationRequest) -> Result<RequestStream, SubmitError> {
+        if !self.is_alive() || !self.shared.accepting.load(Ordering::Acquire) {
+            return Err(SubmitError::ShutDown);
+        }
+        let n = request.n.max(1) as usize;
+        if !self.shared.reserve(n) {
+            return Err(SubmitError::QueueFull);
+        }
+        let (events, rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        self.shared.unfinished.fetch_add(1, Ordering::AcqRel);
+        let command = Command::Add {
+            id,
+            request,
+            events,
+            arrival: Instant::now(),
+        };
+        match self.inbox.try_send(command) {
+            Ok(()) => Ok(RequestStream { events: rx }),
+            Err(e) => {
+                self.shared.queued_seqs.fetch_sub(n, Ordering::AcqRel);
+                self.shared.unfinished.fetch_sub(1, Ordering::AcqRel);
+                Err(match e {
+                    TrySendError::Full(_) => SubmitError::QueueFull,
+                    TrySendError::Disconnected(_) => SubmitError::ShutDown,
+                })
+            }
+        }
+    }
+
+    /// The engine's counters, gauges and histograms.
+    pub fn metrics(&self) -> &Arc<EngineMetrics> {
+        &self.shared.metrics
+    }
+
+    /// False once the engine thread has exited.
+    pub fn is_alive(&self) -> bool {
+        self.shared.alive.load(Ordering::Acquire)
+    }
+
+    /// Stops accepting requests; the engine finishes the work it accepted, then its thread exits.
+    pub fn shutdown(&self) {
+        self.shared.accepting.store(false, Ordering::Release);
+        // A full inbox still wakes the engine, which then sees `accepting` is false.
+        let _ = self.inbox.try_send(Command::Shutdown);
+    }
+
+    /// Requests accepted and not yet finished (running or waiting).
+    pub fn num_unfinished(&self) -> usize {
+        self.shared.unfinished.load(Ordering::Acquire)
+    }
+}
+
+/// The events of one request. Dropping it cancels the request; its blocks are freed at the
+/// engine's next step.
+#[derive(Debug)]
+pub struct RequestStream {
+    events: mpsc::Receiver<Event>,
+}
+
+impl RequestStream {
+    /// The next event; `None` after the last `Finished` (or if the engine died).
+    pub async fn recv(&mut self) -> Option<Event> {
+        self.events.recv().await
+    }
+
+    /// The next event, blocking the current thread. Must not be called from an async context.
+    pub fn blocking_recv(&mut self) -> Option<Event> {
+        self.events.blocking_recv()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_bound_counts_sequences_and_always_admits_into_an_empty_queue() {
+        let shared = Shared::new(Arc::new(EngineMetrics::default()), 4);
+        assert!(shared.reserve(3));
+        assert!(!shared.reserve(2));
+        assert!(shared.reserve(1));
+        shared.queued_seqs.store(0, Ordering::Release);
+        assert!(
+            shared.reserve(8),
+            "a lone request larger than the bound still runs"
+        );
+    }
+
+    #[test]
+    fn submit_to_a_dead_engine_is_refused() {
+        let (inbox, receiver) = crossbeam_channel::bounded(1);
+        drop(receiver);
+        let handle = EngineHandle {
+            inbox,
+            shared: Arc::new(Shared::new(Arc::new(EngineMetrics::default()), 4)),
+        };
+        let req = GenerationRequest {
+            prompt_tokens: vec![1],
+            n: 1,
+            sampling: Default::default(),
+            stop: Default::default(),
+            priority: Default::default(),
+        };
+        assert_eq!(handle.submit(req).err(), Some(SubmitError::ShutDown));
+        assert_eq!(handle.num_unfinished(), 0);
+    }
+
+    #[test]
+    fn full_inbox_answers_queue_full_and_releases_the_reservation() {
+        let (inbox, _receiver) = crossbeam_channel::bounded(1);
+        let handle = EngineHandle {
+            inbox,
+            shared: Arc::new(Shared::new(Arc::new(EngineMetrics::default()), 100)),
+        };
+        let req = GenerationRequest {
+            prompt_tokens: vec![1],
+            n: 1,
+            sampling: Default::default(),
+            stop: Default::default(),
+            priority: Default::default(),
+        };
+        let _first = handle.submit(req.clone()).unwrap();
+        assert_eq!(handle.submit(req).err(), Some(SubmitError::QueueFull));
+        assert_eq!(handle.shared.queued_seqs.load(Ordering::Acquire), 1);
+        assert_eq!(handle.num_unfinished(), 1);
+    }
+}

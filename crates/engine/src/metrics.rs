@@ -1,0 +1,224 @@
+//! Engine counters, gauges and latency histograms, written by the engine thread and read by
+//! anyone through atomics (no locks), so `/metrics` can be scraped every 50 ms.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// vLLM's `time_to_first_token_seconds` buckets.
+const TTFT_BOUNDS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+];
+
+/// vLLM's `inter_token_latency_seconds` buckets.
+const ITL_BOUNDS: &[f64] = &[
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+    40.0, 80.0,
+];
+
+/// vLLM's request-level buckets (`e2e_request_latency_seconds`, `request_queue_time_seconds`).
+const REQUEST_BOUNDS: &[f64] = &[
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+    480.0, 960.0, 1920.0, 7680.0,
+];
+
+/// A fixed-bucket histogram of seconds with atomic buckets.
+#[derive(Debug)]
+pub struct Histogram {
+    bounds: &'static [f64],
+    /// Observations per bucket (not cumulative); the last slot counts values above every bound.
+    buckets: Vec<AtomicU64>,
+    /// Sum of observations, as `f64` bits.
+    sum_bits: AtomicU64,
+    count: AtomicU64,
+}
+
+impl Histogram {
+    fn new(bounds: &'static [f64]) -> Self {
+        Histogram {
+            bounds,
+            buckets: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
+            sum_bits: AtomicU64::new(0f64.to_bits()),
+            count: AtomicU64::new(0),
+        }
+    }
+
+    /// Records one observation.
+    pub fn observe(&self, value: Duration) {
+        let secs = value.as_secs_f64();
+        let bucket = self.bounds.partition_point(|&b| b < secs);
+        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        // Only the engine thread writes, but a CAS loop keeps the sum exact for any writer.
+        let _ = self
+            .sum_bits
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+                Some((f64::from_bits(bits) + secs).to_bits())
+            });
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A consistent-enough copy for exposition (each field is read atomically).
+    pub fn snapshot(&self) -> HistogramSnapshot {
+        let mut running = 0;
+        let counts = self.buckets[..self.bounds.len()]
+            .iter()
+            .map(|b| {
+                running += b.load(Ordering::Relaxed);
+                running
+            })
+            .collect();
+        HistogramSnapshot {
+            bounds: self.bounds.to_vec(),
+            counts,
+            sum: f64::from_bits(self.sum_bits.load(Ordering::Relaxed)),
+            count: self.count.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A histogram as Prometheus exposes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistogramSnapshot {
+    /// Upper bounds (`le`) of the buckets, ascending; `+Inf` is implied and equals `count`.
+    pub bounds: Vec<f64>,
+    /// Cumulative number of observations `<=` each bound.
+    pub counts: Vec<u64>,
+    /// Sum of all observations, in seconds.
+    pub sum: f64,
+    /// Number of observations.
+    pub count: u64,
+}
+
+/// Everything the engine counts. Shared between the engine thread (writer) and handles.
+#[derive(Debug)]
+pub struct EngineMetrics {
+    pub(crate) running: AtomicUsize,
+    pub(crate) waiting: AtomicUsize,
+    pub(crate) kv_blocks_used: AtomicUsize,
+    pub(crate) kv_blocks_total: AtomicUsize,
+    pub(crate) block_size: AtomicUsize,
+    pub(crate) prefix_cache_queries: AtomicU64,
+    pub(crate) prefix_cache_hits: AtomicU64,
+    pub(crate) preemptions: AtomicU64,
+    pub(crate) prompt_tokens: AtomicU64,
+    pub(crate) generation_tokens: AtomicU64,
+    pub(crate) requests_finished: AtomicU64,
+    pub(crate) time_to_first_token: Histogram,
+    pub(crate) inter_token_latency: Histogram,
+    pub(crate) e2e_request_latency: Histogram,
+    pub(crate) request_queue_time: Histogram,
+}
+
+impl Default for EngineMetrics {
+    fn default() -> Self {
+        EngineMetrics {
+            running: AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
+            kv_blocks_used: AtomicUsize::new(0),
+            kv_blocks_total: AtomicUsize::new(0),
+            block_size: AtomicUsize::new(0),
+            prefix_cache_queries: AtomicU64::new(0),
+            prefix_cache_hits: AtomicU64::new(0),
+            preemptions: AtomicU64::new(0),
+            prompt_tokens: AtomicU64::new(0),
+            generation_tokens: AtomicU64::new(0),
+            requests_finished: AtomicU64::new(0),
+            time_to_first_token: Histogram::new(TTFT_BOUNDS),
+            inter_token_latency: Histogram::new(ITL_BOUNDS),
+            e2e_request_latency: Histogram::new(REQUEST_BOUNDS),
+            request_queue_time: Histogram::new(REQUEST_BOUNDS),
+        }
+    }
+}
+
+impl EngineMetrics {
+    /// Reads every metric (lock-free).
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        let load = |a: &AtomicUsize| a.load(Ordering::Relaxed);
+        let load64 = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        MetricsSnapshot {
+            running: load(&self.running),
+            waiting: load(&self.waiting),
+            kv_blocks_used: load(&self.kv_blocks_used),
+            kv_blocks_total: load(&self.kv_blocks_total),
+            block_size: load(&self.block_size),
+            prefix_cache_queries: load64(&self.prefix_cache_queries),
+            prefix_cache_hits: load64(&self.prefix_cache_hits),
+            preemptions: load64(&self.preemptions),
+            prompt_tokens: load64(&self.prompt_tokens),
+            generation_tokens: load64(&self.generation_tokens),
+            requests_finished: load64(&self.requests_finished),
+            time_to_first_token: self.time_to_first_token.snapshot(),
+            inter_token_latency: self.inter_token_latency.snapshot(),
+            e2e_request_latency: self.e2e_request_latency.snapshot(),
+            request_queue_time: self.request_queue_time.snapshot(),
+        }
+    }
+
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set(gauge: &AtomicUsize, v: usize) {
+        gauge.store(v, Ordering::Relaxed);
+    }
+}
+
+/// A point-in-time copy of [`EngineMetrics`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricsSnapshot {
+    /// Sequences scheduled in the last step's running set.
+    pub running: usize,
+    /// Sequences waiting in the queue (new or preempted).
+    pub waiting: usize,
+    /// KV blocks referenced by at least one sequence.
+    pub kv_blocks_used: usize,
+    /// KV blocks in the pool.
+    pub kv_blocks_total: usize,
+    /// Tokens per KV block.
+    pub block_size: usize,
+    /// Prompt tokens looked up in the prefix cache (vLLM counts tokens, not requests).
+    pub prefix_cache_queries: u64,
+    /// Prompt tokens found in the prefix cache.
+    pub prefix_cache_hits: u64,
+    /// Sequences preempted (by recompute) so far.
+    pub preemptions: u64,
+    /// Prompt tokens of admitted requests (once per request).
+    pub prompt_tokens: u64,
+    /// Tokens generated, all choices.
+    pub generation_tokens: u64,
+    /// Choices finished for any reason.
+    pub requests_finished: u64,
+    /// Arrival to first generated token.
+    pub time_to_first_token: HistogramSnapshot,
+    /// Time between consecutive generated tokens of one choice.
+    pub inter_token_latency: HistogramSnapshot,
+    /// Arrival to finish.
+    pub e2e_request_latency: HistogramSnapshot,
+    /// Arrival to first scheduled.
+    pub request_queue_time: HistogramSnapshot,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_counts_are_cumulative_per_bound() {
+        let h = Histogram::new(&[0.1, 1.0]);
+        h.observe(Duration::from_millis(50));
+        h.observe(Duration::from_millis(500));
+        h.observe(Duration::from_secs(5));
+        let s = h.snapshot();
+        assert_eq!(s.counts, vec![1, 2]);
+        assert_eq!(s.count, 3);
+        assert!((s.sum - 5.55).abs() < 1e-9);
+    }
+
+    #[test]
+    fn value_on_a_bound_falls_in_that_bucket() {
+        let h = Histogram::new(&[1.0, 2.0]);
+        h.observe(Duration::from_secs(1));
+        assert_eq!(h.snapshot().counts, vec![1, 1]);
+    }
+}

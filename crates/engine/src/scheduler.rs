@@ -1,0 +1,466 @@
+//! The scheduler: decides, every step, which tokens of which sequences the model computes.
+//!
+//! One rule: every sequence has `num_computed_tokens` and `tokens`; a step spends a token budget to
+//! close the gap, running sequences first (best effective priority first), then waiting ones by
+//! effective priority. Decodes, prefill chunks, prefix-cache hits and recompute after preemption
+//! all follow from it. [`Scheduler::schedule`] returns a typed [`SchedulerOutput`];
+//! [`Scheduler::update_from_output`] consumes the sampled tokens ([`ModelOutput`]).
+
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use sluice_model::Batch;
+
+use crate::block_manager::{BlockManager, SharedPrefix};
+use crate::handle::RequestId;
+use crate::queue::{effective_priority, QueueFull, WaitingQueue};
+use crate::request::{FinishReason, Priority};
+use crate::sampler::Sample;
+use crate::sequence::{SeqId, Sequence};
+
+/// Limits of one step and of the queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchedulerConfig {
+    /// Most sequences running at once.
+    pub max_num_seqs: usize,
+    /// Most tokens computed in one step.
+    pub max_num_batched_tokens: usize,
+    /// A sequence ends (`length`) when it holds this many tokens.
+    pub max_model_len: usize,
+    /// Most new sequences waiting.
+    pub max_queue: usize,
+    /// Effective priority gained per second of waiting.
+    pub aging_rate: f64,
+}
+
+/// One sequence's share of a step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduledSeq {
+    /// The sequence.
+    pub seq_id: SeqId,
+    /// Tokens it computes this step.
+    pub num_new_tokens: usize,
+    /// Row of the step's logits to sample its next token from, once it has caught up.
+    pub logits_row: Option<usize>,
+}
+
+/// What one step computes, and what happened while deciding it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SchedulerOutput {
+    /// The forward pass's input.
+    pub batch: Batch,
+    /// The scheduled sequences, in batch order.
+    pub scheduled: Vec<ScheduledSeq>,
+    /// Sequences preempted (blocks freed, requeued with their tokens) while scheduling.
+    pub preempted: Vec<SeqId>,
+    /// Sequences scheduled for the first time (they left the queue as new requests).
+    pub first_scheduled: Vec<SeqId>,
+    /// Sequences finished without running (they can never fit); collect them with `remove`.
+    pub rejected: Vec<SeqId>,
+    /// Prompt tokens looked up in the prefix cache this step.
+    pub prefix_cache_queries: u64,
+    /// Of which found.
+    pub prefix_cache_hits: u64,
+}
+
+impl SchedulerOutput {
+    /// True when the step computes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.scheduled.is_empty()
+    }
+}
+
+/// The sampled tokens of one step, one entry per `logits_row`, or why sampling failed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelOutput {
+    /// `(sequence, sample or error message)`.
+    pub samples: Vec<(SeqId, Result<Sample, String>)>,
+}
+
+/// Owner of every sequence, the waiting queue, the running set and the block pool.
+#[derive(Debug)]
+pub struct Scheduler {
+    config: SchedulerConfig,
+    blocks: BlockManager,
+    waiting: WaitingQueue<SeqId>,
+    /// Running sequences; sorted best-first at the start of every step.
+    running: Vec<SeqId>,
+    seqs: HashMap<SeqId, Sequence>,
+    /// Choices of each request with sequences still in the scheduler.
+    requests: HashMap<RequestId, Vec<SeqId>>,
+}
+
+impl Scheduler {
+    /// A scheduler over a block pool.
+    pub fn new(config: SchedulerConfig, blocks: BlockManager) -> Self {
+        Scheduler {
+            waiting: WaitingQueue::new(config.max_queue, config.aging_rate),
+            config,
+            blocks,
+            running: Vec::new(),
+            seqs: HashMap::new(),
+            requests: HashMap::new(),
+        }
+    }
+
+    /// The block pool.
+    pub fn block_manager(&self) -> &BlockManager {
+        &self.blocks
+    }
+
+    /// Sequences waiting (new or preempted).
+    pub fn num_waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Sequences running.
+    pub fn num_running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// True when nothing waits or runs.
+    pub fn is_idle(&self) -> bool {
+        self.waiting.is_empty() && self.running.is_empty()
+    }
+
+    /// A sequence still held by the scheduler.
+    pub fn sequence(&self, id: SeqId) -> Option<&Sequence> {
+        self.seqs.get(&id)
+    }
+
+    /// A sequence still held by the scheduler, mutably (to sample it).
+    pub fn sequence_mut(&mut self, id: SeqId) -> Option<&mut Sequence> {
+        self.seqs.get_mut(&id)
+    }
+
+    /// True when [`Scheduler::add`] will take a new sequence.
+    pub fn has_queue_room(&self) -> bool {
+        self.waiting.has_room()
+    }
+
+    /// Queues a new sequence.
+    pub fn add(&mut self, seq: Sequence) -> Result<(), QueueFull> {
+        self.waiting
+            .push(seq.priority, seq.arrival, seq.id, seq.id)?;
+        self.requests
+            .entry(seq.request_id)
+            .or_default()
+            .push(seq.id);
+        self.seqs.insert(seq.id, seq);
+        Ok(())
+    }
+
+    /// Takes a finished sequence out of the scheduler (its blocks are already free).
+    pub fn remove(&mut self, id: SeqId) -> Option<Sequence> {
+        let seq = self.seqs.remove(&id)?;
+        self.running.retain(|&r| r != id);
+        if seq.status() == &crate::sequence::SequenceStatus::Waiting {
+            self.waiting.remove(seq.priority, seq.arrival, id);
+        }
+        if let Some(choices) = self.requests.get_mut(&seq.request_id) {
+            choices.retain(|&c| c != id);
+            if choices.is_empty() {
+                self.requests.remove(&seq.request_id);
+            }
+        }
+        Some(seq)
+    }
+
+    /// Finishes every choice of a request as cancelled and takes them out, freeing their blocks.
+    pub fn abort_request(&mut self, request_id: RequestId) -> Vec<Sequence> {
+        let ids = self.requests.get(&request_id).cloned().unwrap_or_default();
+        ids.into_iter()
+            .filter_map(|id| {
+                let mut seq = self.remove(id)?;
+                seq.finish(FinishReason::Cancelled, None);
+                Some(seq)
+            })
+            .collect()
+    }
+
+    /// Orders running sequences best-first: effective priority, then arrival, then id.
+    fn sort_running(&mut self, now: Instant) {
+        let rate = self.config.aging_rate;
+        let seqs = &self.seqs;
+        let key = |id: &SeqId| {
+            let s = &seqs[id];
+            (
+                effective_priority(s.priority, s.arrival, now, rate),
+                s.arrival,
+                s.id,
+            )
+        };
+        self.running.sort_by(|a, b| {
+            let (ka, kb) = (key(a), key(b));
+            ka.0.total_cmp(&kb.0)
+                .then(ka.1.cmp(&kb.1))
+                .then(ka.2.cmp(&kb.2))
+        });
+    }
+
+    fn preempt(&mut self, id: SeqId, preempted: &mut Vec<SeqId>) {
+        self.running.retain(|&r| r != id);
+        let seq = self.seqs.get_mut(&id).expect("running sequence exists");
+        seq.preempt();
+        self.waiting.requeue(seq.priority, seq.arrival, id, id);
+        preempted.push(id);
+    }
+
+    /// Plans one step at time `now`.
+    pub fn schedule(&mut self, now: Instant) -> SchedulerOutput {
+        let mut out = SchedulerOutput::default();
+        let mut budget = self.config.max_num_batched_tokens;
+        let mut plan: Vec<(SeqId, usize)> = Vec::new();
+        self.sort_running(now);
+
+        // Running sequences first. Victims come from the end (the worst), which is never a
+        // sequence already planned this step.
+        let mut i = 0;
+        while i < self.running.len() && budget > 0 {
+            let id = self.running[i];
+            let seq = &self.seqs[&id];
+            let num_new = seq.num_uncomputed_tokens().min(budget);
+            if num_new == 0 {
+                i += 1;
+                continue;
+            }
+            let target = seq.num_computed_tokens() + num_new;
+            let table = seq.blocks.as_ref().expect("running sequence holds blocks");
+            if self.blocks.can_append(table, target) {
+                let seq = self.seqs.get_mut(&id).expect("exists");
+                let table = seq.blocks.as_mut().expect("running sequence holds blocks");
+                self.blocks.append(table, target).expect("checked");
+                plan.push((id, num_new));
+                budget -= num_new;
+                i += 1;
+            } else {
+                let victim = *self
+                    .running
+                    .last()
+                    .expect("the current sequence is running");
+                self.preempt(victim, &mut out.preempted);
+            }
+        }
+
+        // Then waiting ones, unless this step already had to preempt.
+        let room_left = out.preempted.is_empty();
+        let mut admitted: HashSet<SeqId> = HashSet::new();
+        while room_left && budget > 0 && self.running.len() < self.config.max_num_seqs {
+            let Some(&id) = self.waiting.peek(now) else {
+                break;
+            };
+            match self.try_admit(id, budget, now, &mut out) {
+                Admission::Admitted(num_new) => {
+                    admitted.insert(id);
+                    plan.push((id, num_new));
+                    budget -= num_new;
+                }
+                Admission::Rejected => out.rejected.push(id),
+                Admission::WaitForSibling => break,
+                Admission::NoBlocks => {
+                    let waiting_priority = self.seqs[&id].priority;
+                    let Some(victim) = self.low_victim(waiting_priority, &admitted) else {
+                        break;
+                    };
+                    if let Some(pos) = plan.iter().position(|&(p, _)| p == victim) {
+                        budget += plan.remove(pos).1;
+                    }
+                    self.preempt(victim, &mut out.preempted);
+                }
+            }
+        }
+
+        self.build_batch(&plan, &mut out);
+        out
+    }
+
+    /// A running Low sequence a waiting High one may preempt (worst first, never one admitted in
+    /// this step).
+    fn low_victim(&self, waiting: Priority, admitted: &HashSet<SeqId>) -> Option<SeqId> {
+        if waiting != Priority::High {
+            return None;
+        }
+        self.running
+            .iter()
+            .rev()
+            .copied()
+            .find(|id| self.seqs[id].priority == Priority::Low && !admitted.contains(id))
+    }
+
+    fn try_admit(
+        &mut self,
+        id: SeqId,
+        budget: usize,
+        now: Instant,
+        out: &mut SchedulerOutput,
+    ) -> Admission {
+        let seq = &self.seqs[&id];
+        let total = seq.tokens().len();
+        if total.div_ceil(self.blocks.block_size()) > self.blocks.num_blocks()
+            || total >= self.config.max_model_len
+        {
+            let seq = self.seqs.get_mut(&id).expect("exists");
+            self.waiting.remove(seq.priority, seq.arrival, id);
+            seq.finish(
+                FinishReason::Error,
+                Some(format!(
+                    "sequence of {total} tokens does not fit the KV cache or the context"
+                )),
+            );
+            return Admission::Rejected;
+        }
+        let block_size = self.blocks.block_size();
+        let shared = match sibling_prefix(&self.seqs, &self.requests, block_size, seq) {
+            SiblingPrefix::None => None,
+            SiblingPrefix::Ready(shared) => Some(shared),
+            SiblingPrefix::Computing => return Admission::WaitForSibling,
+        };
+        let cached = self.blocks.num_reusable_tokens(seq.tokens(), shared);
+        let num_new = (total - cached).min(budget);
+        if !self
+            .blocks
+            .can_allocate(seq.tokens(), cached + num_new, shared)
+        {
+            return Admission::NoBlocks;
+        }
+        let table = self
+            .blocks
+            .allocate(seq.tokens(), cached + num_new, shared)
+            .expect("checked");
+        let seq = self.seqs.get_mut(&id).expect("exists");
+        self.waiting.remove(seq.priority, seq.arrival, id);
+        if seq.first_scheduled_at.is_none() {
+            out.first_scheduled.push(id);
+            out.prefix_cache_queries += seq.prompt().len() as u64;
+            out.prefix_cache_hits += cached.min(seq.prompt().len()) as u64;
+        }
+        seq.start_running(table, now);
+        self.running.push(id);
+        Admission::Admitted(num_new)
+    }
+
+    fn build_batch(&self, plan: &[(SeqId, usize)], out: &mut SchedulerOutput) {
+        let block_size = self.blocks.block_size();
+        let mut rows = 0;
+        for &(id, num_new) in plan {
+            let seq = &self.seqs[&id];
+            let start = seq.num_computed_tokens();
+            let catches_up = start + num_new == seq.tokens().len();
+            let table = seq.block_table().expect("scheduled sequence holds blocks");
+            out.batch.push_sequence(
+                &seq.tokens()[start..start + num_new],
+                start,
+                table.block_ids().to_vec(),
+                block_size,
+                catches_up,
+            );
+            out.scheduled.push(ScheduledSeq {
+                seq_id: id,
+                num_new_tokens: num_new,
+                logits_row: catches_up.then(|| {
+                    rows += 1;
+                    rows - 1
+                }),
+            });
+        }
+    }
+
+    /// Records a computed step: advances computed tokens, registers full blocks in the prefix
+    /// cache, appends sampled tokens and finishes sequences that stop. Returns the sequences that
+    /// finished; collect them with [`Scheduler::remove`].
+    pub fn update_from_output(
+        &mut self,
+        out: &SchedulerOutput,
+        model_output: ModelOutput,
+        now: Instant,
+    ) -> Vec<SeqId> {
+        for s in &out.scheduled {
+            let Some(seq) = self.seqs.get_mut(&s.seq_id) else {
+                continue;
+            };
+            seq.advance_computed(s.num_new_tokens);
+            seq.register_computed_blocks(&mut self.blocks);
+        }
+        let mut finished = Vec::new();
+        for (id, result) in model_output.samples {
+            let Some(seq) = self.seqs.get_mut(&id).filter(|s| !s.is_finished()) else {
+                continue;
+            };
+            let ending = match result {
+                Ok(sample) => seq.append_token(sample, self.config.max_model_len, now),
+                Err(message) => Some((FinishReason::Error, Some(message))),
+            };
+            if let Some((reason, error)) = ending {
+                seq.finish(reason, error);
+                finished.push(id);
+            }
+        }
+        self.running.retain(|id| !finished.contains(id));
+        finished
+    }
+
+    /// Finishes every sequence of a failed step with `error` (the engine keeps serving).
+    pub fn fail_step(&mut self, out: &SchedulerOutput, message: &str) -> Vec<SeqId> {
+        let ids: Vec<SeqId> = out.scheduled.iter().map(|s| s.seq_id).collect();
+        for id in &ids {
+            if let Some(seq) = self.seqs.get_mut(id) {
+                seq.finish(FinishReason::Error, Some(message.to_string()));
+            }
+        }
+        self.running.retain(|id| !ids.contains(id));
+        ids
+    }
+}
+
+/// What a running sibling choice offers a sequence about to be admitted.
+enum SiblingPrefix<'a> {
+    /// No sibling holds the prompt's full blocks.
+    None,
+    /// A sibling has computed them: share instead of recomputing.
+    Ready(SharedPrefix<'a>),
+    /// A sibling is still computing them: waiting for it saves recomputing.
+    Computing,
+}
+
+fn sibling_prefix<'a>(
+    seqs: &'a HashMap<SeqId, Sequence>,
+    requests: &HashMap<RequestId, Vec<SeqId>>,
+    block_size: usize,
+    seq: &Sequence,
+) -> SiblingPrefix<'a> {
+    let shareable = seq.prompt().len().saturating_sub(1) / block_size;
+    if shareable == 0 {
+        return SiblingPrefix::None;
+    }
+    let mut computing = false;
+    let siblings = requests.get(&seq.request_id).into_iter().flatten();
+    for sib in siblings.filter(|&&s| s != seq.id).map(|s| &seqs[s]) {
+        let Some(table) = sib.block_table() else {
+            continue;
+        };
+        if sib.num_computed_tokens() >= shareable * block_size {
+            return SiblingPrefix::Ready(SharedPrefix {
+                table,
+                num_blocks: shareable,
+            });
+        }
+        computing = true;
+    }
+    if computing {
+        SiblingPrefix::Computing
+    } else {
+        SiblingPrefix::None
+    }
+}
+
+/// The outcome of trying to admit the best waiting sequence.
+enum Admission {
+    Admitted(usize),
+    Rejected,
+    NoBlocks,
+    WaitForSibling,
+}
+
+#[cfg(test)]
+#[path = "scheduler_tests.rs"]
+mod tests;

@@ -1,0 +1,303 @@
+//! One choice of one request as the engine tracks it: its tokens, how many are in the KV cache,
+//! its blocks, its sampler RNG and its text state.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::block_manager::{BlockManager, BlockTable};
+use crate::handle::RequestId;
+use crate::output_text::OutputText;
+use crate::request::{FinishReason, Priority, SamplingParams, StopRules, TokenLogprob};
+use crate::sampler::{Sample, SamplerRng, SamplingContext};
+
+/// Identifies a sequence (one choice) inside the engine; increases with arrival.
+pub type SeqId = u64;
+
+/// Where a sequence is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SequenceStatus {
+    /// In the waiting queue (new or preempted).
+    Waiting,
+    /// Holds blocks and is scheduled every step until it finishes.
+    Running,
+    /// Done; `error` is set when `reason` is `Error`.
+    Finished {
+        /// Why it ended.
+        reason: FinishReason,
+        /// What went wrong, for `FinishReason::Error`.
+        error: Option<String>,
+    },
+}
+
+/// Output produced since the engine last collected it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PendingOutput {
+    /// Newly released text.
+    pub text: String,
+    /// Newly sampled tokens.
+    pub token_ids: Vec<u32>,
+    /// Their logprobs, when asked for.
+    pub logprobs: Vec<TokenLogprob>,
+}
+
+impl PendingOutput {
+    /// True when there is nothing to send.
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty() && self.token_ids.is_empty()
+    }
+
+    /// Appends `later` (coalescing two deltas into one).
+    pub fn merge(&mut self, later: PendingOutput) {
+        self.text.push_str(&later.text);
+        self.token_ids.extend(later.token_ids);
+        self.logprobs.extend(later.logprobs);
+    }
+}
+
+/// Identity and rules of a new sequence.
+#[derive(Debug)]
+pub struct SequenceSpec {
+    /// Unique id; later arrivals get larger ids.
+    pub id: SeqId,
+    /// The request it belongs to.
+    pub request_id: RequestId,
+    /// Choice index within the request.
+    pub choice: u32,
+    /// Base priority.
+    pub priority: Priority,
+    /// When the request arrived (aging and queue time start here).
+    pub arrival: Instant,
+    /// The prompt.
+    pub prompt: Vec<u32>,
+    /// Sampling parameters shared by the request's choices.
+    pub sampling: Arc<SamplingParams>,
+    /// Stop rules shared by the request's choices.
+    pub stop: Arc<StopRules>,
+    /// End-of-sequence ids of the model.
+    pub eos_token_ids: Arc<[u32]>,
+    /// The detokenizer and stop matcher; `None` produces token ids only.
+    pub text: Option<OutputText>,
+}
+
+/// One choice of a request.
+#[derive(Debug)]
+pub struct Sequence {
+    /// Unique id, increasing with arrival.
+    pub id: SeqId,
+    /// The request it belongs to.
+    pub request_id: RequestId,
+    /// Choice index within the request.
+    pub choice: u32,
+    /// Base priority.
+    pub priority: Priority,
+    /// When the request arrived.
+    pub arrival: Instant,
+    /// Prompt then generated tokens.
+    tokens: Vec<u32>,
+    prompt_len: usize,
+    /// Leading tokens whose K/V are in the cache.
+    num_computed_tokens: usize,
+    status: SequenceStatus,
+    /// Present while running; dropping it frees the blocks.
+    pub(crate) blocks: Option<BlockTable>,
+    sampling: Arc<SamplingParams>,
+    stop: Arc<StopRules>,
+    eos_token_ids: Arc<[u32]>,
+    /// EOS (unless ignored) and stop token ids, masked until `min_tokens`.
+    masked_until_min_tokens: Vec<u32>,
+    rng: SamplerRng,
+    text: Option<OutputText>,
+    /// A stop string matched: the text after it is never released.
+    stopped_on_text: bool,
+    pending: PendingOutput,
+    /// Prompt tokens found in the prefix cache when first scheduled.
+    pub num_cached_prompt_tokens: usize,
+    /// First time the scheduler gave it blocks.
+    pub first_scheduled_at: Option<Instant>,
+    /// When its latest token was sampled.
+    pub last_token_at: Option<Instant>,
+}
+
+impl Sequence {
+    /// A waiting sequence with no generated tokens.
+    pub fn new(spec: SequenceSpec) -> Self {
+        let mut masked = spec.stop.stop_token_ids.clone();
+        if !spec.stop.ignore_eos {
+            masked.extend(spec.eos_token_ids.iter().copied());
+        }
+        Sequence {
+            id: spec.id,
+            request_id: spec.request_id,
+            choice: spec.choice,
+            priority: spec.priority,
+            arrival: spec.arrival,
+            prompt_len: spec.prompt.len(),
+            tokens: spec.prompt,
+            num_computed_tokens: 0,
+            status: SequenceStatus::Waiting,
+            blocks: None,
+            rng: SamplerRng::new(spec.sampling.seed, spec.choice),
+            sampling: spec.sampling,
+            stop: spec.stop,
+            eos_token_ids: spec.eos_token_ids,
+            masked_until_min_tokens: masked,
+            text: spec.text,
+            stopped_on_text: false,
+            pending: PendingOutput::default(),
+            num_cached_prompt_tokens: 0,
+            first_scheduled_at: None,
+            last_token_at: None,
+        }
+    }
+
+    /// Prompt then generated tokens.
+    pub fn tokens(&self) -> &[u32] {
+        &self.tokens
+    }
+
+    /// The prompt.
+    pub fn prompt(&self) -> &[u32] {
+        &self.tokens[..self.prompt_len]
+    }
+
+    /// Generated tokens.
+    pub fn output(&self) -> &[u32] {
+        &self.tokens[self.prompt_len..]
+    }
+
+    /// Leading tokens whose K/V are in the cache.
+    pub fn num_computed_tokens(&self) -> usize {
+        self.num_computed_tokens
+    }
+
+    /// Tokens still to compute before the next token can be sampled.
+    pub fn num_uncomputed_tokens(&self) -> usize {
+        self.tokens.len() - self.num_computed_tokens
+    }
+
+    /// Where the sequence is in its life.
+    pub fn status(&self) -> &SequenceStatus {
+        &self.status
+    }
+
+    /// True once finished.
+    pub fn is_finished(&self) -> bool {
+        matches!(self.status, SequenceStatus::Finished { .. })
+    }
+
+    /// The request's sampling parameters.
+    pub fn sampling(&self) -> &SamplingParams {
+        &self.sampling
+    }
+
+    /// The request's stop rules.
+    pub fn stop_rules(&self) -> &StopRules {
+        &self.stop
+    }
+
+    /// The block table while running.
+    pub fn block_table(&self) -> Option<&BlockTable> {
+        self.blocks.as_ref()
+    }
+
+    /// The sampler inputs and this sequence's RNG.
+    pub fn sampling_inputs(&mut self) -> (&SamplingParams, SamplingContext<'_>, &mut SamplerRng) {
+        let ctx = SamplingContext {
+            prompt: &self.tokens[..self.prompt_len],
+            output: &self.tokens[self.prompt_len..],
+            masked_until_min_tokens: &self.masked_until_min_tokens,
+            min_tokens: self.stop.min_tokens,
+        };
+        (&self.sampling, ctx, &mut self.rng)
+    }
+
+    pub(crate) fn start_running(&mut self, blocks: BlockTable, now: Instant) {
+        self.num_computed_tokens = blocks.num_cached_tokens();
+        if self.first_scheduled_at.is_none() {
+            self.num_cached_prompt_tokens = blocks.num_cached_tokens().min(self.prompt_len);
+            self.first_scheduled_at = Some(now);
+        }
+        self.blocks = Some(blocks);
+        self.status = SequenceStatus::Running;
+    }
+
+    /// Frees the blocks and forgets the cache; every token is kept and recomputed later.
+    pub(crate) fn preempt(&mut self) {
+        self.blocks = None;
+        self.num_computed_tokens = 0;
+        self.status = SequenceStatus::Waiting;
+    }
+
+    /// Lets the block manager register the blocks this sequence has filled and computed.
+    pub(crate) fn register_computed_blocks(&mut self, blocks: &mut BlockManager) {
+        if let Some(table) = self.blocks.as_mut() {
+            blocks.register_computed(table, &self.tokens, self.num_computed_tokens);
+        }
+    }
+
+    pub(crate) fn advance_computed(&mut self, n: usize) {
+        self.num_computed_tokens += n;
+        debug_assert!(self.num_computed_tokens <= self.tokens.len());
+    }
+
+    /// Appends a sampled token, releases its text and decides whether the sequence ends.
+    /// Returns the reason when it does (the caller then calls [`Sequence::finish`]).
+    pub fn append_token(
+        &mut self,
+        sample: Sample,
+        max_model_len: usize,
+        now: Instant,
+    ) -> Option<(FinishReason, Option<String>)> {
+        let token = sample.token_id;
+        self.tokens.push(token);
+        self.last_token_at = Some(now);
+        self.pending.token_ids.push(token);
+        self.pending.logprobs.extend(sample.logprob);
+        let generated = self.output().len();
+        let checks_stop = generated as u32 >= self.stop.min_tokens;
+        let is_eos = !self.stop.ignore_eos && self.eos_token_ids.contains(&token);
+        if checks_stop && (is_eos || self.stop.stop_token_ids.contains(&token)) {
+            return Some((FinishReason::Stop, None));
+        }
+        if let Some(text) = self.text.as_mut() {
+            match text.push(token, checks_stop) {
+                Ok(step) => {
+                    self.pending.text.push_str(&step.emit);
+                    if step.stopped {
+                        self.stopped_on_text = true;
+                        return Some((FinishReason::Stop, None));
+                    }
+                }
+                Err(e) => return Some((FinishReason::Error, Some(e.to_string()))),
+            }
+        }
+        if generated >= self.stop.max_tokens as usize || self.tokens.len() >= max_model_len {
+            return Some((FinishReason::Length, None));
+        }
+        None
+    }
+
+    /// Ends the sequence, releasing its blocks. Held-back text is released unless the choice
+    /// stopped on a string, was cancelled or failed.
+    pub fn finish(&mut self, reason: FinishReason, error: Option<String>) {
+        if !self.is_finished() {
+            let release = matches!(reason, FinishReason::Stop | FinishReason::Length)
+                && !self.stopped_on_text;
+            if let Some(text) = self.text.as_mut().filter(|_| release) {
+                let rest = text.finish();
+                self.pending.text.push_str(&rest);
+            }
+            self.status = SequenceStatus::Finished { reason, error };
+        }
+        self.blocks = None;
+    }
+
+    /// Takes the output produced since the last call.
+    pub fn take_pending(&mut self) -> PendingOutput {
+        std::mem::take(&mut self.pending)
+    }
+}
+
+#[cfg(test)]
+#[path = "sequence_tests.rs"]
+mod tests;
