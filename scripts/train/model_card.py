@@ -80,6 +80,14 @@ def write_plot(rows: list[dict], path: Path) -> bool:
     return True
 
 
+def _versions() -> str:
+    """The versions of the libraries a reproduction should match."""
+    import tokenizers
+    import transformers
+
+    return f"torch {torch.__version__}, transformers {transformers.__version__}, tokenizers {tokenizers.__version__}"
+
+
 def _table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -128,6 +136,7 @@ def write_readme(
             ["hardware", f"CPU, `torch.set_num_threads({s['threads']})`, shared with other jobs"],
             ["wall time", f"{wall_seconds / 60:.1f} minutes"],
             ["seed", str(s["seed"])],
+            ["software", _versions()],
         ],
     )
     loss_rows = [[r["step"], r["train_loss"], r["val_loss"], f"{float(r['lr']):.2e}", f"{float(r['elapsed_s']) / 60:.1f}"] for r in rows]
@@ -196,6 +205,14 @@ Sampled with transformers from this directory at temperature {SAMPLE_TEMPERATURE
 top-p), seed {s['seed']}; chat prompts go through `apply_chat_template(..., add_generation_prompt=True)`.
 
 {sample_text}
+
+## Limitations
+
+With about four million parameters and under an hour of CPU, the model has learned the words,
+spelling and cadence of the KJV and its common phrases, not their sense: sentences wander, it
+sometimes coins a non-word, and it does not recall verses. Asked for a reference such as
+"John 3:16" it answers with a verse-like line of its own; asked anything else, it answers in the
+same voice. Use it to try sluice without a download, not for its answers.
 
 ## Reproduce
 
