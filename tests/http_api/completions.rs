@@ -5,7 +5,12 @@ use serde_json::{json, Value};
 use crate::server::{sse_payloads, start, ServerOptions, MODEL_ID};
 
 async fn complete(base: &str, body: Value) -> (u16, Value) {
-    let res = reqwest::Client::new().post(format!("{base}/v1/completions")).json(&body).send().await.unwrap();
+    let res = reqwest::Client::new()
+        .post(format!("{base}/v1/completions"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     let status = res.status().as_u16();
     (status, res.json().await.unwrap())
 }
@@ -13,7 +18,11 @@ async fn complete(base: &str, body: Value) -> (u16, Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn completion_has_openai_shape() {
     let server = start(ServerOptions::default()).await;
-    let (status, body) = complete(&server.base, json!({"model": MODEL_ID, "prompt": "In the beginning", "max_tokens": 5, "seed": 2})).await;
+    let (status, body) = complete(
+        &server.base,
+        json!({"model": MODEL_ID, "prompt": "In the beginning", "max_tokens": 5, "seed": 2}),
+    )
+    .await;
     assert_eq!(status, 200, "{body}");
     assert!(body["id"].as_str().unwrap().starts_with("cmpl-"));
     assert_eq!(body["object"], "text_completion");
@@ -21,7 +30,10 @@ async fn completion_has_openai_shape() {
     assert!(body["choices"][0]["text"].is_string());
     assert!(body["choices"][0]["logprobs"].is_null());
     let usage = &body["usage"];
-    assert_eq!(usage["total_tokens"].as_u64().unwrap(), usage["prompt_tokens"].as_u64().unwrap() + usage["completion_tokens"].as_u64().unwrap());
+    assert_eq!(
+        usage["total_tokens"].as_u64().unwrap(),
+        usage["prompt_tokens"].as_u64().unwrap() + usage["completion_tokens"].as_u64().unwrap()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -31,7 +43,12 @@ async fn stream_text_equals_nonstream_text_for_completions() {
     let (_, whole) = complete(&server.base, params.clone()).await;
     let mut streamed = params;
     streamed["stream"] = json!(true);
-    let res = reqwest::Client::new().post(server.url("/v1/completions")).json(&streamed).send().await.unwrap();
+    let res = reqwest::Client::new()
+        .post(server.url("/v1/completions"))
+        .json(&streamed)
+        .send()
+        .await
+        .unwrap();
     let payloads = sse_payloads(&res.text().await.unwrap());
     assert_eq!(payloads.last().unwrap(), "[DONE]");
     let mut text = String::new();
@@ -78,7 +95,10 @@ async fn several_prompts_index_choices_by_prompt_then_choice() {
             .unwrap();
         prompt_tokens += tok["count"].as_u64().unwrap();
     }
-    assert_eq!(body["usage"]["prompt_tokens"].as_u64().unwrap(), prompt_tokens);
+    assert_eq!(
+        body["usage"]["prompt_tokens"].as_u64().unwrap(),
+        prompt_tokens
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -99,12 +119,18 @@ async fn token_id_prompts_and_echo_work() {
     let (_, by_ids) = complete(&server.base, greedy(ids.clone())).await;
     let (_, by_id_lists) = complete(&server.base, greedy(json!([ids]))).await;
     assert_eq!(by_text["choices"][0]["text"], by_ids["choices"][0]["text"]);
-    assert_eq!(by_ids["choices"][0]["text"], by_id_lists["choices"][0]["text"]);
+    assert_eq!(
+        by_ids["choices"][0]["text"],
+        by_id_lists["choices"][0]["text"]
+    );
     let mut echo = greedy(json!("Let there be light"));
     echo["echo"] = json!(true);
     let (_, echoed) = complete(&server.base, echo).await;
     let generated = by_text["choices"][0]["text"].as_str().unwrap();
-    assert_eq!(echoed["choices"][0]["text"].as_str().unwrap(), format!("Let there be light{generated}"));
+    assert_eq!(
+        echoed["choices"][0]["text"].as_str().unwrap(),
+        format!("Let there be light{generated}")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -43,7 +43,10 @@ async fn health_turns_503_when_the_engine_is_gone() {
             assert!(body["error"]["message"].is_string());
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "health stayed {status}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "health stayed {status}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let res = reqwest::Client::new()
@@ -70,7 +73,10 @@ async fn tokenize_and_detokenize_round_trip() {
         .unwrap();
     assert_eq!(tok["count"], tok["tokens"].as_array().unwrap().len());
     assert_eq!(tok["max_model_len"], server.max_model_len);
-    assert_eq!(tok["token_strs"].as_array().unwrap().len(), tok["tokens"].as_array().unwrap().len());
+    assert_eq!(
+        tok["token_strs"].as_array().unwrap().len(),
+        tok["tokens"].as_array().unwrap().len()
+    );
     let detok: Value = client
         .post(server.url("/detokenize"))
         .json(&json!({"model": MODEL_ID, "tokens": tok["tokens"]}))
@@ -81,7 +87,12 @@ async fn tokenize_and_detokenize_round_trip() {
         .await
         .unwrap();
     assert_eq!(detok["prompt"], "In the beginning");
-    let bad = client.post(server.url("/detokenize")).json(&json!({"tokens": [1_000_000]})).send().await.unwrap();
+    let bad = client
+        .post(server.url("/detokenize"))
+        .json(&json!({"tokens": [1_000_000]}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(bad.status(), 400);
 }
 
@@ -96,7 +107,10 @@ async fn metrics_use_vllm_names_and_count_tokens() {
         .unwrap();
     let usage = res.json::<Value>().await.unwrap()["usage"].clone();
     let res = reqwest::get(server.url("/metrics")).await.unwrap();
-    assert!(res.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
+    assert!(res.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain"));
     let text = res.text().await.unwrap();
     for name in [
         "vllm:num_requests_running",
@@ -113,12 +127,22 @@ async fn metrics_use_vllm_names_and_count_tokens() {
         "vllm:e2e_request_latency_seconds_sum",
         "vllm:request_queue_time_seconds_bucket",
     ] {
-        assert!(text.lines().any(|l| l.starts_with(name) && l.contains("model_name=\"llama\"")), "missing {name}");
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(name) && l.contains("model_name=\"llama\"")),
+            "missing {name}"
+        );
     }
     assert!(text.contains("block_size=\"16\""));
     assert!(text.contains("num_gpu_blocks=\"256\""));
-    assert_eq!(server.metric("vllm:generation_tokens_total").await, usage["completion_tokens"].as_f64().unwrap());
-    assert_eq!(server.metric("vllm:prompt_tokens_total").await, usage["prompt_tokens"].as_f64().unwrap());
+    assert_eq!(
+        server.metric("vllm:generation_tokens_total").await,
+        usage["completion_tokens"].as_f64().unwrap()
+    );
+    assert_eq!(
+        server.metric("vllm:prompt_tokens_total").await,
+        usage["prompt_tokens"].as_f64().unwrap()
+    );
 }
 
 /// Opens a long streaming completion and returns the response once its first chunk arrived.
@@ -137,19 +161,33 @@ async fn open_long_stream(base: &str) -> reqwest::Response {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disconnect_mid_stream_returns_running_and_kv_usage_to_zero() {
-    let server = start(ServerOptions::default()).await;
+    let server = start(ServerOptions {
+        step_delay: Duration::from_millis(20),
+        ..ServerOptions::default()
+    })
+    .await;
     let stream = open_long_stream(&server.base).await;
     assert_eq!(server.metric("vllm:num_requests_running").await, 1.0);
     assert!(server.metric("vllm:kv_cache_usage_perc").await > 0.0);
     drop(stream);
-    server.wait_for_metric("vllm:num_requests_running", 0.0, Duration::from_secs(10)).await;
-    server.wait_for_metric("vllm:kv_cache_usage_perc", 0.0, Duration::from_secs(10)).await;
+    server
+        .wait_for_metric("vllm:num_requests_running", 0.0, Duration::from_secs(10))
+        .await;
+    server
+        .wait_for_metric("vllm:kv_cache_usage_perc", 0.0, Duration::from_secs(10))
+        .await;
     assert_eq!(server.engine.num_unfinished(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_queue_gives_429_with_retry_after_and_the_server_keeps_serving() {
-    let server = start(ServerOptions { max_num_seqs: 1, max_queue: 1, ..ServerOptions::default() }).await;
+    let server = start(ServerOptions {
+        max_num_seqs: 1,
+        max_queue: 1,
+        step_delay: Duration::from_millis(20),
+        ..ServerOptions::default()
+    })
+    .await;
     let mut open = Vec::new();
     let mut rejected = None;
     for _ in 0..4 {
@@ -171,7 +209,12 @@ async fn full_queue_gives_429_with_retry_after_and_the_server_keeps_serving() {
     let body: Value = rejected.json().await.unwrap();
     assert_eq!(body["error"]["code"], "rate_limit_exceeded");
     drop(open);
-    server.wait_for_metric("vllm:num_requests_running", 0.0, Duration::from_secs(10)).await;
+    server
+        .wait_for_metric("vllm:num_requests_running", 0.0, Duration::from_secs(10))
+        .await;
+    server
+        .wait_for_metric("vllm:num_requests_waiting", 0.0, Duration::from_secs(10))
+        .await;
     let res = reqwest::Client::new()
         .post(server.url("/v1/completions"))
         .json(&json!({"model": MODEL_ID, "prompt": "light", "max_tokens": 2}))

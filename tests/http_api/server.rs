@@ -18,15 +18,22 @@ pub fn model_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models/llama")
 }
 
-/// Runs the model's forward pass for the engine.
+/// Runs the model's forward pass for the engine, optionally slowed down so that a request of
+/// the tiny fixture model lasts long enough to be disconnected from or queued behind.
 struct ModelExecutor {
     model: Model,
     kv: KvCache,
+    step_delay: Duration,
 }
 
 impl Executor for ModelExecutor {
     fn execute(&mut self, batch: &Batch) -> Result<Logits, ExecutorError> {
-        self.model.forward(batch, &mut self.kv).map_err(|e| ExecutorError::Forward(e.to_string()))
+        if !self.step_delay.is_zero() {
+            std::thread::sleep(self.step_delay);
+        }
+        self.model
+            .forward(batch, &mut self.kv)
+            .map_err(|e| ExecutorError::Forward(e.to_string()))
     }
 
     fn vocab_size(&self) -> usize {
@@ -50,11 +57,20 @@ pub struct ServerOptions {
     pub max_queue: usize,
     pub num_blocks: usize,
     pub max_body_bytes: usize,
+    /// Added to every forward pass (the fixture model is otherwise done in milliseconds).
+    pub step_delay: Duration,
 }
 
 impl Default for ServerOptions {
     fn default() -> Self {
-        ServerOptions { api_key: None, max_num_seqs: 16, max_queue: 64, num_blocks: 256, max_body_bytes: 1 << 20 }
+        ServerOptions {
+            api_key: None,
+            max_num_seqs: 16,
+            max_queue: 64,
+            num_blocks: 256,
+            max_body_bytes: 1 << 20,
+            step_delay: Duration::ZERO,
+        }
     }
 }
 
@@ -77,9 +93,17 @@ impl TestServer {
 
     /// The value of one metric sample (labelled `model_name="llama"`) from `/metrics`.
     pub async fn metric(&self, name: &str) -> f64 {
-        let text = reqwest::get(self.url("/metrics")).await.unwrap().text().await.unwrap();
+        let text = reqwest::get(self.url("/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
         let prefix = format!("{name}{{model_name=\"{MODEL_ID}\"}} ");
-        let line = text.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("no {name} in {text}"));
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no {name} in {text}"));
         line[prefix.len()..].parse().unwrap()
     }
 
@@ -91,7 +115,10 @@ impl TestServer {
             if got == want {
                 return;
             }
-            assert!(start.elapsed() < timeout, "{name} stayed at {got}, expected {want}");
+            assert!(
+                start.elapsed() < timeout,
+                "{name} stayed at {got}, expected {want}"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -113,7 +140,11 @@ pub async fn start(options: ServerOptions) -> TestServer {
     let max_model_len = config.max_position_embeddings;
     let kv = KvCache::new(&config, 16, options.num_blocks);
     let engine = Engine::start(
-        Box::new(ModelExecutor { model, kv }),
+        Box::new(ModelExecutor {
+            model,
+            kv,
+            step_delay: options.step_delay,
+        }),
         tokenizer.clone(),
         EngineConfig {
             max_num_seqs: options.max_num_seqs,
@@ -142,10 +173,18 @@ pub async fn start(options: ServerOptions) -> TestServer {
     let server = tokio::spawn(async move {
         axum::serve(listener, app).await.unwrap();
     });
-    TestServer { base: format!("http://{addr}"), engine, max_model_len, server }
+    TestServer {
+        base: format!("http://{addr}"),
+        engine,
+        max_model_len,
+        server,
+    }
 }
 
 /// The `data:` payloads of an SSE body, in order.
 pub fn sse_payloads(body: &str) -> Vec<String> {
-    body.lines().filter_map(|l| l.strip_prefix("data: ").or_else(|| l.strip_prefix("data:"))).map(str::to_string).collect()
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data: ").or_else(|| l.strip_prefix("data:")))
+        .map(str::to_string)
+        .collect()
 }

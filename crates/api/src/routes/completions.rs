@@ -32,13 +32,13 @@ pub async fn create_completion(
                     Ok((tokens, echo.then_some(text)))
                 }
                 PromptInput::Tokens(tokens) => {
-                    let text = match echo {
-                        true => Some(
-                            tokenizer
-                                .decode(&tokens, false)
-                                .map_err(|e| ApiError::invalid("prompt", e.to_string()))?,
-                        ),
-                        false => None,
+                    let text = if echo {
+                        let text = tokenizer
+                            .decode(&tokens, false)
+                            .map_err(|e| ApiError::invalid("prompt", e.to_string()))?;
+                        Some(text)
+                    } else {
+                        None
                     };
                     Ok((tokens, text))
                 }

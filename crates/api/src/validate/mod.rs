@@ -139,7 +139,7 @@ pub(crate) fn validate_shared(
     };
     let top_k = match f.top_k {
         None | Some(-1) | Some(0) => None,
-        Some(k) if k >= 1 && k <= u32::MAX as i64 => Some(k as u32),
+        Some(k) if (1..=u32::MAX as i64).contains(&k) => Some(k as u32),
         Some(k) => {
             return Err(ApiError::invalid(
                 "top_k",
@@ -159,7 +159,7 @@ pub(crate) fn validate_shared(
     };
     let max_tokens = match f.max_tokens {
         None => None,
-        Some(m) if m >= 1 && m <= u32::MAX as i64 => Some(m as u32),
+        Some(m) if (1..=u32::MAX as i64).contains(&m) => Some(m as u32),
         Some(m) => {
             return Err(ApiError::invalid(
                 f.max_tokens_param,
@@ -169,7 +169,7 @@ pub(crate) fn validate_shared(
     };
     let min_tokens = match f.min_tokens {
         None => 0,
-        Some(m) if m >= 0 && m <= u32::MAX as i64 => m as u32,
+        Some(m) if (0..=u32::MAX as i64).contains(&m) => m as u32,
         Some(m) => {
             return Err(ApiError::invalid(
                 "min_tokens",
