@@ -98,24 +98,24 @@ fn disabled_prefix_caching_never_reuses() {
 
 #[test]
 fn cached_free_blocks_are_evicted_least_recently_freed_first_and_after_plain_ones() {
-    let mut bm = BlockManager::new(3, 2, true);
+    let mut bm = BlockManager::new(4, 2, true);
     let a = vec![1, 2, 3];
     let b = vec![7, 8, 9];
-    let mut ta = bm.allocate(&a, 3, None).unwrap();
+    let mut ta = bm.allocate(&a, 3, None).unwrap(); // a keyed block and a partial one
     bm.register_computed(&mut ta, &a, 3);
-    let mut tb = bm.allocate(&b, 2, None).unwrap();
+    let mut tb = bm.allocate(&b, 2, None).unwrap(); // one keyed block
     bm.register_computed(&mut tb, &b, 2);
-    drop(ta); // a's cached block freed first (older), its unkeyed tail goes to the front
+    drop(ta); // freed first: a's cached block is the least recently freed
     drop(tb);
-    // One fresh block: the unkeyed one is taken, both cached prefixes survive.
-    let plain = bm.allocate(&[50], 1, None).unwrap();
-    assert_eq!(bm.allocate(&a, 3, None).unwrap().num_cached_tokens(), 2);
-    assert_eq!(bm.allocate(&b, 3, None).unwrap().num_cached_tokens(), 2);
-    // Two more fresh blocks evict a's block (least recently freed) before b's.
-    let more = bm.allocate(&[60, 61, 62], 3, None).unwrap();
-    drop(more);
-    drop(plain);
-    assert_eq!(bm.allocate(&a, 3, None).unwrap().num_cached_tokens(), 0);
+    // Two fresh blocks: the plain ones are taken, both cached prefixes survive.
+    let plain = bm.allocate(&[50, 51, 52], 3, None).unwrap();
+    assert_eq!(bm.num_reusable_tokens(&a, None), 2);
+    assert_eq!(bm.num_reusable_tokens(&b, None), 2);
+    // One more evicts a's block before b's.
+    let more = bm.allocate(&[60], 1, None).unwrap();
+    assert_eq!(bm.num_reusable_tokens(&a, None), 0);
+    assert_eq!(bm.num_reusable_tokens(&b, None), 2);
+    drop((plain, more));
 }
 
 #[test]
@@ -202,7 +202,7 @@ proptest! {
                     if table < live.len() { live.remove(table); }
                 }
             }
-            let mut expected = vec![0u32; 6];
+            let mut expected = [0u32; 6];
             for (_, _, t) in &live {
                 for &b in t.block_ids() { expected[b as usize] += 1; }
             }

@@ -264,7 +264,7 @@ impl EngineLoop {
                 request,
                 events,
                 arrival,
-            } => self.add_request(id, request, events, arrival),
+            } => self.add_request(id, *request, events, arrival),
         }
     }
 

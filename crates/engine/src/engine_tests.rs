@@ -138,10 +138,17 @@ fn concurrent_seeded_requests_give_exactly_the_tokens_each_gives_alone() {
 
 #[test]
 fn dropped_stream_aborts_the_request_and_frees_its_blocks() {
-    let engine = start(HistoryExecutor::new(VOCAB, 4, 64), EngineConfig::default());
-    let mut stream = engine.submit(request(prompt(1, 10), 1, 100_000)).unwrap();
+    // Room for a long generation, so the request is still running when its stream is dropped.
+    let config = EngineConfig {
+        max_model_len: 1_000_000,
+        ..EngineConfig::default()
+    };
+    let engine = start(HistoryExecutor::new(VOCAB, 4, 100_000), config);
+    let mut stream = engine.submit(request(prompt(1, 10), 1, 500_000)).unwrap();
     assert!(matches!(stream.blocking_recv(), Some(Event::Delta { .. })));
-    assert!(engine.metrics().snapshot().kv_blocks_used > 0);
+    wait_until("the request holds blocks", || {
+        engine.metrics().snapshot().kv_blocks_used > 0
+    });
     drop(stream);
     wait_until("the request is gone", || engine.num_unfinished() == 0);
     wait_until("its blocks are free", || {

@@ -34,7 +34,7 @@ pub(crate) enum Command {
     /// A new request and the sending half of its event stream.
     Add {
         id: RequestId,
-        request: GenerationRequest,
+        request: Box<GenerationRequest>,
         events: mpsc::Sender<Event>,
         arrival: Instant,
     },
@@ -103,7 +103,7 @@ impl EngineHandle {
         self.shared.unfinished.fetch_add(1, Ordering::AcqRel);
         let command = Command::Add {
             id,
-            request,
+            request: Box::new(request),
             events,
             arrival: Instant::now(),
         };
