@@ -42,7 +42,10 @@ pub trait Executor: Send + 'static {
 /// A forward pass failed; the sequences in that step finish with `error`.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ExecutorError {
-    /// The model reported a failure.
+    /// The model refused the batch.
+    #[error(transparent)]
+    Model(#[from] sluice_model::ForwardError),
+    /// Another executor reported a failure.
     #[error("forward pass failed: {0}")]
     Forward(String),
     /// The model returned logits of the wrong shape.

@@ -4,8 +4,7 @@ use sluice_model::{Batch, KvCache, Logits, Model};
 
 use crate::engine::{Executor, ExecutorError};
 
-/// Runs batches through a loaded model. The engine thread owns it, and with it the weights and
-/// the KV cache.
+/// Runs forward passes of a model over its own KV cache.
 #[derive(Debug)]
 pub struct ModelExecutor {
     model: Model,
@@ -13,12 +12,12 @@ pub struct ModelExecutor {
 }
 
 impl ModelExecutor {
-    /// Pairs a model with the cache its forward passes use.
+    /// Pairs a model with a KV cache shaped for it (see `KvCache::new` / `KvCache::with_budget`).
     pub fn new(model: Model, kv: KvCache) -> Self {
         ModelExecutor { model, kv }
     }
 
-    /// The model's configuration.
+    /// The model (for its config: vocabulary, EOS ids, context length).
     pub fn model(&self) -> &Model {
         &self.model
     }
@@ -26,9 +25,7 @@ impl ModelExecutor {
 
 impl Executor for ModelExecutor {
     fn execute(&mut self, batch: &Batch) -> Result<Logits, ExecutorError> {
-        self.model
-            .forward(batch, &mut self.kv)
-            .map_err(|e| ExecutorError::Forward(e.to_string()))
+        Ok(self.model.forward(batch, &mut self.kv)?)
     }
 
     fn vocab_size(&self) -> usize {
@@ -43,3 +40,7 @@ impl Executor for ModelExecutor {
         self.kv.num_blocks()
     }
 }
+
+#[cfg(test)]
+#[path = "model_executor_tests.rs"]
+mod tests;

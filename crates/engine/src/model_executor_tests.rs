@@ -1,0 +1,143 @@
+//! The engine over a real (tiny, random-weight) Llama checkpoint from `fixtures/models/llama`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use sluice_model::{KvCache, LoadOptions, Model};
+use sluice_text::Tokenizer;
+
+use super::*;
+use crate::engine::{Engine, EngineConfig};
+use crate::handle::{EngineHandle, RequestStream};
+use crate::request::{Event, FinishReason, GenerationRequest, Priority, SamplingParams, StopRules};
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/models/llama")
+}
+
+struct Reference {
+    prompt_ids: Vec<u32>,
+    greedy_tokens: Vec<u32>,
+}
+
+fn reference() -> Reference {
+    let text = std::fs::read_to_string(fixture().join("reference.json")).expect("reference.json");
+    let json: serde_json::Value = serde_json::from_str(&text).expect("valid json");
+    let ids = |key: &str| -> Vec<u32> {
+        json[key]
+            .as_array()
+            .expect("an array of ids")
+            .iter()
+            .map(|v| v.as_u64().expect("an id") as u32)
+            .collect()
+    };
+    Reference {
+        prompt_ids: ids("prompt_ids"),
+        greedy_tokens: ids("greedy_tokens"),
+    }
+}
+
+fn start(block_size: usize, num_blocks: usize, config: EngineConfig) -> EngineHandle {
+    let model = Model::load(&fixture(), &LoadOptions::default()).expect("fixture model loads");
+    let kv = KvCache::new(model.config(), block_size, num_blocks);
+    let config = EngineConfig {
+        eos_token_ids: model.config().eos_token_ids.clone(),
+        max_model_len: model.config().max_position_embeddings,
+        ..config
+    };
+    let tokenizer = Arc::new(Tokenizer::from_dir(&fixture()).expect("fixture tokenizer loads"));
+    Engine::start(Box::new(ModelExecutor::new(model, kv)), tokenizer, config)
+}
+
+fn request(prompt: Vec<u32>, sampling: SamplingParams, max_tokens: u32) -> GenerationRequest {
+    GenerationRequest {
+        prompt_tokens: prompt,
+        n: 1,
+        sampling,
+        stop: StopRules {
+            max_tokens,
+            ignore_eos: true,
+            ..StopRules::default()
+        },
+        priority: Priority::Normal,
+    }
+}
+
+/// Tokens, text and finish reason of a one-choice stream.
+fn collect(mut stream: RequestStream) -> (Vec<u32>, String, Option<FinishReason>) {
+    let (mut tokens, mut text, mut reason) = (Vec::new(), String::new(), None);
+    while let Some(event) = stream.blocking_recv() {
+        match event {
+            Event::Delta {
+                token_ids, text: t, ..
+            } => {
+                tokens.extend(token_ids);
+                text.push_str(&t);
+            }
+            Event::Finished { reason: r, .. } => reason = Some(r),
+        }
+    }
+    (tokens, text, reason)
+}
+
+fn greedy() -> SamplingParams {
+    SamplingParams {
+        temperature: 0.0,
+        ..SamplingParams::default()
+    }
+}
+
+#[test]
+fn greedy_output_matches_the_transformers_reference_with_chunked_prefill_and_cache_hits() {
+    let r = reference();
+    // An 8-token budget cuts the 26-token prompt into chunks.
+    let config = EngineConfig {
+        max_num_batched_tokens: 8,
+        ..EngineConfig::default()
+    };
+    let engine = start(4, 64, config);
+    let req = request(r.prompt_ids.clone(), greedy(), r.greedy_tokens.len() as u32);
+    let (first, _, reason) = collect(engine.submit(req.clone()).unwrap());
+    assert_eq!(first, r.greedy_tokens);
+    assert_eq!(reason, Some(FinishReason::Length));
+    // The second run reads 24 prompt tokens from the prefix cache.
+    let (second, _, _) = collect(engine.submit(req).unwrap());
+    assert_eq!(second, r.greedy_tokens);
+    assert_eq!(engine.metrics().snapshot().prefix_cache_hits, 24);
+}
+
+#[test]
+fn concurrent_seeded_requests_on_a_real_model_match_their_solo_runs() {
+    let r = reference();
+    let requests: Vec<GenerationRequest> = (0..8u32)
+        .map(|i| {
+            let sampling = SamplingParams {
+                temperature: 0.8,
+                top_p: 0.95,
+                seed: Some(100 + i as u64),
+                ..SamplingParams::default()
+            };
+            let len = 6 + 2 * i as usize;
+            request(r.prompt_ids[..len].to_vec(), sampling, 12)
+        })
+        .collect();
+    let alone = start(4, 64, EngineConfig::default());
+    let solo: Vec<_> = requests
+        .iter()
+        .map(|q| collect(alone.submit(q.clone()).unwrap()))
+        .collect();
+    // 24 blocks of 4 tokens cannot hold all eight at once: preemption happens.
+    let config = EngineConfig {
+        max_num_batched_tokens: 32,
+        ..EngineConfig::default()
+    };
+    let busy = start(4, 24, config);
+    let streams: Vec<_> = requests
+        .iter()
+        .map(|q| busy.submit(q.clone()).unwrap())
+        .collect();
+    for (i, stream) in streams.into_iter().enumerate() {
+        assert_eq!(collect(stream), solo[i], "request {i}");
+    }
+    assert!(busy.metrics().snapshot().preemptions > 0);
+}
