@@ -179,8 +179,9 @@ impl EngineLoop {
         );
         let scheduler = Scheduler::new(
             SchedulerConfig {
-                max_num_seqs: config.max_num_seqs,
-                max_num_batched_tokens: config.max_num_batched_tokens,
+                // Zero would leave work waiting forever; one is the least that makes progress.
+                max_num_seqs: config.max_num_seqs.max(1),
+                max_num_batched_tokens: config.max_num_batched_tokens.max(1),
                 max_model_len: config.max_model_len,
                 // The handle bounds new requests; the scheduler's own bound only guards it.
                 max_queue: usize::MAX,

@@ -141,3 +141,69 @@ fn concurrent_seeded_requests_on_a_real_model_match_their_solo_runs() {
     }
     assert!(busy.metrics().snapshot().preemptions > 0);
 }
+
+/// The text of each delta of a one-choice stream, and its token ids.
+fn deltas(mut stream: RequestStream) -> (Vec<String>, Vec<u32>) {
+    let (mut texts, mut tokens) = (Vec::new(), Vec::new());
+    while let Some(event) = stream.blocking_recv() {
+        if let Event::Delta {
+            text, token_ids, ..
+        } = event
+        {
+            texts.push(text);
+            tokens.extend(token_ids);
+        }
+    }
+    (texts, tokens)
+}
+
+#[test]
+fn streamed_text_equals_the_decoded_tokens_and_never_splits_a_character() {
+    let r = reference();
+    let engine = start(4, 64, EngineConfig::default());
+    let sampling = SamplingParams {
+        seed: Some(7),
+        ..SamplingParams::default()
+    };
+    let (texts, tokens) = deltas(engine.submit(request(r.prompt_ids, sampling, 48)).unwrap());
+    let tokenizer = Tokenizer::from_dir(&fixture()).unwrap();
+    let full = tokenizer.decode(&tokens, true).unwrap();
+    let streamed = texts.concat();
+    assert_eq!(streamed.trim_start(), full.trim_start());
+    assert!(texts
+        .iter()
+        .all(|t| !t.contains('\u{FFFD}') || full.contains('\u{FFFD}')));
+}
+
+#[test]
+fn stop_string_split_over_two_tokens_ends_the_choice_without_leaking() {
+    let r = reference();
+    let engine = start(4, 64, EngineConfig::default());
+    let sampling = SamplingParams {
+        seed: Some(11),
+        ..SamplingParams::default()
+    };
+    let req = request(r.prompt_ids, sampling, 40);
+    let (texts, _) = deltas(engine.submit(req.clone()).unwrap());
+    let full = texts.concat();
+    // The last character of one delta and the first of the next: a stop string across tokens.
+    let (i, stop) = texts
+        .windows(2)
+        .enumerate()
+        .find_map(|(i, w)| {
+            let a = w[0].chars().last()?;
+            let b = w[1].chars().next()?;
+            Some((i, format!("{a}{b}")))
+        })
+        .expect("two neighbouring non-empty deltas");
+    let mut stopped = req;
+    stopped.stop.stop_strings = vec![stop.clone()];
+    let (_, text, reason) = collect(engine.submit(stopped).unwrap());
+    assert_eq!(reason, Some(FinishReason::Stop));
+    let cut = full.find(&stop).expect("the stop string occurs");
+    assert!(
+        cut < texts[..=i].concat().len(),
+        "it first occurs by the split"
+    );
+    assert_eq!(text, full[..cut]);
+}
