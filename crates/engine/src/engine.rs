@@ -12,17 +12,18 @@ use crossbeam_channel::{Receiver, RecvTimeoutError};
 use sluice_model::{Batch, Logits};
 use sluice_text::Tokenizer;
 use thiserror::Error;
-use tokio::sync::mpsc::{self, error::TrySendError};
+use tokio::sync::mpsc;
 
 use crate::block_manager::BlockManager;
 use crate::handle::{Command, EngineHandle, RequestId, Shared};
 use crate::metrics::EngineMetrics;
+use crate::outbox::{flush, ChoiceOutbox, Flush, RequestState};
 use crate::output_text::OutputText;
 use crate::queue::DEFAULT_AGING_RATE;
 use crate::request::{Event, FinishReason, GenerationRequest, Usage};
 use crate::sampler::sample;
 use crate::scheduler::{ModelOutput, Scheduler, SchedulerConfig, SchedulerOutput};
-use crate::sequence::{PendingOutput, SeqId, Sequence, SequenceSpec, SequenceStatus};
+use crate::sequence::{SeqId, Sequence, SequenceSpec, SequenceStatus};
 
 /// How long an otherwise idle engine waits before retrying events a slow client has not taken.
 const REDELIVERY_INTERVAL: Duration = Duration::from_millis(2);
@@ -135,21 +136,6 @@ impl Drop for AliveGuard {
     fn drop(&mut self) {
         self.0.alive.store(false, Ordering::Release);
     }
-}
-
-/// Events of one choice not yet accepted by the request's channel.
-#[derive(Debug, Default)]
-struct ChoiceOutbox {
-    delta: PendingOutput,
-    finished: Option<Event>,
-    /// `Finished` was delivered.
-    done: bool,
-}
-
-#[derive(Debug)]
-struct RequestState {
-    events: mpsc::Sender<Event>,
-    choices: Vec<ChoiceOutbox>,
 }
 
 struct EngineLoop {
@@ -506,54 +492,6 @@ impl EngineLoop {
             &m.kv_blocks_used,
             self.scheduler.block_manager().num_used_blocks(),
         );
-    }
-}
-
-enum Flush {
-    /// Every choice's `Finished` went out: the request is done.
-    AllDelivered,
-    /// Some events wait for room in the channel (or the choices are still running).
-    Pending,
-    /// The receiver is gone.
-    Closed,
-}
-
-fn flush(request: &mut RequestState) -> Flush {
-    for (choice, outbox) in request.choices.iter_mut().enumerate() {
-        if !outbox.delta.is_empty() {
-            if request.events.is_closed() {
-                return Flush::Closed;
-            }
-            // The engine is the only sender, so room seen here is still there for `try_send`.
-            if request.events.capacity() == 0 {
-                return Flush::Pending;
-            }
-            let delta = std::mem::take(&mut outbox.delta);
-            let event = Event::Delta {
-                choice: choice as u32,
-                text: delta.text,
-                token_ids: delta.token_ids,
-                logprobs: delta.logprobs,
-            };
-            if request.events.try_send(event).is_err() {
-                return Flush::Closed;
-            }
-        }
-        if let Some(event) = outbox.finished.take() {
-            match request.events.try_send(event) {
-                Ok(()) => outbox.done = true,
-                Err(TrySendError::Full(event)) => {
-                    outbox.finished = Some(event);
-                    return Flush::Pending;
-                }
-                Err(TrySendError::Closed(_)) => return Flush::Closed,
-            }
-        }
-    }
-    if request.choices.iter().all(|c| c.done) {
-        Flush::AllDelivered
-    } else {
-        Flush::Pending
     }
 }
 

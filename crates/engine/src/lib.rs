@@ -5,6 +5,7 @@ pub mod engine;
 pub mod handle;
 pub mod metrics;
 pub mod model_executor;
+mod outbox;
 pub mod output_text;
 pub mod queue;
 pub mod request;
