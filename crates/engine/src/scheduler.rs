@@ -245,11 +245,16 @@ impl Scheduler {
         // Then waiting ones, unless this step already had to preempt.
         let room_left = out.preempted.is_empty();
         let mut admitted: HashSet<SeqId> = HashSet::new();
-        while room_left && budget > 0 && self.running.len() < self.config.max_num_seqs {
+        while room_left && budget > 0 {
             let Some(&id) = self.waiting.peek(now) else {
                 break;
             };
-            match self.try_admit(id, budget, now, &mut out) {
+            let admission = if self.running.len() < self.config.max_num_seqs {
+                self.try_admit(id, budget, now, &mut out)
+            } else {
+                Admission::NoSeat
+            };
+            match admission {
                 Admission::Admitted(num_new) => {
                     admitted.insert(id);
                     plan.push((id, num_new));
@@ -257,7 +262,7 @@ impl Scheduler {
                 }
                 Admission::Rejected => out.rejected.push(id),
                 Admission::WaitForSibling => break,
-                Admission::NoBlocks => {
+                Admission::NoBlocks | Admission::NoSeat => {
                     let waiting_priority = self.seqs[&id].priority;
                     let Some(victim) = self.low_victim(waiting_priority, &admitted) else {
                         break;
@@ -458,6 +463,8 @@ enum Admission {
     Admitted(usize),
     Rejected,
     NoBlocks,
+    /// `max_num_seqs` sequences already run.
+    NoSeat,
     WaitForSibling,
 }
 

@@ -415,6 +415,27 @@ fn aborting_a_request_frees_its_blocks_and_its_queue_place() {
 }
 
 #[test]
+fn waiting_high_request_takes_the_seat_of_a_running_low_one() {
+    let t0 = Instant::now();
+    let mut s = Scheduler::new(config(1, 64), BlockManager::new(32, 4, true));
+    let mut low = simple(0, t0, 3, 8);
+    low.priority = Priority::Low;
+    s.add(low).unwrap();
+    let out = s.schedule(t0);
+    feed(&mut s, &out, 2, t0);
+    s.add(simple(1, t0, 3, 8)).unwrap(); // Normal: waits for the seat
+    let out = s.schedule(t0);
+    assert_eq!(scheduled_tokens(&out), vec![(0, 1)]);
+    feed(&mut s, &out, 2, t0);
+    let mut high = simple(2, t0, 3, 8);
+    high.priority = Priority::High;
+    s.add(high).unwrap();
+    let out = s.schedule(t0);
+    assert_eq!(out.preempted, vec![0]);
+    assert_eq!(scheduled_tokens(&out), vec![(2, 3)]);
+}
+
+#[test]
 fn max_num_seqs_caps_the_running_set() {
     let t0 = Instant::now();
     let mut s = Scheduler::new(config(2, 64), BlockManager::new(32, 4, true));
