@@ -170,6 +170,7 @@ async fn disconnect_mid_stream_returns_running_and_kv_usage_to_zero() {
     assert_eq!(server.metric("vllm:num_requests_running").await, 1.0);
     assert!(server.metric("vllm:kv_cache_usage_perc").await > 0.0);
     drop(stream);
+    server.wait_until_idle(Duration::from_secs(10)).await;
     server
         .wait_for_metric("vllm:num_requests_running", 0.0, Duration::from_secs(10))
         .await;
@@ -209,6 +210,7 @@ async fn full_queue_gives_429_with_retry_after_and_the_server_keeps_serving() {
     let body: Value = rejected.json().await.unwrap();
     assert_eq!(body["error"]["code"], "rate_limit_exceeded");
     drop(open);
+    server.wait_until_idle(Duration::from_secs(10)).await;
     server
         .wait_for_metric("vllm:num_requests_running", 0.0, Duration::from_secs(10))
         .await;
@@ -221,5 +223,12 @@ async fn full_queue_gives_429_with_retry_after_and_the_server_keeps_serving() {
         .send()
         .await
         .unwrap();
-    assert_eq!(res.status(), 200);
+    let status = res.status();
+    assert_eq!(
+        status,
+        200,
+        "{}; unfinished {}",
+        res.text().await.unwrap(),
+        server.engine.num_unfinished()
+    );
 }

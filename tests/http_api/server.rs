@@ -124,6 +124,21 @@ impl TestServer {
     }
 }
 
+impl TestServer {
+    /// Waits until the engine holds no request, or panics after `timeout`.
+    pub async fn wait_until_idle(&self, timeout: Duration) {
+        let start = Instant::now();
+        while self.engine.num_unfinished() > 0 {
+            assert!(
+                start.elapsed() < timeout,
+                "{} requests never finished",
+                self.engine.num_unfinished()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
 impl Drop for TestServer {
     fn drop(&mut self) {
         self.server.abort();
