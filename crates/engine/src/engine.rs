@@ -360,8 +360,17 @@ impl EngineLoop {
         if out.is_empty() {
             return;
         }
-        match self.execute(&out) {
-            Ok(logits) => self.process_logits(&out, &logits),
+        let scheduled_at = Instant::now();
+        EngineMetrics::add_duration(&m.step_times.schedule_ns, scheduled_at - now);
+        EngineMetrics::add(&m.step_times.steps, 1);
+        let result = self.execute(&out);
+        let executed_at = Instant::now();
+        EngineMetrics::add_duration(&m.step_times.forward_ns, executed_at - scheduled_at);
+        match result {
+            Ok(logits) => {
+                self.process_logits(&out, &logits);
+                EngineMetrics::add_duration(&m.step_times.sample_ns, executed_at.elapsed());
+            }
             Err(e) => {
                 tracing::error!("step failed: {e}");
                 let now = Instant::now();

@@ -15,7 +15,7 @@ pub mod sequence;
 
 pub use engine::{Engine, EngineConfig, Executor, ExecutorError};
 pub use handle::{EngineHandle, RequestId, RequestStream, SubmitError};
-pub use metrics::{EngineMetrics, HistogramSnapshot, MetricsSnapshot};
+pub use metrics::{EngineMetrics, HistogramSnapshot, MetricsSnapshot, StepTimes};
 pub use model_executor::ModelExecutor;
 pub use request::{
     Event, FinishReason, GenerationRequest, Priority, SamplingParams, StopRules, TokenLogprob,

@@ -107,6 +107,30 @@ pub struct EngineMetrics {
     pub(crate) inter_token_latency: Histogram,
     pub(crate) e2e_request_latency: Histogram,
     pub(crate) request_queue_time: Histogram,
+    pub(crate) step_times: StepTimers,
+}
+
+/// Where the engine thread's time goes, summed over all steps (nanoseconds).
+#[derive(Debug, Default)]
+pub(crate) struct StepTimers {
+    pub(crate) steps: AtomicU64,
+    pub(crate) schedule_ns: AtomicU64,
+    pub(crate) forward_ns: AtomicU64,
+    pub(crate) sample_ns: AtomicU64,
+}
+
+/// Totals of the engine thread's time per phase of a step, to tell scheduler overhead from
+/// model time.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct StepTimes {
+    /// Steps that ran a forward pass.
+    pub steps: u64,
+    /// Seconds spent choosing what to run and building batches.
+    pub schedule_seconds: f64,
+    /// Seconds spent in the model's forward pass.
+    pub forward_seconds: f64,
+    /// Seconds spent sampling, detokenizing and updating sequences.
+    pub sample_seconds: f64,
 }
 
 impl Default for EngineMetrics {
@@ -127,6 +151,7 @@ impl Default for EngineMetrics {
             inter_token_latency: Histogram::new(ITL_BOUNDS),
             e2e_request_latency: Histogram::new(REQUEST_BOUNDS),
             request_queue_time: Histogram::new(REQUEST_BOUNDS),
+            step_times: StepTimers::default(),
         }
     }
 }
@@ -153,6 +178,22 @@ impl EngineMetrics {
             e2e_request_latency: self.e2e_request_latency.snapshot(),
             request_queue_time: self.request_queue_time.snapshot(),
         }
+    }
+
+    /// Time spent per phase of a step, summed since start.
+    pub fn step_times(&self) -> StepTimes {
+        let secs = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 * 1e-9;
+        let t = &self.step_times;
+        StepTimes {
+            steps: t.steps.load(Ordering::Relaxed),
+            schedule_seconds: secs(&t.schedule_ns),
+            forward_seconds: secs(&t.forward_ns),
+            sample_seconds: secs(&t.sample_ns),
+        }
+    }
+
+    pub(crate) fn add_duration(counter: &AtomicU64, d: Duration) {
+        counter.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
     }
 
     pub(crate) fn add(counter: &AtomicU64, n: u64) {
