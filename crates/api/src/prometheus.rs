@@ -10,10 +10,21 @@ use sluice_engine::{HistogramSnapshot, MetricsSnapshot};
 /// The content type of the Prometheus text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
+/// A gauge: name, help text, how to read it from a snapshot.
+type GaugeSpec = (&'static str, &'static str, fn(&MetricsSnapshot) -> f64);
+/// A counter: name, help text, how to read it from a snapshot.
+type CounterSpec = (&'static str, &'static str, fn(&MetricsSnapshot) -> u64);
+/// A histogram: name, help text, how to find it in a snapshot.
+type HistogramSpec = (
+    &'static str,
+    &'static str,
+    fn(&MetricsSnapshot) -> &HistogramSnapshot,
+);
+
 /// Renders every model's metrics; each sample carries a `model_name` label.
 pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
     let mut out = String::with_capacity(4096 + models.len() * 4096);
-    let gauges: [(&str, &str, fn(&MetricsSnapshot) -> f64); 3] = [
+    let gauges: [GaugeSpec; 3] = [
         (
             "vllm:num_requests_running",
             "Number of requests in model execution batches.",
@@ -52,7 +63,7 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
         ];
         sample(&mut out, "vllm:cache_config_info", &labels, 1.0);
     }
-    let counters: [(&str, &str, fn(&MetricsSnapshot) -> u64); 5] = [
+    let counters: [CounterSpec; 5] = [
         (
             "vllm:prompt_tokens_total",
             "Number of prefill tokens processed.",
@@ -85,7 +96,7 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
             sample(&mut out, name, &[("model_name", model)], value(snap) as f64);
         }
     }
-    let histograms: [(&str, &str, fn(&MetricsSnapshot) -> &HistogramSnapshot); 4] = [
+    let histograms: [HistogramSpec; 4] = [
         (
             "vllm:time_to_first_token_seconds",
             "Histogram of time to first token in seconds.",
