@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_api::{ApiConfig, ServedModel};
-use sluice_engine::{Engine, EngineConfig, EngineHandle, Executor, ExecutorError};
+use sluice_engine::{Engine, EngineConfig, EngineHandle, Executor, ExecutorError, ModelExecutor};
 use sluice_model::{Batch, KvCache, LoadOptions, Logits, Model};
 use sluice_text::Tokenizer;
 
@@ -18,34 +18,31 @@ pub fn model_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models/llama")
 }
 
-/// Runs the model's forward pass for the engine, optionally slowed down so that a request of
-/// the tiny fixture model lasts long enough to be disconnected from or queued behind.
-struct ModelExecutor {
-    model: Model,
-    kv: KvCache,
+/// The real model executor, optionally slowed down so that a request of the tiny fixture model
+/// lasts long enough to be disconnected from or queued behind.
+struct SlowedExecutor {
+    inner: ModelExecutor,
     step_delay: Duration,
 }
 
-impl Executor for ModelExecutor {
+impl Executor for SlowedExecutor {
     fn execute(&mut self, batch: &Batch) -> Result<Logits, ExecutorError> {
         if !self.step_delay.is_zero() {
             std::thread::sleep(self.step_delay);
         }
-        self.model
-            .forward(batch, &mut self.kv)
-            .map_err(|e| ExecutorError::Forward(e.to_string()))
+        self.inner.execute(batch)
     }
 
     fn vocab_size(&self) -> usize {
-        self.model.config().vocab_size
+        self.inner.vocab_size()
     }
 
     fn block_size(&self) -> usize {
-        self.kv.block_size()
+        self.inner.block_size()
     }
 
     fn num_blocks(&self) -> usize {
-        self.kv.num_blocks()
+        self.inner.num_blocks()
     }
 }
 
@@ -155,9 +152,8 @@ pub async fn start(options: ServerOptions) -> TestServer {
     let max_model_len = config.max_position_embeddings;
     let kv = KvCache::new(&config, 16, options.num_blocks);
     let engine = Engine::start(
-        Box::new(ModelExecutor {
-            model,
-            kv,
+        Box::new(SlowedExecutor {
+            inner: ModelExecutor::new(model, kv),
             step_delay: options.step_delay,
         }),
         tokenizer.clone(),
