@@ -148,7 +148,7 @@ serve_sluice() {
   port_free "$SLUICE_PORT" || { log "port $SLUICE_PORT is taken"; return 1; }
   log "sluice serve $model on :$SLUICE_PORT"
   "$SLUICE" serve --model "$OUT/models/$model" --served-model-name "$model" \
-    --host 127.0.0.1 --port "$SLUICE_PORT" --max-num-seqs "$MAX_CONCURRENCY" \
+    --host 127.0.0.1 --port "$SLUICE_PORT" --max-num-seqs "$MAX_CONCURRENCY" --dtype f16 \
     --max-model-len "$CTX_PER_SEQ" >"$LOGS/sluice-$model.log" 2>&1 &
   SERVER_PID=$!
   wait_healthy "$SLUICE_PORT" "$LOGS/sluice-$model.log"
