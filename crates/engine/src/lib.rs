@@ -7,6 +7,7 @@ pub mod metrics;
 pub mod model_executor;
 mod outbox;
 pub mod output_text;
+pub mod pool;
 pub mod queue;
 pub mod request;
 pub mod sampler;

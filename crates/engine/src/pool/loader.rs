@@ -1,0 +1,256 @@
+//! Turning a model directory into a running engine: the [`ModelLoader`] trait the pool loads
+//! through, and [`DirectoryLoader`], which reads Hugging Face directories from disk.
+//!
+//! Every engine started here runs its forward passes on rayon's global thread pool (the model
+//! crate's matmul and attention kernels call `par_iter` without building a pool of their own), so
+//! several loaded models share one set of compute threads instead of oversubscribing the CPU.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use sluice_model::{KvCache, LoadOptions, Model, ModelConfig, WeightDtype};
+use sluice_text::Tokenizer;
+use thiserror::Error;
+
+use crate::engine::{Engine, EngineConfig};
+use crate::handle::EngineHandle;
+use crate::model_executor::ModelExecutor;
+
+/// A model whose engine is running.
+#[derive(Debug)]
+pub struct LoadedModel {
+    /// The engine's handle.
+    pub engine: EngineHandle,
+    /// The model's tokenizer and chat template.
+    pub tokenizer: Arc<Tokenizer>,
+    /// Effective context length.
+    pub max_model_len: usize,
+    /// Bytes the model holds: weights as loaded plus its KV pool.
+    pub memory_bytes: usize,
+}
+
+/// What can be known about a model directory without loading its weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Footprint {
+    /// Effective context length.
+    pub max_model_len: usize,
+    /// Bytes the model is expected to hold once loaded (weights plus KV pool).
+    pub estimated_bytes: usize,
+}
+
+/// Why a model could not be loaded.
+#[derive(Debug, Error)]
+pub enum ModelLoadError {
+    /// The config or the weights are unreadable or malformed.
+    #[error(transparent)]
+    Weights(#[from] sluice_model::LoadError),
+    /// The tokenizer files are unreadable or malformed.
+    #[error(transparent)]
+    Tokenizer(#[from] sluice_text::TextError),
+    /// The KV budget holds fewer blocks than one sequence needs to make progress.
+    #[error("the KV cache budget of {budget_bytes} bytes holds only {blocks} blocks of {block_size} tokens for this model; raise --kv-cache-memory")]
+    KvCacheTooSmall {
+        /// The budget.
+        budget_bytes: usize,
+        /// Blocks it holds.
+        blocks: usize,
+        /// Tokens per block.
+        block_size: usize,
+    },
+    /// Another loader's failure (a test double, a future backend).
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Loads models for the pool. Both methods block (disk reads, weight conversion) and are only
+/// called from the pool's own loader threads, never from an async runtime's core threads.
+pub trait ModelLoader: Send + Sync + 'static {
+    /// Reads the config to learn the context length and the memory a load will take.
+    fn inspect(&self, dir: &Path) -> Result<Footprint, ModelLoadError>;
+    /// Loads the weights and tokenizer and starts the model's engine thread.
+    fn load(&self, dir: &Path) -> Result<LoadedModel, ModelLoadError>;
+}
+
+/// How every model is loaded and run.
+#[derive(Debug, Clone)]
+pub struct LoadSettings {
+    /// How weights are kept in memory.
+    pub dtype: WeightDtype,
+    /// Tokens per KV block.
+    pub block_size: usize,
+    /// Bytes of KV cache per model.
+    pub kv_cache_bytes: usize,
+    /// Context limit; the model's own when `None` (and never above it).
+    pub max_model_len: Option<usize>,
+    /// Engine limits; `max_model_len` and `eos_token_ids` are filled in from the model.
+    pub engine: EngineConfig,
+}
+
+/// Loads Hugging Face model directories (config, safetensors, tokenizer) with one set of
+/// [`LoadSettings`].
+#[derive(Debug, Clone)]
+pub struct DirectoryLoader {
+    settings: LoadSettings,
+}
+
+impl DirectoryLoader {
+    /// A loader applying `settings` to every model.
+    pub fn new(settings: LoadSettings) -> Self {
+        DirectoryLoader { settings }
+    }
+
+    /// The settings every model is loaded with.
+    pub fn settings(&self) -> &LoadSettings {
+        &self.settings
+    }
+
+    fn max_model_len(&self, config: &ModelConfig) -> usize {
+        let own = config.max_position_embeddings;
+        self.settings.max_model_len.map_or(own, |n| n.min(own))
+    }
+
+    fn kv_bytes(&self, config: &ModelConfig) -> usize {
+        let s = &self.settings;
+        KvCache::num_blocks_for_budget(config, s.block_size, s.kv_cache_bytes)
+            * KvCache::bytes_per_block(config, s.block_size)
+    }
+}
+
+impl ModelLoader for DirectoryLoader {
+    fn inspect(&self, dir: &Path) -> Result<Footprint, ModelLoadError> {
+        let config = ModelConfig::from_dir(dir)?;
+        let checkpoint = sluice_model::Checkpoint::open(dir)?;
+        // HF writes `torch_dtype` for 16-bit checkpoints; float32 is its default when absent.
+        let stored_bytes = match config.checkpoint_dtype.as_deref() {
+            Some("float16" | "bfloat16") => 2,
+            _ => 4,
+        };
+        let kept_bytes = match self.settings.dtype {
+            WeightDtype::F32 => 4,
+            WeightDtype::F16 => 2,
+        };
+        let weights = checkpoint.data_bytes() / stored_bytes * kept_bytes;
+        Ok(Footprint {
+            max_model_len: self.max_model_len(&config),
+            estimated_bytes: weights + self.kv_bytes(&config),
+        })
+    }
+
+    fn load(&self, dir: &Path) -> Result<LoadedModel, ModelLoadError> {
+        let s = &self.settings;
+        let started = Instant::now();
+        tracing::info!(model = %dir.display(), dtype = ?s.dtype, "loading model");
+        let model = Model::load(dir, &LoadOptions { dtype: s.dtype })?;
+        let tokenizer = Arc::new(Tokenizer::from_dir(dir)?);
+        let config = model.config().clone();
+        let max_model_len = self.max_model_len(&config);
+        let kv = KvCache::with_budget(&config, s.block_size, s.kv_cache_bytes);
+        if kv.num_blocks() < 2 {
+            return Err(ModelLoadError::KvCacheTooSmall {
+                budget_bytes: s.kv_cache_bytes,
+                blocks: kv.num_blocks(),
+                block_size: s.block_size,
+            });
+        }
+        let memory_bytes = model.weight_bytes() + self.kv_bytes(&config);
+        tracing::info!(
+            model = %dir.display(),
+            architecture = %config.architecture,
+            weights_mib = model.weight_bytes() / (1 << 20),
+            kv_blocks = kv.num_blocks(),
+            block_size = s.block_size,
+            max_model_len,
+            seconds = format_args!("{:.2}", started.elapsed().as_secs_f64()),
+            "model loaded"
+        );
+        let mut eos = config.eos_token_ids.clone();
+        if let Some(id) = tokenizer.eos_token_id() {
+            if !eos.contains(&id) {
+                eos.push(id);
+            }
+        }
+        let engine_config = EngineConfig {
+            max_model_len,
+            eos_token_ids: eos,
+            ..s.engine.clone()
+        };
+        let executor = ModelExecutor::new(model, kv);
+        let engine = Engine::start(Box::new(executor), Arc::clone(&tokenizer), engine_config);
+        Ok(LoadedModel {
+            engine,
+            tokenizer,
+            max_model_len,
+            memory_bytes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/models")
+            .join(name)
+    }
+
+    fn loader(dtype: WeightDtype) -> DirectoryLoader {
+        DirectoryLoader::new(LoadSettings {
+            dtype,
+            block_size: 16,
+            kv_cache_bytes: 1 << 20,
+            max_model_len: Some(128),
+            engine: EngineConfig::default(),
+        })
+    }
+
+    #[test]
+    fn estimate_is_within_a_tenth_of_what_a_load_really_holds() {
+        for name in ["llama", "qwen2", "mistral"] {
+            for dtype in [WeightDtype::F32, WeightDtype::F16] {
+                let loader = loader(dtype);
+                let footprint = loader.inspect(&fixture(name)).unwrap();
+                let loaded = loader.load(&fixture(name)).unwrap();
+                loaded.engine.shutdown();
+                let (est, real) = (footprint.estimated_bytes as f64, loaded.memory_bytes as f64);
+                assert!(
+                    (est - real).abs() <= real * 0.1,
+                    "{name} {dtype:?}: estimated {est}, holds {real}"
+                );
+                assert_eq!(footprint.max_model_len, 128);
+                assert_eq!(loaded.max_model_len, 128);
+            }
+        }
+    }
+
+    #[test]
+    fn a_truncated_checkpoint_fails_with_the_file_named() {
+        let dir = std::env::temp_dir().join(format!("sluice-loader-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for file in ["config.json", "tokenizer.json", "tokenizer_config.json"] {
+            std::fs::copy(fixture("llama").join(file), dir.join(file)).unwrap();
+        }
+        let weights = std::fs::read(fixture("llama").join("model.safetensors")).unwrap();
+        std::fs::write(dir.join("model.safetensors"), &weights[..weights.len() / 2]).unwrap();
+        let err = loader(WeightDtype::F32).load(&dir).unwrap_err();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(err.to_string().contains("model.safetensors"), "{err}");
+    }
+
+    #[test]
+    fn a_kv_budget_below_two_blocks_is_refused() {
+        let mut settings = loader(WeightDtype::F32).settings().clone();
+        settings.kv_cache_bytes = 1;
+        let err = DirectoryLoader::new(settings)
+            .load(&fixture("llama"))
+            .unwrap_err();
+        assert!(
+            matches!(err, ModelLoadError::KvCacheTooSmall { .. }),
+            "{err}"
+        );
+    }
+}

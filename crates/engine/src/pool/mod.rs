@@ -1,0 +1,525 @@
+//! The model pool: many models from one server, each loaded on first use within a memory
+//! budget, the least recently used idle ones unloaded to make room.
+//!
+//! Every model moves through one state machine, kept per model behind the pool's mutex:
+//!
+//! ```text
+//! Unloaded ──(first request, or admin load)──► Loading ──ok──► Loaded ──(evicted, admin unload)──► Unloading ──► Unloaded
+//!                                                 └──error──► Unloaded (the error goes to every waiter)
+//! ```
+//!
+//! The request that finds a model `Unloaded` moves it to `Loading` under the mutex and starts a
+//! loader thread; requests arriving meanwhile find `Loading` and wait on the same outcome, so a
+//! model is never loaded twice. Loads and unloads run on the pool's own threads (disk reads and
+//! weight conversion never block an async runtime) and one at a time: each decides what to evict
+//! with nothing else changing underneath it. A model is busy, and never evicted, while a
+//! [`ModelLease`] is held (a request between lookup and submit) or its engine has unfinished
+//! requests. Each loaded model runs its own engine thread; all of them compute on rayon's one
+//! global pool (see [`loader`]).
+
+pub mod budget;
+pub mod loader;
+mod transitions;
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::SystemTime;
+
+use thiserror::Error;
+use tokio::sync::{oneshot, watch};
+
+pub use budget::{Budget, NoRoom};
+pub use loader::{
+    DirectoryLoader, Footprint, LoadSettings, LoadedModel, ModelLoadError, ModelLoader,
+};
+
+/// A model the pool can serve.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelSpec {
+    /// The id clients ask for.
+    pub id: String,
+    /// Its Hugging Face directory.
+    pub dir: PathBuf,
+    /// Never unloaded, neither to make room nor by an admin.
+    pub pinned: bool,
+}
+
+/// Where a model is in its life cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelStatus {
+    /// Available, not in memory.
+    Unloaded,
+    /// Being loaded (or waiting for another load or unload to finish first).
+    Loading,
+    /// In memory with its engine running.
+    Loaded,
+    /// Its engine is stopping; memory is freed when it has.
+    Unloading,
+}
+
+impl ModelStatus {
+    /// The lower-case name used on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelStatus::Unloaded => "unloaded",
+            ModelStatus::Loading => "loading",
+            ModelStatus::Loaded => "loaded",
+            ModelStatus::Unloading => "unloading",
+        }
+    }
+}
+
+/// Why the pool could not do what was asked.
+#[derive(Debug, Clone, Error)]
+pub enum PoolError {
+    /// No model has this id.
+    #[error("the model '{0}' does not exist")]
+    UnknownModel(String),
+    /// The load failed; the model stays unloaded and the next request tries again.
+    #[error("model '{model}' failed to load: {reason}")]
+    LoadFailed {
+        /// The model.
+        model: String,
+        /// What went wrong, naming the file where one is at fault.
+        reason: Arc<ModelLoadError>,
+    },
+    /// The model does not fit even after unloading every idle unpinned model.
+    #[error("model '{model}' cannot be loaded: {reason}")]
+    NoRoom {
+        /// The model.
+        model: String,
+        /// What holds the memory or the slots.
+        reason: NoRoom,
+    },
+    /// An unload was asked for while requests are in flight.
+    #[error("model '{model}' has {requests} request(s) in flight; unload it once it is idle")]
+    Busy {
+        /// The model.
+        model: String,
+        /// Running and queued requests.
+        requests: usize,
+    },
+    /// An unload was asked for a pinned model.
+    #[error("model '{0}' is pinned (--pin) and is never unloaded")]
+    Pinned(String),
+    /// An unload was asked for while the model is loading.
+    #[error("model '{0}' is loading; unload it once the load has finished")]
+    Loading(String),
+    /// The pool is shutting down.
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    /// A loader or unloader thread could not be started or died.
+    #[error("model '{model}': {message}")]
+    Thread {
+        /// The model.
+        model: String,
+        /// What happened.
+        message: String,
+    },
+}
+
+/// Why a pool could not be built.
+#[derive(Debug, Error)]
+pub enum RegisterError {
+    /// Two models share an id.
+    #[error("two models are served as '{0}'; give them distinct names")]
+    DuplicateId(String),
+    /// A model directory's config cannot be read.
+    #[error("model '{id}' ({dir}): {reason}")]
+    Unreadable {
+        /// The model.
+        id: String,
+        /// Its directory.
+        dir: PathBuf,
+        /// What is wrong.
+        reason: Box<ModelLoadError>,
+    },
+}
+
+/// One model as an operator sees it.
+#[derive(Debug, Clone)]
+pub struct ModelReport {
+    /// The id clients ask for.
+    pub id: String,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// Where it is in its life cycle.
+    pub status: ModelStatus,
+    /// Never unloaded.
+    pub pinned: bool,
+    /// Effective context length.
+    pub max_model_len: usize,
+    /// Bytes counted against the budget now: held while loaded or unloading, reserved while
+    /// loading.
+    pub memory_bytes: usize,
+    /// Requests running or queued in its engine.
+    pub requests: usize,
+    /// When a request last used it.
+    pub last_used: Option<SystemTime>,
+    /// When its current load finished.
+    pub loaded_at: Option<SystemTime>,
+    /// Successful loads.
+    pub loads: u64,
+    /// Failed loads.
+    pub load_failures: u64,
+    /// Unloads (evictions and admin unloads).
+    pub unloads: u64,
+    /// Seconds spent in successful loads, summed.
+    pub load_seconds: f64,
+    /// Why the last load failed, until one succeeds.
+    pub last_error: Option<String>,
+}
+
+/// The pool as a whole.
+#[derive(Debug, Clone)]
+pub struct PoolSnapshot {
+    /// The limits.
+    pub budget: Budget,
+    /// Bytes counted against the budget now.
+    pub used_bytes: usize,
+    /// Models loaded now.
+    pub loaded_models: usize,
+    /// Every model, in registration order.
+    pub models: Vec<ModelReport>,
+}
+
+/// A loaded model held for one request: while any lease is alive the model is busy and cannot
+/// be unloaded. Dropping it marks the model used.
+#[derive(Debug)]
+pub struct ModelLease {
+    model: Arc<LoadedModel>,
+    loaded_at: SystemTime,
+    index: usize,
+    pool: Arc<Inner>,
+}
+
+impl ModelLease {
+    /// The loaded model.
+    pub fn model(&self) -> &Arc<LoadedModel> {
+        &self.model
+    }
+
+    /// When this load finished.
+    pub fn loaded_at(&self) -> SystemTime {
+        self.loaded_at
+    }
+}
+
+impl Drop for ModelLease {
+    fn drop(&mut self) {
+        let mut state = self.pool.lock();
+        let tick = self.pool.tick();
+        let entry = &mut state.entries[self.index];
+        entry.leases -= 1;
+        entry.touch(tick);
+    }
+}
+
+/// The model pool. Cheap to clone; every clone is the same pool.
+#[derive(Debug, Clone)]
+pub struct ModelPool {
+    inner: Arc<Inner>,
+}
+
+/// What a caller must wait for before trying again.
+enum Step {
+    Ready(ModelLease),
+    AwaitLoad(watch::Receiver<LoadOutcome>),
+    AwaitUnload(watch::Receiver<bool>),
+}
+
+/// A load's result once it is known.
+type LoadOutcome = Option<Result<(), PoolError>>;
+
+impl ModelPool {
+    /// A pool over `specs`, nothing loaded yet. Reads each model's config (not its weights).
+    pub fn new(
+        specs: Vec<ModelSpec>,
+        loader: Arc<dyn ModelLoader>,
+        budget: Budget,
+    ) -> Result<ModelPool, RegisterError> {
+        let mut entries: Vec<Entry> = Vec::with_capacity(specs.len());
+        for spec in specs {
+            if entries.iter().any(|e| e.spec.id == spec.id) {
+                return Err(RegisterError::DuplicateId(spec.id));
+            }
+            let footprint =
+                loader
+                    .inspect(&spec.dir)
+                    .map_err(|reason| RegisterError::Unreadable {
+                        id: spec.id.clone(),
+                        dir: spec.dir.clone(),
+                        reason: Box::new(reason),
+                    })?;
+            entries.push(Entry::new(spec, footprint.max_model_len));
+        }
+        Ok(ModelPool {
+            inner: Arc::new(Inner {
+                loader,
+                budget,
+                state: Mutex::new(State {
+                    entries,
+                    closed: false,
+                }),
+                changes: Mutex::new(()),
+                clock: AtomicU64::new(1),
+            }),
+        })
+    }
+
+    /// Every model id, in registration order.
+    pub fn ids(&self) -> Vec<String> {
+        let state = self.inner.lock();
+        state.entries.iter().map(|e| e.spec.id.clone()).collect()
+    }
+
+    /// The model `id`, loading it first when it is not in memory (concurrent callers share one
+    /// load). Hold the lease until the request is submitted.
+    pub async fn acquire(&self, id: &str) -> Result<ModelLease, PoolError> {
+        loop {
+            match self.inner.try_acquire(id)? {
+                Step::Ready(lease) => return Ok(lease),
+                Step::AwaitLoad(mut outcome) => {
+                    let result = match outcome.wait_for(Option::is_some).await {
+                        Ok(done) => done.clone(),
+                        Err(_) => Some(Err(PoolError::Thread {
+                            model: id.to_string(),
+                            message: "the loader thread ended without a result".into(),
+                        })),
+                    };
+                    // The load this caller waited on failed: report it rather than retry.
+                    if let Some(Err(e)) = result {
+                        return Err(e);
+                    }
+                }
+                Step::AwaitUnload(mut done) => {
+                    let _ = done.wait_for(|d| *d).await;
+                }
+            }
+        }
+    }
+
+    /// Loads `id` if it is not loaded (the admin load and `--preload`).
+    pub async fn load(&self, id: &str) -> Result<(), PoolError> {
+        self.acquire(id).await.map(drop)
+    }
+
+    /// Unloads `id` once: refused while it has requests in flight, while it loads, or when it
+    /// is pinned. Unloading a model that is not loaded succeeds and changes nothing.
+    pub async fn unload(&self, id: &str) -> Result<(), PoolError> {
+        let index = self.inner.index_of(id)?;
+        let (tx, rx) = oneshot::channel();
+        let inner = Arc::clone(&self.inner);
+        std::thread::Builder::new()
+            .name(format!("sluice-unload-{id}"))
+            .spawn(move || {
+                let _ = tx.send(inner.unload_now(index));
+            })
+            .map_err(|e| PoolError::Thread {
+                model: id.to_string(),
+                message: format!("could not start the unloader thread: {e}"),
+            })?;
+        rx.await.unwrap_or_else(|_| {
+            Err(PoolError::Thread {
+                model: id.to_string(),
+                message: "the unloader thread ended without a result".into(),
+            })
+        })
+    }
+
+    /// Every model's state, memory and counters, and the pool's totals.
+    pub fn snapshot(&self) -> PoolSnapshot {
+        let state = self.inner.lock();
+        let models: Vec<ModelReport> = state.entries.iter().map(Entry::report).collect();
+        PoolSnapshot {
+            budget: self.inner.budget,
+            used_bytes: models.iter().map(|m| m.memory_bytes).sum(),
+            loaded_models: models
+                .iter()
+                .filter(|m| m.status == ModelStatus::Loaded)
+                .count(),
+            models,
+        }
+    }
+
+    /// The loaded models (for their engines' metrics and health); takes no lease.
+    pub fn loaded(&self) -> Vec<(String, Arc<LoadedModel>, SystemTime)> {
+        let state = self.inner.lock();
+        state
+            .entries
+            .iter()
+            .filter_map(|e| match &e.phase {
+                Phase::Loaded { model, loaded_at } => {
+                    Some((e.spec.id.clone(), Arc::clone(model), *loaded_at))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The registered context length of `id`, loaded or not.
+    pub fn max_model_len(&self, id: &str) -> Result<usize, PoolError> {
+        let index = self.inner.index_of(id)?;
+        Ok(self.inner.lock().entries[index].max_model_len)
+    }
+
+    /// Refuses new loads and requests and asks every engine to finish what it accepted and stop.
+    /// Does not wait; returns the handles so the caller can.
+    pub fn shutdown(&self) -> Vec<crate::EngineHandle> {
+        let mut state = self.inner.lock();
+        state.closed = true;
+        let engines: Vec<_> = state
+            .entries
+            .iter()
+            .filter_map(|e| match &e.phase {
+                Phase::Loaded { model, .. } => Some(model.engine.clone()),
+                _ => None,
+            })
+            .collect();
+        for engine in &engines {
+            engine.shutdown();
+        }
+        engines
+    }
+}
+
+/// The pool's shared state.
+struct Inner {
+    loader: Arc<dyn ModelLoader>,
+    budget: Budget,
+    /// Every model's phase and counters. Held only for short, non-blocking sections.
+    state: Mutex<State>,
+    /// Held for a whole load or unload (evictions included), so they happen one at a time.
+    changes: Mutex<()>,
+    /// Logical time for least-recently-used order.
+    clock: AtomicU64,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelPool")
+            .field("budget", &self.budget)
+            .finish_non_exhaustive()
+    }
+}
+
+struct State {
+    entries: Vec<Entry>,
+    closed: bool,
+}
+
+/// One model's place in the pool.
+struct Entry {
+    spec: ModelSpec,
+    max_model_len: usize,
+    phase: Phase,
+    /// Leases alive now.
+    leases: usize,
+    last_used_tick: u64,
+    last_used: Option<SystemTime>,
+    loads: u64,
+    load_failures: u64,
+    unloads: u64,
+    load_seconds: f64,
+    last_error: Option<String>,
+    /// Bytes the last successful load held: the budget check's figure for the next load.
+    last_memory_bytes: Option<usize>,
+}
+
+enum Phase {
+    Unloaded,
+    Loading {
+        /// Bytes reserved against the budget once the loader has made room.
+        reserved: usize,
+        outcome: watch::Receiver<LoadOutcome>,
+    },
+    Loaded {
+        model: Arc<LoadedModel>,
+        loaded_at: SystemTime,
+    },
+    Unloading {
+        memory_bytes: usize,
+        done: watch::Receiver<bool>,
+    },
+}
+
+impl Entry {
+    fn new(spec: ModelSpec, max_model_len: usize) -> Self {
+        Entry {
+            spec,
+            max_model_len,
+            phase: Phase::Unloaded,
+            leases: 0,
+            last_used_tick: 0,
+            last_used: None,
+            loads: 0,
+            load_failures: 0,
+            unloads: 0,
+            load_seconds: 0.0,
+            last_error: None,
+            last_memory_bytes: None,
+        }
+    }
+
+    fn touch(&mut self, tick: u64) {
+        self.last_used_tick = tick;
+        self.last_used = Some(SystemTime::now());
+    }
+
+    fn report(&self) -> ModelReport {
+        let (status, memory_bytes, requests, loaded_at) = match &self.phase {
+            Phase::Unloaded => (ModelStatus::Unloaded, 0, 0, None),
+            Phase::Loading { reserved, .. } => (ModelStatus::Loading, *reserved, 0, None),
+            Phase::Loaded { model, loaded_at } => (
+                ModelStatus::Loaded,
+                model.memory_bytes,
+                model.engine.num_unfinished(),
+                Some(*loaded_at),
+            ),
+            Phase::Unloading { memory_bytes, .. } => {
+                (ModelStatus::Unloading, *memory_bytes, 0, None)
+            }
+        };
+        ModelReport {
+            id: self.spec.id.clone(),
+            dir: self.spec.dir.clone(),
+            status,
+            pinned: self.spec.pinned,
+            max_model_len: self.max_model_len,
+            memory_bytes,
+            requests,
+            last_used: self.last_used,
+            loaded_at,
+            loads: self.loads,
+            load_failures: self.load_failures,
+            unloads: self.unloads,
+            load_seconds: self.load_seconds,
+            last_error: self.last_error.clone(),
+        }
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere never leaves an entry half-updated (each update is one assignment),
+        // so the state stays usable.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn tick(&self) -> u64 {
+        self.clock
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn index_of(&self, id: &str) -> Result<usize, PoolError> {
+        self.lock()
+            .entries
+            .iter()
+            .position(|e| e.spec.id == id)
+            .ok_or_else(|| PoolError::UnknownModel(id.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests;

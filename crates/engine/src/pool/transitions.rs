@@ -1,0 +1,289 @@
+//! The pool's state changes: leasing a loaded model, starting a load, and the load and unload
+//! work itself, which runs on the pool's own threads under the `changes` lock.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::watch;
+
+use super::budget::{choose_victims, Resident};
+use super::loader::LoadedModel;
+use super::{Entry, Inner, LoadOutcome, ModelLease, Phase, PoolError, State, Step};
+
+/// How long an idle engine may take to stop before its unload is reported as stuck.
+const ENGINE_STOP_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl Inner {
+    /// Leases `id` if it is loaded; otherwise says what to wait for, starting the load when
+    /// nobody has.
+    pub(super) fn try_acquire(self: &Arc<Self>, id: &str) -> Result<Step, PoolError> {
+        let mut state = self.lock();
+        if state.closed {
+            return Err(PoolError::ShuttingDown);
+        }
+        let index = state
+            .entries
+            .iter()
+            .position(|e| e.spec.id == id)
+            .ok_or_else(|| PoolError::UnknownModel(id.to_string()))?;
+        let tick = self.tick();
+        let entry = &mut state.entries[index];
+        match &entry.phase {
+            Phase::Loaded { model, loaded_at } if model.engine.is_alive() => {
+                let lease = ModelLease {
+                    model: Arc::clone(model),
+                    loaded_at: *loaded_at,
+                    index,
+                    pool: Arc::clone(self),
+                };
+                entry.leases += 1;
+                entry.touch(tick);
+                return Ok(Step::Ready(lease));
+            }
+            Phase::Loaded { .. } => {
+                // Its thread has exited, so the model and KV cache are already freed.
+                tracing::error!(model = id, "engine thread is gone; loading the model again");
+                entry.phase = Phase::Unloaded;
+            }
+            Phase::Loading { outcome, .. } => return Ok(Step::AwaitLoad(outcome.clone())),
+            Phase::Unloading { done, .. } => return Ok(Step::AwaitUnload(done.clone())),
+            Phase::Unloaded => {}
+        }
+        let (tx, rx) = watch::channel(None);
+        entry.phase = Phase::Loading {
+            reserved: 0,
+            outcome: rx.clone(),
+        };
+        let inner = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name(format!("sluice-load-{id}"))
+            .spawn(move || inner.run_load(index, tx));
+        if let Err(e) = spawned {
+            let err = PoolError::Thread {
+                model: id.to_string(),
+                message: format!("could not start the loader thread: {e}"),
+            };
+            mark_failed(&mut state.entries[index], &err);
+            return Err(err);
+        }
+        Ok(Step::AwaitLoad(rx))
+    }
+
+    /// The loader thread: loads, records the outcome, tells every waiter.
+    fn run_load(self: Arc<Self>, index: usize, outcome: watch::Sender<LoadOutcome>) {
+        let result = catch_unwind(AssertUnwindSafe(|| self.load_now(index))).unwrap_or_else(|_| {
+            let mut state = self.lock();
+            let entry = &mut state.entries[index];
+            let err = PoolError::Thread {
+                model: entry.spec.id.clone(),
+                message: "the loader panicked".into(),
+            };
+            mark_failed(entry, &err);
+            Err(err)
+        });
+        outcome.send_replace(Some(result));
+    }
+
+    /// Makes room, loads, and leaves the model `Loaded` or (on any error) `Unloaded`.
+    fn load_now(&self, index: usize) -> Result<(), PoolError> {
+        let _changes = self
+            .changes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (id, dir, known_bytes) = {
+            let mut state = self.lock();
+            if state.closed {
+                return fail(&mut state.entries[index], PoolError::ShuttingDown);
+            }
+            let entry = &state.entries[index];
+            (
+                entry.spec.id.clone(),
+                entry.spec.dir.clone(),
+                entry.last_memory_bytes,
+            )
+        };
+        let failed = |reason| PoolError::LoadFailed {
+            model: id.clone(),
+            reason: Arc::new(reason),
+        };
+        let needed = match self.loader.inspect(&dir) {
+            Ok(footprint) => known_bytes.unwrap_or(footprint.estimated_bytes),
+            Err(e) => return fail(&mut self.lock().entries[index], failed(e)),
+        };
+        let victims = {
+            let mut state = self.lock();
+            match self.make_room(&mut state, index, needed) {
+                Ok(victims) => victims,
+                Err(e) => return fail(&mut state.entries[index], e),
+            }
+        };
+        for (victim, model, done) in victims {
+            let victim_id = self.stop(victim, &model, "to make room");
+            tracing::info!(model = %victim_id, to_load = %id, "unloaded the least recently used idle model");
+            done.send_replace(true);
+        }
+        let started = Instant::now();
+        let loaded = catch_unwind(AssertUnwindSafe(|| self.loader.load(&dir)));
+        let mut state = self.lock();
+        let closed = state.closed;
+        let entry = &mut state.entries[index];
+        let model = match loaded {
+            Ok(Ok(model)) => model,
+            Ok(Err(e)) => return fail(entry, failed(e)),
+            Err(_) => {
+                let err = PoolError::Thread {
+                    model: id,
+                    message: "the loader panicked".into(),
+                };
+                return fail(entry, err);
+            }
+        };
+        if closed {
+            model.engine.shutdown();
+            return fail(entry, PoolError::ShuttingDown);
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        if model.memory_bytes > needed {
+            tracing::warn!(
+                model = %id,
+                estimated = needed,
+                holds = model.memory_bytes,
+                "model holds more than estimated; the budget may be exceeded until an unload"
+            );
+        }
+        entry.loads += 1;
+        entry.load_seconds += seconds;
+        entry.last_error = None;
+        entry.last_memory_bytes = Some(model.memory_bytes);
+        tracing::info!(model = %id, memory_mib = model.memory_bytes >> 20, seconds, "model ready");
+        entry.phase = Phase::Loaded {
+            model: Arc::new(model),
+            loaded_at: SystemTime::now(),
+        };
+        Ok(())
+    }
+
+    /// Chooses the models to evict for `needed` more bytes, moves them to `Unloading` and
+    /// reserves the bytes for `index`.
+    fn make_room(
+        &self,
+        state: &mut State,
+        index: usize,
+        needed: usize,
+    ) -> Result<Vec<Eviction>, PoolError> {
+        let residents: Vec<Resident> = state
+            .entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| match &e.phase {
+                Phase::Loaded { model, .. } => Some(Resident {
+                    index: i,
+                    bytes: model.memory_bytes,
+                    pinned: e.spec.pinned,
+                    busy: e.leases > 0 || model.engine.num_unfinished() > 0,
+                    last_used: e.last_used_tick,
+                }),
+                _ => None,
+            })
+            .collect();
+        let chosen = choose_victims(&residents, needed, self.budget).map_err(|reason| {
+            PoolError::NoRoom {
+                model: state.entries[index].spec.id.clone(),
+                reason,
+            }
+        })?;
+        let mut victims = Vec::with_capacity(chosen.len());
+        for victim in chosen {
+            let entry = &mut state.entries[victim];
+            let (tx, rx) = watch::channel(false);
+            let Phase::Loaded { model, .. } = std::mem::replace(&mut entry.phase, Phase::Unloaded)
+            else {
+                unreachable!("victims are chosen among loaded models");
+            };
+            entry.phase = Phase::Unloading {
+                memory_bytes: model.memory_bytes,
+                done: rx,
+            };
+            victims.push((victim, model, tx));
+        }
+        if let Phase::Loading { reserved, .. } = &mut state.entries[index].phase {
+            *reserved = needed;
+        }
+        Ok(victims)
+    }
+
+    /// An admin unload: refused when pinned, loading or busy.
+    pub(super) fn unload_now(&self, index: usize) -> Result<(), PoolError> {
+        let _changes = self
+            .changes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (model, done) = {
+            let mut state = self.lock();
+            let entry = &mut state.entries[index];
+            let id = entry.spec.id.clone();
+            let model = match &entry.phase {
+                Phase::Unloaded | Phase::Unloading { .. } => return Ok(()),
+                Phase::Loading { .. } => return Err(PoolError::Loading(id)),
+                Phase::Loaded { model, .. } => Arc::clone(model),
+            };
+            if entry.spec.pinned {
+                return Err(PoolError::Pinned(id));
+            }
+            let requests = model.engine.num_unfinished().max(entry.leases);
+            if requests > 0 {
+                return Err(PoolError::Busy {
+                    model: id,
+                    requests,
+                });
+            }
+            let (tx, rx) = watch::channel(false);
+            entry.phase = Phase::Unloading {
+                memory_bytes: model.memory_bytes,
+                done: rx,
+            };
+            (model, tx)
+        };
+        let id = self.stop(index, &model, "on request");
+        tracing::info!(model = %id, "unloaded");
+        done.send_replace(true);
+        Ok(())
+    }
+
+    /// Stops an `Unloading` model's engine, waits until its thread has dropped the weights and
+    /// KV cache, and marks it `Unloaded`. Returns its id.
+    fn stop(&self, index: usize, model: &LoadedModel, why: &str) -> String {
+        model.engine.shutdown();
+        let deadline = Instant::now() + ENGINE_STOP_TIMEOUT;
+        while model.engine.is_alive() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let mut state = self.lock();
+        let entry = &mut state.entries[index];
+        if model.engine.is_alive() {
+            tracing::error!(model = %entry.spec.id, why, "engine did not stop in time; its memory may not be freed");
+        }
+        entry.unloads += 1;
+        entry.phase = Phase::Unloaded;
+        entry.spec.id.clone()
+    }
+}
+
+/// A model being evicted: its index, the model, and the sender that tells waiters it is gone.
+type Eviction = (usize, Arc<LoadedModel>, watch::Sender<bool>);
+
+/// Leaves the entry `Unloaded` with the error recorded, and returns the error.
+fn fail(entry: &mut Entry, err: PoolError) -> Result<(), PoolError> {
+    mark_failed(entry, &err);
+    Err(err)
+}
+
+fn mark_failed(entry: &mut Entry, err: &PoolError) {
+    tracing::warn!(model = %entry.spec.id, error = %err, "model not loaded");
+    if !matches!(err, PoolError::NoRoom { .. } | PoolError::ShuttingDown) {
+        entry.load_failures += 1;
+        entry.last_error = Some(err.to_string());
+    }
+    entry.phase = Phase::Unloaded;
+}
