@@ -2,7 +2,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{validate_shared, ModelLimits, SharedFields, ValidParams, MAX_TOP_LOGPROBS};
+use super::{validate_shared, ModelLimits, ValidParams, MAX_TOP_LOGPROBS};
 use crate::error::ApiError;
 use crate::wire::chat::{ChatCompletionRequest, ChatMessage, MessageContent};
 
@@ -46,31 +46,7 @@ pub fn validate_chat(
         (Some(m), _) => (Some(m), "max_completion_tokens"),
         (None, m) => (m, "max_tokens"),
     };
-    let params = validate_shared(
-        SharedFields {
-            max_tokens,
-            max_tokens_param,
-            temperature: req.temperature,
-            top_p: req.top_p,
-            n: req.n,
-            stream: req.stream,
-            stream_options: req.stream_options,
-            stop: req.stop,
-            seed: req.seed,
-            presence_penalty: req.presence_penalty,
-            frequency_penalty: req.frequency_penalty,
-            logit_bias: req.logit_bias,
-            logprobs,
-            top_k: req.top_k,
-            min_p: req.min_p,
-            repetition_penalty: req.repetition_penalty,
-            ignore_eos: req.ignore_eos,
-            min_tokens: req.min_tokens,
-            stop_token_ids: req.stop_token_ids,
-            priority: req.priority,
-        },
-        limits,
-    )?;
+    let params = validate_shared(req.options, max_tokens, max_tokens_param, logprobs, limits)?;
     Ok(ValidChatRequest {
         model: req.model,
         messages,

@@ -2,9 +2,7 @@
 
 use serde_json::Value;
 
-use super::{
-    check_token_id, validate_shared, ModelLimits, SharedFields, ValidParams, MAX_TOP_LOGPROBS,
-};
+use super::{check_token_id, validate_shared, ModelLimits, ValidParams, MAX_TOP_LOGPROBS};
 use crate::error::ApiError;
 use crate::wire::completion::CompletionRequest;
 
@@ -56,31 +54,7 @@ pub fn validate_completion(
             "echo together with logprobs is not supported (prompt logprobs are not computed)",
         ));
     }
-    let params = validate_shared(
-        SharedFields {
-            max_tokens: req.max_tokens,
-            max_tokens_param: "max_tokens",
-            temperature: req.temperature,
-            top_p: req.top_p,
-            n: req.n,
-            stream: req.stream,
-            stream_options: req.stream_options,
-            stop: req.stop,
-            seed: req.seed,
-            presence_penalty: req.presence_penalty,
-            frequency_penalty: req.frequency_penalty,
-            logit_bias: req.logit_bias,
-            logprobs,
-            top_k: req.top_k,
-            min_p: req.min_p,
-            repetition_penalty: req.repetition_penalty,
-            ignore_eos: req.ignore_eos,
-            min_tokens: req.min_tokens,
-            stop_token_ids: req.stop_token_ids,
-            priority: req.priority,
-        },
-        limits,
-    )?;
+    let params = validate_shared(req.options, req.max_tokens, "max_tokens", logprobs, limits)?;
     if let Some(best_of) = req.best_of {
         if best_of != params.n as i64 {
             return Err(ApiError::invalid(

@@ -5,12 +5,10 @@
 pub mod chat;
 pub mod completion;
 
-use std::collections::HashMap;
-
 use sluice_engine::{GenerationRequest, Priority, SamplingParams, StopRules};
 
 use crate::error::ApiError;
-use crate::wire::{StopField, StreamOptions};
+use crate::wire::{GenerationOptions, StopField};
 
 pub use chat::{template_messages, validate_chat, ValidChatRequest};
 pub use completion::{validate_completion, PromptInput, ValidCompletionRequest};
@@ -53,32 +51,6 @@ pub struct ValidParams {
     pub stream: Option<ValidStream>,
 }
 
-/// The sampling, stopping and streaming fields chat and completion requests share.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct SharedFields {
-    pub max_tokens: Option<i64>,
-    pub max_tokens_param: &'static str,
-    pub temperature: Option<f32>,
-    pub top_p: Option<f32>,
-    pub n: Option<i64>,
-    pub stream: Option<bool>,
-    pub stream_options: Option<StreamOptions>,
-    pub stop: Option<StopField>,
-    pub seed: Option<i64>,
-    pub presence_penalty: Option<f32>,
-    pub frequency_penalty: Option<f32>,
-    pub logit_bias: Option<HashMap<String, f32>>,
-    /// Already checked by the caller: chat and completions spell logprobs differently.
-    pub logprobs: Option<u32>,
-    pub top_k: Option<i64>,
-    pub min_p: Option<f32>,
-    pub repetition_penalty: Option<f32>,
-    pub ignore_eos: Option<bool>,
-    pub min_tokens: Option<i64>,
-    pub stop_token_ids: Option<Vec<i64>>,
-    pub priority: Option<String>,
-}
-
 /// Checks that a float parameter, when given, is finite and within `[lo, hi]`.
 fn check_range(
     param: &str,
@@ -108,9 +80,14 @@ pub(crate) fn check_token_id(param: &str, id: i64, vocab_size: usize) -> Result<
     Ok(id as u32)
 }
 
-/// Validates the fields chat and completions share.
+/// Validates the fields chat and completions share, plus the two both have under different
+/// names: `max_tokens` (named `max_tokens_param` in errors) and `logprobs`, which the caller has
+/// already checked because chat and completions spell it differently.
 pub(crate) fn validate_shared(
-    f: SharedFields,
+    f: GenerationOptions,
+    max_tokens: Option<i64>,
+    max_tokens_param: &'static str,
+    logprobs: Option<u32>,
     limits: ModelLimits,
 ) -> Result<ValidParams, ApiError> {
     let temperature = check_range("temperature", f.temperature, 0.0, 2.0, 1.0)?;
@@ -157,13 +134,13 @@ pub(crate) fn validate_shared(
             ))
         }
     };
-    let max_tokens = match f.max_tokens {
+    let max_tokens = match max_tokens {
         None => None,
         Some(m) if (1..=u32::MAX as i64).contains(&m) => Some(m as u32),
         Some(m) => {
             return Err(ApiError::invalid(
-                f.max_tokens_param,
-                format!("{} must be at least 1, got {m}", f.max_tokens_param),
+                max_tokens_param,
+                format!("{max_tokens_param} must be at least 1, got {m}"),
             ))
         }
     };
@@ -181,10 +158,7 @@ pub(crate) fn validate_shared(
         if min_tokens > max {
             return Err(ApiError::invalid(
                 "min_tokens",
-                format!(
-                    "min_tokens ({min_tokens}) must not exceed {} ({max})",
-                    f.max_tokens_param
-                ),
+                format!("min_tokens ({min_tokens}) must not exceed {max_tokens_param} ({max})"),
             ));
         }
     }
@@ -255,7 +229,7 @@ pub(crate) fn validate_shared(
             logit_bias,
             // Negative seeds are accepted as their two's-complement bit pattern.
             seed: f.seed.map(|s| s as u64),
-            logprobs: f.logprobs,
+            logprobs,
         },
         stop: StopRules {
             max_tokens: max_tokens.unwrap_or(1),

@@ -1,10 +1,8 @@
 //! `POST /v1/chat/completions`: request, response and stream chunk.
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 
-use super::{ChatLogprobs, StopField, StreamOptions, UsageBody};
+use super::{ChatLogprobs, GenerationOptions, UsageBody};
 
 /// A chat completion request as the client sent it (unvalidated).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -17,48 +15,15 @@ pub struct ChatCompletionRequest {
     pub max_tokens: Option<i64>,
     /// Upper bound on generated tokens per choice.
     pub max_completion_tokens: Option<i64>,
-    /// Sampling temperature in [0, 2].
-    pub temperature: Option<f32>,
-    /// Nucleus mass in (0, 1].
-    pub top_p: Option<f32>,
-    /// Number of choices.
-    pub n: Option<i64>,
-    /// Stream the response as server-sent events.
-    pub stream: Option<bool>,
-    /// Streaming options; only valid with `stream: true`.
-    pub stream_options: Option<StreamOptions>,
-    /// Stop strings.
-    pub stop: Option<StopField>,
-    /// Seed of the sampler's RNG.
-    pub seed: Option<i64>,
-    /// Additive penalty on tokens already present, in [-2, 2].
-    pub presence_penalty: Option<f32>,
-    /// Additive penalty per occurrence, in [-2, 2].
-    pub frequency_penalty: Option<f32>,
-    /// Token id (as a string) to bias in [-100, 100].
-    pub logit_bias: Option<HashMap<String, f32>>,
     /// Return log-probabilities of the sampled tokens.
     pub logprobs: Option<bool>,
     /// Number of alternatives per position (0..=20); needs `logprobs: true`.
     pub top_logprobs: Option<i64>,
-    /// End-user id; accepted and ignored.
-    pub user: Option<String>,
     /// Tool definitions, handed to the chat template.
     pub tools: Option<serde_json::Value>,
-    /// Extension: keep only the k most likely tokens (-1 or 0 disables).
-    pub top_k: Option<i64>,
-    /// Extension: minimum probability relative to the most likely token, in [0, 1].
-    pub min_p: Option<f32>,
-    /// Extension: multiplicative repetition penalty (> 0, 1 disables).
-    pub repetition_penalty: Option<f32>,
-    /// Extension: keep generating past EOS.
-    pub ignore_eos: Option<bool>,
-    /// Extension: EOS and stop tokens are ignored before this many tokens.
-    pub min_tokens: Option<i64>,
-    /// Extension: extra token ids that end generation.
-    pub stop_token_ids: Option<Vec<i64>>,
-    /// Extension: "high" | "normal" | "low".
-    pub priority: Option<String>,
+    /// Sampling, stopping, streaming and scheduling fields shared with `/v1/completions`.
+    #[serde(flatten)]
+    pub options: GenerationOptions,
 }
 
 /// One message of the conversation.
@@ -220,9 +185,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.max_completion_tokens, Some(6));
-        assert_eq!(r.stream_options.unwrap().include_usage, Some(true));
-        assert_eq!(r.logit_bias.unwrap()["17"], -100.0);
-        assert_eq!(r.priority.as_deref(), Some("high"));
+        assert_eq!(r.options.stream_options.unwrap().include_usage, Some(true));
+        assert_eq!(r.options.logit_bias.unwrap()["17"], -100.0);
+        assert_eq!(r.options.priority.as_deref(), Some("high"));
     }
 
     #[test]

@@ -1,10 +1,8 @@
 //! `POST /v1/completions` (the legacy text completion API): request, response and stream chunk.
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 
-use super::{CompletionLogprobs, StopField, StreamOptions, UsageBody};
+use super::{CompletionLogprobs, GenerationOptions, UsageBody};
 
 /// A text completion request as the client sent it (unvalidated).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -18,48 +16,15 @@ pub struct CompletionRequest {
     pub suffix: Option<String>,
     /// Upper bound on generated tokens per choice.
     pub max_tokens: Option<i64>,
-    /// Sampling temperature in [0, 2].
-    pub temperature: Option<f32>,
-    /// Nucleus mass in (0, 1].
-    pub top_p: Option<f32>,
-    /// Number of choices per prompt.
-    pub n: Option<i64>,
     /// Accepted only when equal to `n`.
     pub best_of: Option<i64>,
-    /// Stream the response as server-sent events.
-    pub stream: Option<bool>,
-    /// Streaming options; only valid with `stream: true`.
-    pub stream_options: Option<StreamOptions>,
     /// Number of alternatives per position (0..=20) to return with each token's logprob.
     pub logprobs: Option<i64>,
     /// Prepend the prompt to the generated text.
     pub echo: Option<bool>,
-    /// Stop strings.
-    pub stop: Option<StopField>,
-    /// Seed of the sampler's RNG.
-    pub seed: Option<i64>,
-    /// Additive penalty on tokens already present, in [-2, 2].
-    pub presence_penalty: Option<f32>,
-    /// Additive penalty per occurrence, in [-2, 2].
-    pub frequency_penalty: Option<f32>,
-    /// Token id (as a string) to bias in [-100, 100].
-    pub logit_bias: Option<HashMap<String, f32>>,
-    /// End-user id; accepted and ignored.
-    pub user: Option<String>,
-    /// Extension: keep only the k most likely tokens (-1 or 0 disables).
-    pub top_k: Option<i64>,
-    /// Extension: minimum probability relative to the most likely token, in [0, 1].
-    pub min_p: Option<f32>,
-    /// Extension: multiplicative repetition penalty (> 0, 1 disables).
-    pub repetition_penalty: Option<f32>,
-    /// Extension: keep generating past EOS.
-    pub ignore_eos: Option<bool>,
-    /// Extension: EOS and stop tokens are ignored before this many tokens.
-    pub min_tokens: Option<i64>,
-    /// Extension: extra token ids that end generation.
-    pub stop_token_ids: Option<Vec<i64>>,
-    /// Extension: "high" | "normal" | "low".
-    pub priority: Option<String>,
+    /// Sampling, stopping, streaming and scheduling fields shared with `/v1/chat/completions`.
+    #[serde(flatten)]
+    pub options: GenerationOptions,
 }
 
 /// A non-streaming text completion response.

@@ -9,7 +9,51 @@ pub mod completion;
 pub mod models;
 pub mod tokenize;
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
+
+/// The sampling, stopping, streaming and scheduling fields chat and text completion requests
+/// share, flattened into both: they parse the same JSON keys either way.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct GenerationOptions {
+    /// Sampling temperature in [0, 2].
+    pub temperature: Option<f32>,
+    /// Nucleus mass in (0, 1].
+    pub top_p: Option<f32>,
+    /// Number of choices (per prompt).
+    pub n: Option<i64>,
+    /// Stream the response as server-sent events.
+    pub stream: Option<bool>,
+    /// Streaming options; only valid with `stream: true`.
+    pub stream_options: Option<StreamOptions>,
+    /// Stop strings.
+    pub stop: Option<StopField>,
+    /// Seed of the sampler's RNG.
+    pub seed: Option<i64>,
+    /// Additive penalty on tokens already present, in [-2, 2].
+    pub presence_penalty: Option<f32>,
+    /// Additive penalty per occurrence, in [-2, 2].
+    pub frequency_penalty: Option<f32>,
+    /// Token id (as a string) to bias in [-100, 100].
+    pub logit_bias: Option<HashMap<String, f32>>,
+    /// End-user id; accepted and ignored.
+    pub user: Option<String>,
+    /// Extension: keep only the k most likely tokens (-1 or 0 disables).
+    pub top_k: Option<i64>,
+    /// Extension: minimum probability relative to the most likely token, in [0, 1].
+    pub min_p: Option<f32>,
+    /// Extension: multiplicative repetition penalty (> 0, 1 disables).
+    pub repetition_penalty: Option<f32>,
+    /// Extension: keep generating past EOS.
+    pub ignore_eos: Option<bool>,
+    /// Extension: EOS and stop tokens are ignored before this many tokens.
+    pub min_tokens: Option<i64>,
+    /// Extension: extra token ids that end generation.
+    pub stop_token_ids: Option<Vec<i64>>,
+    /// Extension: "high" | "normal" | "low".
+    pub priority: Option<String>,
+}
 
 /// `stop`: one string or a list of strings.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -133,6 +177,48 @@ pub fn system_fingerprint() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shared_options_parse_the_same_in_chat_and_completion_requests() {
+        let options = serde_json::json!({"temperature":0.5,"top_p":0.9,"n":2,"stream":true,
+            "stream_options":{"include_usage":true},"stop":"x","seed":-3,"presence_penalty":0.1,
+            "frequency_penalty":0.2,"logit_bias":{"17":-100},"user":"u","top_k":40,"min_p":0.05,
+            "repetition_penalty":1.1,"ignore_eos":true,"min_tokens":1,"stop_token_ids":[2],
+            "priority":"low"});
+        let with = |extra: serde_json::Value| {
+            let mut body = options.clone();
+            body.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            body
+        };
+        let chat: chat::ChatCompletionRequest =
+            serde_json::from_value(with(serde_json::json!({"model":"m","messages":[]}))).unwrap();
+        let completion: completion::CompletionRequest =
+            serde_json::from_value(with(serde_json::json!({"model":"m","prompt":"p"}))).unwrap();
+        let parsed: GenerationOptions = serde_json::from_value(options).unwrap();
+        assert_eq!(chat.options, parsed);
+        assert_eq!(completion.options, parsed);
+        assert_eq!(parsed.stop, Some(StopField::One("x".into())));
+        assert_eq!(parsed.seed, Some(-3));
+    }
+
+    #[test]
+    fn shared_option_of_the_wrong_type_is_a_parse_error_naming_the_expected_type() {
+        let chat = serde_json::from_str::<chat::ChatCompletionRequest>(
+            r#"{"model":"m","messages":[],"temperature":"hot"}"#,
+        )
+        .unwrap_err();
+        assert!(chat.to_string().contains("expected f32"), "{chat}");
+        let completion = serde_json::from_str::<completion::CompletionRequest>(
+            r#"{"model":"m","prompt":"p","stop_token_ids":["eos"]}"#,
+        )
+        .unwrap_err();
+        assert!(
+            completion.to_string().contains("expected i64"),
+            "{completion}"
+        );
+    }
 
     #[test]
     fn stop_accepts_a_string_or_a_list() {
