@@ -1,15 +1,10 @@
-//! Turning a model directory into a running engine: load weights and tokenizer, size the KV
-//! cache from its memory budget, start the engine thread.
+//! Which model directories the server offers and under which ids, and loading one directly for
+//! `sluice generate`. The loading itself lives in `sluice_engine::pool::DirectoryLoader`.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
-use sluice_api::ServedModel;
-use sluice_engine::{Engine, EngineConfig, EngineHandle};
-use sluice_model::{KvCache, LoadOptions, Model, WeightDtype};
-use sluice_text::Tokenizer;
+use sluice_engine::pool::{DirectoryLoader, LoadSettings, LoadedModel, ModelLoader, ModelSpec};
 
 /// The model `sluice serve` uses when no `--model` is given.
 pub const BUNDLED_MODEL: &str = "models/sluice-kjv-mini";
@@ -24,101 +19,11 @@ pub fn bundled_model_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(BUNDLED_MODEL)
 }
 
-/// How one model is started.
-#[derive(Debug, Clone)]
-pub struct LaunchOptions {
-    /// How weights are kept in memory.
-    pub dtype: WeightDtype,
-    /// Tokens per KV block.
-    pub block_size: usize,
-    /// Bytes of KV cache.
-    pub kv_cache_bytes: usize,
-    /// Context limit; the model's own when `None` (and never above it).
-    pub max_model_len: Option<usize>,
-    /// Engine limits; `max_model_len` and `eos_token_ids` are filled in from the model.
-    pub engine: EngineConfig,
-}
-
-/// A model loaded and its engine running.
-pub struct LaunchedModel {
-    /// The engine's handle.
-    pub engine: EngineHandle,
-    /// The model's tokenizer.
-    pub tokenizer: Arc<Tokenizer>,
-    /// Effective context length.
-    pub max_model_len: usize,
-    /// Bytes of weights plus KV cache.
-    pub memory_bytes: usize,
-}
-
-impl LaunchedModel {
-    /// The API's view of this model under `id`.
-    pub fn served_as(&self, id: String) -> ServedModel {
-        let created = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        ServedModel {
-            id,
-            engine: self.engine.clone(),
-            tokenizer: Arc::clone(&self.tokenizer),
-            max_model_len: self.max_model_len,
-            created,
-        }
-    }
-}
-
-/// Loads `dir` and starts its engine.
-pub fn launch(dir: &Path, opts: &LaunchOptions) -> anyhow::Result<LaunchedModel> {
-    let started = Instant::now();
-    tracing::info!(model = %dir.display(), dtype = ?opts.dtype, "loading model");
-    let model = Model::load(dir, &LoadOptions { dtype: opts.dtype })
-        .with_context(|| format!("loading model from {}", dir.display()))?;
-    let tokenizer = Arc::new(
-        Tokenizer::from_dir(dir)
-            .with_context(|| format!("loading tokenizer from {}", dir.display()))?,
-    );
-    let config = model.config().clone();
-    let model_len = config.max_position_embeddings;
-    let max_model_len = opts.max_model_len.map_or(model_len, |n| n.min(model_len));
-    let kv = KvCache::with_budget(&config, opts.block_size, opts.kv_cache_bytes);
-    anyhow::ensure!(
-        kv.num_blocks() * opts.block_size >= opts.block_size * 2,
-        "--kv-cache-memory is too small for this model: {} bytes hold {} blocks",
-        opts.kv_cache_bytes,
-        kv.num_blocks()
-    );
-    let memory_bytes =
-        model.weight_bytes() + kv.num_blocks() * KvCache::bytes_per_block(&config, opts.block_size);
-    tracing::info!(
-        model = %dir.display(),
-        architecture = %config.architecture,
-        weights_mib = model.weight_bytes() / (1 << 20),
-        kv_blocks = kv.num_blocks(),
-        block_size = opts.block_size,
-        max_model_len,
-        seconds = format_args!("{:.2}", started.elapsed().as_secs_f64()),
-        "model loaded"
-    );
-    let mut eos = config.eos_token_ids.clone();
-    if let Some(id) = tokenizer.eos_token_id() {
-        if !eos.contains(&id) {
-            eos.push(id);
-        }
-    }
-    let engine_config = EngineConfig {
-        max_model_len,
-        eos_token_ids: eos,
-        ..opts.engine.clone()
-    };
-    let executor = sluice_engine::ModelExecutor::new(model, kv);
-    let engine = Engine::start(Box::new(executor), Arc::clone(&tokenizer), engine_config);
-    Ok(LaunchedModel {
-        engine,
-        tokenizer,
-        max_model_len,
-        memory_bytes,
-    })
+/// Loads `dir` and starts its engine, outside any pool.
+pub fn launch(dir: &Path, settings: &LoadSettings) -> anyhow::Result<LoadedModel> {
+    DirectoryLoader::new(settings.clone())
+        .load(dir)
+        .with_context(|| format!("loading model from {}", dir.display()))
 }
 
 /// The id a model directory is served under: its folder name.
@@ -130,4 +35,128 @@ pub fn default_model_id(dir: &Path) -> String {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "model".to_string())
+}
+
+/// The models to offer: each `--model` (named by `--served-model-name` in order, else by its
+/// folder), then every folder of each `--models-dir` that holds a `config.json`, sorted by name.
+/// `pinned` names the models never to unload; each must be one of them.
+pub fn model_specs(
+    models: &[PathBuf],
+    served_model_names: &[String],
+    models_dirs: &[PathBuf],
+    pinned: &[String],
+) -> anyhow::Result<Vec<ModelSpec>> {
+    anyhow::ensure!(
+        served_model_names.len() <= models.len(),
+        "{} --served-model-name given for {} --model",
+        served_model_names.len(),
+        models.len()
+    );
+    let mut specs: Vec<ModelSpec> = Vec::new();
+    for (i, dir) in models.iter().enumerate() {
+        anyhow::ensure!(
+            dir.join("config.json").is_file(),
+            "--model {}: no config.json in that directory",
+            dir.display()
+        );
+        let id = served_model_names
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| default_model_id(dir));
+        specs.push(ModelSpec {
+            id,
+            dir: dir.clone(),
+            pinned: false,
+        });
+    }
+    for parent in models_dirs {
+        let entries = std::fs::read_dir(parent)
+            .with_context(|| format!("--models-dir {}", parent.display()))?;
+        let mut dirs: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.join("config.json").is_file())
+            .collect();
+        dirs.sort();
+        anyhow::ensure!(
+            !dirs.is_empty(),
+            "--models-dir {}: no folder in it holds a config.json",
+            parent.display()
+        );
+        for dir in dirs {
+            specs.push(ModelSpec {
+                id: default_model_id(&dir),
+                dir,
+                pinned: false,
+            });
+        }
+    }
+    for name in pinned {
+        let spec = specs
+            .iter_mut()
+            .find(|s| &s.id == name)
+            .with_context(|| format!("--pin {name}: no model is served under that name"))?;
+        spec.pinned = true;
+    }
+    Ok(specs)
+}
+
+/// The default `--max-memory`: three quarters of the machine's RAM (8 GiB when it cannot be
+/// read).
+pub fn default_max_memory_bytes() -> usize {
+    let total_kib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
+        });
+    match total_kib {
+        Some(kib) => kib / 4 * 3 * 1024,
+        None => 8 << 30,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixtures() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models")
+    }
+
+    #[test]
+    fn models_dir_offers_every_model_folder_by_name_after_explicit_models() {
+        let specs = model_specs(
+            &[bundled_model_dir()],
+            &["kjv".to_string()],
+            &[fixtures()],
+            &["qwen2".to_string()],
+        )
+        .unwrap();
+        let ids: Vec<&str> = specs.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids[0], "kjv");
+        for id in ["llama", "mistral", "qwen2", "qwen3"] {
+            assert!(ids.contains(&id), "{ids:?}");
+        }
+        let pinned: Vec<&str> = specs
+            .iter()
+            .filter(|s| s.pinned)
+            .map(|s| s.id.as_str())
+            .collect();
+        assert_eq!(pinned, ["qwen2"]);
+    }
+
+    #[test]
+    fn pinning_an_unknown_model_or_a_folder_without_config_is_an_error() {
+        let err = model_specs(&[fixtures().join("llama")], &[], &[], &["nope".into()]);
+        assert!(err.unwrap_err().to_string().contains("--pin nope"));
+        let err = model_specs(&[fixtures()], &[], &[], &[]);
+        assert!(err.unwrap_err().to_string().contains("no config.json"));
+    }
+
+    #[test]
+    fn default_budget_is_a_share_of_ram() {
+        assert!(default_max_memory_bytes() >= 1 << 20);
+    }
 }

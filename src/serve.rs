@@ -1,14 +1,20 @@
-//! `sluice serve`: load the models, start their engines, serve the HTTP API, drain on SIGTERM.
+//! `sluice serve`: offer the models through a model pool (loaded on demand within a memory
+//! budget), preload the ones asked for, serve the HTTP API, drain on SIGTERM.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use sluice_api::{router, ApiConfig, ServedModel};
-use sluice_engine::{EngineConfig, EngineHandle};
+use sluice_api::{router_for, ApiConfig, ModelRegistry};
+use sluice_engine::pool::{Budget, DirectoryLoader, LoadSettings, ModelPool};
+use sluice_engine::EngineConfig;
 use sluice_model::WeightDtype;
 
-use crate::launch::{bundled_model_dir, default_model_id, launch, LaunchOptions};
+use crate::launch::{bundled_model_dir, default_max_memory_bytes, model_specs};
+
+/// How long a load waits for busy models to go idle when only they stand in its way.
+const LOAD_WAIT_FOR_IDLE: Duration = Duration::from_secs(30);
 
 /// How long running requests may take to finish after SIGTERM before the process exits anyway.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -43,7 +49,7 @@ pub struct EngineArgs {
     /// Waiting requests allowed before new ones get 429.
     #[arg(long, default_value_t = 256)]
     pub max_queue: usize,
-    /// GiB of memory for the paged KV cache of each model.
+    /// GiB of memory for the paged KV cache of each model (counted in --max-memory).
     #[arg(long, default_value_t = 1.0)]
     pub kv_cache_memory: f64,
     /// Tokens per KV block.
@@ -61,8 +67,8 @@ pub struct EngineArgs {
 }
 
 impl EngineArgs {
-    /// The launch options these flags describe.
-    pub fn launch_options(&self) -> anyhow::Result<LaunchOptions> {
+    /// The load settings these flags describe.
+    pub fn launch_options(&self) -> anyhow::Result<LoadSettings> {
         anyhow::ensure!(self.block_size > 0, "--block-size must be at least 1");
         anyhow::ensure!(self.max_num_seqs > 0, "--max-num-seqs must be at least 1");
         anyhow::ensure!(
@@ -73,7 +79,7 @@ impl EngineArgs {
             self.kv_cache_memory.is_finite() && self.kv_cache_memory > 0.0,
             "--kv-cache-memory must be a positive number of GiB"
         );
-        Ok(LaunchOptions {
+        Ok(LoadSettings {
             dtype: self.dtype.into(),
             block_size: self.block_size,
             kv_cache_bytes: (self.kv_cache_memory * (1u64 << 30) as f64) as usize,
@@ -92,12 +98,30 @@ impl EngineArgs {
 /// Flags of `sluice serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// A Hugging Face model directory; repeat to serve several. Defaults to the bundled model.
+    /// A Hugging Face model directory; repeat to serve several. Defaults to the bundled model
+    /// when neither --model nor --models-dir is given.
     #[arg(long = "model")]
     pub models: Vec<PathBuf>,
     /// The id clients use for the model (one per --model, in order).
     #[arg(long = "served-model-name")]
     pub served_model_names: Vec<String>,
+    /// A folder of model directories: each one holding a config.json is served under its
+    /// folder name. Repeatable.
+    #[arg(long = "models-dir")]
+    pub models_dirs: Vec<PathBuf>,
+    /// Load this model at start (repeatable). With a single model and no --preload, that model
+    /// is preloaded.
+    #[arg(long = "preload")]
+    pub preload: Vec<String>,
+    /// Never unload this model, neither to make room nor by an admin (repeatable).
+    #[arg(long = "pin")]
+    pub pin: Vec<String>,
+    /// GiB all loaded models may hold together (weights plus KV pools); default: 3/4 of RAM.
+    #[arg(long)]
+    pub max_memory: Option<f64>,
+    /// Most models loaded at once.
+    #[arg(long)]
+    pub max_models: Option<usize>,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
@@ -113,49 +137,70 @@ pub struct ServeArgs {
 
 /// Runs the server until SIGTERM or Ctrl-C, then drains.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let dirs = if args.models.is_empty() {
+    let models = if args.models.is_empty() && args.models_dirs.is_empty() {
         vec![bundled_model_dir()]
     } else {
         args.models.clone()
     };
+    let specs = model_specs(
+        &models,
+        &args.served_model_names,
+        &args.models_dirs,
+        &args.pin,
+    )?;
+    let budget = Budget {
+        max_memory_bytes: match args.max_memory {
+            Some(gib) => {
+                anyhow::ensure!(
+                    gib.is_finite() && gib > 0.0,
+                    "--max-memory must be a positive number of GiB"
+                );
+                (gib * (1u64 << 30) as f64) as usize
+            }
+            None => default_max_memory_bytes(),
+        },
+        max_models: args.max_models,
+        wait_for_idle: LOAD_WAIT_FOR_IDLE,
+    };
     anyhow::ensure!(
-        args.served_model_names.len() <= dirs.len(),
-        "{} --served-model-name given for {} --model",
-        args.served_model_names.len(),
-        dirs.len()
+        budget.max_models != Some(0),
+        "--max-models must be at least 1"
     );
-    let opts = args.engine.launch_options()?;
-    let mut served: Vec<ServedModel> = Vec::new();
-    for (i, dir) in dirs.iter().enumerate() {
-        let id = args
-            .served_model_names
-            .get(i)
-            .cloned()
-            .unwrap_or_else(|| default_model_id(dir));
+    let preload = if args.preload.is_empty() && specs.len() == 1 {
+        vec![specs[0].id.clone()]
+    } else {
+        args.preload.clone()
+    };
+    for name in &preload {
         anyhow::ensure!(
-            served.iter().all(|m| m.id != id),
-            "two models are served as {id:?}; give --served-model-name"
+            specs.iter().any(|s| &s.id == name),
+            "--preload {name}: no model is served under that name"
         );
-        let launched = launch(dir, &opts)?;
-        tracing::info!(
-            model = %id,
-            memory_mib = launched.memory_bytes >> 20,
-            "serving (weights plus KV cache)"
-        );
-        served.push(launched.served_as(id));
     }
-    let engines: Vec<EngineHandle> = served.iter().map(|m| m.engine.clone()).collect();
+    let loader = DirectoryLoader::new(args.engine.launch_options()?);
+    let pool = ModelPool::new(specs, Arc::new(loader), budget)?;
+    tracing::info!(
+        models = ?pool.ids(),
+        max_memory_gib = format_args!("{:.2}", budget.max_memory_bytes as f64 / (1u64 << 30) as f64),
+        max_models = ?budget.max_models,
+        "models available"
+    );
     let config = ApiConfig {
         api_key: args.api_key.clone(),
         ..ApiConfig::default()
     };
-    let app = router(served, config);
+    let app = router_for(Arc::new(ModelRegistry::pooled(pool.clone())), config);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
+        for name in &preload {
+            pool.load(name)
+                .await
+                .with_context(|| format!("preloading {name}"))?;
+        }
         let addr = format!("{}:{}", args.host, args.port);
         let listener = tokio::net::TcpListener::bind(&addr)
             .await
@@ -181,9 +226,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             served = server => served.context("serving HTTP")?,
             _ = deadline => tracing::warn!("drain timed out; cancelling what is still running"),
         }
-        for engine in &engines {
-            engine.shutdown();
-        }
+        pool.shutdown();
         tracing::info!("stopped");
         anyhow::Ok(())
     })

@@ -171,6 +171,7 @@ pub async fn start(options: ServerOptions) -> TestServer {
         tokenizer,
         max_model_len,
         created: 1_700_000_000,
+        lease: None,
     };
     let api = ApiConfig {
         api_key: options.api_key,

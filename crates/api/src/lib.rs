@@ -30,7 +30,8 @@ pub use registry::{ModelRegistry, ServedModel};
 /// HTTP-level settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiConfig {
-    /// When set, `/v1/*`, `/tokenize` and `/detokenize` need `Authorization: Bearer <key>`.
+    /// When set, `/v1/*`, `/tokenize`, `/detokenize` and `/admin/*` need
+    /// `Authorization: Bearer <key>`.
     pub api_key: Option<String>,
     /// Largest accepted request body; more is a 413.
     pub max_body_bytes: usize,
@@ -84,6 +85,8 @@ pub fn router_for(registry: Arc<ModelRegistry>, config: ApiConfig) -> Router {
         .route("/v1/models/{*id}", get(routes::models::retrieve_model))
         .route("/tokenize", post(routes::tokenize::tokenize))
         .route("/detokenize", post(routes::tokenize::detokenize))
+        .route("/admin/models", get(routes::admin::list_models))
+        .route("/admin/models/{*path}", post(routes::admin::model_action))
         .route_layer(from_fn_with_state(state.clone(), auth::require_api_key));
     Router::new()
         .route("/health", get(routes::health::health))

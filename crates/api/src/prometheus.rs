@@ -5,6 +5,7 @@
 
 use std::fmt::Write;
 
+use sluice_engine::pool::{ModelReport, ModelStatus, PoolSnapshot};
 use sluice_engine::{HistogramSnapshot, MetricsSnapshot};
 
 /// The content type of the Prometheus text format.
@@ -127,6 +128,90 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
     out
 }
 
+/// One per-model pool series: name, help, type, and how to read it from a model's report.
+type PoolSeries = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&ModelReport) -> f64,
+);
+
+/// Appends the model pool's metrics under `sluice:` names: pool totals, then per model (label
+/// `model_name`, every registered model, loaded or not) its state, memory and load counters.
+pub fn render_pool(out: &mut String, pool: &PoolSnapshot) {
+    let totals: [(&str, &str, f64); 3] = [
+        (
+            "sluice:pool_memory_budget_bytes",
+            "Memory budget of all loaded models (--max-memory).",
+            pool.budget.max_memory_bytes as f64,
+        ),
+        (
+            "sluice:pool_memory_used_bytes",
+            "Memory held or reserved by models: weights plus KV pools.",
+            pool.used_bytes as f64,
+        ),
+        (
+            "sluice:pool_models_loaded",
+            "Number of models loaded now.",
+            pool.loaded_models as f64,
+        ),
+    ];
+    for (name, help, value) in totals {
+        header(out, name, help, "gauge");
+        sample(out, name, &[], value);
+    }
+    let per_model: [PoolSeries; 5] = [
+        (
+            "sluice:model_loaded",
+            "1 while the model is loaded, else 0.",
+            "gauge",
+            |m| f64::from(u8::from(m.status == ModelStatus::Loaded)),
+        ),
+        (
+            "sluice:model_memory_bytes",
+            "Memory the model holds or has reserved: weights plus KV pool.",
+            "gauge",
+            |m| m.memory_bytes as f64,
+        ),
+        (
+            "sluice:model_loads_total",
+            "Successful loads of the model.",
+            "counter",
+            |m| m.loads as f64,
+        ),
+        (
+            "sluice:model_load_failures_total",
+            "Failed loads of the model.",
+            "counter",
+            |m| m.load_failures as f64,
+        ),
+        (
+            "sluice:model_unloads_total",
+            "Unloads of the model (evictions and admin unloads).",
+            "counter",
+            |m| m.unloads as f64,
+        ),
+    ];
+    for (name, help, kind, value) in per_model {
+        header(out, name, help, kind);
+        for m in &pool.models {
+            sample(out, name, &[("model_name", &m.id)], value(m));
+        }
+    }
+    let name = "sluice:model_load_seconds";
+    header(
+        out,
+        name,
+        "Time spent in successful loads of the model.",
+        "summary",
+    );
+    for m in &pool.models {
+        let labels = [("model_name", m.id.as_str())];
+        sample(out, &format!("{name}_sum"), &labels, m.load_seconds);
+        sample(out, &format!("{name}_count"), &labels, m.loads as f64);
+    }
+}
+
 /// Fraction of KV blocks in use; 0 for an engine without blocks (not yet started).
 fn kv_cache_usage(s: &MetricsSnapshot) -> f64 {
     if s.kv_blocks_total == 0 {
@@ -142,16 +227,19 @@ fn header(out: &mut String, name: &str, help: &str, kind: &str) {
 
 fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: f64) {
     out.push_str(name);
-    out.push('{');
-    for (i, (key, val)) in labels.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
+    if !labels.is_empty() {
+        out.push('{');
+        for (i, (key, val)) in labels.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{key}=\"");
+            escape_label(out, val);
+            out.push('"');
         }
-        let _ = write!(out, "{key}=\"");
-        escape_label(out, val);
-        out.push('"');
+        out.push('}');
     }
-    out.push_str("} ");
+    out.push(' ');
     write_value(out, value);
     out.push('\n');
 }
@@ -322,6 +410,57 @@ mod tests {
         );
         assert!(t.contains("vllm:num_requests_running{model_name=\"a\"} 2"));
         assert!(t.contains("vllm:num_requests_running{model_name=\"b\"} 2"));
+    }
+
+    #[test]
+    fn pool_metrics_cover_totals_and_every_model_loaded_or_not() {
+        use sluice_engine::pool::Budget;
+        let model = |id: &str, status, memory_bytes, loads| ModelReport {
+            id: id.into(),
+            dir: id.into(),
+            status,
+            pinned: false,
+            max_model_len: 64,
+            memory_bytes,
+            requests: 0,
+            last_used: None,
+            loaded_at: None,
+            loads,
+            load_failures: 0,
+            unloads: 1,
+            load_seconds: 0.5,
+            last_error: None,
+        };
+        let pool = PoolSnapshot {
+            budget: Budget {
+                max_memory_bytes: 1000,
+                max_models: None,
+                wait_for_idle: std::time::Duration::ZERO,
+            },
+            used_bytes: 300,
+            loaded_models: 1,
+            models: vec![
+                model("a", ModelStatus::Loaded, 300, 2),
+                model("b", ModelStatus::Unloaded, 0, 1),
+            ],
+        };
+        let mut t = String::new();
+        render_pool(&mut t, &pool);
+        for line in [
+            "sluice:pool_memory_budget_bytes 1000\n",
+            "sluice:pool_memory_used_bytes 300\n",
+            "sluice:pool_models_loaded 1\n",
+            "sluice:model_loaded{model_name=\"a\"} 1\n",
+            "sluice:model_loaded{model_name=\"b\"} 0\n",
+            "sluice:model_memory_bytes{model_name=\"a\"} 300\n",
+            "sluice:model_loads_total{model_name=\"a\"} 2\n",
+            "sluice:model_unloads_total{model_name=\"b\"} 1\n",
+            "sluice:model_load_seconds_sum{model_name=\"a\"} 0.5\n",
+            "sluice:model_load_seconds_count{model_name=\"b\"} 1\n",
+            "# TYPE sluice:model_loads_total counter\n",
+        ] {
+            assert!(t.contains(line), "missing {line} in {t}");
+        }
     }
 
     #[test]

@@ -1,10 +1,10 @@
-//! The models this server answers for, looked up by the id clients put in `model`.
-//!
-//! A fixed list today; the model pool with on-demand loading replaces the inside of
-//! [`ModelRegistry`] without changing its callers.
+//! The models this server answers for, looked up by the id clients put in `model`: either a
+//! fixed list of running engines, or a [`ModelPool`] that loads models on demand.
 
 use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
 
+use sluice_engine::pool::{ModelLease, ModelPool, ModelStatus, PoolError};
 use sluice_engine::EngineHandle;
 use sluice_text::Tokenizer;
 
@@ -25,6 +25,9 @@ pub struct ServedModel {
     pub max_model_len: usize,
     /// Unix seconds when the model was loaded.
     pub created: u64,
+    /// For a pooled model, keeps it loaded (unevictable) while this value lives; `None` for a
+    /// model outside a pool.
+    pub lease: Option<ModelLease>,
 }
 
 impl ServedModel {
@@ -48,43 +51,171 @@ impl TokenTexts for Tokenizer {
     }
 }
 
+/// Where the models come from.
+enum Models {
+    /// Engines started by the caller, all loaded for the server's lifetime.
+    Fixed(Vec<Arc<ServedModel>>),
+    /// Models loaded on demand within a memory budget.
+    Pooled {
+        pool: ModelPool,
+        /// Unix seconds the registry was made: the `created` of models not loaded yet.
+        registered: u64,
+    },
+}
+
 /// Finds served models by id.
 pub struct ModelRegistry {
-    models: Vec<Arc<ServedModel>>,
+    models: Models,
 }
 
 impl ModelRegistry {
     /// A registry over a fixed list of loaded models.
     pub fn new(models: Vec<ServedModel>) -> Self {
         ModelRegistry {
-            models: models.into_iter().map(Arc::new).collect(),
+            models: Models::Fixed(models.into_iter().map(Arc::new).collect()),
         }
     }
 
-    /// The model with this id, or a 404 naming it.
-    pub fn get(&self, id: &str) -> Result<Arc<ServedModel>, ApiError> {
-        self.models
-            .iter()
-            .find(|m| m.id == id)
-            .cloned()
-            .ok_or_else(|| ApiError::ModelNotFound(id.to_string()))
+    /// A registry over a model pool: every model in it is listed; a request loads its model.
+    pub fn pooled(pool: ModelPool) -> Self {
+        ModelRegistry {
+            models: Models::Pooled {
+                pool,
+                registered: unix_seconds(SystemTime::now()),
+            },
+        }
+    }
+
+    /// The pool behind this registry, if any.
+    pub fn pool(&self) -> Option<&ModelPool> {
+        match &self.models {
+            Models::Fixed(_) => None,
+            Models::Pooled { pool, .. } => Some(pool),
+        }
+    }
+
+    /// The model with this id, loaded first if it is pooled and not in memory; a 404 names an
+    /// unknown id. Hold the result until the request is submitted.
+    pub async fn get(&self, id: &str) -> Result<Arc<ServedModel>, ApiError> {
+        match &self.models {
+            Models::Fixed(models) => models
+                .iter()
+                .find(|m| m.id == id)
+                .cloned()
+                .ok_or_else(|| ApiError::ModelNotFound(id.to_string())),
+            Models::Pooled { pool, .. } => {
+                let lease = pool.acquire(id).await?;
+                let model = lease.model();
+                Ok(Arc::new(ServedModel {
+                    id: id.to_string(),
+                    engine: model.engine.clone(),
+                    tokenizer: Arc::clone(&model.tokenizer),
+                    max_model_len: model.max_model_len,
+                    created: unix_seconds(lease.loaded_at()),
+                    lease: Some(lease),
+                }))
+            }
+        }
     }
 
     /// The model with this id, or the first served model when no id is given (vLLM's
     /// `/tokenize` makes `model` optional).
-    pub fn resolve(&self, id: Option<&str>) -> Result<Arc<ServedModel>, ApiError> {
-        match id {
-            Some(id) => self.get(id),
-            None => self
-                .models
-                .first()
-                .cloned()
-                .ok_or_else(|| ApiError::Unavailable("no model is loaded".into())),
+    pub async fn resolve(&self, id: Option<&str>) -> Result<Arc<ServedModel>, ApiError> {
+        if let Some(id) = id {
+            return self.get(id).await;
+        }
+        let first = match &self.models {
+            Models::Fixed(models) => models.first().map(|m| m.id.clone()),
+            Models::Pooled { pool, .. } => pool.ids().into_iter().next(),
+        };
+        match first {
+            Some(id) => self.get(&id).await,
+            None => Err(ApiError::Unavailable("no model is served".into())),
         }
     }
 
-    /// Every served model.
-    pub fn models(&self) -> &[Arc<ServedModel>] {
-        &self.models
+    /// Every model in memory now (for metrics and health); pooled ones carry no lease.
+    pub fn models(&self) -> Vec<Arc<ServedModel>> {
+        match &self.models {
+            Models::Fixed(models) => models.clone(),
+            Models::Pooled { pool, .. } => pool
+                .loaded()
+                .into_iter()
+                .map(|(id, model, loaded_at)| {
+                    Arc::new(ServedModel {
+                        id,
+                        engine: model.engine.clone(),
+                        tokenizer: Arc::clone(&model.tokenizer),
+                        max_model_len: model.max_model_len,
+                        created: unix_seconds(loaded_at),
+                        lease: None,
+                    })
+                })
+                .collect(),
+        }
     }
+
+    /// The `/v1/models` entry of every model, loaded or not, with its `status`.
+    pub fn cards(&self) -> Vec<ModelCard> {
+        match &self.models {
+            Models::Fixed(models) => models
+                .iter()
+                .map(|m| m.card().with_status(ModelStatus::Loaded.as_str()))
+                .collect(),
+            Models::Pooled { pool, registered } => pool
+                .snapshot()
+                .models
+                .into_iter()
+                .map(|m| {
+                    let created = m.loaded_at.map_or(*registered, unix_seconds);
+                    ModelCard::new(&m.id, created, m.max_model_len).with_status(m.status.as_str())
+                })
+                .collect(),
+        }
+    }
+
+    /// The `/v1/models/{id}` entry; never loads the model.
+    pub fn card(&self, id: &str) -> Result<ModelCard, ApiError> {
+        self.cards()
+            .into_iter()
+            .find(|c| c.id == id)
+            .ok_or_else(|| ApiError::ModelNotFound(id.to_string()))
+    }
+
+    /// Healthy while every engine in memory runs. A fixed registry also needs at least one
+    /// model; a pool with nothing loaded yet is healthy (models load on demand).
+    pub fn health(&self) -> Result<(), ApiError> {
+        let models = self.models();
+        if models.is_empty() && matches!(self.models, Models::Fixed(_)) {
+            return Err(ApiError::Unavailable("no model is loaded yet".into()));
+        }
+        match models.iter().find(|m| !m.engine.is_alive()) {
+            Some(dead) => Err(ApiError::Unavailable(format!(
+                "the engine of model '{}' is not running",
+                dead.id
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl From<PoolError> for ApiError {
+    fn from(e: PoolError) -> Self {
+        match e {
+            PoolError::UnknownModel(id) => ApiError::ModelNotFound(id),
+            PoolError::LoadFailed { .. } | PoolError::Thread { .. } => {
+                ApiError::Internal(e.to_string())
+            }
+            PoolError::NoRoom { .. }
+            | PoolError::ShuttingDown
+            | PoolError::Busy { .. }
+            | PoolError::Pinned(_)
+            | PoolError::Loading(_) => ApiError::Unavailable(e.to_string()),
+        }
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_seconds(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }

@@ -20,7 +20,7 @@ pub async fn create_chat_completion(
     State(state): State<AppState>,
     OpenAiJson(req): OpenAiJson<ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
-    let model = state.registry.get(&req.model)?;
+    let model = state.registry.get(&req.model).await?;
     let valid = validate_chat(req, model.limits())?;
     let tokenizer = model.tokenizer.clone();
     let (messages, tools) = (valid.messages, valid.tools);

@@ -16,7 +16,7 @@ pub async fn create_completion(
     State(state): State<AppState>,
     OpenAiJson(req): OpenAiJson<CompletionRequest>,
 ) -> Result<Response, ApiError> {
-    let model = state.registry.get(&req.model)?;
+    let model = state.registry.get(&req.model).await?;
     let valid = validate_completion(req, model.limits())?;
     let tokenizer = model.tokenizer.clone();
     let (prompts, echo) = (valid.prompts, valid.echo);

@@ -7,7 +7,7 @@ use axum::response::IntoResponse;
 use crate::prometheus;
 use crate::AppState;
 
-/// Every served model's engine metrics.
+/// Every loaded model's engine metrics, then the model pool's.
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let snapshots: Vec<_> = state
         .registry
@@ -15,8 +15,9 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         .iter()
         .map(|m| (m.id.clone(), m.engine.metrics().snapshot()))
         .collect();
-    (
-        [(header::CONTENT_TYPE, prometheus::CONTENT_TYPE)],
-        prometheus::render(&snapshots),
-    )
+    let mut text = prometheus::render(&snapshots);
+    if let Some(pool) = state.registry.pool() {
+        prometheus::render_pool(&mut text, &pool.snapshot());
+    }
+    ([(header::CONTENT_TYPE, prometheus::CONTENT_TYPE)], text)
 }

@@ -1,5 +1,6 @@
 //! One file per endpoint group; each handler parses, validates, and hands off.
 
+pub mod admin;
 pub mod chat;
 pub mod completions;
 pub mod health;

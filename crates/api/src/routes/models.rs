@@ -1,4 +1,5 @@
-//! `GET /v1/models` and `GET /v1/models/{id}`.
+//! `GET /v1/models` and `GET /v1/models/{id}`: every served model, loaded or not, with its
+//! `status`; listing never loads a model.
 
 use axum::extract::{Path, State};
 use axum::Json;
@@ -11,7 +12,7 @@ use crate::AppState;
 pub async fn list_models(State(state): State<AppState>) -> Json<ModelList> {
     Json(ModelList {
         object: "list".into(),
-        data: state.registry.models().iter().map(|m| m.card()).collect(),
+        data: state.registry.cards(),
     })
 }
 
@@ -20,5 +21,5 @@ pub async fn retrieve_model(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<ModelCard>, ApiError> {
-    Ok(Json(state.registry.get(&id)?.card()))
+    Ok(Json(state.registry.card(&id)?))
 }

@@ -19,7 +19,7 @@ pub async fn tokenize(
     State(state): State<AppState>,
     OpenAiJson(req): OpenAiJson<TokenizeRequest>,
 ) -> Result<Json<TokenizeResponse>, ApiError> {
-    let model = state.registry.resolve(req.model.as_deref())?;
+    let model = state.registry.resolve(req.model.as_deref()).await?;
     let tokenizer = model.tokenizer.clone();
     let return_strs = req.return_token_strs.unwrap_or(false);
     let tokens = match (req.prompt, req.messages) {
@@ -73,7 +73,7 @@ pub async fn detokenize(
     State(state): State<AppState>,
     OpenAiJson(req): OpenAiJson<DetokenizeRequest>,
 ) -> Result<Json<DetokenizeResponse>, ApiError> {
-    let model = state.registry.resolve(req.model.as_deref())?;
+    let model = state.registry.resolve(req.model.as_deref()).await?;
     let vocab_size = model.tokenizer.vocab_size();
     let tokens = req
         .tokens

@@ -17,6 +17,9 @@ pub struct ModelCard {
     pub root: String,
     /// Context length in tokens.
     pub max_model_len: usize,
+    /// sluice's extension: `loaded`, `loading`, `unloading` or `unloaded` (models load on demand).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
 }
 
 /// The `GET /v1/models` body.
@@ -38,8 +41,59 @@ impl ModelCard {
             owned_by: "sluice".into(),
             root: id.to_string(),
             max_model_len,
+            status: None,
         }
     }
+
+    /// The card with the model's load status.
+    pub fn with_status(mut self, status: &str) -> Self {
+        self.status = Some(status.to_string());
+        self
+    }
+}
+
+/// One model in `GET /admin/models` and the answer of the admin load and unload routes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdminModel {
+    /// The id clients put in `model`.
+    pub id: String,
+    /// `loaded`, `loading`, `unloading` or `unloaded`.
+    pub status: String,
+    /// Never unloaded (`--pin`).
+    pub pinned: bool,
+    /// Bytes counted against the memory budget now (weights plus KV pool).
+    pub memory_bytes: usize,
+    /// Requests running or queued in its engine.
+    pub requests: usize,
+    /// Unix seconds of the last request, if any.
+    pub last_used: Option<u64>,
+    /// Unix seconds the current load finished, while loaded.
+    pub loaded_at: Option<u64>,
+    /// Context length in tokens.
+    pub max_model_len: usize,
+    /// Successful loads since start.
+    pub loads: u64,
+    /// Unloads since start (evictions and admin unloads).
+    pub unloads: u64,
+    /// Failed loads since start.
+    pub load_failures: u64,
+    /// Why the last load failed, until one succeeds.
+    pub last_error: Option<String>,
+}
+
+/// The `GET /admin/models` body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdminModelList {
+    /// Always "list".
+    pub object: String,
+    /// The memory budget in bytes (`--max-memory`), when the models are pooled.
+    pub max_memory_bytes: Option<usize>,
+    /// The model-count limit (`--max-models`), if any.
+    pub max_models: Option<usize>,
+    /// Bytes counted against the budget now.
+    pub memory_used_bytes: usize,
+    /// Every model.
+    pub data: Vec<AdminModel>,
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 //! unload, least recently used first, so that one more model fits the memory budget and the
 //! model-count limit.
 
+use std::time::Duration;
+
 use thiserror::Error;
 
 /// The limits every loaded model together must stay within.
@@ -11,6 +13,9 @@ pub struct Budget {
     pub max_memory_bytes: usize,
     /// Most models loaded at once; unlimited when `None`.
     pub max_models: Option<usize>,
+    /// How long a load that only busy models stand in the way of waits for one of them to go
+    /// idle before giving up (their requests are never cut short).
+    pub wait_for_idle: Duration,
 }
 
 /// One loaded model as the admission rule sees it.
@@ -57,9 +62,13 @@ pub enum NoRoom {
     },
 }
 
-/// `bytes` in GiB for messages.
+/// `bytes` in GiB, or MiB below one GiB, for messages.
 pub fn gib(bytes: usize) -> String {
-    format!("{:.3} GiB", bytes as f64 / (1u64 << 30) as f64)
+    if bytes >= 1 << 30 {
+        format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{:.2} MiB", bytes as f64 / (1u64 << 20) as f64)
+    }
 }
 
 /// The models to unload, oldest first, so that a model of `needed` bytes fits beside the
@@ -125,6 +134,7 @@ mod tests {
         Budget {
             max_memory_bytes,
             max_models,
+            wait_for_idle: Duration::ZERO,
         }
     }
 

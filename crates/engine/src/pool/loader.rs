@@ -30,15 +30,6 @@ pub struct LoadedModel {
     pub memory_bytes: usize,
 }
 
-/// What can be known about a model directory without loading its weights.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Footprint {
-    /// Effective context length.
-    pub max_model_len: usize,
-    /// Bytes the model is expected to hold once loaded (weights plus KV pool).
-    pub estimated_bytes: usize,
-}
-
 /// Why a model could not be loaded.
 #[derive(Debug, Error)]
 pub enum ModelLoadError {
@@ -63,11 +54,15 @@ pub enum ModelLoadError {
     Other(String),
 }
 
-/// Loads models for the pool. Both methods block (disk reads, weight conversion) and are only
-/// called from the pool's own loader threads, never from an async runtime's core threads.
+/// Loads models for the pool. `estimate_bytes` and `load` block (disk reads, weight conversion)
+/// and are only called from the pool's own loader threads, never from an async runtime's core
+/// threads.
 pub trait ModelLoader: Send + Sync + 'static {
-    /// Reads the config to learn the context length and the memory a load will take.
-    fn inspect(&self, dir: &Path) -> Result<Footprint, ModelLoadError>;
+    /// The effective context length, from the config alone (cheap: read when the pool is built,
+    /// so a model with broken weights is still listed and fails only when loaded).
+    fn context_length(&self, dir: &Path) -> Result<usize, ModelLoadError>;
+    /// Bytes the model is expected to hold once loaded (weights plus KV pool), without loading.
+    fn estimate_bytes(&self, dir: &Path) -> Result<usize, ModelLoadError>;
     /// Loads the weights and tokenizer and starts the model's engine thread.
     fn load(&self, dir: &Path) -> Result<LoadedModel, ModelLoadError>;
 }
@@ -118,7 +113,11 @@ impl DirectoryLoader {
 }
 
 impl ModelLoader for DirectoryLoader {
-    fn inspect(&self, dir: &Path) -> Result<Footprint, ModelLoadError> {
+    fn context_length(&self, dir: &Path) -> Result<usize, ModelLoadError> {
+        Ok(self.max_model_len(&ModelConfig::from_dir(dir)?))
+    }
+
+    fn estimate_bytes(&self, dir: &Path) -> Result<usize, ModelLoadError> {
         let config = ModelConfig::from_dir(dir)?;
         let checkpoint = sluice_model::Checkpoint::open(dir)?;
         // HF writes `torch_dtype` for 16-bit checkpoints; float32 is its default when absent.
@@ -131,10 +130,7 @@ impl ModelLoader for DirectoryLoader {
             WeightDtype::F16 => 2,
         };
         let weights = checkpoint.data_bytes() / stored_bytes * kept_bytes;
-        Ok(Footprint {
-            max_model_len: self.max_model_len(&config),
-            estimated_bytes: weights + self.kv_bytes(&config),
-        })
+        Ok(weights + self.kv_bytes(&config))
     }
 
     fn load(&self, dir: &Path) -> Result<LoadedModel, ModelLoadError> {
@@ -213,15 +209,15 @@ mod tests {
         for name in ["llama", "qwen2", "mistral"] {
             for dtype in [WeightDtype::F32, WeightDtype::F16] {
                 let loader = loader(dtype);
-                let footprint = loader.inspect(&fixture(name)).unwrap();
+                let estimate = loader.estimate_bytes(&fixture(name)).unwrap();
                 let loaded = loader.load(&fixture(name)).unwrap();
                 loaded.engine.shutdown();
-                let (est, real) = (footprint.estimated_bytes as f64, loaded.memory_bytes as f64);
+                let (est, real) = (estimate as f64, loaded.memory_bytes as f64);
                 assert!(
                     (est - real).abs() <= real * 0.1,
                     "{name} {dtype:?}: estimated {est}, holds {real}"
                 );
-                assert_eq!(footprint.max_model_len, 128);
+                assert_eq!(loader.context_length(&fixture(name)).unwrap(), 128);
                 assert_eq!(loaded.max_model_len, 128);
             }
         }

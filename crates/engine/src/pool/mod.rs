@@ -30,9 +30,7 @@ use thiserror::Error;
 use tokio::sync::{oneshot, watch};
 
 pub use budget::{Budget, NoRoom};
-pub use loader::{
-    DirectoryLoader, Footprint, LoadSettings, LoadedModel, ModelLoadError, ModelLoader,
-};
+pub use loader::{DirectoryLoader, LoadSettings, LoadedModel, ModelLoadError, ModelLoader};
 
 /// A model the pool can serve.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -244,15 +242,15 @@ impl ModelPool {
             if entries.iter().any(|e| e.spec.id == spec.id) {
                 return Err(RegisterError::DuplicateId(spec.id));
             }
-            let footprint =
+            let max_model_len =
                 loader
-                    .inspect(&spec.dir)
+                    .context_length(&spec.dir)
                     .map_err(|reason| RegisterError::Unreadable {
                         id: spec.id.clone(),
                         dir: spec.dir.clone(),
                         reason: Box::new(reason),
                     })?;
-            entries.push(Entry::new(spec, footprint.max_model_len));
+            entries.push(Entry::new(spec, max_model_len));
         }
         Ok(ModelPool {
             inner: Arc::new(Inner {

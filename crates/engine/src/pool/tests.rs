@@ -55,11 +55,12 @@ fn tokenizer() -> Arc<Tokenizer> {
 }
 
 impl ModelLoader for FakeLoader {
-    fn inspect(&self, dir: &Path) -> Result<Footprint, ModelLoadError> {
-        Ok(Footprint {
-            max_model_len: 64,
-            estimated_bytes: Self::bytes(dir),
-        })
+    fn context_length(&self, _dir: &Path) -> Result<usize, ModelLoadError> {
+        Ok(64)
+    }
+
+    fn estimate_bytes(&self, dir: &Path) -> Result<usize, ModelLoadError> {
+        Ok(Self::bytes(dir))
     }
 
     fn load(&self, dir: &Path) -> Result<LoadedModel, ModelLoadError> {
@@ -108,6 +109,7 @@ fn pool(specs: Vec<ModelSpec>, max_memory_mib: usize, loader: Arc<FakeLoader>) -
     let budget = Budget {
         max_memory_bytes: max_memory_mib * MIB,
         max_models: None,
+        wait_for_idle: Duration::from_millis(200),
     };
     ModelPool::new(specs, loader, budget).unwrap()
 }
@@ -275,6 +277,23 @@ async fn a_model_in_use_is_never_unloaded_and_no_room_is_a_clear_error() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_blocked_by_a_busy_model_waits_for_it_to_go_idle() {
+    let (pool, _) = three_models(false);
+    let a = pool.acquire("a").await.unwrap();
+    let b = pool.acquire("b").await.unwrap();
+    let load_c = {
+        let pool = pool.clone();
+        tokio::spawn(async move { pool.load("c").await })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(status(&pool, "c"), ModelStatus::Loading);
+    drop(b);
+    load_c.await.unwrap().unwrap();
+    assert_eq!(status(&pool, "b"), ModelStatus::Unloaded);
+    drop(a);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_unload_refuses_busy_models_and_frees_idle_ones() {
     let (pool, _) = three_models(false);
     let lease = pool.acquire("a").await.unwrap();
@@ -302,6 +321,7 @@ async fn the_model_count_limit_evicts_even_with_memory_to_spare() {
     let budget = Budget {
         max_memory_bytes: 100 * MIB,
         max_models: Some(1),
+        wait_for_idle: Duration::ZERO,
     };
     let pool = ModelPool::new(specs, loader, budget).unwrap();
     pool.load("a").await.unwrap();
@@ -341,6 +361,7 @@ fn duplicate_ids_are_refused() {
         Budget {
             max_memory_bytes: MIB,
             max_models: None,
+            wait_for_idle: Duration::ZERO,
         },
     )
     .unwrap_err();

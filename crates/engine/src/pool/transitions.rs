@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::watch;
 
-use super::budget::{choose_victims, Resident};
+use super::budget::{choose_victims, NoRoom, Resident};
 use super::loader::LoadedModel;
 use super::{Entry, Inner, LoadOutcome, ModelLease, Phase, PoolError, State, Step};
 
@@ -107,16 +107,26 @@ impl Inner {
             model: id.clone(),
             reason: Arc::new(reason),
         };
-        let needed = match self.loader.inspect(&dir) {
-            Ok(footprint) => known_bytes.unwrap_or(footprint.estimated_bytes),
+        let needed = match known_bytes.map_or_else(|| self.loader.estimate_bytes(&dir), Ok) {
+            Ok(bytes) => bytes,
             Err(e) => return fail(&mut self.lock().entries[index], failed(e)),
         };
-        let victims = {
+        let deadline = Instant::now() + self.budget.wait_for_idle;
+        let victims = loop {
             let mut state = self.lock();
             match self.make_room(&mut state, index, needed) {
-                Ok(victims) => victims,
-                Err(e) => return fail(&mut state.entries[index], e),
+                Ok(victims) => break victims,
+                Err((_, Blocked::ByBusyModels)) if Instant::now() < deadline => {}
+                Err((reason, _)) => {
+                    let err = PoolError::NoRoom {
+                        model: id.clone(),
+                        reason,
+                    };
+                    return fail(&mut state.entries[index], err);
+                }
             }
+            drop(state);
+            std::thread::sleep(Duration::from_millis(5));
         };
         for (victim, model, done) in victims {
             let victim_id = self.stop(victim, &model, "to make room");
@@ -165,13 +175,14 @@ impl Inner {
     }
 
     /// Chooses the models to evict for `needed` more bytes, moves them to `Unloading` and
-    /// reserves the bytes for `index`.
+    /// reserves the bytes for `index`. When nothing fits, also says whether busy models are in
+    /// the way (so waiting may help).
     fn make_room(
         &self,
         state: &mut State,
         index: usize,
         needed: usize,
-    ) -> Result<Vec<Eviction>, PoolError> {
+    ) -> Result<Vec<Eviction>, (NoRoom, Blocked)> {
         let residents: Vec<Resident> = state
             .entries
             .iter()
@@ -188,10 +199,13 @@ impl Inner {
             })
             .collect();
         let chosen = choose_victims(&residents, needed, self.budget).map_err(|reason| {
-            PoolError::NoRoom {
-                model: state.entries[index].spec.id.clone(),
-                reason,
-            }
+            let mut idle = residents.clone();
+            idle.iter_mut().for_each(|r| r.busy = false);
+            let blocked = match choose_victims(&idle, needed, self.budget) {
+                Ok(_) => Blocked::ByBusyModels,
+                Err(_) => Blocked::ForGood,
+            };
+            (reason, blocked)
         })?;
         let mut victims = Vec::with_capacity(chosen.len());
         for victim in chosen {
@@ -259,6 +273,7 @@ impl Inner {
         while model.engine.is_alive() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
+        release_freed_memory();
         let mut state = self.lock();
         let entry = &mut state.entries[index];
         if model.engine.is_alive() {
@@ -268,6 +283,32 @@ impl Inner {
         entry.phase = Phase::Unloaded;
         entry.spec.id.clone()
     }
+}
+
+/// Hands memory the allocator holds but no longer uses back to the kernel. glibc keeps freed
+/// chunks in its arenas (and each loader thread may have had its own), so without this the
+/// weights of an unloaded model would stay in the process's resident set until reused.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn release_freed_memory() {
+    extern "C" {
+        fn malloc_trim(pad: usize) -> std::os::raw::c_int;
+    }
+    // SAFETY: `malloc_trim` takes no pointers; it walks glibc's own arenas under their locks and
+    // is safe to call from any thread at any time.
+    unsafe {
+        malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn release_freed_memory() {}
+
+/// What stands in the way of a load that does not fit.
+enum Blocked {
+    /// Busy models hold what it needs; they may go idle.
+    ByBusyModels,
+    /// Pinned models or the budget itself.
+    ForGood,
 }
 
 /// A model being evicted: its index, the model, and the sender that tells waiters it is gone.
