@@ -58,7 +58,9 @@ impl OutputText {
         let status = self.stop.push(&rest);
         let mut text = status.emit;
         if !status.stopped {
-            text.push_str(&self.stop.finish());
+            // A stop settled only now still cuts the text; the finish reason stays the
+            // caller's (EOS or length ended generation first).
+            text.push_str(&self.stop.finish().emit);
         }
         text
     }

@@ -42,14 +42,16 @@ impl StopMatcher {
             };
         }
         self.held.push_str(text);
-        // Earliest occurrence wins; among stops starting at the same byte, the first listed.
-        let first_match = self
-            .stops
-            .iter()
-            .enumerate()
-            .filter_map(|(index, stop)| self.held.find(stop.as_str()).map(|at| (at, index)))
-            .min();
-        if let Some((at, index)) = first_match {
+        if let Some((at, index)) = self.first_match() {
+            // A longer stop may still begin before `at`; if it completes, it comes first.
+            if let Some(open) = self.open_prefix_before(at) {
+                let emit = self.held[..open].to_string();
+                self.held.replace_range(..open, "");
+                return StopStatus {
+                    emit,
+                    stopped: false,
+                };
+            }
             self.matched = Some(index);
             let mut emit = std::mem::take(&mut self.held);
             emit.truncate(at);
@@ -69,8 +71,59 @@ impl StopMatcher {
 
     /// Releases the held text when generation ends for another reason (EOS, length). Returns
     /// nothing after a stop string was found.
-    pub fn finish(&mut self) -> String {
-        std::mem::take(&mut self.held)
+    ///
+    /// A stop string held back because a longer one starting earlier was still possible is
+    /// final now: the text ends before it and `stopped` is set.
+    pub fn finish(&mut self) -> StopStatus {
+        let mut emit = std::mem::take(&mut self.held);
+        let first = if self.matched.is_some() {
+            None
+        } else {
+            Self::first_match_in(&self.stops, &emit)
+        };
+        match first {
+            Some((at, index)) => {
+                self.matched = Some(index);
+                emit.truncate(at);
+                StopStatus {
+                    emit,
+                    stopped: true,
+                }
+            }
+            None => StopStatus {
+                emit,
+                stopped: self.matched.is_some(),
+            },
+        }
+    }
+
+    /// Earliest occurrence of any stop in the held text: (byte index, stop index). Among stops
+    /// starting at the same byte, the first listed wins.
+    fn first_match(&self) -> Option<(usize, usize)> {
+        Self::first_match_in(&self.stops, &self.held)
+    }
+
+    fn first_match_in(stops: &[String], text: &str) -> Option<(usize, usize)> {
+        stops
+            .iter()
+            .enumerate()
+            .filter_map(|(index, stop)| text.find(stop.as_str()).map(|at| (at, index)))
+            .min()
+    }
+
+    /// The earliest byte index before `before` where the rest of the held text is a proper
+    /// prefix of some stop, i.e. where a stop could still start once more text arrives.
+    fn open_prefix_before(&self, before: usize) -> Option<usize> {
+        self.held
+            .char_indices()
+            .map(|(at, _)| at)
+            .take_while(|&at| at < before)
+            .find(|&at| {
+                let rest = &self.held[at..];
+                self.stops
+                    .iter()
+                    .any(|stop| stop.len() > rest.len() && stop.starts_with(rest))
+            })
     }
 
     /// The stop string that ended the text, if one did.
@@ -107,10 +160,25 @@ mod tests {
             let status = matcher.push(piece);
             out.push_str(&status.emit);
             if status.stopped {
-                return (out + &matcher.finish(), true);
+                return (out + &matcher.finish().emit, true);
             }
         }
-        (out + &matcher.finish(), false)
+        let last = matcher.finish();
+        (out + &last.emit, last.stopped)
+    }
+
+    #[test]
+    fn a_longer_stop_starting_earlier_wins_over_a_shorter_one_found_first() {
+        // " " completes at byte 4 while "🙂 🙂" (starting at 0) is still possible.
+        assert_eq!(
+            run(&["🙂 🙂", " "], &["🙂 ", "🙂a a"]),
+            (String::new(), true)
+        );
+        assert_eq!(
+            run(&["🙂 🙂", " "], &["🙂 ", "a"]),
+            ("🙂".to_string(), true)
+        );
+        assert_eq!(run(&["🙂 🙂", " "], &["🙂 "]), ("🙂".to_string(), true));
     }
 
     #[test]
@@ -122,7 +190,7 @@ mod tests {
         let third = matcher.push("# trailing");
         assert_eq!((third.emit.as_str(), third.stopped), ("", true));
         assert_eq!(matcher.matched_stop(), Some("###"));
-        assert_eq!(matcher.finish(), "");
+        assert_eq!(matcher.finish().emit, "");
         assert!(matcher.push("more").stopped);
     }
 
@@ -132,7 +200,7 @@ mod tests {
         assert_eq!(matcher.push("a </").emit, "a ");
         assert_eq!(matcher.push("b>").emit, "</b>");
         assert_eq!(matcher.push("</").emit, "");
-        assert_eq!(matcher.finish(), "</");
+        assert_eq!(matcher.finish().emit, "</");
         assert_eq!(matcher.matched_stop(), None);
     }
 
@@ -166,7 +234,7 @@ mod tests {
     fn no_stops_emits_everything_immediately() {
         let mut matcher = StopMatcher::new(vec![String::new()]);
         assert_eq!(matcher.push("abc").emit, "abc");
-        assert_eq!(matcher.finish(), "");
+        assert_eq!(matcher.finish().emit, "");
     }
 
     fn expected_output(text: &str, stops: &[String]) -> (String, bool) {
@@ -215,7 +283,9 @@ mod tests {
                 // Everything emitted so far is text that precedes any stop.
                 prop_assert!(expected_output(&text, &stops).0.starts_with(&out));
             }
-            out.push_str(&matcher.finish());
+            let last = matcher.finish();
+            out.push_str(&last.emit);
+            stopped |= last.stopped;
             prop_assert_eq!((out, stopped), expected_output(&text, &stops));
         }
     }
