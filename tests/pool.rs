@@ -14,6 +14,9 @@ use sluice_engine::pool::{
 use sluice_engine::EngineConfig;
 use sluice_model::WeightDtype;
 
+#[path = "support/metrics.rs"]
+mod metrics;
+
 const KV_CACHE_BYTES: usize = 1 << 20;
 
 fn fixture(name: &str) -> PathBuf {
@@ -136,18 +139,7 @@ impl PoolServer {
 
     /// One sample of `/metrics`, e.g. `sluice:model_loads_total{model_name="llama"}`.
     async fn metric(&self, series: &str) -> f64 {
-        let text = reqwest::get(self.url("/metrics"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let prefix = format!("{series} ");
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(&prefix))
-            .unwrap_or_else(|| panic!("no {series} in {text}"));
-        line[prefix.len()..].parse().unwrap()
+        metrics::scrape(&self.base, series).await
     }
 
     async fn loads(&self, id: &str) -> f64 {

@@ -4,5 +4,7 @@
 mod chat;
 mod completions;
 mod errors;
+#[path = "../support/metrics.rs"]
+mod metrics;
 mod operations;
 mod server;

@@ -90,18 +90,7 @@ impl TestServer {
 
     /// The value of one metric sample (labelled `model_name="llama"`) from `/metrics`.
     pub async fn metric(&self, name: &str) -> f64 {
-        let text = reqwest::get(self.url("/metrics"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let prefix = format!("{name}{{model_name=\"{MODEL_ID}\"}} ");
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(&prefix))
-            .unwrap_or_else(|| panic!("no {name} in {text}"));
-        line[prefix.len()..].parse().unwrap()
+        crate::metrics::scrape(&self.base, &format!("{name}{{model_name=\"{MODEL_ID}\"}}")).await
     }
 
     /// Waits until `metric` reads `want`, or panics after `timeout`.
