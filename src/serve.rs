@@ -9,7 +9,7 @@ use anyhow::Context;
 use sluice_api::{router_for, ApiConfig, ModelRegistry};
 use sluice_engine::pool::{Budget, DirectoryLoader, LoadSettings, ModelPool};
 use sluice_engine::EngineConfig;
-use sluice_model::WeightDtype;
+use sluice_model::{KvDtype, WeightDtype};
 
 use crate::launch::{bundled_model_dir, default_max_memory_bytes, model_specs};
 
@@ -22,17 +22,28 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Weight storage types accepted by `--dtype`.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum DtypeArg {
+    /// f16 for float16 checkpoints, f32 otherwise (bf16's range does not fit f16).
+    Auto,
     /// 32-bit floats.
     F32,
     /// 16-bit floats, converted to f32 inside the kernels.
     F16,
 }
 
-impl From<DtypeArg> for WeightDtype {
-    fn from(d: DtypeArg) -> Self {
-        match d {
-            DtypeArg::F32 => WeightDtype::F32,
-            DtypeArg::F16 => WeightDtype::F16,
+impl DtypeArg {
+    fn weights(self) -> Option<WeightDtype> {
+        match self {
+            DtypeArg::Auto => None,
+            DtypeArg::F32 => Some(WeightDtype::F32),
+            DtypeArg::F16 => Some(WeightDtype::F16),
+        }
+    }
+
+    fn kv(self) -> Option<KvDtype> {
+        match self {
+            DtypeArg::Auto => None,
+            DtypeArg::F32 => Some(KvDtype::F32),
+            DtypeArg::F16 => Some(KvDtype::F16),
         }
     }
 }
@@ -56,8 +67,11 @@ pub struct EngineArgs {
     #[arg(long, default_value_t = 16)]
     pub block_size: usize,
     /// How weights are kept in memory (bf16 checkpoints are converted at load).
-    #[arg(long, value_enum, default_value_t = DtypeArg::F32)]
+    #[arg(long, value_enum, default_value_t = DtypeArg::Auto)]
     pub dtype: DtypeArg,
+    /// How the KV cache stores keys and values; `auto` follows the weights.
+    #[arg(long, value_enum, default_value_t = DtypeArg::Auto)]
+    pub kv_cache_dtype: DtypeArg,
     /// Context length limit (at most the model's own).
     #[arg(long)]
     pub max_model_len: Option<usize>,
@@ -80,7 +94,8 @@ impl EngineArgs {
             "--kv-cache-memory must be a positive number of GiB"
         );
         Ok(LoadSettings {
-            dtype: self.dtype.into(),
+            dtype: self.dtype.weights(),
+            kv_dtype: self.kv_cache_dtype.kv(),
             block_size: self.block_size,
             kv_cache_bytes: (self.kv_cache_memory * (1u64 << 30) as f64) as usize,
             max_model_len: self.max_model_len,

@@ -27,7 +27,8 @@ fn fixture(name: &str) -> PathBuf {
 
 fn settings() -> LoadSettings {
     LoadSettings {
-        dtype: WeightDtype::F32,
+        dtype: Some(WeightDtype::F32),
+        kv_dtype: None,
         block_size: 16,
         kv_cache_bytes: KV_CACHE_BYTES,
         max_model_len: None,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use sluice_api::{ApiConfig, ServedModel};
 use sluice_engine::{Engine, EngineConfig, EngineHandle, Executor, ExecutorError, ModelExecutor};
-use sluice_model::{Batch, KvCache, LoadOptions, Logits, Model};
+use sluice_model::{Batch, KvCache, KvDtype, LoadOptions, Logits, Model};
 use sluice_text::Tokenizer;
 
 /// The model every test serves.
@@ -139,7 +139,7 @@ pub async fn start(options: ServerOptions) -> TestServer {
     let tokenizer = Arc::new(Tokenizer::from_dir(&dir).expect("fixture tokenizer loads"));
     let config = model.config().clone();
     let max_model_len = config.max_position_embeddings;
-    let kv = KvCache::new(&config, 16, options.num_blocks);
+    let kv = KvCache::new(&config, KvDtype::F32, 16, options.num_blocks);
     let engine = Engine::start(
         Box::new(SlowedExecutor {
             inner: ModelExecutor::new(model, kv),

@@ -15,7 +15,7 @@ use std::time::Instant;
 use sluice_engine::{
     Engine, EngineConfig, Event, GenerationRequest, ModelExecutor, SamplingParams, StopRules,
 };
-use sluice_model::{KvCache, LoadOptions, Model, WeightDtype};
+use sluice_model::{KvCache, KvDtype, LoadOptions, Model, WeightDtype};
 use sluice_text::Tokenizer;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -43,8 +43,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config = model.config().clone();
     let tokenizer = Arc::new(Tokenizer::from_dir(&dir)?);
     let max_seqs = *levels.iter().max().unwrap_or(&1);
+    // The KV cache follows the weights, as `sluice serve --kv-cache-dtype auto` does.
+    let kv_dtype = match dtype {
+        WeightDtype::F16 => KvDtype::F16,
+        WeightDtype::F32 => KvDtype::F32,
+    };
     let kv = KvCache::new(
         &config,
+        kv_dtype,
         16,
         max_seqs * (prompt_len + output_len as usize) / 16 + max_seqs * 2,
     );

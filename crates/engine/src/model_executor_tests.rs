@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sluice_model::{KvCache, LoadOptions, Model};
+use sluice_model::{KvCache, KvDtype, LoadOptions, Model};
 use sluice_text::Tokenizer;
 
 use super::*;
@@ -39,7 +39,7 @@ fn reference() -> Reference {
 
 fn start(block_size: usize, num_blocks: usize, config: EngineConfig) -> EngineHandle {
     let model = Model::load(&fixture(), &LoadOptions::default()).expect("fixture model loads");
-    let kv = KvCache::new(model.config(), block_size, num_blocks);
+    let kv = KvCache::new(model.config(), KvDtype::F32, block_size, num_blocks);
     let config = EngineConfig {
         eos_token_ids: model.config().eos_token_ids.clone(),
         max_model_len: model.config().max_position_embeddings,

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use sluice_model::{
-    Batch, KvCache, LoadError, LoadOptions, Model, ModelConfig, TensorSource, WeightDtype,
+    Batch, KvCache, KvDtype, LoadError, LoadOptions, Model, ModelConfig, TensorSource, WeightDtype,
 };
 
 /// Deterministic pseudo-random weights of the right shapes, scaled like a trained model.
@@ -116,13 +116,18 @@ fn measure(runs: usize, mut f: impl FnMut()) -> Timing {
     Timing { wall, cpu }
 }
 
-fn bench(label: &str, model: &Model) {
+fn bench(label: &str, model: &Model, kv_dtype: KvDtype) {
     const BLOCK: usize = 16;
     const HISTORY: usize = 128;
     const PROMPT: usize = 512;
     let vocab = model.config().vocab_size as u32;
     let blocks_per_seq = (HISTORY + 1).div_ceil(BLOCK);
-    let mut kv = KvCache::new(model.config(), BLOCK, 64 * blocks_per_seq + PROMPT / BLOCK);
+    let mut kv = KvCache::new(
+        model.config(),
+        kv_dtype,
+        BLOCK,
+        64 * blocks_per_seq + PROMPT / BLOCK,
+    );
     let table = |s: usize| -> Vec<u32> {
         (0..blocks_per_seq)
             .map(|b| (s * blocks_per_seq + b) as u32)
@@ -143,12 +148,23 @@ fn bench(label: &str, model: &Model) {
         "{label}: weights {:.0} MiB",
         model.weight_bytes() as f64 / (1 << 20) as f64
     );
+    // FORWARD_BENCH_ONLY=decode1|decode16|decode64|prefill runs one case, FORWARD_BENCH_REPEAT
+    // times as often (for profilers).
+    let only = std::env::var("FORWARD_BENCH_ONLY").ok();
+    let repeat: usize = std::env::var("FORWARD_BENCH_REPEAT")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(1);
+    let wanted = |case: &str| only.as_deref().is_none_or(|o| o == case);
     for seqs in [1usize, 16, 64] {
+        if !wanted(&format!("decode{seqs}")) {
+            continue;
+        }
         let mut batch = Batch::default();
         for s in 0..seqs {
             batch.push_sequence(&[(s as u32 * 17) % vocab], HISTORY, table(s), BLOCK, true);
         }
-        let runs = if seqs == 64 { 5 } else { 9 };
+        let runs = repeat * if seqs == 64 { 5 } else { 9 };
         let t = measure(runs, || {
             model.forward(&batch, &mut kv).expect("decode");
         });
@@ -157,13 +173,16 @@ fn bench(label: &str, model: &Model) {
             seqs as f64 / t.wall.as_secs_f64()
         );
     }
+    if !wanted("prefill") {
+        return;
+    }
     let prompt_blocks: Vec<u32> = (0..PROMPT / BLOCK)
         .map(|b| (64 * blocks_per_seq + b) as u32)
         .collect();
     let tokens: Vec<u32> = (0..PROMPT).map(|i| (i as u32 * 31) % vocab).collect();
     let mut batch = Batch::default();
     batch.push_sequence(&tokens, 0, prompt_blocks, BLOCK, true);
-    let t = measure(2, || {
+    let t = measure(2 * repeat, || {
         model.forward(&batch, &mut kv).expect("prefill");
     });
     println!(
@@ -212,6 +231,14 @@ fn ours_matmul(m: usize, n: usize, k: usize) {
     }
 }
 
+/// The KV storage `sluice serve --kv-cache-dtype auto` pairs with these weights.
+fn kv_for(dtype: WeightDtype) -> KvDtype {
+    match dtype {
+        WeightDtype::F16 => KvDtype::F16,
+        WeightDtype::F32 => KvDtype::F32,
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let dtypes = |arg: Option<&String>| match arg.map(String::as_str) {
@@ -224,7 +251,11 @@ fn main() {
         let dir = Path::new(args.get(1).expect("--model-dir DIR"));
         for dtype in dtypes(args.get(2)) {
             let model = Model::load(dir, &LoadOptions { dtype }).expect("load");
-            bench(&format!("{} {dtype:?}", dir.display()), &model);
+            bench(
+                &format!("{} {dtype:?}", dir.display()),
+                &model,
+                kv_for(dtype),
+            );
         }
         return;
     }
@@ -251,7 +282,7 @@ fn main() {
             let config = shape_config(shape);
             let model =
                 Model::from_source(config, &RandomWeights, &LoadOptions { dtype }).expect("build");
-            bench(&format!("{shape} {dtype:?}"), &model);
+            bench(&format!("{shape} {dtype:?}"), &model, kv_for(dtype));
         }
     }
 }

@@ -2,13 +2,59 @@
 //! for every layer. The engine's block manager decides which blocks a sequence owns; the forward
 //! pass writes new tokens to the slots the batch names and reads history through block tables.
 
+use half::f16;
+use half::vec::HalfBitsVecExt;
+
 use crate::config::ModelConfig;
+use crate::kernels::vector::KvElement;
+
+/// How cached keys and values are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvDtype {
+    /// 32-bit floats: exact copies of the computed keys and values.
+    F32,
+    /// IEEE half floats: half the memory and memory traffic of f32 (what llama.cpp and vLLM
+    /// keep by default for 16-bit models); keys and values are rounded once when written.
+    F16,
+}
+
+impl KvDtype {
+    /// Bytes per stored value.
+    pub fn size(self) -> usize {
+        match self {
+            KvDtype::F32 => 4,
+            KvDtype::F16 => 2,
+        }
+    }
+}
 
 /// One layer's keys and values, slot-major: `[num_blocks * block_size, num_kv_heads, head_dim]`.
 #[derive(Debug)]
-pub struct LayerKv {
-    pub(crate) keys: Vec<f32>,
-    pub(crate) values: Vec<f32>,
+pub struct LayerKv<E> {
+    pub(crate) keys: Vec<E>,
+    pub(crate) values: Vec<E>,
+}
+
+impl<E: KvElement> LayerKv<E> {
+    /// Stores one slot's keys and values (`[num_kv_heads * head_dim]` each).
+    pub(crate) fn write(&mut self, slot: usize, keys: &[f32], values: &[f32]) {
+        let width = keys.len();
+        E::store(keys, &mut self.keys[slot * width..][..width]);
+        E::store(values, &mut self.values[slot * width..][..width]);
+    }
+}
+
+/// Every layer's storage, of one element type.
+#[derive(Debug)]
+enum Layers {
+    F32(Vec<LayerKv<f32>>),
+    F16(Vec<LayerKv<f16>>),
+}
+
+/// One layer's storage, borrowed for a forward pass.
+pub(crate) enum LayerKvMut<'a> {
+    F32(&'a mut LayerKv<f32>),
+    F16(&'a mut LayerKv<f16>),
 }
 
 /// The paged key/value cache of one model.
@@ -18,22 +64,37 @@ pub struct KvCache {
     num_blocks: usize,
     num_kv_heads: usize,
     head_dim: usize,
-    layers: Vec<LayerKv>,
+    layers: Layers,
 }
 
 impl KvCache {
     /// A zeroed cache of `num_blocks` blocks of `block_size` tokens, shaped for `config`.
     /// Pages are only touched when first written, so an idle pool costs address space only.
-    pub fn new(config: &ModelConfig, block_size: usize, num_blocks: usize) -> Self {
+    pub fn new(config: &ModelConfig, dtype: KvDtype, block_size: usize, num_blocks: usize) -> Self {
         assert!(block_size > 0, "block_size must be positive");
-        let slot_floats = config.num_key_value_heads * config.head_dim;
-        let layer_floats = num_blocks * block_size * slot_floats;
-        let layers = (0..config.num_hidden_layers)
-            .map(|_| LayerKv {
-                keys: vec![0.0; layer_floats],
-                values: vec![0.0; layer_floats],
-            })
-            .collect();
+        let slot_values = config.num_key_value_heads * config.head_dim;
+        let layer_values = num_blocks * block_size * slot_values;
+        let n = config.num_hidden_layers;
+        // `vec![0; n]` of a primitive is a zeroed allocation (untouched pages); f16 storage is
+        // made from u16 zeros for the same reason.
+        let layers = match dtype {
+            KvDtype::F32 => Layers::F32(
+                (0..n)
+                    .map(|_| LayerKv {
+                        keys: vec![0f32; layer_values],
+                        values: vec![0f32; layer_values],
+                    })
+                    .collect(),
+            ),
+            KvDtype::F16 => Layers::F16(
+                (0..n)
+                    .map(|_| LayerKv {
+                        keys: vec![0u16; layer_values].reinterpret_into::<f16>(),
+                        values: vec![0u16; layer_values].reinterpret_into::<f16>(),
+                    })
+                    .collect(),
+            ),
+        };
         Self {
             block_size,
             num_blocks,
@@ -43,31 +104,46 @@ impl KvCache {
         }
     }
 
-    /// Bytes one block occupies across all layers (keys and values, f32).
-    pub fn bytes_per_block(config: &ModelConfig, block_size: usize) -> usize {
+    /// Bytes one block occupies across all layers (keys and values).
+    pub fn bytes_per_block(config: &ModelConfig, dtype: KvDtype, block_size: usize) -> usize {
         2 * config.num_hidden_layers
             * block_size
             * config.num_key_value_heads
             * config.head_dim
-            * std::mem::size_of::<f32>()
+            * dtype.size()
     }
 
     /// The number of blocks that fit in `budget_bytes`.
     pub fn num_blocks_for_budget(
         config: &ModelConfig,
+        dtype: KvDtype,
         block_size: usize,
         budget_bytes: usize,
     ) -> usize {
-        budget_bytes / Self::bytes_per_block(config, block_size).max(1)
+        budget_bytes / Self::bytes_per_block(config, dtype, block_size).max(1)
     }
 
     /// A cache using at most `budget_bytes`.
-    pub fn with_budget(config: &ModelConfig, block_size: usize, budget_bytes: usize) -> Self {
+    pub fn with_budget(
+        config: &ModelConfig,
+        dtype: KvDtype,
+        block_size: usize,
+        budget_bytes: usize,
+    ) -> Self {
         Self::new(
             config,
+            dtype,
             block_size,
-            Self::num_blocks_for_budget(config, block_size, budget_bytes),
+            Self::num_blocks_for_budget(config, dtype, block_size, budget_bytes),
         )
+    }
+
+    /// How keys and values are stored.
+    pub fn dtype(&self) -> KvDtype {
+        match self.layers {
+            Layers::F32(_) => KvDtype::F32,
+            Layers::F16(_) => KvDtype::F16,
+        }
     }
 
     /// Blocks in the pool.
@@ -97,12 +173,18 @@ impl KvCache {
 
     /// Layers held.
     pub(crate) fn num_layers(&self) -> usize {
-        self.layers.len()
+        match &self.layers {
+            Layers::F32(l) => l.len(),
+            Layers::F16(l) => l.len(),
+        }
     }
 
     /// One layer's storage.
-    pub(crate) fn layer_mut(&mut self, layer: usize) -> &mut LayerKv {
-        &mut self.layers[layer]
+    pub(crate) fn layer_mut(&mut self, layer: usize) -> LayerKvMut<'_> {
+        match &mut self.layers {
+            Layers::F32(l) => LayerKvMut::F32(&mut l[layer]),
+            Layers::F16(l) => LayerKvMut::F16(&mut l[layer]),
+        }
     }
 }
 
@@ -113,19 +195,26 @@ mod tests {
     #[test]
     fn budget_sizing_rounds_down_to_whole_blocks() {
         let config = crate::config::tests_support::tiny_config();
-        let per_block = KvCache::bytes_per_block(&config, 16);
-        assert_eq!(
-            per_block,
-            2 * config.num_hidden_layers * 16 * config.num_key_value_heads * config.head_dim * 4
-        );
-        assert_eq!(
-            KvCache::num_blocks_for_budget(&config, 16, per_block * 3 + 1),
-            3
-        );
-        let cache = KvCache::with_budget(&config, 16, per_block * 5);
-        assert_eq!(
-            (cache.num_blocks(), cache.block_size(), cache.num_slots()),
-            (5, 16, 80)
-        );
+        for (dtype, size) in [(KvDtype::F32, 4), (KvDtype::F16, 2)] {
+            let per_block = KvCache::bytes_per_block(&config, dtype, 16);
+            assert_eq!(
+                per_block,
+                2 * config.num_hidden_layers
+                    * 16
+                    * config.num_key_value_heads
+                    * config.head_dim
+                    * size
+            );
+            assert_eq!(
+                KvCache::num_blocks_for_budget(&config, dtype, 16, per_block * 3 + 1),
+                3
+            );
+            let cache = KvCache::with_budget(&config, dtype, 16, per_block * 5);
+            assert_eq!(
+                (cache.num_blocks(), cache.block_size(), cache.num_slots()),
+                (5, 16, 80)
+            );
+            assert_eq!(cache.dtype(), dtype);
+        }
     }
 }

@@ -22,5 +22,5 @@ pub use checkpoint::{Checkpoint, TensorSource};
 pub use config::{ModelConfig, RopeConfig, RopeScaling};
 pub use error::{ForwardError, LoadError};
 pub use kernels::matmul::WeightDtype;
-pub use kv_cache::KvCache;
+pub use kv_cache::{KvCache, KvDtype};
 pub use model::{LoadOptions, Model};

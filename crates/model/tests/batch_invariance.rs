@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use sluice_model::{Batch, Logits, Model, WeightDtype};
+use sluice_model::{Batch, KvDtype, Logits, Model, WeightDtype};
 
 /// Runs `target` (prompt = first `prompt_len` tokens) to completion with chunked prefill of
 /// `chunk` tokens then decodes; other sequences ride along in every step, each at its own
@@ -14,8 +14,9 @@ fn run_with_companions(
     prompt_len: usize,
     chunk: usize,
     companions: usize,
+    kv_dtype: KvDtype,
 ) -> Vec<Vec<f32>> {
-    let mut kv = cache(model);
+    let mut kv = cache_of(model, kv_dtype);
     let mut pool = BlockPool::new(kv.num_blocks());
     let mut target = Sequence::new(tokens.to_vec());
     // Companions: different prompts, at different offsets into their own prefill.
@@ -73,14 +74,21 @@ fn run_with_companions(
 #[test]
 fn logits_are_bit_identical_alone_and_batched_with_three_others() {
     for name in ["llama", "qwen2", "llama-odd-head-dim"] {
-        for dtype in [WeightDtype::F32, WeightDtype::F16] {
+        for (dtype, kv_dtype) in [
+            (WeightDtype::F32, KvDtype::F32),
+            (WeightDtype::F16, KvDtype::F32),
+            (WeightDtype::F16, KvDtype::F16),
+        ] {
             let model = load(name, dtype);
             let tokens = reference(name).prompt_ids;
-            let alone = run_with_companions(&model, &tokens, 12, 5, 0);
-            let batched = run_with_companions(&model, &tokens, 12, 5, 3);
+            let alone = run_with_companions(&model, &tokens, 12, 5, 0, kv_dtype);
+            let batched = run_with_companions(&model, &tokens, 12, 5, 3, kv_dtype);
             assert_eq!(alone.len(), batched.len());
             for (step, (a, b)) in alone.iter().zip(&batched).enumerate() {
-                assert!(a == b, "{name} {dtype:?}: step {step} differs when batched");
+                assert!(
+                    a == b,
+                    "{name} {dtype:?} weights, {kv_dtype:?} KV: step {step} differs when batched"
+                );
             }
         }
     }
@@ -89,10 +97,13 @@ fn logits_are_bit_identical_alone_and_batched_with_three_others() {
 #[test]
 fn chunked_prefill_gives_the_same_logits_as_one_chunk() {
     for name in ["mistral", "qwen3"] {
-        let model = load(name, WeightDtype::F32);
-        let tokens = reference(name).prompt_ids;
-        let one_chunk = run_with_companions(&model, &tokens, tokens.len(), tokens.len(), 0);
-        let chunked = run_with_companions(&model, &tokens, tokens.len(), 7, 0);
-        assert_eq!(one_chunk.last(), chunked.last(), "{name}");
+        for kv_dtype in [KvDtype::F32, KvDtype::F16] {
+            let model = load(name, WeightDtype::F32);
+            let tokens = reference(name).prompt_ids;
+            let len = tokens.len();
+            let one_chunk = run_with_companions(&model, &tokens, len, len, 0, kv_dtype);
+            let chunked = run_with_companions(&model, &tokens, len, 7, 0, kv_dtype);
+            assert_eq!(one_chunk.last(), chunked.last(), "{name} {kv_dtype:?}");
+        }
     }
 }

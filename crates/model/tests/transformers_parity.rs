@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use sluice_model::{Batch, WeightDtype};
+use sluice_model::{Batch, KvDtype, WeightDtype};
 
 #[test]
 fn prompt_logits_match_transformers_for_every_architecture() {
@@ -72,6 +72,24 @@ fn f16_storage_of_an_f32_checkpoint_stays_close() {
         .map(|(a, b)| (a - b).abs())
         .fold(0f32, f32::max);
     assert!(max_diff < 0.1, "max |logit diff| {max_diff}");
+}
+
+#[test]
+fn f16_kv_cache_stays_close_to_transformers_for_every_architecture() {
+    // Keys and values are rounded to f16 once when cached (relative error 2^-11 each).
+    for name in FIXTURES {
+        let reference = reference(name);
+        let model = load(name, WeightDtype::F32);
+        let logits = prefill_all_positions_with(&model, &reference.prompt_ids, KvDtype::F16);
+        let mut max_diff = 0f32;
+        for (i, expected) in reference.prompt_logits.iter().enumerate() {
+            for (a, b) in logits.row(i).iter().zip(expected) {
+                max_diff = max_diff.max((a - b).abs());
+            }
+        }
+        eprintln!("{name} (f16 KV): max |logit diff| {max_diff:e}");
+        assert!(max_diff < 2e-2, "{name}: max |logit diff| {max_diff}");
+    }
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use sluice_model::{KvCache, LoadOptions, Model, ModelConfig, WeightDtype};
+use sluice_model::{KvCache, KvDtype, LoadOptions, Model, ModelConfig, WeightDtype};
 use sluice_text::Tokenizer;
 use thiserror::Error;
 
@@ -70,8 +70,12 @@ pub trait ModelLoader: Send + Sync + 'static {
 /// How every model is loaded and run.
 #[derive(Debug, Clone)]
 pub struct LoadSettings {
-    /// How weights are kept in memory.
-    pub dtype: WeightDtype,
+    /// How weights are kept in memory; `None` follows the checkpoint (f16 for float16
+    /// checkpoints, f32 otherwise: bf16's range does not fit f16).
+    pub dtype: Option<WeightDtype>,
+    /// How the KV cache stores keys and values; `None` follows the weights (f16 KV for f16
+    /// weights, f32 for f32).
+    pub kv_dtype: Option<KvDtype>,
     /// Tokens per KV block.
     pub block_size: usize,
     /// Bytes of KV cache per model.
@@ -105,10 +109,31 @@ impl DirectoryLoader {
         self.settings.max_model_len.map_or(own, |n| n.min(own))
     }
 
+    /// The weight storage type for a model with this config.
+    pub fn weight_dtype(&self, config: &ModelConfig) -> WeightDtype {
+        self.settings
+            .dtype
+            .unwrap_or(match config.checkpoint_dtype.as_deref() {
+                Some("float16") => WeightDtype::F16,
+                _ => WeightDtype::F32,
+            })
+    }
+
+    /// The KV cache storage type for a model with this config.
+    pub fn kv_dtype(&self, config: &ModelConfig) -> KvDtype {
+        self.settings
+            .kv_dtype
+            .unwrap_or(match self.weight_dtype(config) {
+                WeightDtype::F16 => KvDtype::F16,
+                WeightDtype::F32 => KvDtype::F32,
+            })
+    }
+
     fn kv_bytes(&self, config: &ModelConfig) -> usize {
         let s = &self.settings;
-        KvCache::num_blocks_for_budget(config, s.block_size, s.kv_cache_bytes)
-            * KvCache::bytes_per_block(config, s.block_size)
+        let dtype = self.kv_dtype(config);
+        KvCache::num_blocks_for_budget(config, dtype, s.block_size, s.kv_cache_bytes)
+            * KvCache::bytes_per_block(config, dtype, s.block_size)
     }
 }
 
@@ -125,7 +150,7 @@ impl ModelLoader for DirectoryLoader {
             Some("float16" | "bfloat16") => 2,
             _ => 4,
         };
-        let kept_bytes = match self.settings.dtype {
+        let kept_bytes = match self.weight_dtype(&config) {
             WeightDtype::F32 => 4,
             WeightDtype::F16 => 2,
         };
@@ -136,12 +161,14 @@ impl ModelLoader for DirectoryLoader {
     fn load(&self, dir: &Path) -> Result<LoadedModel, ModelLoadError> {
         let s = &self.settings;
         let started = Instant::now();
-        tracing::info!(model = %dir.display(), dtype = ?s.dtype, "loading model");
-        let model = Model::load(dir, &LoadOptions { dtype: s.dtype })?;
+        let config = ModelConfig::from_dir(dir)?;
+        let (dtype, kv_dtype) = (self.weight_dtype(&config), self.kv_dtype(&config));
+        tracing::info!(model = %dir.display(), ?dtype, ?kv_dtype, "loading model");
+        let model = Model::load(dir, &LoadOptions { dtype })?;
         let tokenizer = Arc::new(Tokenizer::from_dir(dir)?);
         let config = model.config().clone();
         let max_model_len = self.max_model_len(&config);
-        let kv = KvCache::with_budget(&config, s.block_size, s.kv_cache_bytes);
+        let kv = KvCache::with_budget(&config, kv_dtype, s.block_size, s.kv_cache_bytes);
         if kv.num_blocks() < 2 {
             return Err(ModelLoadError::KvCacheTooSmall {
                 budget_bytes: s.kv_cache_bytes,
@@ -196,7 +223,8 @@ mod tests {
 
     fn loader(dtype: WeightDtype) -> DirectoryLoader {
         DirectoryLoader::new(LoadSettings {
-            dtype,
+            dtype: Some(dtype),
+            kv_dtype: None,
             block_size: 16,
             kv_cache_bytes: 1 << 20,
             max_model_len: Some(128),
@@ -221,6 +249,29 @@ mod tests {
                 assert_eq!(loaded.max_model_len, 128);
             }
         }
+    }
+
+    #[test]
+    fn auto_dtypes_follow_the_checkpoint_and_the_weights() {
+        let auto = DirectoryLoader::new(LoadSettings {
+            dtype: None,
+            ..loader(WeightDtype::F32).settings().clone()
+        });
+        let mut config = ModelConfig::from_dir(&fixture("llama")).unwrap();
+        for (stored, weights, kv) in [
+            (Some("float16"), WeightDtype::F16, KvDtype::F16),
+            (Some("bfloat16"), WeightDtype::F32, KvDtype::F32),
+            (None, WeightDtype::F32, KvDtype::F32),
+        ] {
+            config.checkpoint_dtype = stored.map(str::to_string);
+            assert_eq!(auto.weight_dtype(&config), weights, "{stored:?}");
+            assert_eq!(auto.kv_dtype(&config), kv, "{stored:?}");
+        }
+        let forced = DirectoryLoader::new(LoadSettings {
+            kv_dtype: Some(KvDtype::F16),
+            ..loader(WeightDtype::F32).settings().clone()
+        });
+        assert_eq!(forced.kv_dtype(&config), KvDtype::F16);
     }
 
     #[test]

@@ -4,3 +4,4 @@
 pub mod dot;
 pub mod matmul;
 pub mod paged_attention;
+pub mod vector;

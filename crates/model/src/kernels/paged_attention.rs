@@ -3,12 +3,13 @@
 //! prefill chunk, since the chunk's K/V are written to the cache before this runs).
 //!
 //! Work is split per (token, key/value head); each task handles the query heads sharing that
-//! K/V head, so a key row is read once per group. Every reduction runs in position order, so a
-//! token's output does not depend on what else is in the batch.
+//! K/V head, so a key row is read once per group. Every reduction runs in an order fixed by the
+//! token's position (see [`super::vector`]), so a token's output does not depend on what else is
+//! in the batch.
 
 use rayon::prelude::*;
 
-use super::dot::dot;
+use super::vector::{best_ops, KvElement, VectorOps};
 use crate::batch::Batch;
 use crate::kv_cache::LayerKv;
 
@@ -32,12 +33,12 @@ pub struct AttentionShape {
 /// `out[t, h, :] = softmax_j(q[t, h] · k[j] · scale) · v[j]` over the visible cached positions
 /// `j` of token `t`'s sequence. `q` and `out` are `[num_tokens, num_heads, head_dim]`;
 /// `token_seq[t]` is the index in `batch.seqs` of token `t`'s sequence.
-pub fn paged_attention(
+pub fn paged_attention<E: KvElement>(
     shape: AttentionShape,
     batch: &Batch,
     token_seq: &[usize],
     q: &[f32],
-    kv: &LayerKv,
+    kv: &LayerKv<E>,
     out: &mut [f32],
 ) {
     let AttentionShape {
@@ -49,6 +50,7 @@ pub fn paged_attention(
     let group = num_heads / num_kv_heads;
     debug_assert_eq!(q.len(), batch.num_tokens() * num_heads * head_dim);
     debug_assert_eq!(out.len(), q.len());
+    let ops = best_ops(head_dim);
     out.par_chunks_mut(group * head_dim)
         .enumerate()
         .for_each(|(task, out_group)| {
@@ -56,18 +58,29 @@ pub fn paged_attention(
             let q_group = &q[(t * num_heads + g * group) * head_dim..][..group * head_dim];
             let seq = &batch.seqs[token_seq[t]];
             let position = batch.positions[t] as usize;
-            attend_group(shape, &seq.block_table, position, g, q_group, kv, out_group);
+            attend_group(
+                ops,
+                shape,
+                &seq.block_table,
+                position,
+                g,
+                q_group,
+                kv,
+                out_group,
+            );
         });
 }
 
 /// Attention for the `group` query heads of one token sharing K/V head `g`.
-fn attend_group(
+#[allow(clippy::too_many_arguments)]
+fn attend_group<E: KvElement>(
+    ops: impl VectorOps,
     shape: AttentionShape,
     block_table: &[u32],
     position: usize,
     g: usize,
     q_group: &[f32],
-    kv: &LayerKv,
+    kv: &LayerKv<E>,
     out_group: &mut [f32],
 ) {
     let AttentionShape {
@@ -97,35 +110,15 @@ fn attend_group(
     }
     // scores: [group, visible]
     let mut scores = vec![0f32; group * visible];
-    for (i, &row) in rows.iter().enumerate() {
-        let key = &kv.keys[row..][..head_dim];
-        for h in 0..group {
-            scores[h * visible + i] = dot(&q_group[h * head_dim..][..head_dim], key) * scale;
-        }
-    }
-    for h in 0..group {
-        let row = &mut scores[h * visible..][..visible];
+    ops.group_scores(q_group, head_dim, &kv.keys, &rows, scale, &mut scores);
+    for row in scores.chunks_exact_mut(visible) {
         let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0f32;
-        for s in row.iter_mut() {
-            *s = (*s - max).exp();
-            sum += *s;
-        }
-        let inv = 1.0 / sum;
+        let inv = 1.0 / ops.exp_sum(row, max);
         for s in row.iter_mut() {
             *s *= inv;
         }
     }
-    out_group.fill(0.0);
-    for (i, &row) in rows.iter().enumerate() {
-        let value = &kv.values[row..][..head_dim];
-        for h in 0..group {
-            let weight = scores[h * visible + i];
-            for (o, &v) in out_group[h * head_dim..][..head_dim].iter_mut().zip(value) {
-                *o += weight * v;
-            }
-        }
-    }
+    ops.group_weighted_sum(&scores, &kv.values, &rows, head_dim, out_group);
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@ use crate::config::ModelConfig;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
 use crate::kernels::paged_attention::{paged_attention, AttentionShape};
-use crate::kv_cache::LayerKv;
+use crate::kernels::vector::KvElement;
+use crate::kv_cache::{LayerKv, LayerKvMut};
 
 /// Which optional parts an architecture's attention has.
 #[derive(Debug, Clone, Copy)]
@@ -109,13 +110,13 @@ impl Attention {
 
     /// `h: [T, hidden]` (already normed) → `[T, hidden]`. Writes the batch's new K/V into `kv`
     /// at `batch.slot_mapping` before attending, so a prefill chunk sees itself causally.
-    pub fn forward(
+    pub(crate) fn forward(
         &self,
         h: &[f32],
         batch: &Batch,
         token_seq: &[usize],
         rope: &RopeTables,
-        kv: &mut LayerKv,
+        kv: LayerKvMut<'_>,
         block_size: usize,
     ) -> Vec<f32> {
         let t = batch.num_tokens();
@@ -138,11 +139,6 @@ impl Attention {
         }
         rope.apply(&mut q, self.num_heads);
         rope.apply(&mut k, self.num_kv_heads);
-        for (i, &slot) in batch.slot_mapping.iter().enumerate() {
-            let dst = slot as usize * kv_dim..(slot as usize + 1) * kv_dim;
-            kv.keys[dst.clone()].copy_from_slice(&k[i * kv_dim..][..kv_dim]);
-            kv.values[dst].copy_from_slice(&qkv[i * width + q_dim + kv_dim..][..kv_dim]);
-        }
         let shape = AttentionShape {
             num_heads: self.num_heads,
             num_kv_heads: self.num_kv_heads,
@@ -152,7 +148,15 @@ impl Attention {
             scale: 1.0 / (self.head_dim as f32).sqrt(),
         };
         let mut attended = vec![0f32; t * q_dim]; // [T, heads, head_dim]
-        paged_attention(shape, batch, token_seq, &q, kv, &mut attended);
+        let values = |i: usize| &qkv[i * width + q_dim + kv_dim..][..kv_dim];
+        match kv {
+            LayerKvMut::F32(kv) => {
+                write_and_attend(shape, batch, token_seq, &q, &k, values, kv, &mut attended)
+            }
+            LayerKvMut::F16(kv) => {
+                write_and_attend(shape, batch, token_seq, &q, &k, values, kv, &mut attended)
+            }
+        }
         self.o_proj.forward(&attended, t)
     }
 
@@ -165,4 +169,24 @@ impl Attention {
                 .as_ref()
                 .map_or(0, |(q, k)| q.bytes() + k.bytes())
     }
+}
+
+/// Stores the batch's new keys (`k: [T, kv_dim]`) and values at `batch.slot_mapping`, then
+/// attends (a prefill chunk sees itself causally because its K/V are written first).
+#[allow(clippy::too_many_arguments)]
+fn write_and_attend<'a, E: KvElement>(
+    shape: AttentionShape,
+    batch: &Batch,
+    token_seq: &[usize],
+    q: &[f32],
+    k: &[f32],
+    values: impl Fn(usize) -> &'a [f32],
+    kv: &mut LayerKv<E>,
+    out: &mut [f32],
+) {
+    let kv_dim = shape.num_kv_heads * shape.head_dim;
+    for (i, &slot) in batch.slot_mapping.iter().enumerate() {
+        kv.write(slot as usize, &k[i * kv_dim..][..kv_dim], values(i));
+    }
+    paged_attention(shape, batch, token_seq, q, kv, out);
 }

@@ -5,6 +5,8 @@ use crate::checkpoint::TensorSource;
 use crate::config::ModelConfig;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
+use crate::kernels::vector::{best_ops, VectorOps};
+use rayon::prelude::*;
 
 /// One layer's MLP weights.
 #[derive(Debug)]
@@ -54,15 +56,15 @@ impl Mlp {
         let inter = self.intermediate;
         let gate_up = self.gate_up_proj.forward(h, t); // [T, 2 * inter]
         let mut act = vec![0f32; t * inter]; // [T, inter]
-        for (row, out) in gate_up
-            .chunks_exact(2 * inter)
-            .zip(act.chunks_exact_mut(inter))
-        {
-            let (gate, up) = row.split_at(inter);
-            for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
-                *o = g / (1.0 + (-g).exp()) * u;
-            }
-        }
+        let ops = best_ops(inter);
+        gate_up
+            .par_chunks_exact(2 * inter)
+            .zip(act.par_chunks_exact_mut(inter))
+            .with_min_len(8)
+            .for_each(|(row, out)| {
+                let (gate, up) = row.split_at(inter);
+                ops.silu_mul(gate, up, out);
+            });
         self.down_proj.forward(&act, t)
     }
 

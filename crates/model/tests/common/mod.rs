@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use sluice_model::{Batch, KvCache, LoadOptions, Logits, Model, WeightDtype};
+use sluice_model::{Batch, KvCache, KvDtype, LoadOptions, Logits, Model, WeightDtype};
 
 /// Every fixture directory under `fixtures/models`.
 pub const FIXTURES: [&str; 6] = [
@@ -47,9 +47,14 @@ pub fn load(name: &str, dtype: WeightDtype) -> Model {
         .unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
-/// A cache with room for a few sequences of the fixtures' lengths.
+/// An f32 cache with room for a few sequences of the fixtures' lengths.
 pub fn cache(model: &Model) -> KvCache {
-    KvCache::new(model.config(), BLOCK_SIZE, 128)
+    cache_of(model, KvDtype::F32)
+}
+
+/// A cache of the given storage type with room for a few sequences of the fixtures' lengths.
+pub fn cache_of(model: &Model, dtype: KvDtype) -> KvCache {
+    KvCache::new(model.config(), dtype, BLOCK_SIZE, 128)
 }
 
 /// Hands out blocks from a free list, like a minimal block manager.
@@ -103,7 +108,12 @@ impl Sequence {
 
 /// Runs the whole of `tokens` as one prefill chunk and returns the logits of every position.
 pub fn prefill_all_positions(model: &Model, tokens: &[u32]) -> Logits {
-    let mut kv = cache(model);
+    prefill_all_positions_with(model, tokens, KvDtype::F32)
+}
+
+/// [`prefill_all_positions`] with a KV cache of the given storage type.
+pub fn prefill_all_positions_with(model: &Model, tokens: &[u32], kv_dtype: KvDtype) -> Logits {
+    let mut kv = cache_of(model, kv_dtype);
     let mut pool = BlockPool::new(kv.num_blocks());
     let mut seq = Sequence::new(tokens.to_vec());
     let mut batch = Batch::default();

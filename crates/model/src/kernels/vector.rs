@@ -1,0 +1,674 @@
+//! Vector building blocks for attention and activations, each with one documented operation
+//! order so the AVX2 path and the portable path give the same bits (tested), and a value never
+//! depends on how many others are computed beside it.
+//!
+//! - [`VectorOps::group_scores`]: `q · k` for each query head against cached key rows, four
+//!   rows at a time (a short last group repeats its last row). Per row, lane `l` accumulates
+//!   `q[8c + l] · k[8c + l]` with fused multiply-adds, even chunks `c` in one chain and odd
+//!   chunks in another (two chains keep the FMA units busy); the chains are added lane-wise and
+//!   the lanes folded as `((s0+s1)+(s2+s3)) + ((s4+s5)+(s6+s7))`. A tail past the last full chunk
+//!   (portable path only: AVX2 is used when the width is a multiple of 8) is fused in afterwards.
+//! - [`exp`]: `e^x` by range reduction `x = n·ln2 + r` and a degree-6 polynomial in fused
+//!   multiply-adds, about 1 ulp; inputs are clamped to `[-87, 88]`, so it never returns inf/0.
+//! - [`VectorOps::exp_sum`]: `x[i] = e^(x[i] - shift)`, returning `Σ x[i]` summed in eight lanes
+//!   by position modulo 8, folded like `dot4`, then the tail in order.
+//! - [`VectorOps::group_weighted_sum`]: `out_h = Σ_i w[h, i] · v_i` for each head, one fused
+//!   multiply-add per row and element, in row order, starting from zero.
+//! - [`VectorOps::silu_mul`]: `out[i] = g[i] / (1 + e^-g[i]) · u[i]`.
+
+use half::f16;
+
+/// Lanes per vector.
+const LANES: usize = 8;
+
+const EXP_LO: f32 = -87.0;
+const EXP_HI: f32 = 88.0;
+const LOG2E: f32 = std::f32::consts::LOG2_E;
+const LN2_HI: f32 = 0.693_359_4;
+const LN2_LO: f32 = -2.121_944_4e-4;
+/// Cephes' `expf` coefficients, as published.
+#[allow(clippy::excessive_precision)]
+const EXP_POLY: [f32; 6] = [
+    1.987_569_1e-4,
+    1.398_199_9e-3,
+    8.333_452e-3,
+    4.166_579_6e-2,
+    1.666_666_5e-1,
+    5.000_000_1e-1,
+];
+
+/// `e^x` for one value (the reference for the vector paths).
+#[inline]
+#[allow(clippy::manual_clamp)] // max/min map NaN to a bound, as the vector max/min do; clamp keeps NaN
+pub fn exp(x: f32) -> f32 {
+    let x = x.max(EXP_LO).min(EXP_HI);
+    let n = (x * LOG2E).round_ties_even();
+    let r = n.mul_add(-LN2_HI, x);
+    let r = n.mul_add(-LN2_LO, r);
+    let mut p = EXP_POLY[0];
+    for &c in &EXP_POLY[1..] {
+        p = p.mul_add(r, c);
+    }
+    let p = p.mul_add(r * r, r) + 1.0;
+    p * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
+#[inline]
+fn fold(s: [f32; LANES]) -> f32 {
+    ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
+}
+
+/// How cached keys and values are stored: `f32`, or `f16` (half the memory and bandwidth;
+/// widened exactly to f32 when read).
+pub trait KvElement: Copy + Default + Send + Sync + 'static {
+    /// The exact f32 value.
+    fn to_f32(self) -> f32;
+    /// Rounds `src` into `dst` (same length).
+    fn store(src: &[f32], dst: &mut [Self]);
+    /// Eight values from `p` widened to f32.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and F16C, and eight values are readable at `p`.
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn load8(p: *const Self) -> std::arch::x86_64::__m256;
+}
+
+impl KvElement for f32 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+
+    fn store(src: &[f32], dst: &mut [f32]) {
+        dst.copy_from_slice(src);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load8(p: *const f32) -> std::arch::x86_64::__m256 {
+        std::arch::x86_64::_mm256_loadu_ps(p)
+    }
+}
+
+impl KvElement for f16 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
+    }
+
+    fn store(src: &[f32], dst: &mut [f16]) {
+        use half::slice::HalfFloatSliceExt;
+        dst.convert_from_f32_slice(src);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load8(p: *const f16) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::*;
+        _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
+    }
+}
+
+/// The operations, in a portable and (on x86_64) an AVX2+FMA+F16C flavour.
+pub trait VectorOps: Copy + Send + Sync {
+    /// `out[h * n + i] = scale · (q_h · data[offsets[i]..][..d])` for every head `h` of
+    /// `q: [heads, d]` and row `i < n = offsets.len()`.
+    fn group_scores<E: KvElement>(
+        self,
+        q: &[f32],
+        d: usize,
+        data: &[E],
+        offsets: &[usize],
+        scale: f32,
+        out: &mut [f32],
+    );
+    /// `out[h, :] = Σ_i weights[h * n + i] · data[offsets[i]..][..d]` for `out: [heads, d]`.
+    fn group_weighted_sum<E: KvElement>(
+        self,
+        weights: &[f32],
+        data: &[E],
+        offsets: &[usize],
+        d: usize,
+        out: &mut [f32],
+    );
+    /// `x[i] = e^(x[i] - shift)`; returns their sum.
+    fn exp_sum(self, x: &mut [f32], shift: f32) -> f32;
+    /// `out[i] = silu(gate[i]) · up[i]`.
+    fn silu_mul(self, gate: &[f32], up: &[f32], out: &mut [f32]);
+}
+
+/// Scalar code with the documented order; runs anywhere.
+#[derive(Debug, Clone, Copy)]
+pub struct Portable;
+
+fn dot_portable<E: KvElement>(q: &[f32], k: &[E]) -> f32 {
+    let mut acc = [[0f32; LANES]; 2];
+    let chunks = q.len() / LANES;
+    for c in 0..chunks {
+        let (qc, kc) = (&q[c * LANES..][..LANES], &k[c * LANES..][..LANES]);
+        for ((a, &x), y) in acc[c % 2].iter_mut().zip(qc).zip(kc) {
+            *a = x.mul_add(y.to_f32(), *a);
+        }
+    }
+    let s: [f32; LANES] = std::array::from_fn(|l| acc[0][l] + acc[1][l]);
+    let mut sum = fold(s);
+    for i in chunks * LANES..q.len() {
+        sum = q[i].mul_add(k[i].to_f32(), sum);
+    }
+    sum
+}
+
+impl VectorOps for Portable {
+    fn group_scores<E: KvElement>(
+        self,
+        q: &[f32],
+        d: usize,
+        data: &[E],
+        offsets: &[usize],
+        scale: f32,
+        out: &mut [f32],
+    ) {
+        let n = offsets.len();
+        for (h, qh) in q.chunks_exact(d).enumerate() {
+            for (i, &o) in offsets.iter().enumerate() {
+                out[h * n + i] = dot_portable(qh, &data[o..][..d]) * scale;
+            }
+        }
+    }
+
+    fn group_weighted_sum<E: KvElement>(
+        self,
+        weights: &[f32],
+        data: &[E],
+        offsets: &[usize],
+        d: usize,
+        out: &mut [f32],
+    ) {
+        let n = offsets.len();
+        out.fill(0.0);
+        for (h, out_h) in out.chunks_exact_mut(d).enumerate() {
+            for (i, &o) in offsets.iter().enumerate() {
+                let w = weights[h * n + i];
+                for (acc, v) in out_h.iter_mut().zip(&data[o..][..d]) {
+                    *acc = w.mul_add(v.to_f32(), *acc);
+                }
+            }
+        }
+    }
+
+    fn exp_sum(self, x: &mut [f32], shift: f32) -> f32 {
+        let mut lanes = [0f32; LANES];
+        let full = x.len() / LANES * LANES;
+        for (i, v) in x.iter_mut().enumerate() {
+            *v = exp(*v - shift);
+            if i < full {
+                lanes[i % LANES] += *v;
+            }
+        }
+        let mut sum = fold(lanes);
+        for &v in &x[full..] {
+            sum += v;
+        }
+        sum
+    }
+
+    fn silu_mul(self, gate: &[f32], up: &[f32], out: &mut [f32]) {
+        for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+            *o = g / (1.0 + exp(-g)) * u;
+        }
+    }
+}
+
+/// The fastest operations this CPU has for rows of `width` values (AVX2 needs a multiple of 8).
+/// The choice depends only on the CPU and the width, so it is the same for every call a model
+/// makes.
+pub fn best_ops(width: usize) -> Ops {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if width.is_multiple_of(LANES) && avx2::Avx2::detect() {
+            return Ops::Avx2(avx2::Avx2::new());
+        }
+    }
+    let _ = width;
+    Ops::Portable(Portable)
+}
+
+/// One of the implementations, chosen at run time by [`best_ops`].
+#[derive(Debug, Clone, Copy)]
+pub enum Ops {
+    /// Scalar.
+    Portable(Portable),
+    /// AVX2 + FMA + F16C.
+    #[cfg(target_arch = "x86_64")]
+    Avx2(avx2::Avx2),
+}
+
+macro_rules! forward_ops {
+    ($self:ident, $ops:ident => $call:expr) => {
+        match $self {
+            Ops::Portable($ops) => $call,
+            #[cfg(target_arch = "x86_64")]
+            Ops::Avx2($ops) => $call,
+        }
+    };
+}
+
+impl VectorOps for Ops {
+    fn group_scores<E: KvElement>(
+        self,
+        q: &[f32],
+        d: usize,
+        data: &[E],
+        offsets: &[usize],
+        scale: f32,
+        out: &mut [f32],
+    ) {
+        forward_ops!(self, ops => ops.group_scores(q, d, data, offsets, scale, out))
+    }
+
+    fn group_weighted_sum<E: KvElement>(
+        self,
+        weights: &[f32],
+        data: &[E],
+        offsets: &[usize],
+        d: usize,
+        out: &mut [f32],
+    ) {
+        forward_ops!(self, ops => ops.group_weighted_sum(weights, data, offsets, d, out))
+    }
+
+    fn exp_sum(self, x: &mut [f32], shift: f32) -> f32 {
+        forward_ops!(self, ops => ops.exp_sum(x, shift))
+    }
+
+    fn silu_mul(self, gate: &[f32], up: &[f32], out: &mut [f32]) {
+        forward_ops!(self, ops => ops.silu_mul(gate, up, out))
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub mod avx2 {
+    //! AVX2 + FMA + F16C implementations of [`VectorOps`].
+
+    use super::*;
+    use std::arch::x86_64::*;
+
+    /// Proof that the CPU has AVX2, FMA and F16C (only [`Avx2::new`] after [`Avx2::detect`]
+    /// makes one).
+    #[derive(Debug, Clone, Copy)]
+    pub struct Avx2(());
+
+    impl Avx2 {
+        /// Whether this CPU can run these kernels.
+        pub fn detect() -> bool {
+            std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+                && std::arch::is_x86_feature_detected!("f16c")
+        }
+
+        pub(super) fn new() -> Self {
+            debug_assert!(Self::detect());
+            Avx2(())
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn exp8(x: __m256) -> __m256 {
+        let x = _mm256_min_ps(
+            _mm256_max_ps(x, _mm256_set1_ps(EXP_LO)),
+            _mm256_set1_ps(EXP_HI),
+        );
+        let n = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+            _mm256_mul_ps(x, _mm256_set1_ps(LOG2E)),
+        );
+        let r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LN2_HI), x);
+        let r = _mm256_fmadd_ps(n, _mm256_set1_ps(-LN2_LO), r);
+        let mut p = _mm256_set1_ps(EXP_POLY[0]);
+        for &c in &EXP_POLY[1..] {
+            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
+        }
+        let p = _mm256_add_ps(
+            _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r),
+            _mm256_set1_ps(1.0),
+        );
+        let bits = _mm256_slli_epi32::<23>(_mm256_add_epi32(
+            _mm256_cvtps_epi32(n),
+            _mm256_set1_epi32(127),
+        ));
+        _mm256_mul_ps(p, _mm256_castsi256_ps(bits))
+    }
+
+    /// Lane sums of `v` folded as [`fold`] does.
+    #[inline(always)]
+    unsafe fn fold8(v: __m256) -> f32 {
+        let mut s = [0f32; LANES];
+        _mm256_storeu_ps(s.as_mut_ptr(), v);
+        fold(s)
+    }
+
+    /// `q · row` for four rows of `d` (a multiple of 8) values each.
+    #[inline(always)]
+    unsafe fn dot4<E: KvElement>(q: *const f32, rows: [*const E; 4], d: usize) -> [f32; 4] {
+        let zero = _mm256_setzero_ps();
+        let mut even = [zero; 4];
+        let mut odd = [zero; 4];
+        let chunks = d / LANES;
+        let mut c = 0;
+        while c + 1 < chunks {
+            let q0 = _mm256_loadu_ps(q.add(c * LANES));
+            let q1 = _mm256_loadu_ps(q.add(c * LANES + LANES));
+            for r in 0..4 {
+                even[r] = _mm256_fmadd_ps(q0, E::load8(rows[r].add(c * LANES)), even[r]);
+                odd[r] = _mm256_fmadd_ps(q1, E::load8(rows[r].add(c * LANES + LANES)), odd[r]);
+            }
+            c += 2;
+        }
+        if c < chunks {
+            let q0 = _mm256_loadu_ps(q.add(c * LANES));
+            for r in 0..4 {
+                even[r] = _mm256_fmadd_ps(q0, E::load8(rows[r].add(c * LANES)), even[r]);
+            }
+        }
+        // Lane-wise even + odd, then the fold tree through two horizontal adds and a cross-half
+        // add: lane pairs (0,1), (2,3) first, then those pairs, then the two 128-bit halves.
+        let s: [__m256; 4] = std::array::from_fn(|r| _mm256_add_ps(even[r], odd[r]));
+        let h = _mm256_hadd_ps(_mm256_hadd_ps(s[0], s[1]), _mm256_hadd_ps(s[2], s[3]));
+        let total = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps::<1>(h));
+        let mut out = [0f32; 4];
+        _mm_storeu_ps(out.as_mut_ptr(), total);
+        out
+    }
+
+    fn check_rows<E>(data: &[E], offsets: &[usize], d: usize) {
+        for &o in offsets {
+            assert!(o + d <= data.len(), "row out of range");
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn group_scores<E: KvElement>(
+        q: &[f32],
+        d: usize,
+        data: &[E],
+        offsets: &[usize],
+        scale: f32,
+        out: &mut [f32],
+    ) {
+        check_rows(data, offsets, d);
+        let (n, heads) = (offsets.len(), q.len() / d);
+        assert!(out.len() >= heads * n);
+        let dp = data.as_ptr();
+        for (c, chunk) in offsets.chunks(4).enumerate() {
+            let row = |i: usize| dp.add(chunk[i.min(chunk.len() - 1)]);
+            let rows = [row(0), row(1), row(2), row(3)];
+            for h in 0..heads {
+                let dots = dot4(q.as_ptr().add(h * d), rows, d);
+                for (i, v) in dots.iter().take(chunk.len()).enumerate() {
+                    out[h * n + c * 4 + i] = v * scale;
+                }
+            }
+        }
+    }
+
+    /// Rows are taken in blocks that stay in L1 while every head reads them; each element's
+    /// chain of FMAs still runs over the rows in order (the accumulator goes through `out`
+    /// between blocks, which does not round).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn group_weighted_sum<E: KvElement>(
+        weights: &[f32],
+        data: &[E],
+        offsets: &[usize],
+        d: usize,
+        out: &mut [f32],
+    ) {
+        const ROW_BLOCK: usize = 32;
+        const STRIP: usize = 4 * LANES;
+        check_rows(data, offsets, d);
+        let (n, heads) = (offsets.len(), out.len() / d);
+        assert!(weights.len() >= heads * n && d.is_multiple_of(LANES));
+        let dp = data.as_ptr();
+        out.fill(0.0);
+        for start in (0..n).step_by(ROW_BLOCK) {
+            let block = &offsets[start..n.min(start + ROW_BLOCK)];
+            for h in 0..heads {
+                let w = &weights[h * n + start..][..block.len()];
+                let o = out.as_mut_ptr().add(h * d);
+                let mut col = 0;
+                while col + STRIP <= d {
+                    let mut acc: [__m256; 4] =
+                        std::array::from_fn(|a| _mm256_loadu_ps(o.add(col + a * LANES)));
+                    for (&wi, &off) in w.iter().zip(block) {
+                        let wv = _mm256_set1_ps(wi);
+                        let row = dp.add(off + col);
+                        for (a, acc) in acc.iter_mut().enumerate() {
+                            *acc = _mm256_fmadd_ps(wv, E::load8(row.add(a * LANES)), *acc);
+                        }
+                    }
+                    for (a, acc) in acc.iter().enumerate() {
+                        _mm256_storeu_ps(o.add(col + a * LANES), *acc);
+                    }
+                    col += STRIP;
+                }
+                while col < d {
+                    let mut acc = _mm256_loadu_ps(o.add(col));
+                    for (&wi, &off) in w.iter().zip(block) {
+                        let v = E::load8(dp.add(off + col));
+                        acc = _mm256_fmadd_ps(_mm256_set1_ps(wi), v, acc);
+                    }
+                    _mm256_storeu_ps(o.add(col), acc);
+                    col += LANES;
+                }
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn exp_sum(x: &mut [f32], shift: f32) -> f32 {
+        let full = x.len() / LANES * LANES;
+        let p = x.as_mut_ptr();
+        let s = _mm256_set1_ps(shift);
+        let mut acc = _mm256_setzero_ps();
+        for i in (0..full).step_by(LANES) {
+            let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(p.add(i)), s));
+            _mm256_storeu_ps(p.add(i), e);
+            acc = _mm256_add_ps(acc, e);
+        }
+        let mut sum = fold8(acc);
+        for v in &mut x[full..] {
+            *v = exp(*v - shift);
+            sum += *v;
+        }
+        sum
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn silu_mul(gate: &[f32], up: &[f32], out: &mut [f32]) {
+        let n = gate.len().min(up.len()).min(out.len());
+        let full = n / LANES * LANES;
+        let one = _mm256_set1_ps(1.0);
+        let zero = _mm256_setzero_ps();
+        for i in (0..full).step_by(LANES) {
+            let g = _mm256_loadu_ps(gate.as_ptr().add(i));
+            let e = exp8(_mm256_sub_ps(zero, g));
+            let s = _mm256_div_ps(g, _mm256_add_ps(one, e));
+            let o = _mm256_mul_ps(s, _mm256_loadu_ps(up.as_ptr().add(i)));
+            _mm256_storeu_ps(out.as_mut_ptr().add(i), o);
+        }
+        Portable.silu_mul(&gate[full..n], &up[full..n], &mut out[full..n]);
+    }
+
+    impl VectorOps for Avx2 {
+        #[inline(always)]
+        fn group_scores<E: KvElement>(
+            self,
+            q: &[f32],
+            d: usize,
+            data: &[E],
+            offsets: &[usize],
+            scale: f32,
+            out: &mut [f32],
+        ) {
+            if !d.is_multiple_of(LANES) {
+                return Portable.group_scores(q, d, data, offsets, scale, out);
+            }
+            // SAFETY: an `Avx2` value exists only on CPUs with avx2+fma+f16c; every row is
+            // bounds-checked before the pointer loop.
+            unsafe { group_scores(q, d, data, offsets, scale, out) }
+        }
+
+        #[inline(always)]
+        fn group_weighted_sum<E: KvElement>(
+            self,
+            weights: &[f32],
+            data: &[E],
+            offsets: &[usize],
+            d: usize,
+            out: &mut [f32],
+        ) {
+            if !d.is_multiple_of(LANES) {
+                return Portable.group_weighted_sum(weights, data, offsets, d, out);
+            }
+            // SAFETY: as above.
+            unsafe { group_weighted_sum(weights, data, offsets, d, out) }
+        }
+
+        #[inline(always)]
+        fn exp_sum(self, x: &mut [f32], shift: f32) -> f32 {
+            // SAFETY: as above.
+            unsafe { exp_sum(x, shift) }
+        }
+
+        #[inline(always)]
+        fn silu_mul(self, gate: &[f32], up: &[f32], out: &mut [f32]) {
+            // SAFETY: as above.
+            unsafe { silu_mul(gate, up, out) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(2_654_435_761).max(1);
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s as f32 / u32::MAX as f32) * 8.0 - 4.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn exp_is_within_two_ulp_of_the_true_value() {
+        let mut x = -87.0f32;
+        while x <= 88.0 {
+            let (got, want) = (exp(x) as f64, (x as f64).exp());
+            assert!(
+                ((got - want) / want).abs() < 2.5e-7,
+                "exp({x}) = {got}, want {want}"
+            );
+            x += 0.0137;
+        }
+        assert_eq!(exp(0.0), 1.0);
+        assert!(exp(-1e9) > 0.0 && exp(1e9).is_finite());
+    }
+
+    #[test]
+    fn scores_and_weighted_sums_match_plain_formulas_for_any_width() {
+        for d in [1usize, 7, 8, 24, 64, 67] {
+            let heads = 3;
+            let q = values(heads * d, 1);
+            let data = values(20 * d, 2);
+            let offsets: Vec<usize> = [3usize, 0, 7, 19, 5].iter().map(|r| r * d).collect();
+            let n = offsets.len();
+            let mut scores = vec![0.0; heads * n];
+            Portable.group_scores(&q, d, &data, &offsets, 0.5, &mut scores);
+            let mut sums = vec![0.0; heads * d];
+            Portable.group_weighted_sum(&scores, &data, &offsets, d, &mut sums);
+            for h in 0..heads {
+                for (i, &o) in offsets.iter().enumerate() {
+                    let exact: f64 = (0..d)
+                        .map(|c| q[h * d + c] as f64 * data[o + c] as f64)
+                        .sum::<f64>()
+                        * 0.5;
+                    assert!((scores[h * n + i] as f64 - exact).abs() < 1e-4 * d as f64);
+                }
+                for c in 0..d {
+                    let exact: f64 = (0..n)
+                        .map(|i| scores[h * n + i] as f64 * data[offsets[i] + c] as f64)
+                        .sum();
+                    assert!((sums[h * d + c] as f64 - exact).abs() < 1e-3 * d as f64);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn exp_sum_and_silu_match_scalar_formulas() {
+        let mut x = values(37, 3);
+        let orig = x.clone();
+        let sum = Portable.exp_sum(&mut x, 1.5);
+        for (e, o) in x.iter().zip(&orig) {
+            assert!((e - (o - 1.5).exp()).abs() <= 1e-6 * e.abs().max(1.0));
+        }
+        assert!((sum - x.iter().sum::<f32>()).abs() < 1e-4);
+        let (g, u) = (values(19, 4), values(19, 5));
+        let mut out = vec![0.0; 19];
+        Portable.silu_mul(&g, &u, &mut out);
+        for i in 0..19 {
+            let want = g[i] / (1.0 + (-g[i]).exp()) * u[i];
+            assert!((out[i] - want).abs() < 1e-5, "{} vs {want}", out[i]);
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn attention_ops_agree<E: KvElement>(fast: avx2::Avx2, convert: impl Fn(f32) -> E) {
+        for d in [8usize, 24, 64, 128] {
+            for n in [1usize, 3, 4, 5, 33, 70] {
+                let heads = 3;
+                let data: Vec<E> = values(80 * d, 9).into_iter().map(&convert).collect();
+                let offsets: Vec<usize> = (0..n).map(|i| (i * 7 % 79) * d).collect();
+                let q = values(heads * d, 10);
+                let (mut a, mut b) = (vec![0.0; heads * n], vec![0.0; heads * n]);
+                fast.group_scores(&q, d, &data, &offsets, 0.125, &mut a);
+                Portable.group_scores(&q, d, &data, &offsets, 0.125, &mut b);
+                assert_eq!(a, b, "group_scores d={d} n={n}");
+                let (mut x, mut y) = (vec![1.0; heads * d], vec![2.0; heads * d]);
+                fast.group_weighted_sum(&a, &data, &offsets, d, &mut x);
+                Portable.group_weighted_sum(&a, &data, &offsets, d, &mut y);
+                assert_eq!(x, y, "group_weighted_sum d={d} n={n}");
+            }
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_agrees_bit_for_bit_with_the_portable_reference() {
+        if !avx2::Avx2::detect() {
+            return;
+        }
+        let fast = avx2::Avx2::new();
+        attention_ops_agree::<f32>(fast, |v| v);
+        attention_ops_agree::<f16>(fast, f16::from_f32);
+        for n in [0usize, 1, 7, 8, 9, 31, 64, 100] {
+            let x = values(n, 7);
+            let (mut a, mut b) = (x.clone(), x.clone());
+            assert_eq!(fast.exp_sum(&mut a, 0.25), Portable.exp_sum(&mut b, 0.25));
+            assert_eq!(a, b);
+            let v = values(n, 8);
+            let (mut a, mut b) = (vec![0.0; n], vec![0.0; n]);
+            fast.silu_mul(&x, &v, &mut a);
+            Portable.silu_mul(&x, &v, &mut b);
+            assert_eq!(a, b);
+        }
+        let wide: Vec<f32> = (-2000..2000).map(|i| i as f32 * 0.05).collect();
+        let (mut a, mut b) = (wide.clone(), wide.clone());
+        fast.exp_sum(&mut a, 0.0);
+        Portable.exp_sum(&mut b, 0.0);
+        assert_eq!(a, b);
+    }
+}
