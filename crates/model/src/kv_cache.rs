@@ -28,19 +28,50 @@ impl KvDtype {
     }
 }
 
-/// One layer's keys and values, slot-major: `[num_blocks * block_size, num_kv_heads, head_dim]`.
+/// One layer's keys and values, block-major and then head-major:
+/// `[num_blocks, num_kv_heads, block_size, head_dim]`, so the rows one attention head reads from
+/// a block are contiguous (one stream for the prefetcher instead of a stride per position).
 #[derive(Debug)]
 pub struct LayerKv<E> {
     pub(crate) keys: Vec<E>,
     pub(crate) values: Vec<E>,
 }
 
+/// Where a slot's row for one KV head starts in [`LayerKv`] storage.
+#[inline]
+pub(crate) fn row_offset(
+    slot: usize,
+    head: usize,
+    num_kv_heads: usize,
+    block_size: usize,
+    head_dim: usize,
+) -> usize {
+    let (block, within) = (slot / block_size, slot % block_size);
+    ((block * num_kv_heads + head) * block_size + within) * head_dim
+}
+
 impl<E: KvElement> LayerKv<E> {
     /// Stores one slot's keys and values (`[num_kv_heads * head_dim]` each).
-    pub(crate) fn write(&mut self, slot: usize, keys: &[f32], values: &[f32]) {
-        let width = keys.len();
-        E::store(keys, &mut self.keys[slot * width..][..width]);
-        E::store(values, &mut self.values[slot * width..][..width]);
+    pub(crate) fn write(
+        &mut self,
+        slot: usize,
+        keys: &[f32],
+        values: &[f32],
+        block_size: usize,
+        head_dim: usize,
+    ) {
+        let heads = keys.len() / head_dim;
+        for h in 0..heads {
+            let at = row_offset(slot, h, heads, block_size, head_dim);
+            E::store(
+                &keys[h * head_dim..][..head_dim],
+                &mut self.keys[at..][..head_dim],
+            );
+            E::store(
+                &values[h * head_dim..][..head_dim],
+                &mut self.values[at..][..head_dim],
+            );
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use super::vector::{best_ops, KvElement, VectorOps};
 use crate::batch::Batch;
-use crate::kv_cache::LayerKv;
+use crate::kv_cache::{row_offset, LayerKv};
 
 /// Static shape of one attention layer.
 #[derive(Debug, Clone, Copy)]
@@ -103,9 +103,9 @@ fn attend_group<E: KvElement>(
         let block_start = block * block_size;
         let slot_base = block_table[block] as usize * block_size;
         let end = (block_start + block_size).min(position + 1);
-        rows.extend(
-            (j..end).map(|jj| ((slot_base + jj - block_start) * num_kv_heads + g) * head_dim),
-        );
+        // Rows of one head within a block are contiguous (see `LayerKv`).
+        let base = row_offset(slot_base, g, num_kv_heads, block_size, head_dim);
+        rows.extend((j..end).map(|jj| base + (jj - block_start) * head_dim));
         j = end;
     }
     // scores: [group, visible]

@@ -186,7 +186,13 @@ fn write_and_attend<'a, E: KvElement>(
 ) {
     let kv_dim = shape.num_kv_heads * shape.head_dim;
     for (i, &slot) in batch.slot_mapping.iter().enumerate() {
-        kv.write(slot as usize, &k[i * kv_dim..][..kv_dim], values(i));
+        kv.write(
+            slot as usize,
+            &k[i * kv_dim..][..kv_dim],
+            values(i),
+            shape.block_size,
+            shape.head_dim,
+        );
     }
     paged_attention(shape, batch, token_seq, q, kv, out);
 }
