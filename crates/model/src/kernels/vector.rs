@@ -2,12 +2,12 @@
 //! order so the AVX2 path and the portable path give the same bits (tested), and a value never
 //! depends on how many others are computed beside it.
 //!
-//! - [`VectorOps::group_scores`]: `q · k` for each query head against cached key rows, four
-//!   rows at a time (a short last group repeats its last row). Per row, lane `l` accumulates
-//!   `q[8c + l] · k[8c + l]` with fused multiply-adds, even chunks `c` in one chain and odd
-//!   chunks in another (two chains keep the FMA units busy); the chains are added lane-wise and
-//!   the lanes folded as `((s0+s1)+(s2+s3)) + ((s4+s5)+(s6+s7))`. A tail past the last full chunk
-//!   (portable path only: AVX2 is used when the width is a multiple of 8) is fused in afterwards.
+//! - [`VectorOps::group_scores`]: `q · k` for each query head against cached key rows. Per
+//!   score, lane `l` accumulates `q[8c + l] · k[8c + l]` over chunks `c` with fused
+//!   multiply-adds, then the lanes fold as `((s0+s1)+(s2+s3)) + ((s4+s5)+(s6+s7))`; a tail past
+//!   the last full chunk (portable path only: AVX2 runs when the width is a multiple of 8) is
+//!   fused in afterwards. The AVX2 path scores four rows for up to three heads at once, so each
+//!   key row is loaded (and widened from f16) once per three heads.
 //! - [`exp`]: `e^x` by range reduction `x = n·ln2 + r` and a degree-6 polynomial in fused
 //!   multiply-adds, about 1 ulp; inputs are clamped to `[-87, 88]`, so it never returns inf/0.
 //! - [`VectorOps::exp_sum`]: `x[i] = e^(x[i] - shift)`, returning `Σ x[i]` summed in eight lanes
@@ -142,16 +142,15 @@ pub trait VectorOps: Copy + Send + Sync {
 pub struct Portable;
 
 fn dot_portable<E: KvElement>(q: &[f32], k: &[E]) -> f32 {
-    let mut acc = [[0f32; LANES]; 2];
+    let mut acc = [0f32; LANES];
     let chunks = q.len() / LANES;
     for c in 0..chunks {
         let (qc, kc) = (&q[c * LANES..][..LANES], &k[c * LANES..][..LANES]);
-        for ((a, &x), y) in acc[c % 2].iter_mut().zip(qc).zip(kc) {
+        for ((a, &x), y) in acc.iter_mut().zip(qc).zip(kc) {
             *a = x.mul_add(y.to_f32(), *a);
         }
     }
-    let s: [f32; LANES] = std::array::from_fn(|l| acc[0][l] + acc[1][l]);
-    let mut sum = fold(s);
+    let mut sum = fold(acc);
     for i in chunks * LANES..q.len() {
         sum = q[i].mul_add(k[i].to_f32(), sum);
     }
@@ -346,42 +345,63 @@ pub mod avx2 {
         fold(s)
     }
 
-    /// `q · row` for four rows of `d` (a multiple of 8) values each.
+    /// Heads scored or summed together: enough to share each row's loads, few enough that
+    /// the accumulators stay in the 16 vector registers.
+    const HEADS_AT_ONCE: usize = 3;
+
+    /// `q_h · row_r` for `H` heads (`q + h * d`) and four rows of `d` (a multiple of 8) values.
     #[inline(always)]
-    unsafe fn dot4<E: KvElement>(q: *const f32, rows: [*const E; 4], d: usize) -> [f32; 4] {
-        let zero = _mm256_setzero_ps();
-        let mut even = [zero; 4];
-        let mut odd = [zero; 4];
-        let chunks = d / LANES;
-        let mut c = 0;
-        while c + 1 < chunks {
-            let q0 = _mm256_loadu_ps(q.add(c * LANES));
-            let q1 = _mm256_loadu_ps(q.add(c * LANES + LANES));
+    unsafe fn scores_4_rows<E: KvElement, const H: usize>(
+        q: *const f32,
+        rows: [*const E; 4],
+        d: usize,
+    ) -> [[f32; 4]; H] {
+        let mut acc = [[_mm256_setzero_ps(); 4]; H];
+        for c in (0..d).step_by(LANES) {
+            let qv: [__m256; H] = std::array::from_fn(|h| _mm256_loadu_ps(q.add(h * d + c)));
             for r in 0..4 {
-                even[r] = _mm256_fmadd_ps(q0, E::load8(rows[r].add(c * LANES)), even[r]);
-                odd[r] = _mm256_fmadd_ps(q1, E::load8(rows[r].add(c * LANES + LANES)), odd[r]);
-            }
-            c += 2;
-        }
-        if c < chunks {
-            let q0 = _mm256_loadu_ps(q.add(c * LANES));
-            for r in 0..4 {
-                even[r] = _mm256_fmadd_ps(q0, E::load8(rows[r].add(c * LANES)), even[r]);
+                let k = E::load8(rows[r].add(c));
+                for h in 0..H {
+                    acc[h][r] = _mm256_fmadd_ps(qv[h], k, acc[h][r]);
+                }
             }
         }
-        // Lane-wise even + odd, then the fold tree through two horizontal adds and a cross-half
-        // add: lane pairs (0,1), (2,3) first, then those pairs, then the two 128-bit halves.
-        let s: [__m256; 4] = std::array::from_fn(|r| _mm256_add_ps(even[r], odd[r]));
-        let h = _mm256_hadd_ps(_mm256_hadd_ps(s[0], s[1]), _mm256_hadd_ps(s[2], s[3]));
-        let total = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps::<1>(h));
-        let mut out = [0f32; 4];
-        _mm_storeu_ps(out.as_mut_ptr(), total);
-        out
+        // The fold tree through two horizontal adds and a cross-half add: lane pairs (0,1),
+        // (2,3) first, then those pairs, then the two 128-bit halves.
+        std::array::from_fn(|h| {
+            let a = acc[h];
+            let t = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+            let total = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps::<1>(t));
+            let mut out = [0f32; 4];
+            _mm_storeu_ps(out.as_mut_ptr(), total);
+            out
+        })
     }
 
     fn check_rows<E>(data: &[E], offsets: &[usize], d: usize) {
         for &o in offsets {
             assert!(o + d <= data.len(), "row out of range");
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn scores_heads<E: KvElement, const H: usize>(
+        q: *const f32,
+        d: usize,
+        data: *const E,
+        offsets: &[usize],
+        scale: f32,
+        out: &mut [f32],
+    ) {
+        let n = offsets.len();
+        for (c, chunk) in offsets.chunks(4).enumerate() {
+            let row = |i: usize| data.add(chunk[i.min(chunk.len() - 1)]);
+            let dots = scores_4_rows::<E, H>(q, [row(0), row(1), row(2), row(3)], d);
+            for (h, dots) in dots.iter().enumerate() {
+                for (i, v) in dots.iter().take(chunk.len()).enumerate() {
+                    out[h * n + c * 4 + i] = v * scale;
+                }
+            }
         }
     }
 
@@ -397,22 +417,52 @@ pub mod avx2 {
         check_rows(data, offsets, d);
         let (n, heads) = (offsets.len(), q.len() / d);
         assert!(out.len() >= heads * n);
-        let dp = data.as_ptr();
-        for (c, chunk) in offsets.chunks(4).enumerate() {
-            let row = |i: usize| dp.add(chunk[i.min(chunk.len() - 1)]);
-            let rows = [row(0), row(1), row(2), row(3)];
-            for h in 0..heads {
-                let dots = dot4(q.as_ptr().add(h * d), rows, d);
-                for (i, v) in dots.iter().take(chunk.len()).enumerate() {
-                    out[h * n + c * 4 + i] = v * scale;
+        let mut h0 = 0;
+        while h0 < heads {
+            let (qp, o) = (q.as_ptr().add(h0 * d), &mut out[h0 * n..]);
+            let dp = data.as_ptr();
+            match (heads - h0).min(HEADS_AT_ONCE) {
+                1 => scores_heads::<E, 1>(qp, d, dp, offsets, scale, o),
+                2 => scores_heads::<E, 2>(qp, d, dp, offsets, scale, o),
+                _ => scores_heads::<E, 3>(qp, d, dp, offsets, scale, o),
+            }
+            h0 += HEADS_AT_ONCE;
+        }
+    }
+
+    /// `H` heads' sums over 16-column strips: each row's strip is loaded (and widened) once
+    /// for all `H` heads; every element's chain of FMAs runs over the rows in order.
+    #[inline(always)]
+    unsafe fn weighted_heads<E: KvElement, const H: usize>(
+        weights: *const f32,
+        n: usize,
+        data: *const E,
+        offsets: &[usize],
+        d: usize,
+        out: *mut f32,
+    ) {
+        for col in (0..d).step_by(2 * LANES) {
+            let two = col + LANES < d;
+            let mut acc = [[_mm256_setzero_ps(); 2]; H];
+            for (i, &off) in offsets.iter().enumerate() {
+                let row = data.add(off + col);
+                let v0 = E::load8(row);
+                let v1 = if two { E::load8(row.add(LANES)) } else { v0 };
+                for h in 0..H {
+                    let w = _mm256_set1_ps(*weights.add(h * n + i));
+                    acc[h][0] = _mm256_fmadd_ps(w, v0, acc[h][0]);
+                    acc[h][1] = _mm256_fmadd_ps(w, v1, acc[h][1]);
+                }
+            }
+            for (h, acc) in acc.iter().enumerate() {
+                _mm256_storeu_ps(out.add(h * d + col), acc[0]);
+                if two {
+                    _mm256_storeu_ps(out.add(h * d + col + LANES), acc[1]);
                 }
             }
         }
     }
 
-    /// Rows are taken in blocks that stay in L1 while every head reads them; each element's
-    /// chain of FMAs still runs over the rows in order (the accumulator goes through `out`
-    /// between blocks, which does not round).
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn group_weighted_sum<E: KvElement>(
         weights: &[f32],
@@ -421,44 +471,19 @@ pub mod avx2 {
         d: usize,
         out: &mut [f32],
     ) {
-        const ROW_BLOCK: usize = 32;
-        const STRIP: usize = 4 * LANES;
         check_rows(data, offsets, d);
         let (n, heads) = (offsets.len(), out.len() / d);
         assert!(weights.len() >= heads * n && d.is_multiple_of(LANES));
-        let dp = data.as_ptr();
-        out.fill(0.0);
-        for start in (0..n).step_by(ROW_BLOCK) {
-            let block = &offsets[start..n.min(start + ROW_BLOCK)];
-            for h in 0..heads {
-                let w = &weights[h * n + start..][..block.len()];
-                let o = out.as_mut_ptr().add(h * d);
-                let mut col = 0;
-                while col + STRIP <= d {
-                    let mut acc: [__m256; 4] =
-                        std::array::from_fn(|a| _mm256_loadu_ps(o.add(col + a * LANES)));
-                    for (&wi, &off) in w.iter().zip(block) {
-                        let wv = _mm256_set1_ps(wi);
-                        let row = dp.add(off + col);
-                        for (a, acc) in acc.iter_mut().enumerate() {
-                            *acc = _mm256_fmadd_ps(wv, E::load8(row.add(a * LANES)), *acc);
-                        }
-                    }
-                    for (a, acc) in acc.iter().enumerate() {
-                        _mm256_storeu_ps(o.add(col + a * LANES), *acc);
-                    }
-                    col += STRIP;
-                }
-                while col < d {
-                    let mut acc = _mm256_loadu_ps(o.add(col));
-                    for (&wi, &off) in w.iter().zip(block) {
-                        let v = E::load8(dp.add(off + col));
-                        acc = _mm256_fmadd_ps(_mm256_set1_ps(wi), v, acc);
-                    }
-                    _mm256_storeu_ps(o.add(col), acc);
-                    col += LANES;
-                }
+        let mut h0 = 0;
+        while h0 < heads {
+            let (w, o) = (weights.as_ptr().add(h0 * n), out.as_mut_ptr().add(h0 * d));
+            let dp = data.as_ptr();
+            match (heads - h0).min(HEADS_AT_ONCE) {
+                1 => weighted_heads::<E, 1>(w, n, dp, offsets, d, o),
+                2 => weighted_heads::<E, 2>(w, n, dp, offsets, d, o),
+                _ => weighted_heads::<E, 3>(w, n, dp, offsets, d, o),
             }
+            h0 += HEADS_AT_ONCE;
         }
     }
 
@@ -627,9 +652,8 @@ mod tests {
 
     #[cfg(target_arch = "x86_64")]
     fn attention_ops_agree<E: KvElement>(fast: avx2::Avx2, convert: impl Fn(f32) -> E) {
-        for d in [8usize, 24, 64, 128] {
+        for (d, heads) in [(8usize, 1usize), (24, 3), (64, 7), (128, 2), (64, 3)] {
             for n in [1usize, 3, 4, 5, 33, 70] {
-                let heads = 3;
                 let data: Vec<E> = values(80 * d, 9).into_iter().map(&convert).collect();
                 let offsets: Vec<usize> = (0..n).map(|i| (i * 7 % 79) * d).collect();
                 let q = values(heads * d, 10);
