@@ -448,10 +448,10 @@ pub mod avx2 {
                 let row = data.add(off + col);
                 let v0 = E::load8(row);
                 let v1 = if two { E::load8(row.add(LANES)) } else { v0 };
-                for h in 0..H {
+                for (h, acc) in acc.iter_mut().enumerate() {
                     let w = _mm256_set1_ps(*weights.add(h * n + i));
-                    acc[h][0] = _mm256_fmadd_ps(w, v0, acc[h][0]);
-                    acc[h][1] = _mm256_fmadd_ps(w, v1, acc[h][1]);
+                    acc[0] = _mm256_fmadd_ps(w, v0, acc[0]);
+                    acc[1] = _mm256_fmadd_ps(w, v1, acc[1]);
                 }
             }
             for (h, acc) in acc.iter().enumerate() {
