@@ -378,6 +378,19 @@ pub mod avx2 {
         })
     }
 
+    /// Asks for the first four of `offsets`' rows to be brought into L1 (rows of one head
+    /// are contiguous within a block, but the next block is anywhere in the pool).
+    #[inline(always)]
+    unsafe fn prefetch_rows<E>(data: *const E, offsets: &[usize], d: usize) {
+        let bytes = d * std::mem::size_of::<E>();
+        for &o in offsets.iter().take(4) {
+            let p = data.add(o) as *const i8;
+            for line in (0..bytes).step_by(64) {
+                _mm_prefetch::<_MM_HINT_T0>(p.add(line));
+            }
+        }
+    }
+
     fn check_rows<E>(data: &[E], offsets: &[usize], d: usize) {
         for &o in offsets {
             assert!(o + d <= data.len(), "row out of range");
@@ -395,6 +408,7 @@ pub mod avx2 {
     ) {
         let n = offsets.len();
         for (c, chunk) in offsets.chunks(4).enumerate() {
+            prefetch_rows(data, offsets.get((c + 2) * 4..).unwrap_or(&[]), d);
             let row = |i: usize| data.add(chunk[i.min(chunk.len() - 1)]);
             let dots = scores_4_rows::<E, H>(q, [row(0), row(1), row(2), row(3)], d);
             for (h, dots) in dots.iter().enumerate() {
