@@ -12,6 +12,8 @@
 //! The same kernel serves decode (m = 1..64, memory bound: every panel streams once per call) and
 //! prefill (large m: each panel is reused from cache by every row tile of a row block).
 
+use std::mem::MaybeUninit;
+
 use half::f16;
 use rayon::prelude::*;
 
@@ -120,6 +122,14 @@ impl PackedMatrix {
 
     /// `y[m, out_dim] = x[m, in_dim] · Wᵀ`, multi-threaded on the global rayon pool.
     pub fn matmul(&self, x: &[f32], m: usize, y: &mut [f32]) {
+        // SAFETY: `MaybeUninit<f32>` has f32's layout, and `matmul_uninit` only writes.
+        let y = unsafe { &mut *(y as *mut [f32] as *mut [MaybeUninit<f32>]) };
+        self.matmul_uninit(x, m, y);
+    }
+
+    /// [`PackedMatrix::matmul`] into memory that need not be initialised: every element of
+    /// `y` is written (the tiles cover all `m` rows and all `out_dim` columns).
+    pub fn matmul_uninit(&self, x: &[f32], m: usize, y: &mut [MaybeUninit<f32>]) {
         let (n, k) = (self.out_dim, self.in_dim);
         assert_eq!(x.len(), m * k, "x is not [m, in_dim]");
         assert_eq!(y.len(), m * n, "y is not [m, out_dim]");
@@ -132,7 +142,7 @@ impl PackedMatrix {
         let wanted_tasks = (rayon::current_num_threads() * 8).max(1);
         let panels_per_task = panels.div_ceil(wanted_tasks.div_ceil(row_blocks)).max(1);
         let panel_groups = panels.div_ceil(panels_per_task);
-        let out = OutPtr(y.as_mut_ptr());
+        let out = OutPtr(y.as_mut_ptr() as *mut f32);
         let kernel = TileKernel::detect();
         (0..row_blocks * panel_groups)
             .into_par_iter()

@@ -49,8 +49,11 @@ impl Linear {
     /// `x: [m, in_dim]` → `[m, out_dim]`.
     pub fn forward(&self, x: &[f32], m: usize) -> Vec<f32> {
         let n = self.weight.out_dim();
-        let mut y = vec![0f32; m * n];
-        self.weight.matmul(x, m, &mut y);
+        let mut y = Vec::with_capacity(m * n);
+        self.weight
+            .matmul_uninit(x, m, &mut y.spare_capacity_mut()[..m * n]);
+        // SAFETY: `matmul_uninit` wrote all `m * n` elements.
+        unsafe { y.set_len(m * n) };
         if let Some(bias) = &self.bias {
             for row in y.chunks_exact_mut(n) {
                 for (v, b) in row.iter_mut().zip(bias) {
