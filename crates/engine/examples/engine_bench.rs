@@ -44,10 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let tokenizer = Arc::new(Tokenizer::from_dir(&dir)?);
     let max_seqs = *levels.iter().max().unwrap_or(&1);
     // The KV cache follows the weights, as `sluice serve --kv-cache-dtype auto` does.
-    let kv_dtype = match dtype {
-        WeightDtype::F16 => KvDtype::F16,
-        WeightDtype::F32 => KvDtype::F32,
-    };
+    let kv_dtype = KvDtype::from(dtype);
     let kv = KvCache::new(
         &config,
         kv_dtype,

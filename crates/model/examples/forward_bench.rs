@@ -231,14 +231,6 @@ fn ours_matmul(m: usize, n: usize, k: usize) {
     }
 }
 
-/// The KV storage `sluice serve --kv-cache-dtype auto` pairs with these weights.
-fn kv_for(dtype: WeightDtype) -> KvDtype {
-    match dtype {
-        WeightDtype::F16 => KvDtype::F16,
-        WeightDtype::F32 => KvDtype::F32,
-    }
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let dtypes = |arg: Option<&String>| match arg.map(String::as_str) {
@@ -254,7 +246,7 @@ fn main() {
             bench(
                 &format!("{} {dtype:?}", dir.display()),
                 &model,
-                kv_for(dtype),
+                KvDtype::from(dtype),
             );
         }
         return;
@@ -282,7 +274,7 @@ fn main() {
             let config = shape_config(shape);
             let model =
                 Model::from_source(config, &RandomWeights, &LoadOptions { dtype }).expect("build");
-            bench(&format!("{shape} {dtype:?}"), &model, kv_for(dtype));
+            bench(&format!("{shape} {dtype:?}"), &model, KvDtype::from(dtype));
         }
     }
 }

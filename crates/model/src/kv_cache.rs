@@ -6,6 +6,7 @@ use half::f16;
 use half::vec::HalfBitsVecExt;
 
 use crate::config::ModelConfig;
+use crate::kernels::matmul::WeightDtype;
 use crate::kernels::vector::KvElement;
 
 /// How cached keys and values are stored.
@@ -16,6 +17,16 @@ pub enum KvDtype {
     /// IEEE half floats: half the memory and memory traffic of f32 (what llama.cpp and vLLM
     /// keep by default for 16-bit models); keys and values are rounded once when written.
     F16,
+}
+
+/// The KV storage that matches how the weights are kept (what `--kv-cache-dtype auto` picks).
+impl From<WeightDtype> for KvDtype {
+    fn from(weights: WeightDtype) -> Self {
+        match weights {
+            WeightDtype::F16 => KvDtype::F16,
+            WeightDtype::F32 => KvDtype::F32,
+        }
+    }
 }
 
 impl KvDtype {

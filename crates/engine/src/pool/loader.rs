@@ -123,10 +123,7 @@ impl DirectoryLoader {
     pub fn kv_dtype(&self, config: &ModelConfig) -> KvDtype {
         self.settings
             .kv_dtype
-            .unwrap_or(match self.weight_dtype(config) {
-                WeightDtype::F16 => KvDtype::F16,
-                WeightDtype::F32 => KvDtype::F32,
-            })
+            .unwrap_or_else(|| self.weight_dtype(config).into())
     }
 
     fn kv_bytes(&self, config: &ModelConfig) -> usize {
