@@ -1,10 +1,11 @@
-//! Fixed-order reductions over f32 slices, shared by norms and attention.
+//! Fixed-order reductions over f32 slices for the norms.
 //!
 //! Eight independent partial sums (one per vector lane) accumulate strided elements, then fold
-//! in a fixed tree; the tail is added last. The order depends only on the length, so results
-//! never depend on batch composition, and the loop vectorises without fast-math.
+//! in the same fixed tree as the attention kernels ([`super::vector`]); the tail is added last.
+//! The order depends only on the length, so results never depend on batch composition, and the
+//! loop vectorises without fast-math.
 
-const LANES: usize = 8;
+use super::vector::{fold, LANES};
 
 /// `Σ a[i] · b[i]` in a fixed order.
 #[inline]
@@ -29,17 +30,6 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 #[inline]
 pub fn sum_of_squares(a: &[f32]) -> f32 {
     dot(a, a)
-}
-
-#[inline]
-fn fold(acc: [f32; LANES]) -> f32 {
-    let quads = [
-        acc[0] + acc[4],
-        acc[1] + acc[5],
-        acc[2] + acc[6],
-        acc[3] + acc[7],
-    ];
-    (quads[0] + quads[2]) + (quads[1] + quads[3])
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@
 use half::f16;
 
 /// Lanes per vector.
-const LANES: usize = 8;
+pub(crate) const LANES: usize = 8;
 
 const EXP_LO: f32 = -87.0;
 const EXP_HI: f32 = 88.0;
@@ -53,8 +53,9 @@ pub fn exp(x: f32) -> f32 {
     p * f32::from_bits(((n as i32 + 127) as u32) << 23)
 }
 
+/// The fixed fold of eight lane sums every reduction in the kernels uses.
 #[inline]
-fn fold(s: [f32; LANES]) -> f32 {
+pub(crate) fn fold(s: [f32; LANES]) -> f32 {
     ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
 }
 
