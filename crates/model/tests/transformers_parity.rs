@@ -3,7 +3,18 @@
 mod common;
 
 use common::*;
-use sluice_model::{Batch, KvDtype, WeightDtype};
+use sluice_model::{Batch, KvDtype, Logits, WeightDtype};
+
+/// Largest `|ours - transformers|` over every prompt position's logits.
+fn max_prompt_logit_diff(logits: &Logits, expected: &[Vec<f32>]) -> f32 {
+    let mut max_diff = 0f32;
+    for (i, expected) in expected.iter().enumerate() {
+        for (a, b) in logits.row(i).iter().zip(expected) {
+            max_diff = max_diff.max((a - b).abs());
+        }
+    }
+    max_diff
+}
 
 #[test]
 fn prompt_logits_match_transformers_for_every_architecture() {
@@ -12,12 +23,7 @@ fn prompt_logits_match_transformers_for_every_architecture() {
         let reference = reference(name);
         let logits = prefill_all_positions(&model, &reference.prompt_ids);
         assert_eq!(logits.rows(), reference.prompt_logits.len());
-        let mut max_diff = 0f32;
-        for (i, expected) in reference.prompt_logits.iter().enumerate() {
-            for (a, b) in logits.row(i).iter().zip(expected) {
-                max_diff = max_diff.max((a - b).abs());
-            }
-        }
+        let max_diff = max_prompt_logit_diff(&logits, &reference.prompt_logits);
         eprintln!("{name}: max |logit diff| {max_diff:e}");
         assert!(max_diff < 1e-3, "{name}: max |logit diff| {max_diff}");
     }
@@ -81,12 +87,7 @@ fn f16_kv_cache_stays_close_to_transformers_for_every_architecture() {
         let reference = reference(name);
         let model = load(name, WeightDtype::F32);
         let logits = prefill_all_positions_with(&model, &reference.prompt_ids, KvDtype::F16);
-        let mut max_diff = 0f32;
-        for (i, expected) in reference.prompt_logits.iter().enumerate() {
-            for (a, b) in logits.row(i).iter().zip(expected) {
-                max_diff = max_diff.max((a - b).abs());
-            }
-        }
+        let max_diff = max_prompt_logit_diff(&logits, &reference.prompt_logits);
         eprintln!("{name} (f16 KV): max |logit diff| {max_diff:e}");
         assert!(max_diff < 2e-2, "{name}: max |logit diff| {max_diff}");
     }
