@@ -107,22 +107,47 @@ impl Decoder {
         let rope = self.rope.tables(&batch.positions);
         let block_size = kv.block_size();
         let mut h = vec![0f32; t * hidden]; // [T, hidden], normed input of each block
+        let last_layer = self.layers.len().saturating_sub(1);
+        // Rows that need logits, when that is not every row (a prefill chunk): past the last
+        // layer's K/V write nothing else reads the other rows, so the last layer's attention
+        // output and MLP run for these rows only (as llama.cpp does).
+        let wanted = &batch.logits_indices;
+        let subset = wanted.len() < t;
         for (i, layer) in self.layers.iter().enumerate() {
             layer.input_layernorm.forward(&x, &mut h);
-            let attn =
-                layer
-                    .self_attn
-                    .forward(&h, batch, token_seq, &rope, kv.layer_mut(i), block_size);
+            let outputs = (i == last_layer && subset).then_some(&wanted[..]);
+            let attn = layer.self_attn.forward(
+                &h,
+                batch,
+                token_seq,
+                &rope,
+                kv.layer_mut(i),
+                block_size,
+                outputs,
+            );
+            if outputs.is_some() {
+                x = wanted
+                    .iter()
+                    .flat_map(|&r| x[r * hidden..][..hidden].to_vec())
+                    .collect();
+                h.truncate(x.len());
+            }
+            let rows = x.len() / hidden;
             add_into(&mut x, &attn);
             layer.post_attention_layernorm.forward(&x, &mut h);
-            add_into(&mut x, &layer.mlp.forward(&h, t));
+            add_into(&mut x, &layer.mlp.forward(&h, rows));
         }
         // Only the requested rows go through the final norm and the (large) output head.
-        let rows = batch.logits_indices.len();
-        let mut last = Vec::with_capacity(rows * hidden); // [rows, hidden]
-        for &i in &batch.logits_indices {
-            last.extend_from_slice(&x[i * hidden..][..hidden]);
-        }
+        let rows = wanted.len();
+        let mut last = if subset && !self.layers.is_empty() {
+            x
+        } else {
+            let mut last = Vec::with_capacity(rows * hidden); // [rows, hidden]
+            for &i in wanted {
+                last.extend_from_slice(&x[i * hidden..][..hidden]);
+            }
+            last
+        };
         self.norm.forward_in_place(&mut last);
         Logits {
             data: self.lm_head.forward(&last, rows),

@@ -107,3 +107,25 @@ fn chunked_prefill_gives_the_same_logits_as_one_chunk() {
         }
     }
 }
+
+#[test]
+fn last_layer_runs_only_the_rows_that_want_logits_without_changing_them() {
+    // With logits for every position the last layer runs all rows; with only the last
+    // position's, it skips the others past the K/V write. The wanted row must not move a bit.
+    for name in FIXTURES {
+        let model = load(name, WeightDtype::F32);
+        let tokens = reference(name).prompt_ids;
+        let every_row = prefill_all_positions(&model, &tokens);
+        let mut kv = cache(&model);
+        let mut pool = BlockPool::new(kv.num_blocks());
+        let mut seq = Sequence::new(tokens.clone());
+        let mut batch = Batch::default();
+        seq.schedule(tokens.len(), &mut pool, &mut batch);
+        assert_eq!(batch.logits_indices, vec![tokens.len() - 1]);
+        let only_last = model.forward(&batch, &mut kv).unwrap();
+        assert!(
+            only_last.row(0) == every_row.row(tokens.len() - 1),
+            "{name}: the last row changed"
+        );
+    }
+}

@@ -30,13 +30,14 @@ pub struct AttentionShape {
     pub scale: f32,
 }
 
-/// `out[t, h, :] = softmax_j(q[t, h] · k[j] · scale) · v[j]` over the visible cached positions
-/// `j` of token `t`'s sequence. `q` and `out` are `[num_tokens, num_heads, head_dim]`;
-/// `token_seq[t]` is the index in `batch.seqs` of token `t`'s sequence.
+/// `out[i, h, :] = softmax_j(q[i, h] · k[j] · scale) · v[j]` over the visible cached positions
+/// `j` of batch token `t = tokens[i]`'s sequence. `q` and `out` are `[tokens.len(), num_heads,
+/// head_dim]`; `token_seq[t]` is the index in `batch.seqs` of token `t`'s sequence.
 pub fn paged_attention<E: KvElement>(
     shape: AttentionShape,
     batch: &Batch,
     token_seq: &[usize],
+    tokens: &[usize],
     q: &[f32],
     kv: &LayerKv<E>,
     out: &mut [f32],
@@ -48,14 +49,15 @@ pub fn paged_attention<E: KvElement>(
         ..
     } = shape;
     let group = num_heads / num_kv_heads;
-    debug_assert_eq!(q.len(), batch.num_tokens() * num_heads * head_dim);
+    debug_assert_eq!(q.len(), tokens.len() * num_heads * head_dim);
     debug_assert_eq!(out.len(), q.len());
     let ops = best_ops(head_dim);
     out.par_chunks_mut(group * head_dim)
         .enumerate()
         .for_each(|(task, out_group)| {
-            let (t, g) = (task / num_kv_heads, task % num_kv_heads);
-            let q_group = &q[(t * num_heads + g * group) * head_dim..][..group * head_dim];
+            let (i, g) = (task / num_kv_heads, task % num_kv_heads);
+            let q_group = &q[(i * num_heads + g * group) * head_dim..][..group * head_dim];
+            let t = tokens[i];
             let seq = &batch.seqs[token_seq[t]];
             let position = batch.positions[t] as usize;
             attend_group(
@@ -151,7 +153,7 @@ mod tests {
         batch.push_sequence(&[6], 3, vec![1, 3], block_size, true);
         let q = vec![0.0; 2 * head_dim];
         let mut out = vec![0.0; 2 * head_dim];
-        paged_attention(shape, &batch, &[0, 1], &q, &kv, &mut out);
+        paged_attention(shape, &batch, &[0, 1], &[0, 1], &q, &kv, &mut out);
         // Zero queries give uniform weights: the mean of the visible values.
         assert_eq!(out[0], 1.0);
         assert_eq!(out[2], 100.0);
@@ -174,7 +176,7 @@ mod tests {
         let mut batch = Batch::default();
         batch.push_sequence(&[1], 3, vec![0], 4, true);
         let mut out = vec![0.0; 1];
-        paged_attention(shape, &batch, &[0], &[0.0], &kv, &mut out);
+        paged_attention(shape, &batch, &[0], &[0], &[0.0], &kv, &mut out);
         assert_eq!(out[0], 35.0);
     }
 }

@@ -108,8 +108,10 @@ impl Attention {
         })
     }
 
-    /// `h: [T, hidden]` (already normed) → `[T, hidden]`. Writes the batch's new K/V into `kv`
-    /// at `batch.slot_mapping` before attending, so a prefill chunk sees itself causally.
+    /// `h: [T, hidden]` (already normed) → `[T, hidden]`, or only the rows `outputs` names (in
+    /// that order). Writes all of the batch's new K/V into `kv` at `batch.slot_mapping` before
+    /// attending, so a prefill chunk sees itself causally.
+    #[allow(clippy::too_many_arguments)] // the step's batch view, cache and output rows
     pub(crate) fn forward(
         &self,
         h: &[f32],
@@ -118,6 +120,7 @@ impl Attention {
         rope: &RopeTables,
         kv: LayerKvMut<'_>,
         block_size: usize,
+        outputs: Option<&[usize]>,
     ) -> Vec<f32> {
         let t = batch.num_tokens();
         let (q_dim, kv_dim) = (
@@ -147,17 +150,47 @@ impl Attention {
             sliding_window: self.sliding_window,
             scale: 1.0 / (self.head_dim as f32).sqrt(),
         };
-        let mut attended = vec![0f32; t * q_dim]; // [T, heads, head_dim]
+        // Queries only for the rows whose output is wanted; every row's K/V is still cached.
+        let all: Vec<usize>;
+        let tokens = match outputs {
+            Some(rows) => {
+                q = rows
+                    .iter()
+                    .flat_map(|&i| q[i * q_dim..][..q_dim].to_vec())
+                    .collect();
+                rows
+            }
+            None => {
+                all = (0..t).collect();
+                &all
+            }
+        };
+        let mut attended = vec![0f32; tokens.len() * q_dim]; // [rows, heads, head_dim]
         let values = |i: usize| &qkv[i * width + q_dim + kv_dim..][..kv_dim];
+        let qk = (&q[..], &k[..]);
         match kv {
-            LayerKvMut::F32(kv) => {
-                write_and_attend(shape, batch, token_seq, &q, &k, values, kv, &mut attended)
-            }
-            LayerKvMut::F16(kv) => {
-                write_and_attend(shape, batch, token_seq, &q, &k, values, kv, &mut attended)
-            }
+            LayerKvMut::F32(kv) => write_and_attend(
+                shape,
+                batch,
+                token_seq,
+                tokens,
+                qk,
+                values,
+                kv,
+                &mut attended,
+            ),
+            LayerKvMut::F16(kv) => write_and_attend(
+                shape,
+                batch,
+                token_seq,
+                tokens,
+                qk,
+                values,
+                kv,
+                &mut attended,
+            ),
         }
-        self.o_proj.forward(&attended, t)
+        self.o_proj.forward(&attended, tokens.len())
     }
 
     /// Bytes of weights.
@@ -172,14 +205,15 @@ impl Attention {
 }
 
 /// Stores the batch's new keys (`k: [T, kv_dim]`) and values at `batch.slot_mapping`, then
-/// attends (a prefill chunk sees itself causally because its K/V are written first).
+/// attends for `tokens` (`q: [tokens.len(), q_dim]`; a prefill chunk sees itself causally
+/// because its K/V are written first).
 #[allow(clippy::too_many_arguments)]
 fn write_and_attend<'a, E: KvElement>(
     shape: AttentionShape,
     batch: &Batch,
     token_seq: &[usize],
-    q: &[f32],
-    k: &[f32],
+    tokens: &[usize],
+    (q, k): (&[f32], &[f32]),
     values: impl Fn(usize) -> &'a [f32],
     kv: &mut LayerKv<E>,
     out: &mut [f32],
@@ -194,5 +228,5 @@ fn write_and_attend<'a, E: KvElement>(
             shape.head_dim,
         );
     }
-    paged_attention(shape, batch, token_seq, q, kv, out);
+    paged_attention(shape, batch, token_seq, tokens, q, kv, out);
 }
