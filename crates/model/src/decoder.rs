@@ -9,6 +9,7 @@ use crate::error::LoadError;
 use crate::kernels::matmul::{PackedMatrix, WeightDtype};
 use crate::kv_cache::KvCache;
 use crate::layers::attention::{Attention, AttentionOptions};
+use crate::layers::gather_rows;
 use crate::layers::linear::Linear;
 use crate::layers::mlp::Mlp;
 use crate::layers::norm::RmsNorm;
@@ -126,10 +127,7 @@ impl Decoder {
                 outputs,
             );
             if outputs.is_some() {
-                x = wanted
-                    .iter()
-                    .flat_map(|&r| x[r * hidden..][..hidden].to_vec())
-                    .collect();
+                x = gather_rows(&x, hidden, wanted);
                 h.truncate(x.len());
             }
             let rows = x.len() / hidden;
@@ -142,11 +140,7 @@ impl Decoder {
         let mut last = if subset && !self.layers.is_empty() {
             x
         } else {
-            let mut last = Vec::with_capacity(rows * hidden); // [rows, hidden]
-            for &i in wanted {
-                last.extend_from_slice(&x[i * hidden..][..hidden]);
-            }
-            last
+            gather_rows(&x, hidden, wanted) // [rows, hidden]
         };
         self.norm.forward_in_place(&mut last);
         Logits {

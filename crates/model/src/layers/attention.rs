@@ -2,6 +2,7 @@
 //! rotary embeddings, the write of new K/V into the paged cache, paged attention, and the
 //! output projection.
 
+use super::gather_rows;
 use super::linear::Linear;
 use super::norm::RmsNorm;
 use super::rope::RopeTables;
@@ -154,10 +155,7 @@ impl Attention {
         let all: Vec<usize>;
         let tokens = match outputs {
             Some(rows) => {
-                q = rows
-                    .iter()
-                    .flat_map(|&i| q[i * q_dim..][..q_dim].to_vec())
-                    .collect();
+                q = gather_rows(&q, q_dim, rows);
                 rows
             }
             None => {
