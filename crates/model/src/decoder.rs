@@ -114,9 +114,11 @@ impl Decoder {
         // output and MLP run for these rows only (as llama.cpp does).
         let wanted = &batch.logits_indices;
         let subset = wanted.len() < t;
+        let every_row: Vec<usize> = (0..t).collect();
         for (i, layer) in self.layers.iter().enumerate() {
             layer.input_layernorm.forward(&x, &mut h);
-            let outputs = (i == last_layer && subset).then_some(&wanted[..]);
+            let reduce = i == last_layer && subset;
+            let outputs = if reduce { wanted } else { &every_row };
             let attn = layer.self_attn.forward(
                 &h,
                 batch,
@@ -126,7 +128,7 @@ impl Decoder {
                 block_size,
                 outputs,
             );
-            if outputs.is_some() {
+            if reduce {
                 x = gather_rows(&x, hidden, wanted);
                 h.truncate(x.len());
             }

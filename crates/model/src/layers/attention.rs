@@ -109,8 +109,8 @@ impl Attention {
         })
     }
 
-    /// `h: [T, hidden]` (already normed) → `[T, hidden]`, or only the rows `outputs` names (in
-    /// that order). Writes all of the batch's new K/V into `kv` at `batch.slot_mapping` before
+    /// `h: [T, hidden]` (already normed) → `[outputs.len(), hidden]` for the batch tokens
+    /// `outputs` names, in that order (`0..T` for all of them). Writes all of the batch's new K/V into `kv` at `batch.slot_mapping` before
     /// attending, so a prefill chunk sees itself causally.
     #[allow(clippy::too_many_arguments)] // the step's batch view, cache and output rows
     pub(crate) fn forward(
@@ -121,7 +121,7 @@ impl Attention {
         rope: &RopeTables,
         kv: LayerKvMut<'_>,
         block_size: usize,
-        outputs: Option<&[usize]>,
+        outputs: &[usize],
     ) -> Vec<f32> {
         let t = batch.num_tokens();
         let (q_dim, kv_dim) = (
@@ -152,18 +152,10 @@ impl Attention {
             scale: 1.0 / (self.head_dim as f32).sqrt(),
         };
         // Queries only for the rows whose output is wanted; every row's K/V is still cached.
-        let all: Vec<usize>;
-        let tokens = match outputs {
-            Some(rows) => {
-                q = gather_rows(&q, q_dim, rows);
-                rows
-            }
-            None => {
-                all = (0..t).collect();
-                &all
-            }
-        };
-        let mut attended = vec![0f32; tokens.len() * q_dim]; // [rows, heads, head_dim]
+        if outputs.len() < t {
+            q = gather_rows(&q, q_dim, outputs);
+        }
+        let mut attended = vec![0f32; outputs.len() * q_dim]; // [rows, heads, head_dim]
         let values = |i: usize| &qkv[i * width + q_dim + kv_dim..][..kv_dim];
         let qk = (&q[..], &k[..]);
         match kv {
@@ -171,7 +163,7 @@ impl Attention {
                 shape,
                 batch,
                 token_seq,
-                tokens,
+                outputs,
                 qk,
                 values,
                 kv,
@@ -181,14 +173,14 @@ impl Attention {
                 shape,
                 batch,
                 token_seq,
-                tokens,
+                outputs,
                 qk,
                 values,
                 kv,
                 &mut attended,
             ),
         }
-        self.o_proj.forward(&attended, tokens.len())
+        self.o_proj.forward(&attended, outputs.len())
     }
 
     /// Bytes of weights.
