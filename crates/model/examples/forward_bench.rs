@@ -173,6 +173,28 @@ fn bench(label: &str, model: &Model, kv_dtype: KvDtype) {
             seqs as f64 / t.wall.as_secs_f64()
         );
     }
+    // A step as the server runs it under load: 16 decodes beside one prompt chunk of
+    // FORWARD_BENCH_CHUNK tokens (default 64).
+    if wanted("mixed") {
+        let chunk: usize = std::env::var("FORWARD_BENCH_CHUNK")
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(64)
+            .min(PROMPT);
+        let mut batch = Batch::default();
+        for s in 0..16 {
+            batch.push_sequence(&[(s as u32 * 17) % vocab], HISTORY, table(s), BLOCK, true);
+        }
+        let chunk_blocks: Vec<u32> = (0..chunk.div_ceil(BLOCK))
+            .map(|b| (64 * blocks_per_seq + b) as u32)
+            .collect();
+        let tokens: Vec<u32> = (0..chunk).map(|i| (i as u32 * 31) % vocab).collect();
+        batch.push_sequence(&tokens, 0, chunk_blocks, BLOCK, false);
+        let t = measure(repeat * 5, || {
+            model.forward(&batch, &mut kv).expect("mixed");
+        });
+        println!("  16 decodes + {chunk}-token prompt chunk: {t} per step");
+    }
     if !wanted("prefill") {
         return;
     }
@@ -260,6 +282,10 @@ fn main() {
             (64, 1536, 576),
             (512, 1536, 576),
             (512, 4864, 896),
+            (52, 4864, 896),
+            (80, 4864, 896),
+            (80, 896, 4864),
+            (512, 896, 4864),
         ] {
             ours_matmul(m, n, k);
             #[cfg(feature = "candle-compare")]
