@@ -11,6 +11,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use thiserror::Error;
 
+use sluice_model::kernels::vector::{self, VectorOps};
+
 use crate::request::{SamplingParams, TokenLogprob};
 
 /// Most alternatives a caller may ask for per position.
@@ -67,6 +69,33 @@ pub fn sample(
     ctx: SamplingContext<'_>,
     rng: &mut SamplerRng,
 ) -> Result<Sample, SampleError> {
+    let edited = edit_scores(logits, params, ctx);
+    let scores = edited.as_deref().unwrap_or(logits);
+    let token_id = if params.temperature == 0.0 {
+        argmax(scores).ok_or(SampleError::NoCandidates)?
+    } else {
+        draw(scores, params, rng)?
+    };
+    let logprob = params
+        .logprobs
+        .map(|k| token_logprob(logits, token_id, k.min(MAX_TOP_LOGPROBS)));
+    Ok(Sample { token_id, logprob })
+}
+
+/// The logits after penalties, logit bias and the `min_tokens` mask; `None` when none of them
+/// applies (the common case, which then copies nothing).
+fn edit_scores(
+    logits: &[f32],
+    params: &SamplingParams,
+    ctx: SamplingContext<'_>,
+) -> Option<Vec<f32>> {
+    let penalised = params.repetition_penalty != 1.0
+        || params.presence_penalty != 0.0
+        || params.frequency_penalty != 0.0;
+    let masking = (ctx.output.len() as u32) < ctx.min_tokens;
+    if !penalised && params.logit_bias.is_empty() && !masking {
+        return None;
+    }
     let mut scores = logits.to_vec(); // [vocab_size]
     apply_penalties(&mut scores, params, ctx);
     for &(token, bias) in &params.logit_bias {
@@ -74,22 +103,14 @@ pub fn sample(
             *s += bias;
         }
     }
-    if (ctx.output.len() as u32) < ctx.min_tokens {
+    if masking {
         for &t in ctx.masked_until_min_tokens {
             if let Some(s) = scores.get_mut(t as usize) {
                 *s = f32::NEG_INFINITY;
             }
         }
     }
-    let token_id = if params.temperature == 0.0 {
-        argmax(&scores).ok_or(SampleError::NoCandidates)?
-    } else {
-        draw(&scores, params, rng)?
-    };
-    let logprob = params
-        .logprobs
-        .map(|k| token_logprob(logits, token_id, k.min(MAX_TOP_LOGPROBS)));
-    Ok(Sample { token_id, logprob })
+    Some(scores)
 }
 
 /// Repetition penalty over prompt and output (divide positive logits, multiply negative ones);
@@ -125,72 +146,225 @@ fn apply_penalties(scores: &mut [f32], params: &SamplingParams, ctx: SamplingCon
 
 /// Index of the largest finite score; the lowest index among equals.
 fn argmax(scores: &[f32]) -> Option<u32> {
-    let mut best: Option<(usize, f32)> = None;
-    for (i, &s) in scores.iter().enumerate() {
-        if s.is_nan() || s == f32::NEG_INFINITY {
-            continue;
-        }
-        if best.is_none_or(|(_, b)| s > b) {
-            best = Some((i, s));
+    let best = max_finite(scores)?;
+    scores.iter().position(|&s| s == best).map(|i| i as u32)
+}
+
+/// The largest finite score; `None` when no score is finite.
+/// Eight running maxima let the compiler vectorise the scan.
+fn max_finite(scores: &[f32]) -> Option<f32> {
+    let mut lanes = [f32::NEG_INFINITY; 8];
+    let mut chunks = scores.chunks_exact(8);
+    let finite_or_low = |s: f32| if s.is_finite() { s } else { f32::NEG_INFINITY };
+    for chunk in &mut chunks {
+        for (m, &s) in lanes.iter_mut().zip(chunk) {
+            let s = finite_or_low(s);
+            *m = if s > *m { s } else { *m };
         }
     }
-    best.map(|(i, _)| i as u32)
+    let best = chunks
+        .remainder()
+        .iter()
+        .map(|&s| finite_or_low(s))
+        .chain(lanes)
+        .fold(f32::NEG_INFINITY, |a, b| if b > a { b } else { a });
+    (best > f32::NEG_INFINITY).then_some(best)
+}
+
+/// `Σ w` in f64, in eight independent lanes (a single running sum would wait on every add).
+fn sum(w: &[f32]) -> f64 {
+    let mut lanes = [0f64; 8];
+    let mut chunks = w.chunks_exact(8);
+    for chunk in &mut chunks {
+        for (l, &x) in lanes.iter_mut().zip(chunk) {
+            *l += f64::from(x);
+        }
+    }
+    lanes.iter().sum::<f64>()
+        + chunks
+            .remainder()
+            .iter()
+            .map(|&x| f64::from(x))
+            .sum::<f64>()
 }
 
 /// Temperature, top-k, top-p and min-p, then one draw from the remaining distribution.
+///
+/// Cost is linear in the vocabulary: weights come from one vectorised `exp` pass, and only
+/// top-k and top-p need an order, found by selecting and sorting the few best candidates
+/// (a full sort of 152k logits per row would cost more than the forward pass).
 fn draw(scores: &[f32], params: &SamplingParams, rng: &mut SamplerRng) -> Result<u32, SampleError> {
-    // Candidates as (token, scaled logit), best first; ties broken by token id so the order
-    // (and therefore the draw) is a pure function of the scores.
-    let mut cands: Vec<(u32, f32)> = scores
+    let mut weights = weights(scores, params.temperature).ok_or(SampleError::NoCandidates)?;
+    let top_k = params.top_k.map(|k| k as usize).filter(|&k| k > 0);
+    // min-p: the best candidate weighs exactly 1, so the threshold is min_p itself.
+    let floor = params.min_p.max(0.0);
+    if top_k.is_none() && params.top_p >= 1.0 {
+        // Every candidate above min-p stays: no order needed, walk in token order.
+        if floor > 0.0 {
+            weights
+                .iter_mut()
+                .filter(|w| **w < floor)
+                .for_each(|w| *w = 0.0);
+        }
+        return Ok(draw_in_token_order(&weights, rng));
+    }
+    let candidates = best_first(&weights, top_k, params.top_p);
+    let keep = candidates
         .iter()
-        .enumerate()
-        .filter(|(_, s)| s.is_finite())
-        .map(|(i, &s)| (i as u32, s / params.temperature))
+        .take_while(|&&t| weights[t as usize] >= floor)
+        .count()
+        .max(1);
+    let candidates = &candidates[..keep];
+    let mass: f64 = candidates
+        .iter()
+        .map(|&t| f64::from(weights[t as usize]))
+        .sum();
+    let mut u = rng.0.random::<f64>() * mass;
+    for &t in candidates {
+        let w = f64::from(weights[t as usize]);
+        if u < w {
+            return Ok(t);
+        }
+        u -= w;
+    }
+    // Rounding left a sliver of mass past the last candidate.
+    Ok(candidates[keep - 1])
+}
+
+/// One draw proportional to `weights`, walking in token order; skips whole chunks by their sum.
+/// Needs one positive weight.
+fn draw_in_token_order(weights: &[f32], rng: &mut SamplerRng) -> u32 {
+    const CHUNK: usize = 512;
+    let mut u = rng.0.random::<f64>() * sum(weights);
+    let mut last = 0;
+    for (c, chunk) in weights.chunks(CHUNK).enumerate() {
+        let chunk_mass = sum(chunk);
+        if chunk_mass > 0.0 {
+            last = c * CHUNK + chunk.iter().rposition(|&w| w > 0.0).unwrap_or(0);
+        }
+        if u >= chunk_mass {
+            u -= chunk_mass;
+            continue;
+        }
+        for (i, &w) in chunk.iter().enumerate() {
+            let w = f64::from(w);
+            if u < w {
+                return (c * CHUNK + i) as u32;
+            }
+            u -= w;
+        }
+    }
+    // Rounding left a sliver of mass past the last positive weight.
+    last as u32
+}
+
+/// `e^((s - max) / temperature)` per token, 0 for non-finite scores (masked, NaN); the best
+/// token weighs exactly 1. `None` when no score is finite.
+fn weights(scores: &[f32], temperature: f32) -> Option<Vec<f32>> {
+    let max = max_finite(scores)?;
+    let mut masked = false;
+    let mut w: Vec<f32> = scores
+        .iter()
+        .map(|&s| {
+            masked |= !s.is_finite();
+            s / temperature
+        })
         .collect();
-    if cands.is_empty() {
-        return Err(SampleError::NoCandidates);
-    }
-    let by_score = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-    if let Some(k) = params
-        .top_k
-        .map(|k| k as usize)
-        .filter(|&k| k < cands.len())
-    {
-        if k > 0 {
-            cands.select_nth_unstable_by(k - 1, by_score);
-            cands.truncate(k);
+    vector::best_ops(w.len()).exp_sum(&mut w, max / temperature);
+    if masked {
+        // Masked, NaN or infinite scores weigh nothing (the vector exp would give ~1e-38).
+        for (w, s) in w.iter_mut().zip(scores) {
+            if !s.is_finite() {
+                *w = 0.0;
+            }
         }
     }
-    cands.sort_unstable_by(by_score);
-    let max = cands[0].1;
-    let mut probs: Vec<f64> = cands.iter().map(|c| ((c.1 - max) as f64).exp()).collect();
-    let total: f64 = probs.iter().sum();
-    probs.iter_mut().for_each(|p| *p /= total);
-    let mut keep = probs.len();
-    if params.top_p < 1.0 {
-        let mut mass = 0.0;
-        keep = probs
+    Some(w)
+}
+
+/// Tokens best first (ties by token id), cut to the top `k` and then to the smallest prefix
+/// holding `top_p` of their mass.
+///
+/// Only candidates above a floor weight are ordered when that provably changes nothing (at
+/// least `k` of them, or at least `top_p` of the mass above the floor); a model's distribution
+/// puts nearly all its mass on a few hundred tokens, so this skips most of the vocabulary.
+fn best_first(weights: &[f32], top_k: Option<usize>, top_p: f32) -> Vec<u32> {
+    let total = sum(weights);
+    for floor in [1e-3f32, 1e-7, 0.0] {
+        let mut keys: Vec<u64> = weights
             .iter()
-            .position(|p| {
-                mass += p;
-                mass >= params.top_p as f64
-            })
-            .map_or(probs.len(), |i| i + 1);
-    }
-    if params.min_p > 0.0 {
-        let floor = params.min_p as f64 * probs[0];
-        keep = keep.min(probs.iter().take_while(|&&p| p >= floor).count().max(1));
-    }
-    let kept_mass: f64 = probs[..keep].iter().sum();
-    let mut u = rng.0.random::<f64>() * kept_mass;
-    for (i, p) in probs[..keep].iter().enumerate() {
-        if u < *p {
-            return Ok(cands[i].0);
+            .enumerate()
+            .filter(|&(_, &w)| w > 0.0 && w >= floor)
+            .map(|(t, &w)| order_key(t, w))
+            .collect();
+        let enough = match top_k {
+            Some(k) => keys.len() >= k,
+            None => {
+                let above: f64 = keys.iter().map(|&key| key_weight(key) as f64).sum();
+                above >= top_p as f64 * total
+            }
+        };
+        if !enough && floor > 0.0 {
+            continue;
         }
-        u -= p;
+        let mass = match top_k {
+            Some(k) if k < keys.len() => {
+                sort_prefix(&mut keys, k);
+                keys.truncate(k);
+                keys.iter().map(|&key| key_weight(key) as f64).sum()
+            }
+            _ => total,
+        };
+        let cut = nucleus(&mut keys, top_p as f64 * mass);
+        return keys[..cut].iter().map(|&key| key_token(key)).collect();
     }
-    // Rounding left a sliver of mass past the last kept candidate.
-    Ok(cands[keep - 1].0)
+    unreachable!("the last floor keeps every candidate")
+}
+
+/// Sorts `keys` best first far enough to find the smallest prefix with `target` mass, and
+/// returns its length (all of them when they never reach it). Sorts the best 256 first, then
+/// sixteen times more, so a peaked distribution never pays for a full sort.
+fn nucleus(keys: &mut [u64], target: f64) -> usize {
+    let mut sorted = 256.min(keys.len());
+    loop {
+        sort_prefix(keys, sorted);
+        let mut mass = 0.0;
+        if let Some(i) = keys[..sorted].iter().position(|&key| {
+            mass += key_weight(key) as f64;
+            mass >= target
+        }) {
+            return i + 1;
+        }
+        if sorted == keys.len() {
+            return sorted;
+        }
+        sorted = (sorted * 16).min(keys.len());
+    }
+}
+
+/// Puts the `n` best keys first, best first.
+fn sort_prefix(keys: &mut [u64], n: usize) {
+    if n == 0 {
+        return;
+    }
+    if n < keys.len() {
+        keys.select_nth_unstable_by(n - 1, |a, b| b.cmp(a));
+    }
+    keys[..n].sort_unstable_by(|a, b| b.cmp(a));
+}
+
+/// A key whose descending order is weight descending, then token id ascending: the bits of a
+/// positive float order like its value, and the low half holds the inverted token id.
+fn order_key(token: usize, weight: f32) -> u64 {
+    (u64::from(weight.to_bits()) << 32) | u64::from(u32::MAX - token as u32)
+}
+
+fn key_weight(key: u64) -> f32 {
+    f32::from_bits((key >> 32) as u32)
+}
+
+fn key_token(key: u64) -> u32 {
+    u32::MAX - key as u32
 }
 
 /// The chosen token's raw log-probability and the `k` most likely alternatives.

@@ -217,3 +217,129 @@ fn top_logprobs_are_capped_at_twenty() {
     let s = sample(&logits, &params, ctx(&[]), &mut SamplerRng::new(Some(0), 0)).unwrap();
     assert_eq!(s.logprob.unwrap().top.len(), 20);
 }
+
+/// Relative frequency of each token over `n` seeded draws.
+fn frequencies(logits: &[f32], params: &SamplingParams, n: usize) -> Vec<f64> {
+    let mut rng = SamplerRng::new(Some(11), 0);
+    let mut counts = vec![0usize; logits.len()];
+    for _ in 0..n {
+        counts[sample(logits, params, ctx(&[]), &mut rng).unwrap().token_id as usize] += 1;
+    }
+    counts.iter().map(|&c| c as f64 / n as f64).collect()
+}
+
+fn assert_close(got: &[f64], want: &[f64]) {
+    for (g, w) in got.iter().zip(want) {
+        assert!(
+            (g - w).abs() < 0.015,
+            "frequencies {got:?}, expected {want:?}"
+        );
+    }
+}
+
+#[test]
+fn draws_follow_the_softmax_at_temperature() {
+    let logits = [0.5f32.ln(), 0.3f32.ln(), 0.2f32.ln()];
+    assert_close(
+        &frequencies(&logits, &SamplingParams::default(), 20_000),
+        &[0.5, 0.3, 0.2],
+    );
+    // Temperature 0.5 squares the odds: 25 : 9 : 4.
+    let sharper = SamplingParams {
+        temperature: 0.5,
+        ..SamplingParams::default()
+    };
+    assert_close(
+        &frequencies(&logits, &sharper, 20_000),
+        &[25.0 / 38.0, 9.0 / 38.0, 4.0 / 38.0],
+    );
+}
+
+#[test]
+fn the_nucleus_is_renormalised() {
+    let logits = [0.2f32.ln(), 0.5f32.ln(), 0.3f32.ln()];
+    let params = SamplingParams {
+        top_p: 0.75,
+        ..SamplingParams::default()
+    };
+    assert_close(&frequencies(&logits, &params, 20_000), &[0.0, 0.625, 0.375]);
+}
+
+#[test]
+fn a_nucleus_wider_than_the_first_sorted_slice_is_found() {
+    // 5000 equal tokens: top_p 0.5 keeps the first 2500 by token id (ties go to the lower id),
+    // more than the 256 the sampler sorts first.
+    let logits = vec![0.0f32; 5000];
+    let params = SamplingParams {
+        top_p: 0.5,
+        ..SamplingParams::default()
+    };
+    let mut rng = SamplerRng::new(Some(5), 0);
+    let mut highest = 0;
+    for _ in 0..2000 {
+        let t = sample(&logits, &params, ctx(&[]), &mut rng)
+            .unwrap()
+            .token_id;
+        highest = highest.max(t);
+    }
+    assert!(highest < 2500, "drew {highest}, outside the nucleus");
+    assert!(
+        highest > 2000,
+        "the nucleus is wider than 256: drew at most {highest}"
+    );
+}
+
+#[test]
+fn masked_and_nan_tokens_are_never_drawn() {
+    let mut logits = vec![f32::NEG_INFINITY; 64];
+    logits[10] = -30.0;
+    logits[20] = f32::NAN;
+    logits[40] = -31.0;
+    for params in [
+        SamplingParams::default(),
+        SamplingParams {
+            top_p: 0.99,
+            ..SamplingParams::default()
+        },
+        SamplingParams {
+            top_k: Some(100),
+            ..SamplingParams::default()
+        },
+    ] {
+        let f = frequencies(&logits, &params, 3000);
+        let drawn: Vec<usize> = (0..64).filter(|&t| f[t] > 0.0).collect();
+        assert_eq!(drawn, vec![10, 40], "{params:?}");
+    }
+}
+
+#[test]
+fn a_top_k_wider_than_the_vocabulary_still_applies_min_p() {
+    let logits = [0.6f32.ln(), 0.05f32.ln(), 0.35f32.ln()];
+    let params = SamplingParams {
+        top_k: Some(10),
+        min_p: 0.5,
+        ..SamplingParams::default()
+    };
+    assert_close(
+        &frequencies(&logits, &params, 10_000),
+        &[0.6 / 0.95, 0.0, 0.35 / 0.95],
+    );
+}
+
+#[test]
+fn greedy_skips_nan_and_masked_scores() {
+    let mut logits = vec![f32::NEG_INFINITY; 37];
+    logits[3] = f32::NAN;
+    logits[30] = -5.0;
+    logits[33] = -5.0;
+    assert_eq!(pick(&logits, &greedy(), ctx(&[])), 30);
+    assert_eq!(
+        sample(
+            &[f32::NEG_INFINITY; 9],
+            &greedy(),
+            ctx(&[]),
+            &mut SamplerRng::new(None, 0)
+        ),
+        Err(SampleError::NoCandidates)
+    );
+}
