@@ -57,6 +57,12 @@ pub struct EngineArgs {
     /// Token budget of one engine step (decodes plus prefill chunks).
     #[arg(long, default_value_t = 512)]
     pub max_num_batched_tokens: usize,
+    /// While streams are decoding, prompt chunks are sized (from measured step times) so that
+    /// one step takes about this long, which bounds the stall a new prompt causes to running
+    /// streams; prompts still get at least half of every step. 0 turns it off: only
+    /// --max-num-batched-tokens bounds a step.
+    #[arg(long, default_value_t = 250)]
+    pub step_time_target_ms: u64,
     /// Waiting requests allowed before new ones get 429.
     #[arg(long, default_value_t = 256)]
     pub max_queue: usize,
@@ -104,6 +110,8 @@ impl EngineArgs {
                 max_num_batched_tokens: self.max_num_batched_tokens,
                 max_queue: self.max_queue,
                 enable_prefix_caching: !self.no_prefix_caching,
+                step_time_target: (self.step_time_target_ms > 0)
+                    .then(|| Duration::from_millis(self.step_time_target_ms)),
                 ..EngineConfig::default()
             },
         })

@@ -125,7 +125,48 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
             histogram(&mut out, name, model, value(snap));
         }
     }
+    engine_steps(&mut out, models);
     out
+}
+
+/// sluice's own engine counters: steps, the tokens they computed, and the engine thread's
+/// seconds per phase (a step's mean time and size follow from two rates).
+fn engine_steps(out: &mut String, models: &[(String, MetricsSnapshot)]) {
+    let counters: [CounterSpec; 2] = [
+        (
+            "sluice:engine_steps_total",
+            "Engine steps that ran a forward pass.",
+            |s| s.step_times.steps,
+        ),
+        (
+            "sluice:engine_step_tokens_total",
+            "Tokens computed by forward passes (prompt chunks and decodes).",
+            |s| s.step_times.tokens,
+        ),
+    ];
+    for (name, help, value) in counters {
+        header(out, name, help, "counter");
+        for (model, snap) in models {
+            sample(out, name, &[("model_name", model)], value(snap) as f64);
+        }
+    }
+    let name = "sluice:engine_step_seconds_total";
+    header(
+        out,
+        name,
+        "Engine thread seconds per step phase: schedule, forward, sample (includes detokenizing).",
+        "counter",
+    );
+    for (model, snap) in models {
+        let t = &snap.step_times;
+        for (phase, secs) in [
+            ("schedule", t.schedule_seconds),
+            ("forward", t.forward_seconds),
+            ("sample", t.sample_seconds),
+        ] {
+            sample(out, name, &[("model_name", model), ("phase", phase)], secs);
+        }
+    }
 }
 
 /// One per-model pool series: name, help, type, and how to read it from a model's report.
@@ -324,6 +365,13 @@ mod tests {
             inter_token_latency: histogram_snapshot(),
             e2e_request_latency: histogram_snapshot(),
             request_queue_time: histogram_snapshot(),
+            step_times: sluice_engine::StepTimes {
+                steps: 7,
+                tokens: 300,
+                schedule_seconds: 0.5,
+                forward_seconds: 2.25,
+                sample_seconds: 0.125,
+            },
         }
     }
 
@@ -366,6 +414,21 @@ mod tests {
     }
 
     #[test]
+    fn engine_step_counters_split_time_by_phase() {
+        let t = text();
+        for line in [
+            "sluice:engine_steps_total{model_name=\"llama\"} 7\n",
+            "sluice:engine_step_tokens_total{model_name=\"llama\"} 300\n",
+            "sluice:engine_step_seconds_total{model_name=\"llama\",phase=\"schedule\"} 0.5\n",
+            "sluice:engine_step_seconds_total{model_name=\"llama\",phase=\"forward\"} 2.25\n",
+            "sluice:engine_step_seconds_total{model_name=\"llama\",phase=\"sample\"} 0.125\n",
+        ] {
+            assert!(t.contains(line), "missing {line} in {t}");
+        }
+        assert!(t.contains("# TYPE sluice:engine_step_seconds_total counter\n"));
+    }
+
+    #[test]
     fn histograms_have_cumulative_buckets_inf_sum_and_count() {
         let t = text();
         for name in [
@@ -394,7 +457,8 @@ mod tests {
         for line in text().lines().filter(|l| !l.starts_with('#')) {
             let (series, value) = line.rsplit_once(' ').unwrap();
             assert!(
-                series.starts_with("vllm:") && series.ends_with('}'),
+                (series.starts_with("vllm:") || series.starts_with("sluice:engine_"))
+                    && series.ends_with('}'),
                 "{line}"
             );
             assert!(value == "+Inf" || value.parse::<f64>().is_ok(), "{line}");

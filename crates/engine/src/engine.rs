@@ -63,6 +63,11 @@ pub enum ExecutorError {
     },
 }
 
+/// Default [`EngineConfig::step_time_target`]: a quarter second between tokens is still a
+/// fluent stream, and the prompt share of such a step keeps matrix shapes large enough to run
+/// at full speed on a CPU.
+pub const DEFAULT_STEP_TIME_TARGET: Duration = Duration::from_millis(250);
+
 /// Engine limits and switches.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EngineConfig {
@@ -80,6 +85,10 @@ pub struct EngineConfig {
     pub max_model_len: usize,
     /// Token ids that end generation (the model's generation config).
     pub eos_token_ids: Vec<u32>,
+    /// While sequences decode, size prefill chunks so a step takes about this long (learned
+    /// from measured steps): bounds the inter-token latency a new prompt causes. `None`: steps
+    /// are bounded by `max_num_batched_tokens` alone.
+    pub step_time_target: Option<Duration>,
 }
 
 impl Default for EngineConfig {
@@ -93,6 +102,7 @@ impl Default for EngineConfig {
             aging_rate: DEFAULT_AGING_RATE,
             max_model_len: 4096,
             eos_token_ids: Vec::new(),
+            step_time_target: Some(DEFAULT_STEP_TIME_TARGET),
         }
     }
 }
@@ -172,6 +182,7 @@ impl EngineLoop {
                 // The handle bounds new requests; the scheduler's own bound only guards it.
                 max_queue: usize::MAX,
                 aging_rate: config.aging_rate,
+                step_time_target: config.step_time_target.filter(|t| !t.is_zero()),
             },
             blocks,
         );
@@ -363,6 +374,7 @@ impl EngineLoop {
         let scheduled_at = Instant::now();
         EngineMetrics::add_duration(&m.step_times.schedule_ns, scheduled_at - now);
         EngineMetrics::add(&m.step_times.steps, 1);
+        EngineMetrics::add(&m.step_times.tokens, out.batch.num_tokens() as u64);
         let result = self.execute(&out);
         let executed_at = Instant::now();
         EngineMetrics::add_duration(&m.step_times.forward_ns, executed_at - scheduled_at);
@@ -370,6 +382,14 @@ impl EngineLoop {
             Ok(logits) => {
                 self.process_logits(&out, &logits);
                 EngineMetrics::add_duration(&m.step_times.sample_ns, executed_at.elapsed());
+                let elapsed = now.elapsed();
+                tracing::trace!(
+                    tokens = out.batch.num_tokens(),
+                    logit_rows = out.batch.logits_indices.len(),
+                    ms = elapsed.as_secs_f64() * 1e3,
+                    "step"
+                );
+                self.scheduler.observe_step(&out, elapsed);
             }
             Err(e) => {
                 tracing::error!("step failed: {e}");

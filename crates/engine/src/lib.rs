@@ -13,6 +13,7 @@ pub mod request;
 pub mod sampler;
 pub mod scheduler;
 pub mod sequence;
+pub mod step_cost;
 
 pub use engine::{Engine, EngineConfig, Executor, ExecutorError};
 pub use handle::{EngineHandle, RequestId, RequestStream, SubmitError};

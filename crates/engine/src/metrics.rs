@@ -114,6 +114,7 @@ pub struct EngineMetrics {
 #[derive(Debug, Default)]
 pub(crate) struct StepTimers {
     pub(crate) steps: AtomicU64,
+    pub(crate) tokens: AtomicU64,
     pub(crate) schedule_ns: AtomicU64,
     pub(crate) forward_ns: AtomicU64,
     pub(crate) sample_ns: AtomicU64,
@@ -125,6 +126,8 @@ pub(crate) struct StepTimers {
 pub struct StepTimes {
     /// Steps that ran a forward pass.
     pub steps: u64,
+    /// Tokens those forward passes computed (prompt chunks and decodes).
+    pub tokens: u64,
     /// Seconds spent choosing what to run and building batches.
     pub schedule_seconds: f64,
     /// Seconds spent in the model's forward pass.
@@ -177,6 +180,7 @@ impl EngineMetrics {
             inter_token_latency: self.inter_token_latency.snapshot(),
             e2e_request_latency: self.e2e_request_latency.snapshot(),
             request_queue_time: self.request_queue_time.snapshot(),
+            step_times: self.step_times(),
         }
     }
 
@@ -186,6 +190,7 @@ impl EngineMetrics {
         let t = &self.step_times;
         StepTimes {
             steps: t.steps.load(Ordering::Relaxed),
+            tokens: t.tokens.load(Ordering::Relaxed),
             schedule_seconds: secs(&t.schedule_ns),
             forward_seconds: secs(&t.forward_ns),
             sample_seconds: secs(&t.sample_ns),
@@ -238,6 +243,8 @@ pub struct MetricsSnapshot {
     pub e2e_request_latency: HistogramSnapshot,
     /// Arrival to first scheduled.
     pub request_queue_time: HistogramSnapshot,
+    /// Where the engine thread's time went.
+    pub step_times: StepTimes,
 }
 
 #[cfg(test)]

@@ -5,9 +5,13 @@
 //! effective priority. Decodes, prefill chunks, prefix-cache hits and recompute after preemption
 //! all follow from it. [`Scheduler::schedule`] returns a typed [`SchedulerOutput`];
 //! [`Scheduler::update_from_output`] consumes the sampled tokens ([`ModelOutput`]).
+//!
+//! While sequences are decoding, prompt tokens also spend a second budget sized from the
+//! learned step cost ([`StepCostModel`]) so that a step lasts about `step_time_target`: a long
+//! prompt then arrives in chunks instead of stalling every running stream for seconds.
 
 use std::collections::{HashMap, HashSet};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use sluice_model::Batch;
 
@@ -17,6 +21,7 @@ use crate::queue::{effective_priority, QueueFull, WaitingQueue};
 use crate::request::{FinishReason, Priority};
 use crate::sampler::Sample;
 use crate::sequence::{SeqId, Sequence};
+use crate::step_cost::StepCostModel;
 
 /// Limits of one step and of the queue.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,6 +36,10 @@ pub struct SchedulerConfig {
     pub max_queue: usize,
     /// Effective priority gained per second of waiting.
     pub aging_rate: f64,
+    /// While sequences decode, prefill chunks are sized so that a step takes about this long
+    /// (but prompts always get at least as much time as the decodes); `None`: only
+    /// `max_num_batched_tokens` bounds a step.
+    pub step_time_target: Option<Duration>,
 }
 
 /// One sequence's share of a step.
@@ -88,6 +97,8 @@ pub struct Scheduler {
     seqs: HashMap<SeqId, Sequence>,
     /// Choices of each request with sequences still in the scheduler.
     requests: HashMap<RequestId, Vec<SeqId>>,
+    /// What steps have cost so far.
+    cost: StepCostModel,
 }
 
 impl Scheduler {
@@ -100,7 +111,18 @@ impl Scheduler {
             running: Vec::new(),
             seqs: HashMap::new(),
             requests: HashMap::new(),
+            cost: StepCostModel::default(),
         }
+    }
+
+    /// Records how long a planned step took (scheduling, forward pass and sampling), which sizes
+    /// later prefill chunks.
+    pub fn observe_step(&mut self, out: &SchedulerOutput, elapsed: Duration) {
+        self.cost.observe(
+            out.batch.num_tokens(),
+            out.batch.logits_indices.len(),
+            elapsed.as_secs_f64(),
+        );
     }
 
     /// The block pool.
@@ -210,6 +232,7 @@ impl Scheduler {
     pub fn schedule(&mut self, now: Instant) -> SchedulerOutput {
         let mut out = SchedulerOutput::default();
         let mut budget = self.config.max_num_batched_tokens;
+        let mut prefill_budget = self.prefill_budget();
         let mut plan: Vec<(SeqId, usize)> = Vec::new();
         self.sort_running(now);
 
@@ -219,7 +242,11 @@ impl Scheduler {
         while i < self.running.len() && budget > 0 {
             let id = self.running[i];
             let seq = &self.seqs[&id];
-            let num_new = seq.num_uncomputed_tokens().min(budget);
+            let prefilling = is_prefilling(seq);
+            let mut num_new = seq.num_uncomputed_tokens().min(budget);
+            if prefilling {
+                num_new = num_new.min(prefill_budget);
+            }
             if num_new == 0 {
                 i += 1;
                 continue;
@@ -232,6 +259,9 @@ impl Scheduler {
                 self.blocks.append(table, target).expect("checked");
                 plan.push((id, num_new));
                 budget -= num_new;
+                if prefilling {
+                    prefill_budget -= num_new;
+                }
                 i += 1;
             } else {
                 let victim = *self
@@ -245,12 +275,12 @@ impl Scheduler {
         // Then waiting ones, unless this step already had to preempt.
         let room_left = out.preempted.is_empty();
         let mut admitted: HashSet<SeqId> = HashSet::new();
-        while room_left && budget > 0 {
+        while room_left && budget > 0 && prefill_budget > 0 {
             let Some(&id) = self.waiting.peek(now) else {
                 break;
             };
             let admission = if self.running.len() < self.config.max_num_seqs {
-                self.try_admit(id, budget, now, &mut out)
+                self.try_admit(id, budget.min(prefill_budget), now, &mut out)
             } else {
                 Admission::NoSeat
             };
@@ -259,6 +289,7 @@ impl Scheduler {
                     admitted.insert(id);
                     plan.push((id, num_new));
                     budget -= num_new;
+                    prefill_budget -= num_new;
                 }
                 Admission::Rejected => out.rejected.push(id),
                 Admission::WaitForSibling => break,
@@ -268,7 +299,11 @@ impl Scheduler {
                         break;
                     };
                     if let Some(pos) = plan.iter().position(|&(p, _)| p == victim) {
-                        budget += plan.remove(pos).1;
+                        let freed = plan.remove(pos).1;
+                        budget += freed;
+                        if is_prefilling(&self.seqs[&victim]) {
+                            prefill_budget = prefill_budget.saturating_add(freed);
+                        }
                     }
                     self.preempt(victim, &mut out.preempted);
                 }
@@ -277,6 +312,30 @@ impl Scheduler {
 
         self.build_batch(&plan, &mut out);
         out
+    }
+
+    /// Prompt tokens (prefill chunks, admissions) this step may compute. Unbounded unless a step
+    /// time target is set, the cost of a step has been measured, and some running sequence is
+    /// decoding: then the prompt share of the step is the target less the decodes' predicted
+    /// time, but never less than the decodes' time (a model too slow for the target still
+    /// gives prompts half of every step) nor less than one block.
+    fn prefill_budget(&self) -> usize {
+        let (Some(target), Some(cost)) = (self.config.step_time_target, self.cost.estimate())
+        else {
+            return usize::MAX;
+        };
+        let decoding = self
+            .running
+            .iter()
+            .filter(|id| !is_prefilling(&self.seqs[id]))
+            .count();
+        if decoding == 0 {
+            return usize::MAX;
+        }
+        let decode_secs = cost.seconds(decoding, decoding);
+        let prefill_secs = (target.as_secs_f64() - decode_secs).max(decode_secs);
+        // `as` saturates: a free step (per_token ~ 0) means no limit.
+        ((prefill_secs / cost.per_token) as usize).max(self.blocks.block_size())
     }
 
     /// A running Low sequence a waiting High one may preempt (worst first, never one admitted in
@@ -415,6 +474,12 @@ impl Scheduler {
         self.running.retain(|id| !ids.contains(id));
         ids
     }
+}
+
+/// True while a sequence has more than one token to compute (a prompt, or a recompute after
+/// preemption); a decoding sequence has exactly one.
+fn is_prefilling(seq: &Sequence) -> bool {
+    seq.num_uncomputed_tokens() > 1
 }
 
 /// What a running sibling choice offers a sequence about to be admitted.

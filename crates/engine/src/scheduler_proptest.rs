@@ -50,11 +50,15 @@ proptest! {
         arrivals in prop::collection::vec(arrival(), 1..10),
         prefix_caching in any::<bool>(),
         budget in 1usize..12,
+        step_target_ms in prop::option::of(1u64..8),
     ) {
         let (block_size, num_blocks) = (2, 8);
         let t0 = Instant::now();
         let mut s = Scheduler::new(
-            config(4, budget),
+            SchedulerConfig {
+                step_time_target: step_target_ms.map(Duration::from_millis),
+                ..config(4, budget)
+            },
             BlockManager::new(num_blocks, block_size, prefix_caching),
         );
         let mut exec = HistoryExecutor::new(VOCAB, block_size, num_blocks);
@@ -93,6 +97,9 @@ proptest! {
                 break;
             }
             let (out, done) = step(&mut s, &mut exec, now);
+            // A made-up machine: 1 ms per token, 0.3 ms more per logits row.
+            let cost_us = 1000 * out.batch.num_tokens() + 300 * out.batch.logits_indices.len();
+            s.observe_step(&out, Duration::from_micros(cost_us as u64));
             prop_assert!(out.rejected.is_empty(), "every sequence fits the pool alone");
             for id in done {
                 let seq = s.remove(id).expect("a finished sequence is still held");
