@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use sluice_api::server::ServeOptions;
 use sluice_api::{router_for, ApiConfig, ModelRegistry};
 use sluice_engine::pool::{Budget, DirectoryLoader, LoadSettings, ModelPool};
 use sluice_engine::EngineConfig;
@@ -229,24 +230,21 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("binding {addr}"))?;
         let local = listener.local_addr()?;
-        // Streamed tokens are small writes; Nagle's algorithm would hold each back ~40 ms.
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
         tracing::info!("listening on http://{local}");
         // Graceful shutdown waits for open responses (running streams) to finish; the deadline
         // bounds that wait.
         let (stopping_tx, mut stopping_rx) = tokio::sync::watch::channel(false);
-        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            let _ = stopping_tx.send(true);
-        });
+        let server =
+            sluice_api::server::serve(listener, app, ServeOptions::default(), async move {
+                shutdown_signal().await;
+                let _ = stopping_tx.send(true);
+            });
         let deadline = async move {
             let _ = stopping_rx.wait_for(|stopping| *stopping).await;
             tokio::time::sleep(DRAIN_TIMEOUT).await;
         };
         tokio::select! {
-            served = server => served.context("serving HTTP")?,
+            () = server => {}
             _ = deadline => tracing::warn!("drain timed out; cancelling what is still running"),
         }
         pool.shutdown();

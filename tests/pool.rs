@@ -86,7 +86,8 @@ impl PoolServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let server = tokio::spawn(async move {
-            axum::serve(listener, app).await.unwrap();
+            sluice_api::server::serve(listener, app, Default::default(), std::future::pending())
+                .await;
         });
         PoolServer {
             base: format!("http://{addr}"),

@@ -232,3 +232,32 @@ async fn full_queue_gives_429_with_retry_after_and_the_server_keeps_serving() {
         server.engine.num_unfinished()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_never_finishes_its_headers_is_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = start(ServerOptions {
+        header_read_timeout: Duration::from_millis(300),
+        ..ServerOptions::default()
+    })
+    .await;
+    let addr = server.base.trim_start_matches("http://").to_string();
+    let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    // A request line and one header, then nothing: the blank line never comes.
+    slow.write_all(b"GET /health HTTP/1.1\r\nHost: sluice\r\n")
+        .await
+        .unwrap();
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(10), slow.read_to_end(&mut rest)).await;
+    assert!(
+        closed.is_ok(),
+        "the server kept a connection with unfinished headers open for 10 s"
+    );
+    // Well-behaved clients are unaffected, on a fresh connection or a kept-alive one.
+    let client = reqwest::Client::new();
+    for _ in 0..2 {
+        let res = client.get(server.url("/health")).send().await.unwrap();
+        assert_eq!(res.status().as_u16(), 200);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+}

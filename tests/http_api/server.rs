@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sluice_api::server::ServeOptions;
 use sluice_api::{ApiConfig, ServedModel};
 use sluice_engine::{Engine, EngineConfig, EngineHandle, Executor, ExecutorError, ModelExecutor};
 use sluice_model::{Batch, KvCache, KvDtype, LoadOptions, Logits, Model};
@@ -56,6 +57,8 @@ pub struct ServerOptions {
     pub max_body_bytes: usize,
     /// Added to every forward pass (the fixture model is otherwise done in milliseconds).
     pub step_delay: Duration,
+    /// A connection must deliver its request headers within this time.
+    pub header_read_timeout: Duration,
 }
 
 impl Default for ServerOptions {
@@ -67,6 +70,7 @@ impl Default for ServerOptions {
             num_blocks: 256,
             max_body_bytes: 1 << 20,
             step_delay: Duration::ZERO,
+            header_read_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -171,9 +175,15 @@ pub async fn start(options: ServerOptions) -> TestServer {
     let app = sluice_api::router(vec![served], api);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app).await.unwrap();
-    });
+    let serve_options = ServeOptions {
+        header_read_timeout: options.header_read_timeout,
+    };
+    let server = tokio::spawn(sluice_api::server::serve(
+        listener,
+        app,
+        serve_options,
+        std::future::pending(),
+    ));
     TestServer {
         base: format!("http://{addr}"),
         engine,

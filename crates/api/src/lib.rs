@@ -1,9 +1,9 @@
 //! sluice's OpenAI-compatible HTTP API: wire types, validation into `Valid*` types, axum routes,
 //! server-sent-event streaming, OpenAI error bodies and the Prometheus metrics endpoint.
 //!
-//! The binary builds a [`router`] from its loaded models and serves it; graceful shutdown is
-//! the binary's (axum's `with_graceful_shutdown`, then `EngineHandle::shutdown` and a bounded
-//! wait on `EngineHandle::num_unfinished`, using handles it cloned before calling `router`).
+//! The binary builds a [`router`] from its loaded models and serves it with [`server::serve`]
+//! (request-header deadline, graceful shutdown); bounding the drain and stopping the engines
+//! is the binary's.
 
 pub mod assemble;
 pub mod auth;
@@ -13,6 +13,7 @@ pub mod generation;
 pub mod prometheus;
 pub mod registry;
 pub mod routes;
+pub mod server;
 pub mod sse;
 pub mod validate;
 pub mod wire;
