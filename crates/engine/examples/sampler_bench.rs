@@ -30,7 +30,7 @@ fn main() {
         masked_until_min_tokens: &[],
         min_tokens: 0,
     };
-    let cases: [(&str, SamplingParams); 5] = [
+    let cases: [(&str, SamplingParams); 6] = [
         (
             "greedy",
             SamplingParams {
@@ -58,6 +58,14 @@ fn main() {
             SamplingParams {
                 temperature: 0.8,
                 top_k: Some(40),
+                ..SamplingParams::default()
+            },
+        ),
+        (
+            "greedy, logprobs 5",
+            SamplingParams {
+                temperature: 0.0,
+                logprobs: Some(5),
                 ..SamplingParams::default()
             },
         ),

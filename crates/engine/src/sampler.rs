@@ -368,36 +368,58 @@ fn key_token(key: u64) -> u32 {
 }
 
 /// The chosen token's raw log-probability and the `k` most likely alternatives.
+///
+/// The log-normaliser comes from the same vectorised `exp` pass as sampling; the alternatives
+/// are ordered by raw score (ties by token id), selecting among the scores within 8 (then 24)
+/// nats of the best when there are at least `k` of them, among all otherwise.
 fn token_logprob(logits: &[f32], token_id: u32, k: u32) -> TokenLogprob {
-    let max = logits
-        .iter()
-        .copied()
-        .filter(|s| !s.is_nan())
-        .fold(f32::NEG_INFINITY, f32::max);
-    let log_total = logits
-        .iter()
-        .filter(|s| !s.is_nan())
-        .map(|&s| ((s - max) as f64).exp())
-        .sum::<f64>()
-        .ln() as f32;
+    let Some(max) = max_finite(logits) else {
+        // No finite logit: nothing has a probability to report.
+        return TokenLogprob {
+            token_id,
+            logprob: f32::NAN,
+            top: Vec::new(),
+        };
+    };
+    let weights = weights(logits, 1.0).expect("a finite logit exists");
+    let log_total = sum(&weights).ln() as f32;
     let logprob_of = |s: f32| s - max - log_total;
-    let mut top: Vec<(u32, f32)> = logits
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| !s.is_nan())
-        .map(|(i, &s)| (i as u32, s))
-        .collect();
-    let by_score = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-    let k = (k as usize).min(top.len());
-    if k > 0 && k < top.len() {
-        top.select_nth_unstable_by(k - 1, by_score);
+    let k = k as usize;
+    let mut keys = Vec::new();
+    for floor in [max - 8.0, max - 24.0, f32::NEG_INFINITY] {
+        keys = logits
+            .iter()
+            .enumerate()
+            .filter(|&(_, &s)| !s.is_nan() && s >= floor)
+            .map(|(t, &s)| (u64::from(score_order(s)) << 32) | u64::from(u32::MAX - t as u32))
+            .collect();
+        if keys.len() >= k {
+            break;
+        }
     }
-    top.truncate(k);
-    top.sort_unstable_by(by_score);
+    let k = k.min(keys.len());
+    sort_prefix(&mut keys, k);
     TokenLogprob {
         token_id,
         logprob: logprob_of(logits[token_id as usize]),
-        top: top.into_iter().map(|(t, s)| (t, logprob_of(s))).collect(),
+        top: keys[..k]
+            .iter()
+            .map(|&key| {
+                let t = key_token(key);
+                (t, logprob_of(logits[t as usize]))
+            })
+            .collect(),
+    }
+}
+
+/// Bits of a non-NaN float that order as the floats do (negatives flipped, sign bit set on
+/// the rest).
+fn score_order(s: f32) -> u32 {
+    let bits = s.to_bits();
+    if bits >> 31 == 1 {
+        !bits
+    } else {
+        bits | 1 << 31
     }
 }
 

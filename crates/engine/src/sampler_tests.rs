@@ -343,3 +343,42 @@ fn greedy_skips_nan_and_masked_scores() {
         Err(SampleError::NoCandidates)
     );
 }
+
+#[test]
+fn top_logprobs_order_by_raw_score_across_the_whole_range() {
+    // Scores far below the best (beyond the shortcuts' floors) still order correctly.
+    let logits = [
+        -5.0f32,
+        3.0,
+        -200.0,
+        f32::NAN,
+        -60.0,
+        3.0,
+        f32::NEG_INFINITY,
+        -0.0,
+        0.0,
+    ];
+    let params = SamplingParams {
+        logprobs: Some(20),
+        ..greedy()
+    };
+    let s = sample(&logits, &params, ctx(&[]), &mut SamplerRng::new(Some(0), 0)).unwrap();
+    let lp = s.logprob.unwrap();
+    let order: Vec<u32> = lp.top.iter().map(|t| t.0).collect();
+    assert_eq!(
+        order,
+        vec![1, 5, 8, 7, 0, 4, 2, 6],
+        "NaN is left out, -inf comes last"
+    );
+    let total: f64 = [-5.0f64, 3.0, -200.0, -60.0, 3.0, 0.0, 0.0]
+        .iter()
+        .map(|s| s.exp())
+        .sum();
+    let expected = (3.0 - total.ln()) as f32;
+    assert!(
+        (lp.logprob - expected).abs() < 1e-5,
+        "{} vs {expected}",
+        lp.logprob
+    );
+    assert_eq!(lp.top[7].1, f32::NEG_INFINITY);
+}
