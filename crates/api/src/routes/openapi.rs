@@ -47,6 +47,23 @@ fn post(summary: &str, request: &str, response: &str, streams: bool) -> Value {
     json!({"post": {"summary": summary, "security": [{"bearer": []}], "requestBody": json_body(request), "responses": responses}})
 }
 
+/// `POST /admin/models/{model}/load|unload`: no body, the model's admin view back.
+fn admin_action(summary: &str) -> Value {
+    let errors = error_responses();
+    let error = |description: &str| {
+        json!({"description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
+    };
+    json!({"post": {"summary": summary, "security": [{"bearer": []}],
+        "parameters": [{"name": "model", "in": "path", "required": true, "schema": {"type": "string"}}],
+        "responses": {
+            "200": ok(summary, json!({"$ref": "#/components/schemas/AdminModel"})),
+            "401": errors["401"].clone(), "404": errors["404"].clone(),
+            "409": error("The model is busy, pinned or loading"),
+            "500": error("The model's files could not be loaded"),
+            "503": error("The model does not fit the memory budget, or the server is stopping")}}})
+}
+
 fn sampling_properties() -> Value {
     json!({
         "model": {"type": "string"},
@@ -105,7 +122,12 @@ pub fn document() -> Value {
                 "description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
             "/version": {"get": {"summary": "Server version", "responses": {
                 "200": ok("Version", json!({"type": "object", "properties": {"version": {"type": "string"}}}))}}},
-            "/openapi.json": {"get": {"summary": "This document", "responses": {"200": ok("OpenAPI document", json!({"type": "object"}))}}}
+            "/openapi.json": {"get": {"summary": "This document", "responses": {"200": ok("OpenAPI document", json!({"type": "object"}))}}},
+            "/admin/models": {"get": {"summary": "Every model of the pool: status, memory, requests, last use",
+                "security": [{"bearer": []}],
+                "responses": {"200": ok("Models", json!({"$ref": "#/components/schemas/AdminModelList"}))}}},
+            "/admin/models/{model}/load": admin_action("Load a model (unloading idle ones to make room); answers once loaded"),
+            "/admin/models/{model}/unload": admin_action("Unload an idle model; 409 while it has requests, is pinned or loading")
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
@@ -169,7 +191,19 @@ pub fn document() -> Value {
                     "id": {"type": "string"}, "object": {"const": "model"}, "created": {"type": "integer"},
                     "owned_by": {"type": "string"}, "root": {"type": "string"}, "max_model_len": {"type": "integer"}}},
                 "ModelList": {"type": "object", "properties": {"object": {"const": "list"},
-                    "data": {"type": "array", "items": {"$ref": "#/components/schemas/Model"}}}}
+                    "data": {"type": "array", "items": {"$ref": "#/components/schemas/Model"}}}},
+                "AdminModel": {"type": "object", "properties": {
+                    "id": {"type": "string"},
+                    "status": {"type": "string", "enum": ["loaded", "loading", "unloading", "unloaded"]},
+                    "pinned": {"type": "boolean"}, "memory_bytes": {"type": "integer"},
+                    "requests": {"type": "integer"}, "last_used": {"type": ["integer", "null"]},
+                    "loaded_at": {"type": ["integer", "null"]}, "max_model_len": {"type": "integer"},
+                    "loads": {"type": "integer"}, "unloads": {"type": "integer"},
+                    "load_failures": {"type": "integer"}, "last_error": {"type": ["string", "null"]}}},
+                "AdminModelList": {"type": "object", "properties": {"object": {"const": "list"},
+                    "max_memory_bytes": {"type": ["integer", "null"]}, "max_models": {"type": ["integer", "null"]},
+                    "memory_used_bytes": {"type": "integer"},
+                    "data": {"type": "array", "items": {"$ref": "#/components/schemas/AdminModel"}}}}
             }
         }
     })
@@ -193,6 +227,9 @@ mod tests {
             "/metrics",
             "/version",
             "/openapi.json",
+            "/admin/models",
+            "/admin/models/{model}/load",
+            "/admin/models/{model}/unload",
         ] {
             assert!(doc["paths"].get(path).is_some(), "missing {path}");
         }
