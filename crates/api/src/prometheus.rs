@@ -64,7 +64,7 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
         ];
         sample(&mut out, "vllm:cache_config_info", &labels, 1.0);
     }
-    let counters: [CounterSpec; 5] = [
+    let counters: [CounterSpec; 7] = [
         (
             "vllm:prompt_tokens_total",
             "Number of prefill tokens processed.",
@@ -89,6 +89,16 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
             "vllm:prefix_cache_hits_total",
             "Prefix cache hits, in terms of number of cached tokens.",
             |s| s.prefix_cache_hits,
+        ),
+        (
+            "sluice:engine_steps_total",
+            "Engine steps that ran a forward pass.",
+            |s| s.step_times.steps,
+        ),
+        (
+            "sluice:engine_step_tokens_total",
+            "Tokens computed by forward passes (prompt chunks and decodes).",
+            |s| s.step_times.tokens,
         ),
     ];
     for (name, help, value) in counters {
@@ -129,27 +139,9 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
     out
 }
 
-/// sluice's own engine counters: steps, the tokens they computed, and the engine thread's
-/// seconds per phase (a step's mean time and size follow from two rates).
+/// The engine thread's seconds per step phase (with the step and token counters, a step's mean
+/// time and size follow from two rates).
 fn engine_steps(out: &mut String, models: &[(String, MetricsSnapshot)]) {
-    let counters: [CounterSpec; 2] = [
-        (
-            "sluice:engine_steps_total",
-            "Engine steps that ran a forward pass.",
-            |s| s.step_times.steps,
-        ),
-        (
-            "sluice:engine_step_tokens_total",
-            "Tokens computed by forward passes (prompt chunks and decodes).",
-            |s| s.step_times.tokens,
-        ),
-    ];
-    for (name, help, value) in counters {
-        header(out, name, help, "counter");
-        for (model, snap) in models {
-            sample(out, name, &[("model_name", model)], value(snap) as f64);
-        }
-    }
     let name = "sluice:engine_step_seconds_total";
     header(
         out,
