@@ -162,7 +162,9 @@ impl PackedMatrix {
                     while r0 < rows.end {
                         let tile_rows = TILE_ROWS.min(rows.end - r0);
                         let mut tile = [[0f32; PANEL]; TILE_ROWS];
-                        self.tile(kernel, &x[r0 * k..], tile_rows, p, &mut tile);
+                        // The first tile of a panel is the one that waits on memory for it.
+                        let first = r0 == rows.start;
+                        self.tile(kernel, &x[r0 * k..], tile_rows, p, first, &mut tile);
                         let cols = PANEL.min(n - p * PANEL);
                         for (r, tile_row) in tile.iter().enumerate().take(tile_rows) {
                             // SAFETY: tasks cover disjoint (row, panel) rectangles of y, and
@@ -178,13 +180,16 @@ impl PackedMatrix {
             });
     }
 
-    /// One tile: `tile[r][j] = Σ_k x[r, k] · panel_p[k, j]` for `r < rows`.
+    /// One tile: `tile[r][j] = Σ_k x[r, k] · panel_p[k, j]` for `r < rows`. `streams`: the
+    /// panel is not in cache yet, so the kernel prefetches ahead of its reads.
+    #[allow(clippy::too_many_arguments)]
     fn tile(
         &self,
         kernel: TileKernel,
         x: &[f32],
         rows: usize,
         p: usize,
+        streams: bool,
         tile: &mut [[f32; PANEL]; TILE_ROWS],
     ) {
         let k = self.in_dim;
@@ -194,13 +199,13 @@ impl PackedMatrix {
             (PanelData::F32(d), TileKernel::Avx2Fma) => {
                 let panel = &d[p * k * PANEL..][..k * PANEL];
                 // SAFETY: the CPU supports avx2+fma (checked in `detect`); slices are sized.
-                unsafe { avx2::tile_f32(x, k, rows, panel, tile) }
+                unsafe { avx2::tile_f32(x, k, rows, panel, streams, tile) }
             }
             #[cfg(target_arch = "x86_64")]
             (PanelData::F16(d), TileKernel::Avx2Fma) => {
                 let panel = &d[p * k * PANEL..][..k * PANEL];
                 // SAFETY: the CPU supports avx2+fma+f16c (checked in `detect`); slices are sized.
-                unsafe { avx2::tile_f16(x, k, rows, panel, tile) }
+                unsafe { avx2::tile_f16(x, k, rows, panel, streams, tile) }
             }
             (PanelData::F32(d), _) => {
                 portable_tile(x, k, rows, &d[p * k * PANEL..][..k * PANEL], tile, |v| v)
@@ -303,11 +308,15 @@ mod avx2 {
         }
     }
 
+    /// How many k-steps ahead a streaming tile prefetches its panel (64 steps of 16 values).
+    const PREFETCH_AHEAD: usize = 64;
+
     #[inline(always)]
     unsafe fn tile_rows<T: PanelLoad, const R: usize>(
         x: &[f32],
         k: usize,
         panel: &[T],
+        streams: bool,
         tile: &mut [[f32; PANEL]; TILE_ROWS],
     ) {
         let mut lo = [_mm256_setzero_ps(); R];
@@ -315,6 +324,12 @@ mod avx2 {
         let xp = x.as_ptr();
         let bp = panel.as_ptr();
         for kk in 0..k {
+            if streams && kk % 2 == 0 {
+                // A hint, never a read: past the panel's end it only warms the next panel.
+                _mm_prefetch::<_MM_HINT_T0>(
+                    bp.wrapping_add((kk + PREFETCH_AHEAD) * PANEL) as *const i8
+                );
+            }
             let (b0, b1) = T::load(bp.add(kk * PANEL));
             for r in 0..R {
                 let a = _mm256_set1_ps(*xp.add(r * k + kk));
@@ -329,14 +344,14 @@ mod avx2 {
     }
 
     macro_rules! dispatch_rows {
-        ($t:ty, $x:expr, $k:expr, $rows:expr, $panel:expr, $tile:expr) => {
+        ($t:ty, $x:expr, $k:expr, $rows:expr, $panel:expr, $streams:expr, $tile:expr) => {
             match $rows {
-                1 => tile_rows::<$t, 1>($x, $k, $panel, $tile),
-                2 => tile_rows::<$t, 2>($x, $k, $panel, $tile),
-                3 => tile_rows::<$t, 3>($x, $k, $panel, $tile),
-                4 => tile_rows::<$t, 4>($x, $k, $panel, $tile),
-                5 => tile_rows::<$t, 5>($x, $k, $panel, $tile),
-                _ => tile_rows::<$t, 6>($x, $k, $panel, $tile),
+                1 => tile_rows::<$t, 1>($x, $k, $panel, $streams, $tile),
+                2 => tile_rows::<$t, 2>($x, $k, $panel, $streams, $tile),
+                3 => tile_rows::<$t, 3>($x, $k, $panel, $streams, $tile),
+                4 => tile_rows::<$t, 4>($x, $k, $panel, $streams, $tile),
+                5 => tile_rows::<$t, 5>($x, $k, $panel, $streams, $tile),
+                _ => tile_rows::<$t, 6>($x, $k, $panel, $streams, $tile),
             }
         };
     }
@@ -348,9 +363,10 @@ mod avx2 {
         k: usize,
         rows: usize,
         panel: &[f32],
+        streams: bool,
         tile: &mut [[f32; PANEL]; TILE_ROWS],
     ) {
-        dispatch_rows!(f32, x, k, rows, panel, tile)
+        dispatch_rows!(f32, x, k, rows, panel, streams, tile)
     }
 
     /// f16 panel tile. Safety: needs avx2+fma+f16c; sizes as for [`tile_f32`].
@@ -360,9 +376,10 @@ mod avx2 {
         k: usize,
         rows: usize,
         panel: &[f16],
+        streams: bool,
         tile: &mut [[f32; PANEL]; TILE_ROWS],
     ) {
-        dispatch_rows!(f16, x, k, rows, panel, tile)
+        dispatch_rows!(f16, x, k, rows, panel, streams, tile)
     }
 }
 
@@ -446,8 +463,8 @@ mod tests {
         let packed = PackedMatrix::pack(&w, n, k, WeightDtype::F32);
         let mut fast = [[0f32; PANEL]; TILE_ROWS];
         let mut portable = [[0f32; PANEL]; TILE_ROWS];
-        packed.tile(TileKernel::detect(), &x, m, 0, &mut fast);
-        packed.tile(TileKernel::Portable, &x, m, 0, &mut portable);
+        packed.tile(TileKernel::detect(), &x, m, 0, true, &mut fast);
+        packed.tile(TileKernel::Portable, &x, m, 0, true, &mut portable);
         assert_eq!(fast, portable);
     }
 
