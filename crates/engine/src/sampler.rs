@@ -235,13 +235,9 @@ fn draw(scores: &[f32], params: &SamplingParams, rng: &mut SamplerRng) -> Result
 /// Needs one positive weight.
 fn draw_in_token_order(weights: &[f32], rng: &mut SamplerRng) -> u32 {
     const CHUNK: usize = 512;
-    let mut u = rng.0.random::<f64>() * sum(weights);
-    let mut last = 0;
-    for (c, chunk) in weights.chunks(CHUNK).enumerate() {
-        let chunk_mass = sum(chunk);
-        if chunk_mass > 0.0 {
-            last = c * CHUNK + chunk.iter().rposition(|&w| w > 0.0).unwrap_or(0);
-        }
+    let chunk_masses: Vec<f64> = weights.chunks(CHUNK).map(sum).collect();
+    let mut u = rng.0.random::<f64>() * chunk_masses.iter().sum::<f64>();
+    for ((c, chunk), &chunk_mass) in weights.chunks(CHUNK).enumerate().zip(&chunk_masses) {
         if u >= chunk_mass {
             u -= chunk_mass;
             continue;
@@ -255,7 +251,10 @@ fn draw_in_token_order(weights: &[f32], rng: &mut SamplerRng) -> u32 {
         }
     }
     // Rounding left a sliver of mass past the last positive weight.
-    last as u32
+    weights
+        .iter()
+        .rposition(|&w| w > 0.0)
+        .expect("a positive weight") as u32
 }
 
 /// `e^((s - max) / temperature)` per token, 0 for non-finite scores (masked, NaN); the best
