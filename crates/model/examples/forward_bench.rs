@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release -p sluice-model --example forward_bench -- [smollm2|qwen2.5|all] [f32|f16|all]
 //! cargo run --release -p sluice-model --example forward_bench -- --model-dir DIR [f32|f16]
+//! cargo run --release -p sluice-model --example forward_bench -- matmul [M,N,K ...]
 //! ```
 //!
 //! Prints the time (fastest wall clock, and mean process CPU time) of one decode step with 1, 16 and 64 sequences (each with a 128-token
@@ -274,7 +275,15 @@ fn main() {
         return;
     }
     if args.first().map(String::as_str) == Some("matmul") {
-        for (m, n, k) in [
+        // `matmul M,N,K ...` times the given shapes instead of the default list.
+        let given: Vec<(usize, usize, usize)> = args[1..]
+            .iter()
+            .map(|s| {
+                let d: Vec<usize> = s.split(',').map(|v| v.parse().expect("M,N,K")).collect();
+                (d[0], d[1], d[2])
+            })
+            .collect();
+        let defaults = [
             (1, 1536, 576),
             (16, 1536, 576),
             (16, 9728, 896),
@@ -286,7 +295,12 @@ fn main() {
             (80, 4864, 896),
             (80, 896, 4864),
             (512, 896, 4864),
-        ] {
+        ];
+        for (m, n, k) in if given.is_empty() {
+            defaults.to_vec()
+        } else {
+            given
+        } {
             ours_matmul(m, n, k);
             #[cfg(feature = "candle-compare")]
             candle_matmul(m, n, k);
