@@ -17,6 +17,8 @@ use std::mem::MaybeUninit;
 use half::f16;
 use rayon::prelude::*;
 
+use super::balanced_parts;
+
 /// Output features per packed panel (two 8-lane vectors).
 pub const PANEL: usize = 16;
 /// Rows of `x` one micro-kernel call handles.
@@ -159,7 +161,8 @@ impl PackedMatrix {
                 let first_panel = pg * panels_per_task;
                 for p in first_panel..panels.min(first_panel + panels_per_task) {
                     let mut r0 = rows.start;
-                    for tile_rows in balanced_tiles(rows.len()) {
+                    // Balanced tiles: 13 rows run as 5 + 4 + 4, not 6 + 6 + 1 (see `balanced_parts`).
+                    for tile_rows in balanced_parts(rows.len(), TILE_ROWS) {
                         let mut tile = [[0f32; PANEL]; TILE_ROWS];
                         // The first tile of a panel is the one that waits on memory for it.
                         let first = r0 == rows.start;
@@ -219,21 +222,6 @@ impl PackedMatrix {
             ),
         }
     }
-}
-
-/// Splits `rows` into as few tiles as possible whose sizes differ by at most one: 13 rows run as
-/// 5 + 4 + 4 instead of 6 + 6 + 1. A tile of `r` rows keeps `2r` independent accumulator
-/// chains, and the FMA latency needs 8 chains in flight to keep both FMA pipes busy, so a 1-row
-/// tile takes as long as a 4-row one. (Each element's fma chain is the same whatever tile holds
-/// its row, so this changes no result.)
-fn balanced_tiles(rows: usize) -> impl Iterator<Item = usize> {
-    let tiles = rows.div_ceil(TILE_ROWS);
-    let (base, longer) = if tiles == 0 {
-        (0, 0)
-    } else {
-        (rows / tiles, rows % tiles)
-    };
-    (0..tiles).map(move |i| base + usize::from(i < longer))
 }
 
 /// Which micro-kernel this CPU runs. Both compute the identical fma chain per element.
@@ -480,22 +468,6 @@ mod tests {
         packed.tile(TileKernel::detect(), &x, m, 0, true, &mut fast);
         packed.tile(TileKernel::Portable, &x, m, 0, true, &mut portable);
         assert_eq!(fast, portable);
-    }
-
-    #[test]
-    fn tiles_are_as_few_as_possible_and_differ_by_at_most_one_row() {
-        assert_eq!(balanced_tiles(0).count(), 0);
-        assert_eq!(balanced_tiles(13).collect::<Vec<_>>(), [5, 4, 4]);
-        assert_eq!(balanced_tiles(16).collect::<Vec<_>>(), [6, 5, 5]);
-        for rows in 1..=300 {
-            let tiles: Vec<usize> = balanced_tiles(rows).collect();
-            assert_eq!(tiles.iter().sum::<usize>(), rows);
-            assert_eq!(tiles.len(), rows.div_ceil(TILE_ROWS));
-            let (min, max) = (tiles.iter().min().unwrap(), tiles.iter().max().unwrap());
-            assert!(*max <= TILE_ROWS && max - min <= 1, "{rows}: {tiles:?}");
-            // Past 7 rows no tile is short of the 4 rows that keep the FMA pipes busy.
-            assert!(rows < 8 || *min >= 4, "{rows}: {tiles:?}");
-        }
     }
 
     #[test]

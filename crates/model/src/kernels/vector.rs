@@ -291,6 +291,7 @@ pub mod avx2 {
     //! AVX2 + FMA + F16C implementations of [`VectorOps`].
 
     use super::*;
+    use crate::kernels::balanced_parts;
     use std::arch::x86_64::*;
 
     /// Proof that the CPU has AVX2, FMA and F16C (only [`Avx2::new`] after [`Avx2::detect`]
@@ -346,8 +347,9 @@ pub mod avx2 {
         fold(s)
     }
 
-    /// Heads scored or summed together: enough to share each row's loads, few enough that
-    /// the accumulators stay in the 16 vector registers.
+    /// Most heads scored or summed together: enough to share each row's loads, few enough that
+    /// the accumulators stay in the 16 vector registers. Heads split into balanced groups (7 as
+    /// 3 + 2 + 2): a lone head has too few accumulator chains to cover the FMA latency.
     const HEADS_AT_ONCE: usize = 3;
 
     /// `q_h · row_r` for `H` heads (`q + h * d`) and four rows of `d` (a multiple of 8) values.
@@ -433,20 +435,52 @@ pub mod avx2 {
         let (n, heads) = (offsets.len(), q.len() / d);
         assert!(out.len() >= heads * n);
         let mut h0 = 0;
-        while h0 < heads {
+        for part in balanced_parts(heads, HEADS_AT_ONCE) {
             let (qp, o) = (q.as_ptr().add(h0 * d), &mut out[h0 * n..]);
             let dp = data.as_ptr();
-            match (heads - h0).min(HEADS_AT_ONCE) {
+            match part {
                 1 => scores_heads::<E, 1>(qp, d, dp, offsets, scale, o),
                 2 => scores_heads::<E, 2>(qp, d, dp, offsets, scale, o),
                 _ => scores_heads::<E, 3>(qp, d, dp, offsets, scale, o),
             }
-            h0 += HEADS_AT_ONCE;
+            h0 += part;
         }
     }
 
-    /// `H` heads' sums over 16-column strips: each row's strip is loaded (and widened) once
-    /// for all `H` heads; every element's chain of FMAs runs over the rows in order.
+    /// `H` heads' sums over one strip of `V` vectors (`8 V` columns) starting at column `col`:
+    /// each row's strip is loaded (and widened) once for all `H` heads; every element's chain of
+    /// FMAs runs over the rows in order.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn weighted_strip<E: KvElement, const H: usize, const V: usize>(
+        weights: *const f32,
+        n: usize,
+        data: *const E,
+        offsets: &[usize],
+        d: usize,
+        col: usize,
+        out: *mut f32,
+    ) {
+        let mut acc = [[_mm256_setzero_ps(); V]; H];
+        for (i, &off) in offsets.iter().enumerate() {
+            let row = data.add(off + col);
+            let v: [__m256; V] = std::array::from_fn(|j| E::load8(row.add(j * LANES)));
+            for (h, acc) in acc.iter_mut().enumerate() {
+                let w = _mm256_set1_ps(*weights.add(h * n + i));
+                for j in 0..V {
+                    acc[j] = _mm256_fmadd_ps(w, v[j], acc[j]);
+                }
+            }
+        }
+        for (h, acc) in acc.iter().enumerate() {
+            for (j, acc) in acc.iter().enumerate() {
+                _mm256_storeu_ps(out.add(h * d + col + j * LANES), *acc);
+            }
+        }
+    }
+
+    /// `H` heads' sums over all `d` columns: 32-column strips (4 vectors, so `4 H` accumulator
+    /// chains, enough to cover the FMA latency from two heads up), then the narrower rest.
     #[inline(always)]
     unsafe fn weighted_heads<E: KvElement, const H: usize>(
         weights: *const f32,
@@ -456,25 +490,17 @@ pub mod avx2 {
         d: usize,
         out: *mut f32,
     ) {
-        for col in (0..d).step_by(2 * LANES) {
-            let two = col + LANES < d;
-            let mut acc = [[_mm256_setzero_ps(); 2]; H];
-            for (i, &off) in offsets.iter().enumerate() {
-                let row = data.add(off + col);
-                let v0 = E::load8(row);
-                let v1 = if two { E::load8(row.add(LANES)) } else { v0 };
-                for (h, acc) in acc.iter_mut().enumerate() {
-                    let w = _mm256_set1_ps(*weights.add(h * n + i));
-                    acc[0] = _mm256_fmadd_ps(w, v0, acc[0]);
-                    acc[1] = _mm256_fmadd_ps(w, v1, acc[1]);
-                }
-            }
-            for (h, acc) in acc.iter().enumerate() {
-                _mm256_storeu_ps(out.add(h * d + col), acc[0]);
-                if two {
-                    _mm256_storeu_ps(out.add(h * d + col + LANES), acc[1]);
-                }
-            }
+        const STRIP: usize = 4 * LANES;
+        let mut col = 0;
+        while col + STRIP <= d {
+            weighted_strip::<E, H, 4>(weights, n, data, offsets, d, col, out);
+            col += STRIP;
+        }
+        match (d - col) / LANES {
+            0 => {}
+            1 => weighted_strip::<E, H, 1>(weights, n, data, offsets, d, col, out),
+            2 => weighted_strip::<E, H, 2>(weights, n, data, offsets, d, col, out),
+            _ => weighted_strip::<E, H, 3>(weights, n, data, offsets, d, col, out),
         }
     }
 
@@ -490,15 +516,15 @@ pub mod avx2 {
         let (n, heads) = (offsets.len(), out.len() / d);
         assert!(weights.len() >= heads * n && d.is_multiple_of(LANES));
         let mut h0 = 0;
-        while h0 < heads {
+        for part in balanced_parts(heads, HEADS_AT_ONCE) {
             let (w, o) = (weights.as_ptr().add(h0 * n), out.as_mut_ptr().add(h0 * d));
             let dp = data.as_ptr();
-            match (heads - h0).min(HEADS_AT_ONCE) {
+            match part {
                 1 => weighted_heads::<E, 1>(w, n, dp, offsets, d, o),
                 2 => weighted_heads::<E, 2>(w, n, dp, offsets, d, o),
                 _ => weighted_heads::<E, 3>(w, n, dp, offsets, d, o),
             }
-            h0 += HEADS_AT_ONCE;
+            h0 += part;
         }
     }
 
@@ -667,7 +693,14 @@ mod tests {
 
     #[cfg(target_arch = "x86_64")]
     fn attention_ops_agree<E: KvElement>(fast: avx2::Avx2, convert: impl Fn(f32) -> E) {
-        for (d, heads) in [(8usize, 1usize), (24, 3), (64, 7), (128, 2), (64, 3)] {
+        for (d, heads) in [
+            (8usize, 1usize),
+            (24, 3),
+            (64, 7),
+            (128, 2),
+            (64, 3),
+            (48, 5),
+        ] {
             for n in [1usize, 3, 4, 5, 33, 70] {
                 let data: Vec<E> = values(80 * d, 9).into_iter().map(&convert).collect();
                 let offsets: Vec<usize> = (0..n).map(|i| (i * 7 % 79) * d).collect();
