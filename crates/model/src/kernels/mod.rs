@@ -12,11 +12,8 @@ pub mod vector;
 /// cannot cover the FMA latency, so a short last part costs nearly as much as a full one.
 pub(crate) fn balanced_parts(total: usize, max_part: usize) -> impl Iterator<Item = usize> {
     let parts = total.div_ceil(max_part.max(1));
-    let (base, longer) = if parts == 0 {
-        (0, 0)
-    } else {
-        (total / parts, total % parts)
-    };
+    let base = total.checked_div(parts).unwrap_or(0);
+    let longer = total.checked_rem(parts).unwrap_or(0);
     (0..parts).map(move |i| base + usize::from(i < longer))
 }
 
