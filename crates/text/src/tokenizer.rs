@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 /// `Send + Sync`: share one behind an `Arc` between the engine and the HTTP handlers.
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
+    /// `inner.get_vocab_size(true)`, counted once: the `tokenizers` crate answers it by cloning
+    /// the whole vocabulary map (150k strings for Qwen2.5, ~10 ms), and validation asks per request.
+    vocab_size: usize,
     bos_token: Option<String>,
     eos_token: Option<String>,
     pad_token: Option<String>,
@@ -159,6 +162,7 @@ impl Tokenizer {
             Some(Err(err)) => (None, Some(err.to_string())),
         };
         Tokenizer {
+            vocab_size: inner.get_vocab_size(true),
             inner,
             bos_token,
             eos_token,
@@ -194,7 +198,7 @@ impl Tokenizer {
 
     /// Number of token ids, added (special) tokens included.
     pub fn vocab_size(&self) -> usize {
-        self.inner.get_vocab_size(true)
+        self.vocab_size
     }
 
     /// The text of one token decoded on its own, special tokens included (for logprobs).

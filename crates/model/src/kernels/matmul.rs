@@ -173,7 +173,12 @@ impl PackedMatrix {
                             // `(r0 + r) * n + p * PANEL + cols <= m * n` by the loop bounds.
                             unsafe {
                                 let dst = out.at((r0 + r) * n + p * PANEL);
-                                std::ptr::copy_nonoverlapping(tile_row.as_ptr(), dst, cols);
+                                if cols == PANEL {
+                                    // A fixed-size copy: two vector stores, not a memcpy call.
+                                    dst.cast::<[f32; PANEL]>().write_unaligned(*tile_row);
+                                } else {
+                                    std::ptr::copy_nonoverlapping(tile_row.as_ptr(), dst, cols);
+                                }
                             }
                         }
                         r0 += tile_rows;
