@@ -33,6 +33,22 @@ fn greedy_ties_go_to_the_lowest_token_id() {
 }
 
 #[test]
+fn greedy_finds_the_first_maximum_across_the_scan_chunks() {
+    // A vocabulary wider than the 8-lane and 64-value chunks, with ties in different chunks,
+    // a NaN and an infinity ahead of them.
+    let mut logits: Vec<f32> = (0..1000).map(|i| (i % 97) as f32 * 0.01).collect();
+    logits[5] = f32::NAN;
+    logits[6] = f32::INFINITY;
+    for t in [130, 131, 700, 999] {
+        logits[t] = 7.5;
+    }
+    assert_eq!(pick(&logits, &greedy(), ctx(&[])), 130);
+    logits[130] = 0.0;
+    logits[131] = 0.0;
+    assert_eq!(pick(&logits, &greedy(), ctx(&[])), 700);
+}
+
+#[test]
 fn all_nan_logits_are_an_error_not_a_token() {
     let err = sample(
         &[f32::NAN; 3],
