@@ -13,11 +13,13 @@
 //! prefill (large m: each panel is reused from cache by every row tile of a row block).
 
 use std::mem::MaybeUninit;
+use std::ops::Range;
 
 use half::f16;
 use rayon::prelude::*;
 
 use super::balanced_parts;
+use super::vector::{best_ops, VectorOps};
 
 /// Output features per packed panel (two 8-lane vectors).
 pub const PANEL: usize = 16;
@@ -134,13 +136,93 @@ impl PackedMatrix {
     /// [`PackedMatrix::matmul`] into memory that need not be initialised: every element of
     /// `y` is written (the tiles cover all `m` rows and all `out_dim` columns).
     pub fn matmul_uninit(&self, x: &[f32], m: usize, y: &mut [MaybeUninit<f32>]) {
-        let (n, k) = (self.out_dim, self.in_dim);
-        assert_eq!(x.len(), m * k, "x is not [m, in_dim]");
+        let n = self.out_dim;
         assert_eq!(y.len(), m * n, "y is not [m, out_dim]");
+        let out = OutPtr(y.as_mut_ptr() as *mut f32);
+        let kernel = TileKernel::detect();
+        self.for_each_panel(x, m, n.div_ceil(PANEL), |p, rows| {
+            let mut tile = [[0f32; PANEL]; TILE_ROWS];
+            let cols = PANEL.min(n - p * PANEL);
+            self.for_each_tile(kernel, x, p, rows, &mut tile, |r0, tile| {
+                for (r, tile_row) in tile.iter().enumerate() {
+                    // SAFETY: tasks cover disjoint (row, panel) rectangles of y, and
+                    // `(r0 + r) * n + p * PANEL + cols <= m * n` by the loop bounds.
+                    unsafe {
+                        let dst = out.at((r0 + r) * n + p * PANEL);
+                        if cols == PANEL {
+                            // A fixed-size copy: two vector stores, not a memcpy call.
+                            dst.cast::<[f32; PANEL]>().write_unaligned(*tile_row);
+                        } else {
+                            std::ptr::copy_nonoverlapping(tile_row.as_ptr(), dst, cols);
+                        }
+                    }
+                }
+            });
+        });
+    }
+
+    /// Whether [`PackedMatrix::matmul_silu_gated`] can run: the output features are a gate
+    /// half and an up half, each a whole number of panels.
+    pub fn can_gate(&self) -> bool {
+        self.out_dim.is_multiple_of(2 * PANEL)
+    }
+
+    /// The gated-MLP activation fused into the product: with `W = [W_gate; W_up]` (halves of
+    /// `out_dim / 2` features), `y[m, out_dim / 2] = silu(x · W_gateᵀ) * (x · W_upᵀ)`. Each task
+    /// computes a gate panel and the matching up panel and writes only their activation, so
+    /// the `[m, out_dim]` intermediate never goes through memory. Bit-identical to
+    /// [`PackedMatrix::matmul`] followed by `silu_mul` over its two halves. Needs
+    /// [`PackedMatrix::can_gate`].
+    pub fn matmul_silu_gated(&self, x: &[f32], m: usize, y: &mut [MaybeUninit<f32>]) {
+        assert!(self.can_gate(), "gate and up halves must be whole panels");
+        let half = self.out_dim / 2;
+        assert_eq!(y.len(), m * half, "y is not [m, out_dim / 2]");
+        let out = OutPtr(y.as_mut_ptr() as *mut f32);
+        let kernel = TileKernel::detect();
+        let ops = best_ops(PANEL);
+        let up_offset = half / PANEL;
+        self.for_each_panel(x, m, up_offset, |p, rows| {
+            let mut tiles = [[[0f32; PANEL]; TILE_ROWS]; 2];
+            let [gate, up] = &mut tiles;
+            let mut r0 = rows.start;
+            for tile_rows in balanced_parts(rows.len(), TILE_ROWS) {
+                let first = r0 == rows.start;
+                self.tile(kernel, &x[r0 * self.in_dim..], tile_rows, p, first, gate);
+                let up_panel = p + up_offset;
+                self.tile(
+                    kernel,
+                    &x[r0 * self.in_dim..],
+                    tile_rows,
+                    up_panel,
+                    first,
+                    up,
+                );
+                for r in 0..tile_rows {
+                    // SAFETY: tasks cover disjoint (row, panel) rectangles of y, and
+                    // `(r0 + r) * half + p * PANEL + PANEL <= m * half` by the loop bounds.
+                    let dst = unsafe {
+                        std::slice::from_raw_parts_mut(out.at((r0 + r) * half + p * PANEL), PANEL)
+                    };
+                    ops.silu_mul(&gate[r], &up[r], dst);
+                }
+                r0 += tile_rows;
+            }
+        });
+    }
+
+    /// Runs `per_panel(p, rows)` for every panel `p < panels` and block of rows of `x: [m,
+    /// in_dim]`, spread over the rayon pool.
+    fn for_each_panel(
+        &self,
+        x: &[f32],
+        m: usize,
+        panels: usize,
+        per_panel: impl Fn(usize, Range<usize>) + Sync,
+    ) {
+        assert_eq!(x.len(), m * self.in_dim, "x is not [m, in_dim]");
         if m == 0 {
             return;
         }
-        let panels = n.div_ceil(PANEL);
         // As few row blocks as possible, of even size: every block streams all the weights from
         // memory once more, and the first tile of each panel waits on that stream.
         let rows_per_block = m
@@ -151,8 +233,6 @@ impl PackedMatrix {
         let wanted_tasks = (rayon::current_num_threads() * 8).max(1);
         let panels_per_task = panels.div_ceil(wanted_tasks.div_ceil(row_blocks)).max(1);
         let panel_groups = panels.div_ceil(panels_per_task);
-        let out = OutPtr(y.as_mut_ptr() as *mut f32);
-        let kernel = TileKernel::detect();
         (0..row_blocks * panel_groups)
             .into_par_iter()
             .for_each(|task| {
@@ -160,31 +240,31 @@ impl PackedMatrix {
                 let rows = rb * rows_per_block..(m.min((rb + 1) * rows_per_block));
                 let first_panel = pg * panels_per_task;
                 for p in first_panel..panels.min(first_panel + panels_per_task) {
-                    let mut r0 = rows.start;
-                    // Balanced tiles: 13 rows run as 5 + 4 + 4, not 6 + 6 + 1 (see `balanced_parts`).
-                    for tile_rows in balanced_parts(rows.len(), TILE_ROWS) {
-                        let mut tile = [[0f32; PANEL]; TILE_ROWS];
-                        // The first tile of a panel is the one that waits on memory for it.
-                        let first = r0 == rows.start;
-                        self.tile(kernel, &x[r0 * k..], tile_rows, p, first, &mut tile);
-                        let cols = PANEL.min(n - p * PANEL);
-                        for (r, tile_row) in tile.iter().enumerate().take(tile_rows) {
-                            // SAFETY: tasks cover disjoint (row, panel) rectangles of y, and
-                            // `(r0 + r) * n + p * PANEL + cols <= m * n` by the loop bounds.
-                            unsafe {
-                                let dst = out.at((r0 + r) * n + p * PANEL);
-                                if cols == PANEL {
-                                    // A fixed-size copy: two vector stores, not a memcpy call.
-                                    dst.cast::<[f32; PANEL]>().write_unaligned(*tile_row);
-                                } else {
-                                    std::ptr::copy_nonoverlapping(tile_row.as_ptr(), dst, cols);
-                                }
-                            }
-                        }
-                        r0 += tile_rows;
-                    }
+                    per_panel(p, rows.clone());
                 }
             });
+    }
+
+    /// Computes panel `p` for `rows` of `x` tile by tile, handing each tile's rows (starting
+    /// at row `r0`) to `store`.
+    fn for_each_tile(
+        &self,
+        kernel: TileKernel,
+        x: &[f32],
+        p: usize,
+        rows: Range<usize>,
+        tile: &mut [[f32; PANEL]; TILE_ROWS],
+        mut store: impl FnMut(usize, &[[f32; PANEL]]),
+    ) {
+        let mut r0 = rows.start;
+        // Balanced tiles: 13 rows run as 5 + 4 + 4, not 6 + 6 + 1 (see `balanced_parts`).
+        for tile_rows in balanced_parts(rows.len(), TILE_ROWS) {
+            // The first tile of a panel is the one that waits on memory for it.
+            let first = r0 == rows.start;
+            self.tile(kernel, &x[r0 * self.in_dim..], tile_rows, p, first, tile);
+            store(r0, &tile[..tile_rows]);
+            r0 += tile_rows;
+        }
     }
 
     /// One tile: `tile[r][j] = Σ_k x[r, k] · panel_p[k, j]` for `r < rows`. `streams`: the
@@ -460,6 +540,37 @@ mod tests {
                 assert_eq!(part[(m - 1) * n..], all[row * n..(row + 1) * n]);
             }
         }
+    }
+
+    #[test]
+    fn gated_product_equals_the_product_then_silu_mul_bit_for_bit() {
+        let (half, k) = (48, 37);
+        let w = pseudo_random(2 * half * k, 8);
+        for m in [1, 13, 517] {
+            let x = pseudo_random(m * k, 9);
+            for dtype in [WeightDtype::F32, WeightDtype::F16] {
+                let packed = PackedMatrix::pack(&w, 2 * half, k, dtype);
+                assert!(packed.can_gate());
+                let mut full = vec![0f32; m * 2 * half];
+                packed.matmul(&x, m, &mut full);
+                let mut expected = vec![0f32; m * half];
+                for (row, out) in full
+                    .chunks_exact(2 * half)
+                    .zip(expected.chunks_exact_mut(half))
+                {
+                    let (gate, up) = row.split_at(half);
+                    best_ops(half).silu_mul(gate, up, out);
+                }
+                // NaN where nothing was written, so a missed element fails the comparison.
+                let mut gated = vec![MaybeUninit::new(f32::NAN); m * half];
+                packed.matmul_silu_gated(&x, m, &mut gated);
+                // SAFETY: every element was initialised (to NaN) before the call.
+                let gated: Vec<f32> = gated.iter().map(|v| unsafe { v.assume_init() }).collect();
+                assert_eq!(gated, expected, "{dtype:?}, {m} rows");
+            }
+        }
+        // Halves that end inside a panel cannot be gated in the kernel.
+        assert!(!PackedMatrix::pack(&w[..40 * k], 40, k, WeightDtype::F32).can_gate());
     }
 
     #[test]

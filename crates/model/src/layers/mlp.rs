@@ -5,8 +5,6 @@ use crate::checkpoint::TensorSource;
 use crate::config::ModelConfig;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
-use crate::kernels::vector::{best_ops, VectorOps};
-use rayon::prelude::*;
 
 /// One layer's MLP weights.
 #[derive(Debug)]
@@ -15,7 +13,6 @@ pub struct Mlp {
     gate_up_proj: Linear,
     /// `[hidden, intermediate]`.
     down_proj: Linear,
-    intermediate: usize,
 }
 
 impl Mlp {
@@ -47,24 +44,12 @@ impl Mlp {
         Ok(Self {
             gate_up_proj,
             down_proj,
-            intermediate: inter,
         })
     }
 
     /// `h: [T, hidden]` → `[T, hidden]`.
     pub fn forward(&self, h: &[f32], t: usize) -> Vec<f32> {
-        let inter = self.intermediate;
-        let gate_up = self.gate_up_proj.forward(h, t); // [T, 2 * inter]
-        let mut act = vec![0f32; t * inter]; // [T, inter]
-        let ops = best_ops(inter);
-        gate_up
-            .par_chunks_exact(2 * inter)
-            .zip(act.par_chunks_exact_mut(inter))
-            .with_min_len(8)
-            .for_each(|(row, out)| {
-                let (gate, up) = row.split_at(inter);
-                ops.silu_mul(gate, up, out);
-            });
+        let act = self.gate_up_proj.forward_silu_gated(h, t); // [T, intermediate]
         self.down_proj.forward(&act, t)
     }
 
