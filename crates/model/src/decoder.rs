@@ -119,7 +119,10 @@ impl Decoder {
             layer.input_layernorm.forward(&x, &mut h);
             let reduce = i == last_layer && subset;
             let outputs = if reduce { wanted } else { &every_row };
-            let attn = layer.self_attn.forward(
+            if reduce {
+                x = gather_rows(&x, hidden, wanted);
+            }
+            layer.self_attn.forward(
                 &h,
                 batch,
                 token_seq,
@@ -127,15 +130,12 @@ impl Decoder {
                 kv.layer_mut(i),
                 block_size,
                 outputs,
+                &mut x,
             );
-            if reduce {
-                x = gather_rows(&x, hidden, wanted);
-                h.truncate(x.len());
-            }
+            h.truncate(x.len());
             let rows = x.len() / hidden;
-            add_into(&mut x, &attn);
             layer.post_attention_layernorm.forward(&x, &mut h);
-            add_into(&mut x, &layer.mlp.forward(&h, rows));
+            layer.mlp.forward_add(&h, rows, &mut x);
         }
         // Only the requested rows go through the final norm and the (large) output head.
         let rows = wanted.len();
@@ -166,11 +166,5 @@ impl Decoder {
                         + l.mlp.bytes()
                 })
                 .sum::<usize>()
-    }
-}
-
-fn add_into(x: &mut [f32], delta: &[f32]) {
-    for (a, b) in x.iter_mut().zip(delta) {
-        *a += b;
     }
 }

@@ -136,9 +136,39 @@ impl PackedMatrix {
     /// [`PackedMatrix::matmul`] into memory that need not be initialised: every element of
     /// `y` is written (the tiles cover all `m` rows and all `out_dim` columns).
     pub fn matmul_uninit(&self, x: &[f32], m: usize, y: &mut [MaybeUninit<f32>]) {
+        assert_eq!(y.len(), m * self.out_dim, "y is not [m, out_dim]");
+        // SAFETY: `y` holds `m * out_dim` values, and `write_tile_row` only writes them.
+        unsafe {
+            self.matmul_rows(x, m, y.as_mut_ptr() as *mut f32, |dst, row, cols| {
+                write_tile_row(dst, row, cols)
+            })
+        }
+    }
+
+    /// `y[m, out_dim] += x[m, in_dim] · Wᵀ`: the product added into `y` (a residual stream)
+    /// as each tile finishes, with the bits of computing the product and then adding.
+    pub fn matmul_add(&self, x: &[f32], m: usize, y: &mut [f32]) {
+        assert_eq!(y.len(), m * self.out_dim, "y is not [m, out_dim]");
+        // SAFETY: `y` holds `m * out_dim` initialised values, so `add_tile_row` may read them.
+        unsafe {
+            self.matmul_rows(x, m, y.as_mut_ptr(), |dst, row, cols| {
+                add_tile_row(dst, row, cols)
+            })
+        }
+    }
+
+    /// Runs the product tile by tile, handing each finished tile row and its destination in
+    /// `y` (`cols` values at most 16) to `store`. Safety: `y` holds `m * out_dim` values that
+    /// `store` may access as it does.
+    unsafe fn matmul_rows(
+        &self,
+        x: &[f32],
+        m: usize,
+        y: *mut f32,
+        store: impl Fn(*mut f32, &[f32; PANEL], usize) + Sync,
+    ) {
         let n = self.out_dim;
-        assert_eq!(y.len(), m * n, "y is not [m, out_dim]");
-        let out = OutPtr(y.as_mut_ptr() as *mut f32);
+        let out = OutPtr(y);
         let kernel = TileKernel::detect();
         self.for_each_panel(x, m, n.div_ceil(PANEL), |p, rows| {
             let mut tile = [[0f32; PANEL]; TILE_ROWS];
@@ -147,15 +177,7 @@ impl PackedMatrix {
                 for (r, tile_row) in tile.iter().enumerate() {
                     // SAFETY: tasks cover disjoint (row, panel) rectangles of y, and
                     // `(r0 + r) * n + p * PANEL + cols <= m * n` by the loop bounds.
-                    unsafe {
-                        let dst = out.at((r0 + r) * n + p * PANEL);
-                        if cols == PANEL {
-                            // A fixed-size copy: two vector stores, not a memcpy call.
-                            dst.cast::<[f32; PANEL]>().write_unaligned(*tile_row);
-                        } else {
-                            std::ptr::copy_nonoverlapping(tile_row.as_ptr(), dst, cols);
-                        }
-                    }
+                    store(unsafe { out.at((r0 + r) * n + p * PANEL) }, tile_row, cols)
                 }
             });
         });
@@ -344,6 +366,35 @@ impl OutPtr {
     /// The element `offset` places in. Safety: `offset` must lie inside the output slice.
     unsafe fn at(self, offset: usize) -> *mut f32 {
         self.0.add(offset)
+    }
+}
+
+/// Writes the first `cols` values of a tile row to `dst`. Safety: `dst` is valid for `cols`
+/// writes.
+#[inline(always)]
+unsafe fn write_tile_row(dst: *mut f32, row: &[f32; PANEL], cols: usize) {
+    if cols == PANEL {
+        // A fixed-size copy: two vector stores, not a memcpy call.
+        dst.cast::<[f32; PANEL]>().write_unaligned(*row);
+    } else {
+        std::ptr::copy_nonoverlapping(row.as_ptr(), dst, cols);
+    }
+}
+
+/// Adds the first `cols` values of a tile row into `dst`. Safety: `dst` is valid for `cols`
+/// reads and writes.
+#[inline(always)]
+unsafe fn add_tile_row(dst: *mut f32, row: &[f32; PANEL], cols: usize) {
+    if cols == PANEL {
+        let mut sum = dst.cast::<[f32; PANEL]>().read_unaligned();
+        for (s, v) in sum.iter_mut().zip(row) {
+            *s += v;
+        }
+        dst.cast::<[f32; PANEL]>().write_unaligned(sum);
+    } else {
+        for (j, v) in row.iter().take(cols).enumerate() {
+            *dst.add(j) += v;
+        }
     }
 }
 
@@ -539,6 +590,23 @@ mod tests {
                 packed.matmul(&x[m_offset * k..(row + 1) * k], m, &mut part);
                 assert_eq!(part[(m - 1) * n..], all[row * n..(row + 1) * n]);
             }
+        }
+    }
+
+    #[test]
+    fn product_added_in_place_equals_the_product_then_the_sum() {
+        let (n, k, m) = (37, 29, 13);
+        let w = pseudo_random(n * k, 10);
+        let x = pseudo_random(m * k, 11);
+        let residual = pseudo_random(m * n, 12);
+        for dtype in [WeightDtype::F32, WeightDtype::F16] {
+            let packed = PackedMatrix::pack(&w, n, k, dtype);
+            let mut product = vec![0f32; m * n];
+            packed.matmul(&x, m, &mut product);
+            let expected: Vec<f32> = residual.iter().zip(&product).map(|(a, b)| a + b).collect();
+            let mut y = residual.clone();
+            packed.matmul_add(&x, m, &mut y);
+            assert_eq!(y, expected, "{dtype:?}");
         }
     }
 

@@ -109,8 +109,9 @@ impl Attention {
         })
     }
 
-    /// `h: [T, hidden]` (already normed) → `[outputs.len(), hidden]` for the batch tokens
-    /// `outputs` names, in that order (`0..T` for all of them). Writes all of the batch's new K/V into `kv` at `batch.slot_mapping` before
+    /// `h: [T, hidden]` (already normed): adds the attention output of the batch tokens
+    /// `outputs` names (`0..T` for all of them) into their rows of `residual: [outputs.len(),
+    /// hidden]`, in that order. Writes all of the batch's new K/V into `kv` at `batch.slot_mapping` before
     /// attending, so a prefill chunk sees itself causally.
     #[allow(clippy::too_many_arguments)] // the step's batch view, cache and output rows
     pub(crate) fn forward(
@@ -122,7 +123,8 @@ impl Attention {
         kv: LayerKvMut<'_>,
         block_size: usize,
         outputs: &[usize],
-    ) -> Vec<f32> {
+        residual: &mut [f32],
+    ) {
         let t = batch.num_tokens();
         let (q_dim, kv_dim) = (
             self.num_heads * self.head_dim,
@@ -180,7 +182,7 @@ impl Attention {
                 &mut attended,
             ),
         }
-        self.o_proj.forward(&attended, outputs.len())
+        self.o_proj.forward_add(&attended, outputs.len(), residual);
     }
 
     /// Bytes of weights.

@@ -66,6 +66,18 @@ impl Linear {
         y
     }
 
+    /// `y[m, out_dim] += x · Wᵀ + b`: the projection added into a residual stream, with the
+    /// same bits as computing it and then adding.
+    pub fn forward_add(&self, x: &[f32], m: usize, y: &mut [f32]) {
+        if self.bias.is_some() {
+            for (acc, v) in y.iter_mut().zip(self.forward(x, m)) {
+                *acc += v;
+            }
+        } else {
+            self.weight.matmul_add(x, m, y);
+        }
+    }
+
     /// The gated-MLP activation of a fused `[gate; up]` projection: `x: [m, in_dim]` →
     /// `silu(x · W_gateᵀ + b_gate) * (x · W_upᵀ + b_up)`, `[m, out_dim / 2]`. Without biases
     /// and with panel-aligned halves the activation runs inside the product (no `[m, out_dim]`

@@ -47,10 +47,10 @@ impl Mlp {
         })
     }
 
-    /// `h: [T, hidden]` → `[T, hidden]`.
-    pub fn forward(&self, h: &[f32], t: usize) -> Vec<f32> {
+    /// `x[T, hidden] += mlp(h)` for `h: [T, hidden]`.
+    pub fn forward_add(&self, h: &[f32], t: usize, x: &mut [f32]) {
         let act = self.gate_up_proj.forward_silu_gated(h, t); // [T, intermediate]
-        self.down_proj.forward(&act, t)
+        self.down_proj.forward_add(&act, t, x);
     }
 
     /// Bytes of weights.
