@@ -123,7 +123,7 @@ struct RawConfig {
 }
 
 #[derive(Deserialize)]
-struct RawGenerationConfig {
+pub(crate) struct RawGenerationConfig {
     eos_token_id: Option<Value>,
     bos_token_id: Option<Value>,
 }
@@ -160,7 +160,10 @@ impl ModelConfig {
     }
 
     /// Parses `config.json` text; `generation` overrides the special token ids.
-    fn from_json(text: &str, generation: Option<&RawGenerationConfig>) -> Result<Self, String> {
+    pub(crate) fn from_json(
+        text: &str,
+        generation: Option<&RawGenerationConfig>,
+    ) -> Result<Self, String> {
         let raw: RawConfig = serde_json::from_str(text).map_err(|e| e.to_string())?;
         let architecture = raw
             .architectures

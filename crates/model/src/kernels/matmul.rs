@@ -183,55 +183,6 @@ impl PackedMatrix {
         });
     }
 
-    /// Whether [`PackedMatrix::matmul_silu_gated`] can run: the output features are a gate
-    /// half and an up half, each a whole number of panels.
-    pub fn can_gate(&self) -> bool {
-        self.out_dim.is_multiple_of(2 * PANEL)
-    }
-
-    /// The gated-MLP activation fused into the product: with `W = [W_gate; W_up]` (halves of
-    /// `out_dim / 2` features), `y[m, out_dim / 2] = silu(x · W_gateᵀ) * (x · W_upᵀ)`. Each task
-    /// computes a gate panel and the matching up panel and writes only their activation, so
-    /// the `[m, out_dim]` intermediate never goes through memory. Bit-identical to
-    /// [`PackedMatrix::matmul`] followed by `silu_mul` over its two halves. Needs
-    /// [`PackedMatrix::can_gate`].
-    pub fn matmul_silu_gated(&self, x: &[f32], m: usize, y: &mut [MaybeUninit<f32>]) {
-        assert!(self.can_gate(), "gate and up halves must be whole panels");
-        let half = self.out_dim / 2;
-        assert_eq!(y.len(), m * half, "y is not [m, out_dim / 2]");
-        let out = OutPtr(y.as_mut_ptr() as *mut f32);
-        let kernel = TileKernel::detect();
-        let ops = best_ops(PANEL);
-        let up_offset = half / PANEL;
-        self.for_each_panel(x, m, up_offset, |p, rows| {
-            let mut tiles = [[[0f32; PANEL]; TILE_ROWS]; 2];
-            let [gate, up] = &mut tiles;
-            let mut r0 = rows.start;
-            for tile_rows in balanced_parts(rows.len(), TILE_ROWS) {
-                let first = r0 == rows.start;
-                self.tile(kernel, &x[r0 * self.in_dim..], tile_rows, p, first, gate);
-                let up_panel = p + up_offset;
-                self.tile(
-                    kernel,
-                    &x[r0 * self.in_dim..],
-                    tile_rows,
-                    up_panel,
-                    first,
-                    up,
-                );
-                for r in 0..tile_rows {
-                    // SAFETY: tasks cover disjoint (row, panel) rectangles of y, and
-                    // `(r0 + r) * half + p * PANEL + PANEL <= m * half` by the loop bounds.
-                    let dst = unsafe {
-                        std::slice::from_raw_parts_mut(out.at((r0 + r) * half + p * PANEL), PANEL)
-                    };
-                    ops.silu_mul(&gate[r], &up[r], dst);
-                }
-                r0 += tile_rows;
-            }
-        });
-    }
-
     /// Runs `per_panel(p, rows)` for every panel `p < panels` and block of rows of `x: [m,
     /// in_dim]`, spread over the rayon pool.
     fn for_each_panel(
@@ -328,6 +279,94 @@ impl PackedMatrix {
                 f16::to_f32,
             ),
         }
+    }
+}
+
+/// A gated MLP's gate and up projections (`[out_dim, in_dim]` each) packed together for
+/// [`GatedMatrix::matmul_silu`]: panels alternate between the two (panel `2p` holds gate
+/// features `16p..16p + 16`, panel `2p + 1` the same up features), so a task reads one
+/// contiguous stream of weights for both halves of its outputs.
+#[derive(Debug, Clone)]
+pub struct GatedMatrix {
+    packed: PackedMatrix,
+}
+
+impl GatedMatrix {
+    /// Whether projections of `out_dim` features can be packed this way (whole panels).
+    pub fn fits(out_dim: usize) -> bool {
+        out_dim.is_multiple_of(PANEL)
+    }
+
+    /// Packs row-major `gate` and `up` (`[out_dim, in_dim]` each). Needs
+    /// [`GatedMatrix::fits`].
+    pub fn pack(
+        gate: &[f32],
+        up: &[f32],
+        out_dim: usize,
+        in_dim: usize,
+        dtype: WeightDtype,
+    ) -> Self {
+        assert!(Self::fits(out_dim), "gate/up features must be whole panels");
+        assert_eq!(
+            gate.len(),
+            out_dim * in_dim,
+            "gate length does not match its shape"
+        );
+        assert_eq!(
+            up.len(),
+            out_dim * in_dim,
+            "up length does not match its shape"
+        );
+        let panel = PANEL * in_dim;
+        let mut interleaved = Vec::with_capacity(2 * out_dim * in_dim);
+        for (g, u) in gate.chunks_exact(panel).zip(up.chunks_exact(panel)) {
+            interleaved.extend_from_slice(g);
+            interleaved.extend_from_slice(u);
+        }
+        Self {
+            packed: PackedMatrix::pack(&interleaved, 2 * out_dim, in_dim, dtype),
+        }
+    }
+
+    /// Output features of each projection (the activation's width).
+    pub fn out_dim(&self) -> usize {
+        self.packed.out_dim() / 2
+    }
+
+    /// Bytes held by the packed weights.
+    pub fn bytes(&self) -> usize {
+        self.packed.bytes()
+    }
+
+    /// `y[m, out_dim] = silu(x · W_gateᵀ) * (x · W_upᵀ)` for `x: [m, in_dim]`: each task
+    /// computes a gate panel and its up panel and writes only their activation, so the
+    /// `[m, 2 * out_dim]` product never goes through memory. Bit-identical to the stacked
+    /// product followed by `silu_mul` over its two halves.
+    pub fn matmul_silu(&self, x: &[f32], m: usize, y: &mut [MaybeUninit<f32>]) {
+        let (packed, n) = (&self.packed, self.out_dim());
+        assert_eq!(y.len(), m * n, "y is not [m, out_dim]");
+        let out = OutPtr(y.as_mut_ptr() as *mut f32);
+        let kernel = TileKernel::detect();
+        let ops = best_ops(PANEL);
+        packed.for_each_panel(x, m, n / PANEL, |p, rows| {
+            let mut tiles = [[[0f32; PANEL]; TILE_ROWS]; 2];
+            let [gate, up] = &mut tiles;
+            let mut r0 = rows.start;
+            for tile_rows in balanced_parts(rows.len(), TILE_ROWS) {
+                let (x, first) = (&x[r0 * packed.in_dim..], r0 == rows.start);
+                packed.tile(kernel, x, tile_rows, 2 * p, first, gate);
+                packed.tile(kernel, x, tile_rows, 2 * p + 1, first, up);
+                for r in 0..tile_rows {
+                    // SAFETY: tasks cover disjoint (row, panel) rectangles of y, and
+                    // `(r0 + r) * n + p * PANEL + PANEL <= m * n` by the loop bounds.
+                    let dst = unsafe {
+                        std::slice::from_raw_parts_mut(out.at((r0 + r) * n + p * PANEL), PANEL)
+                    };
+                    ops.silu_mul(&gate[r], &up[r], dst);
+                }
+                r0 += tile_rows;
+            }
+        });
     }
 }
 
@@ -614,13 +653,13 @@ mod tests {
     fn gated_product_equals_the_product_then_silu_mul_bit_for_bit() {
         let (half, k) = (48, 37);
         let w = pseudo_random(2 * half * k, 8);
+        let (gate, up) = w.split_at(half * k);
         for m in [1, 13, 517] {
             let x = pseudo_random(m * k, 9);
             for dtype in [WeightDtype::F32, WeightDtype::F16] {
-                let packed = PackedMatrix::pack(&w, 2 * half, k, dtype);
-                assert!(packed.can_gate());
+                let stacked = PackedMatrix::pack(&w, 2 * half, k, dtype);
                 let mut full = vec![0f32; m * 2 * half];
-                packed.matmul(&x, m, &mut full);
+                stacked.matmul(&x, m, &mut full);
                 let mut expected = vec![0f32; m * half];
                 for (row, out) in full
                     .chunks_exact(2 * half)
@@ -629,16 +668,17 @@ mod tests {
                     let (gate, up) = row.split_at(half);
                     best_ops(half).silu_mul(gate, up, out);
                 }
+                let gated = GatedMatrix::pack(gate, up, half, k, dtype);
+                assert_eq!(gated.bytes(), stacked.bytes());
                 // NaN where nothing was written, so a missed element fails the comparison.
-                let mut gated = vec![MaybeUninit::new(f32::NAN); m * half];
-                packed.matmul_silu_gated(&x, m, &mut gated);
+                let mut y = vec![MaybeUninit::new(f32::NAN); m * half];
+                gated.matmul_silu(&x, m, &mut y);
                 // SAFETY: every element was initialised (to NaN) before the call.
-                let gated: Vec<f32> = gated.iter().map(|v| unsafe { v.assume_init() }).collect();
-                assert_eq!(gated, expected, "{dtype:?}, {m} rows");
+                let y: Vec<f32> = y.iter().map(|v| unsafe { v.assume_init() }).collect();
+                assert_eq!(y, expected, "{dtype:?}, {m} rows");
             }
         }
-        // Halves that end inside a panel cannot be gated in the kernel.
-        assert!(!PackedMatrix::pack(&w[..40 * k], 40, k, WeightDtype::F32).can_gate());
+        assert!(!GatedMatrix::fits(40));
     }
 
     #[test]

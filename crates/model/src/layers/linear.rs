@@ -5,8 +5,6 @@
 use crate::checkpoint::TensorSource;
 use crate::error::LoadError;
 use crate::kernels::matmul::{PackedMatrix, WeightDtype};
-use crate::kernels::vector::{best_ops, VectorOps};
-use rayon::prelude::*;
 
 /// A (possibly fused) linear projection.
 #[derive(Debug)]
@@ -76,34 +74,6 @@ impl Linear {
         } else {
             self.weight.matmul_add(x, m, y);
         }
-    }
-
-    /// The gated-MLP activation of a fused `[gate; up]` projection: `x: [m, in_dim]` →
-    /// `silu(x · W_gateᵀ + b_gate) * (x · W_upᵀ + b_up)`, `[m, out_dim / 2]`. Without biases
-    /// and with panel-aligned halves the activation runs inside the product (no `[m, out_dim]`
-    /// intermediate); otherwise after it, with the same bits.
-    pub fn forward_silu_gated(&self, x: &[f32], m: usize) -> Vec<f32> {
-        let half = self.weight.out_dim() / 2;
-        if self.bias.is_none() && self.weight.can_gate() {
-            let mut y = Vec::with_capacity(m * half);
-            self.weight
-                .matmul_silu_gated(x, m, &mut y.spare_capacity_mut()[..m * half]);
-            // SAFETY: `matmul_silu_gated` wrote all `m * half` elements.
-            unsafe { y.set_len(m * half) };
-            return y;
-        }
-        let gate_up = self.forward(x, m);
-        let mut act = vec![0f32; m * half];
-        let ops = best_ops(half);
-        gate_up
-            .par_chunks_exact(2 * half)
-            .zip(act.par_chunks_exact_mut(half))
-            .with_min_len(8)
-            .for_each(|(row, out)| {
-                let (gate, up) = row.split_at(half);
-                ops.silu_mul(gate, up, out);
-            });
-        act
     }
 
     /// Output features.

@@ -4,13 +4,23 @@ use super::linear::Linear;
 use crate::checkpoint::TensorSource;
 use crate::config::ModelConfig;
 use crate::error::LoadError;
-use crate::kernels::matmul::WeightDtype;
+use crate::kernels::matmul::{GatedMatrix, WeightDtype};
+use crate::kernels::vector::{best_ops, VectorOps};
+use rayon::prelude::*;
+
+/// How the gate and up projections are kept.
+#[derive(Debug)]
+enum GateUp {
+    /// No biases and whole panels: the activation runs inside the product.
+    Fused(GatedMatrix),
+    /// `[2 * intermediate, hidden]`, gate then up; the activation runs after the product.
+    Stacked(Linear),
+}
 
 /// One layer's MLP weights.
 #[derive(Debug)]
 pub struct Mlp {
-    /// `[2 * intermediate, hidden]`: gate then up.
-    gate_up_proj: Linear,
+    gate_up: GateUp,
     /// `[hidden, intermediate]`.
     down_proj: Linear,
 }
@@ -24,16 +34,24 @@ impl Mlp {
         dtype: WeightDtype,
     ) -> Result<Self, LoadError> {
         let (hidden, inter) = (config.hidden_size, config.intermediate_size);
-        let gate_up_proj = Linear::load(
-            source,
-            &[
-                (&format!("{prefix}.gate_proj"), inter),
-                (&format!("{prefix}.up_proj"), inter),
-            ],
-            hidden,
-            config.mlp_bias,
-            dtype,
-        )?;
+        let (gate, up) = (format!("{prefix}.gate_proj"), format!("{prefix}.up_proj"));
+        let gate_up = if !config.mlp_bias && GatedMatrix::fits(inter) {
+            GateUp::Fused(GatedMatrix::pack(
+                &source.tensor(&format!("{gate}.weight"), &[inter, hidden])?,
+                &source.tensor(&format!("{up}.weight"), &[inter, hidden])?,
+                inter,
+                hidden,
+                dtype,
+            ))
+        } else {
+            GateUp::Stacked(Linear::load(
+                source,
+                &[(&gate, inter), (&up, inter)],
+                hidden,
+                config.mlp_bias,
+                dtype,
+            )?)
+        };
         let down_proj = Linear::load(
             source,
             &[(&format!("{prefix}.down_proj"), hidden)],
@@ -41,20 +59,147 @@ impl Mlp {
             config.mlp_bias,
             dtype,
         )?;
-        Ok(Self {
-            gate_up_proj,
-            down_proj,
-        })
+        Ok(Self { gate_up, down_proj })
     }
 
     /// `x[T, hidden] += mlp(h)` for `h: [T, hidden]`.
     pub fn forward_add(&self, h: &[f32], t: usize, x: &mut [f32]) {
-        let act = self.gate_up_proj.forward_silu_gated(h, t); // [T, intermediate]
+        let act = match &self.gate_up {
+            GateUp::Fused(gated) => {
+                let inter = gated.out_dim();
+                let mut act = Vec::with_capacity(t * inter);
+                gated.matmul_silu(h, t, &mut act.spare_capacity_mut()[..t * inter]);
+                // SAFETY: `matmul_silu` wrote all `t * inter` elements.
+                unsafe { act.set_len(t * inter) };
+                act
+            }
+            GateUp::Stacked(linear) => silu_mul_halves(&linear.forward(h, t), linear.out_dim() / 2),
+        };
         self.down_proj.forward_add(&act, t, x);
     }
 
     /// Bytes of weights.
     pub fn bytes(&self) -> usize {
-        self.gate_up_proj.bytes() + self.down_proj.bytes()
+        let gate_up = match &self.gate_up {
+            GateUp::Fused(gated) => gated.bytes(),
+            GateUp::Stacked(linear) => linear.bytes(),
+        };
+        gate_up + self.down_proj.bytes()
+    }
+}
+
+/// `silu(gate) * up` for each row of `gate_up: [T, 2 * inter]` (gate then up).
+fn silu_mul_halves(gate_up: &[f32], inter: usize) -> Vec<f32> {
+    let mut act = vec![0f32; gate_up.len() / 2];
+    let ops = best_ops(inter);
+    gate_up
+        .par_chunks_exact(2 * inter)
+        .zip(act.par_chunks_exact_mut(inter))
+        .with_min_len(8)
+        .for_each(|(row, out)| {
+            let (gate, up) = row.split_at(inter);
+            ops.silu_mul(gate, up, out);
+        });
+    act
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Tensors by name, as a checkpoint would hand them over.
+    struct Weights(HashMap<String, Vec<f32>>);
+
+    impl TensorSource for Weights {
+        fn tensor(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, LoadError> {
+            let t = self.0[name].clone();
+            assert_eq!(t.len(), shape.iter().product::<usize>(), "{name}");
+            Ok(t)
+        }
+
+        fn contains(&self, name: &str) -> bool {
+            self.0.contains_key(name)
+        }
+    }
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(2_654_435_761).max(1);
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s as f32 / u32::MAX as f32) - 0.5
+            })
+            .collect()
+    }
+
+    fn mlp(hidden: usize, inter: usize) -> (Weights, ModelConfig) {
+        let mut w = HashMap::new();
+        for (i, (name, len)) in [
+            ("gate_proj", inter * hidden),
+            ("up_proj", inter * hidden),
+            ("down_proj", hidden * inter),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            w.insert(format!("mlp.{name}.weight"), values(len, i as u32 + 1));
+        }
+        let config = ModelConfig::from_json(
+            &serde_json::json!({
+                "architectures": ["LlamaForCausalLM"], "vocab_size": 16,
+                "hidden_size": hidden, "intermediate_size": inter, "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+            })
+            .to_string(),
+            None,
+        )
+        .expect("config");
+        (Weights(w), config)
+    }
+
+    /// The fused kernel path against the stacked product followed by the activation.
+    #[test]
+    fn fused_and_stacked_gate_up_give_the_same_bits() {
+        let (hidden, inter, t) = (24, 48, 7);
+        let (weights, config) = mlp(hidden, inter);
+        for dtype in [WeightDtype::F32, WeightDtype::F16] {
+            let fused = Mlp::load(&weights, "mlp", &config, dtype).expect("load");
+            assert!(matches!(fused.gate_up, GateUp::Fused(_)));
+            let stacked = Mlp {
+                gate_up: GateUp::Stacked(
+                    Linear::load(
+                        &weights,
+                        &[("mlp.gate_proj", inter), ("mlp.up_proj", inter)],
+                        hidden,
+                        false,
+                        dtype,
+                    )
+                    .expect("gate/up"),
+                ),
+                down_proj: Linear::load(
+                    &weights,
+                    &[("mlp.down_proj", hidden)],
+                    inter,
+                    false,
+                    dtype,
+                )
+                .expect("down"),
+            };
+            assert_eq!(fused.bytes(), stacked.bytes());
+            let h = values(t * hidden, 7);
+            let residual = values(t * hidden, 8);
+            let (mut a, mut b) = (residual.clone(), residual.clone());
+            fused.forward_add(&h, t, &mut a);
+            stacked.forward_add(&h, t, &mut b);
+            assert_eq!(a, b, "{dtype:?}");
+            assert_ne!(a, residual);
+        }
+        // A width that ends inside a panel loads stacked.
+        let (weights, config) = mlp(hidden, 40);
+        let odd = Mlp::load(&weights, "mlp", &config, WeightDtype::F32).expect("load");
+        assert!(matches!(odd.gate_up, GateUp::Stacked(_)));
     }
 }
