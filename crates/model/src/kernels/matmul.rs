@@ -563,18 +563,7 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn pseudo_random(n: usize, seed: u32) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(2654435761).max(1);
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 17;
-                s ^= s << 5;
-                (s as f32 / u32::MAX as f32) - 0.5
-            })
-            .collect()
-    }
+    use crate::kernels::test_values;
 
     fn naive(x: &[f32], w: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
         let mut y = vec![0f32; m * n];
@@ -595,8 +584,8 @@ mod tests {
     }
 
     fn matches_naive(m: usize, n: usize, k: usize) {
-        let x = pseudo_random(m * k, 1);
-        let w = pseudo_random(n * k, 2);
+        let x = test_values(m * k, 1);
+        let w = test_values(n * k, 2);
         for dtype in [WeightDtype::F32, WeightDtype::F16] {
             let packed = PackedMatrix::pack(&w, n, k, dtype);
             let mut y = vec![0f32; m * n];
@@ -616,9 +605,9 @@ mod tests {
     #[test]
     fn each_row_is_bit_identical_whatever_the_batch_size() {
         let (n, k) = (40, 33);
-        let w = pseudo_random(n * k, 3);
+        let w = test_values(n * k, 3);
         // 600 rows: three row blocks in the full batch, one in every part.
-        let x = pseudo_random(600 * k, 4);
+        let x = test_values(600 * k, 4);
         for dtype in [WeightDtype::F32, WeightDtype::F16] {
             let packed = PackedMatrix::pack(&w, n, k, dtype);
             let mut all = vec![0f32; 600 * n];
@@ -635,9 +624,9 @@ mod tests {
     #[test]
     fn product_added_in_place_equals_the_product_then_the_sum() {
         let (n, k, m) = (37, 29, 13);
-        let w = pseudo_random(n * k, 10);
-        let x = pseudo_random(m * k, 11);
-        let residual = pseudo_random(m * n, 12);
+        let w = test_values(n * k, 10);
+        let x = test_values(m * k, 11);
+        let residual = test_values(m * n, 12);
         for dtype in [WeightDtype::F32, WeightDtype::F16] {
             let packed = PackedMatrix::pack(&w, n, k, dtype);
             let mut product = vec![0f32; m * n];
@@ -652,10 +641,10 @@ mod tests {
     #[test]
     fn gated_product_equals_the_product_then_silu_mul_bit_for_bit() {
         let (half, k) = (48, 37);
-        let w = pseudo_random(2 * half * k, 8);
+        let w = test_values(2 * half * k, 8);
         let (gate, up) = w.split_at(half * k);
         for m in [1, 13, 517] {
-            let x = pseudo_random(m * k, 9);
+            let x = test_values(m * k, 9);
             for dtype in [WeightDtype::F32, WeightDtype::F16] {
                 let stacked = PackedMatrix::pack(&w, 2 * half, k, dtype);
                 let mut full = vec![0f32; m * 2 * half];
@@ -684,8 +673,8 @@ mod tests {
     #[test]
     fn portable_kernel_agrees_bit_for_bit_with_the_detected_one() {
         let (n, k, m) = (16, 50, 6);
-        let w = pseudo_random(n * k, 5);
-        let x = pseudo_random(m * k, 6);
+        let w = test_values(n * k, 5);
+        let x = test_values(m * k, 6);
         let packed = PackedMatrix::pack(&w, n, k, WeightDtype::F32);
         let mut fast = [[0f32; PANEL]; TILE_ROWS];
         let mut portable = [[0f32; PANEL]; TILE_ROWS];
@@ -696,7 +685,7 @@ mod tests {
 
     #[test]
     fn row_into_recovers_the_unpacked_row() {
-        let w = pseudo_random(20 * 7, 7);
+        let w = test_values(20 * 7, 7);
         let packed = PackedMatrix::pack(&w, 20, 7, WeightDtype::F32);
         let mut row = vec![0f32; 7];
         packed.row_into(17, &mut row);

@@ -17,6 +17,20 @@ pub(crate) fn balanced_parts(total: usize, max_part: usize) -> impl Iterator<Ite
     (0..parts).map(move |i| base + usize::from(i < longer))
 }
 
+/// Deterministic pseudo-random values in `[-0.5, 0.5)` (xorshift32) for the crate's tests.
+#[cfg(test)]
+pub(crate) fn test_values(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2_654_435_761).max(1);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s as f32 / u32::MAX as f32) - 0.5
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::balanced_parts;

@@ -615,17 +615,11 @@ pub mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::test_values;
 
+    /// Values in `[-4, 4)`.
     fn values(n: usize, seed: u32) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(2_654_435_761).max(1);
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 17;
-                s ^= s << 5;
-                (s as f32 / u32::MAX as f32) * 8.0 - 4.0
-            })
-            .collect()
+        test_values(n, seed).into_iter().map(|v| v * 8.0).collect()
     }
 
     #[test]

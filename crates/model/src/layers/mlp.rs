@@ -106,6 +106,7 @@ fn silu_mul_halves(gate_up: &[f32], inter: usize) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::test_values;
     use std::collections::HashMap;
 
     /// Tensors by name, as a checkpoint would hand them over.
@@ -123,18 +124,6 @@ mod tests {
         }
     }
 
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(2_654_435_761).max(1);
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 17;
-                s ^= s << 5;
-                (s as f32 / u32::MAX as f32) - 0.5
-            })
-            .collect()
-    }
-
     fn mlp(hidden: usize, inter: usize) -> (Weights, ModelConfig) {
         let mut w = HashMap::new();
         for (i, (name, len)) in [
@@ -145,7 +134,7 @@ mod tests {
         .into_iter()
         .enumerate()
         {
-            w.insert(format!("mlp.{name}.weight"), values(len, i as u32 + 1));
+            w.insert(format!("mlp.{name}.weight"), test_values(len, i as u32 + 1));
         }
         let config = ModelConfig::from_json(
             &serde_json::json!({
@@ -189,8 +178,8 @@ mod tests {
                 .expect("down"),
             };
             assert_eq!(fused.bytes(), stacked.bytes());
-            let h = values(t * hidden, 7);
-            let residual = values(t * hidden, 8);
+            let h = test_values(t * hidden, 7);
+            let residual = test_values(t * hidden, 8);
             let (mut a, mut b) = (residual.clone(), residual.clone());
             fused.forward_add(&h, t, &mut a);
             stacked.forward_add(&h, t, &mut b);
