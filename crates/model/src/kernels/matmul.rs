@@ -173,13 +173,21 @@ impl PackedMatrix {
         self.for_each_panel(x, m, n.div_ceil(PANEL), |p, rows| {
             let mut tile = [[0f32; PANEL]; TILE_ROWS];
             let cols = PANEL.min(n - p * PANEL);
-            self.for_each_tile(kernel, x, p, rows, &mut tile, |r0, tile| {
-                for (r, tile_row) in tile.iter().enumerate() {
+            for (r0, tile_rows, first) in row_tiles(rows) {
+                self.tile(
+                    kernel,
+                    &x[r0 * self.in_dim..],
+                    tile_rows,
+                    p,
+                    first,
+                    &mut tile,
+                );
+                for (r, tile_row) in tile.iter().take(tile_rows).enumerate() {
                     // SAFETY: tasks cover disjoint (row, panel) rectangles of y, and
                     // `(r0 + r) * n + p * PANEL + cols <= m * n` by the loop bounds.
                     store(unsafe { out.at((r0 + r) * n + p * PANEL) }, tile_row, cols)
                 }
-            });
+            }
         });
     }
 
@@ -216,28 +224,6 @@ impl PackedMatrix {
                     per_panel(p, rows.clone());
                 }
             });
-    }
-
-    /// Computes panel `p` for `rows` of `x` tile by tile, handing each tile's rows (starting
-    /// at row `r0`) to `store`.
-    fn for_each_tile(
-        &self,
-        kernel: TileKernel,
-        x: &[f32],
-        p: usize,
-        rows: Range<usize>,
-        tile: &mut [[f32; PANEL]; TILE_ROWS],
-        mut store: impl FnMut(usize, &[[f32; PANEL]]),
-    ) {
-        let mut r0 = rows.start;
-        // Balanced tiles: 13 rows run as 5 + 4 + 4, not 6 + 6 + 1 (see `balanced_parts`).
-        for tile_rows in balanced_parts(rows.len(), TILE_ROWS) {
-            // The first tile of a panel is the one that waits on memory for it.
-            let first = r0 == rows.start;
-            self.tile(kernel, &x[r0 * self.in_dim..], tile_rows, p, first, tile);
-            store(r0, &tile[..tile_rows]);
-            r0 += tile_rows;
-        }
     }
 
     /// One tile: `tile[r][j] = Σ_k x[r, k] · panel_p[k, j]` for `r < rows`. `streams`: the
@@ -351,9 +337,8 @@ impl GatedMatrix {
         packed.for_each_panel(x, m, n / PANEL, |p, rows| {
             let mut tiles = [[[0f32; PANEL]; TILE_ROWS]; 2];
             let [gate, up] = &mut tiles;
-            let mut r0 = rows.start;
-            for tile_rows in balanced_parts(rows.len(), TILE_ROWS) {
-                let (x, first) = (&x[r0 * packed.in_dim..], r0 == rows.start);
+            for (r0, tile_rows, first) in row_tiles(rows) {
+                let x = &x[r0 * packed.in_dim..];
                 packed.tile(kernel, x, tile_rows, 2 * p, first, gate);
                 packed.tile(kernel, x, tile_rows, 2 * p + 1, first, up);
                 for r in 0..tile_rows {
@@ -364,10 +349,20 @@ impl GatedMatrix {
                     };
                     ops.silu_mul(&gate[r], &up[r], dst);
                 }
-                r0 += tile_rows;
             }
         });
     }
+}
+
+/// The row tiles of a block of rows, as `(first row, rows, whether it is the block's first
+/// tile)`: balanced, so 13 rows run as 5 + 4 + 4, not 6 + 6 + 1 (see `balanced_parts`). The
+/// first tile of a panel is the one that waits on memory for it, so it prefetches.
+fn row_tiles(rows: Range<usize>) -> impl Iterator<Item = (usize, usize, bool)> {
+    balanced_parts(rows.len(), TILE_ROWS).scan(rows.start, move |r0, tile_rows| {
+        let tile = (*r0, tile_rows, *r0 == rows.start);
+        *r0 += tile_rows;
+        Some(tile)
+    })
 }
 
 /// Which micro-kernel this CPU runs. Both compute the identical fma chain per element.

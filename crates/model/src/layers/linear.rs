@@ -2,6 +2,7 @@
 //! projections that read the same input (q/k/v, gate/up) into one matrix: one pass over the
 //! input, one parallel dispatch, and wider work for the threads.
 
+use super::vec_written_by;
 use crate::checkpoint::TensorSource;
 use crate::error::LoadError;
 use crate::kernels::matmul::{PackedMatrix, WeightDtype};
@@ -49,11 +50,8 @@ impl Linear {
     /// `x: [m, in_dim]` → `[m, out_dim]`.
     pub fn forward(&self, x: &[f32], m: usize) -> Vec<f32> {
         let n = self.weight.out_dim();
-        let mut y = Vec::with_capacity(m * n);
-        self.weight
-            .matmul_uninit(x, m, &mut y.spare_capacity_mut()[..m * n]);
-        // SAFETY: `matmul_uninit` wrote all `m * n` elements.
-        unsafe { y.set_len(m * n) };
+        // SAFETY: `matmul_uninit` writes all `m * n` elements.
+        let mut y = unsafe { vec_written_by(m * n, |y| self.weight.matmul_uninit(x, m, y)) };
         if let Some(bias) = &self.bias {
             for row in y.chunks_exact_mut(n) {
                 for (v, b) in row.iter_mut().zip(bias) {

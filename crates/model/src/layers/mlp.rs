@@ -1,6 +1,7 @@
 //! The gated MLP of Llama-family models: `down(silu(gate(x)) * up(x))`.
 
 use super::linear::Linear;
+use super::vec_written_by;
 use crate::checkpoint::TensorSource;
 use crate::config::ModelConfig;
 use crate::error::LoadError;
@@ -65,14 +66,10 @@ impl Mlp {
     /// `x[T, hidden] += mlp(h)` for `h: [T, hidden]`.
     pub fn forward_add(&self, h: &[f32], t: usize, x: &mut [f32]) {
         let act = match &self.gate_up {
-            GateUp::Fused(gated) => {
-                let inter = gated.out_dim();
-                let mut act = Vec::with_capacity(t * inter);
-                gated.matmul_silu(h, t, &mut act.spare_capacity_mut()[..t * inter]);
-                // SAFETY: `matmul_silu` wrote all `t * inter` elements.
-                unsafe { act.set_len(t * inter) };
-                act
-            }
+            // SAFETY: `matmul_silu` writes all `t * out_dim` elements.
+            GateUp::Fused(gated) => unsafe {
+                vec_written_by(t * gated.out_dim(), |act| gated.matmul_silu(h, t, act))
+            },
             GateUp::Stacked(linear) => silu_mul_halves(&linear.forward(h, t), linear.out_dim() / 2),
         };
         self.down_proj.forward_add(&act, t, x);
