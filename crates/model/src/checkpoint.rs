@@ -11,7 +11,9 @@ use half::{bf16, f16};
 use memmap2::Mmap;
 use serde::Deserialize;
 
+use crate::config::ModelConfig;
 use crate::error::LoadError;
+use crate::kernels::matmul::{WeightDtype, PANEL};
 
 /// Where weights come from: a checkpoint on disk, or (in benchmarks and tests) a generator.
 pub trait TensorSource {
@@ -155,9 +157,23 @@ impl Checkpoint {
         Ok(())
     }
 
-    /// Total bytes of tensor data across all files.
-    pub fn data_bytes(&self) -> usize {
-        self.tensors.values().map(|t| t.end - t.start).sum()
+    /// Bytes the weights of this checkpoint hold once loaded as `dtype`, without loading them:
+    /// matrices packed into whole panels of [`PANEL`] rows of `dtype`, vectors (norms, biases)
+    /// as f32, nothing for an `lm_head.weight` that a tied `config` ignores. Projections stacked
+    /// at load share their padding, so this is exact or a little over.
+    pub fn loaded_bytes(&self, config: &ModelConfig, dtype: WeightDtype) -> usize {
+        let element = match dtype {
+            WeightDtype::F32 => 4,
+            WeightDtype::F16 => 2,
+        };
+        self.tensors
+            .iter()
+            .filter(|(name, _)| !(config.tie_word_embeddings && *name == "lm_head.weight"))
+            .map(|(_, t)| match t.shape.as_slice() {
+                [rows, cols] => rows.div_ceil(PANEL) * PANEL * cols * element,
+                shape => shape.iter().product::<usize>() * 4,
+            })
+            .sum()
     }
 }
 

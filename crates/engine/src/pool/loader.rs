@@ -142,16 +142,7 @@ impl ModelLoader for DirectoryLoader {
     fn estimate_bytes(&self, dir: &Path) -> Result<usize, ModelLoadError> {
         let config = ModelConfig::from_dir(dir)?;
         let checkpoint = sluice_model::Checkpoint::open(dir)?;
-        // HF writes `torch_dtype` for 16-bit checkpoints; float32 is its default when absent.
-        let stored_bytes = match config.checkpoint_dtype.as_deref() {
-            Some("float16" | "bfloat16") => 2,
-            _ => 4,
-        };
-        let kept_bytes = match self.weight_dtype(&config) {
-            WeightDtype::F32 => 4,
-            WeightDtype::F16 => 2,
-        };
-        let weights = checkpoint.data_bytes() / stored_bytes * kept_bytes;
+        let weights = checkpoint.loaded_bytes(&config, self.weight_dtype(&config));
         Ok(weights + self.kv_bytes(&config))
     }
 
@@ -230,18 +221,14 @@ mod tests {
     }
 
     #[test]
-    fn estimate_is_within_a_tenth_of_what_a_load_really_holds() {
+    fn estimate_is_what_a_load_really_holds() {
         for name in ["llama", "qwen2", "mistral"] {
             for dtype in [WeightDtype::F32, WeightDtype::F16] {
                 let loader = loader(dtype);
                 let estimate = loader.estimate_bytes(&fixture(name)).unwrap();
                 let loaded = loader.load(&fixture(name)).unwrap();
                 loaded.engine.shutdown();
-                let (est, real) = (estimate as f64, loaded.memory_bytes as f64);
-                assert!(
-                    (est - real).abs() <= real * 0.1,
-                    "{name} {dtype:?}: estimated {est}, holds {real}"
-                );
+                assert_eq!(estimate, loaded.memory_bytes, "{name} {dtype:?}");
                 assert_eq!(loader.context_length(&fixture(name)).unwrap(), 128);
                 assert_eq!(loaded.max_model_len, 128);
             }
