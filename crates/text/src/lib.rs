@@ -6,15 +6,18 @@
 //! - [`ChatTemplate`]: renders messages into a prompt as transformers' Jinja environment would.
 //! - [`IncrementalDecoder`]: streams generated token ids as text, never half a character.
 //! - [`StopMatcher`]: cuts streamed text at the first stop string, across token boundaries.
+//! - [`constraint`]: constrained decoding (JSON mode): which tokens keep the output valid.
 
 #![warn(missing_docs)]
 
 mod chat_template;
+pub mod constraint;
 mod error;
 mod incremental;
 mod python_json;
 mod python_repr;
 mod stop;
+mod token_bytes;
 mod tokenizer;
 
 pub use chat_template::ChatTemplate;

@@ -266,4 +266,4 @@ fn read_file(path: &Path) -> Result<Vec<u8>, TextError> {
 
 #[cfg(test)]
 #[path = "tokenizer_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -1,0 +1,393 @@
+//! A byte-at-a-time recognizer of one JSON object (RFC 8259), for `response_format:
+//! {"type": "json_object"}`.
+//!
+//! The state is a small `Copy` value, so the token mask can try a byte on a copy and throw it
+//! away. Every prefix of a valid object is accepted; a byte that no valid object could continue
+//! with is refused. Two limits keep a model from wandering forever in places the grammar allows
+//! without bound: at most [`MAX_DEPTH`] nested containers and at most [`MAX_WHITESPACE_RUN`]
+//! whitespace bytes in a row.
+
+/// Deepest nesting of objects and arrays accepted (the top-level object counts as one).
+pub const MAX_DEPTH: u8 = 64;
+
+/// Most whitespace bytes accepted in a row between tokens.
+pub const MAX_WHITESPACE_RUN: u8 = 64;
+
+/// What the recognizer expects at the structural level (outside any string, number or literal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Expect {
+    /// The opening `{` of the document.
+    Start,
+    /// Just after `{`: a key or `}`.
+    KeyOrClose,
+    /// Just after `,` in an object: a key.
+    Key,
+    /// After a key: `:`.
+    Colon,
+    /// After `:` or `,` in an array: a value.
+    Value,
+    /// Just after `[`: a value or `]`.
+    ValueOrClose,
+    /// After a value inside a container: `,` or the container's closing bracket.
+    CommaOrClose,
+    /// The top-level object is closed; nothing more may follow.
+    Done,
+}
+
+/// Where a number is, by the grammar `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Number {
+    /// After `-`: a digit must follow.
+    Minus,
+    /// A leading `0`: no more integer digits.
+    Zero,
+    /// Integer digits after a nonzero first digit.
+    Integer,
+    /// After `.`: a digit must follow.
+    Dot,
+    /// Fraction digits.
+    Fraction,
+    /// After `e`/`E`: a sign or digit must follow.
+    Exponent,
+    /// After the exponent's sign: a digit must follow.
+    ExponentSign,
+    /// Exponent digits.
+    ExponentDigits,
+}
+
+impl Number {
+    /// Whether the number may end here.
+    fn complete(self) -> bool {
+        matches!(
+            self,
+            Number::Zero | Number::Integer | Number::Fraction | Number::ExponentDigits
+        )
+    }
+
+    /// The state after `byte`, or `None` when `byte` is not part of the number.
+    fn next(self, byte: u8) -> Option<Number> {
+        use Number::*;
+        let digit = byte.is_ascii_digit();
+        Some(match (self, byte) {
+            (Minus, b'0') => Zero,
+            (Minus, _) if digit => Integer,
+            (Integer, _) if digit => Integer,
+            (Zero | Integer, b'.') => Dot,
+            (Dot | Fraction, _) if digit => Fraction,
+            (Zero | Integer | Fraction, b'e' | b'E') => Exponent,
+            (Exponent, b'+' | b'-') => ExponentSign,
+            (Exponent | ExponentSign | ExponentDigits, _) if digit => ExponentDigits,
+            _ => return None,
+        })
+    }
+}
+
+/// Inside a string: what the next byte must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum InString {
+    /// Plain characters, `\` or the closing `"`.
+    Text,
+    /// After `\`: one of `"\/bfnrtu`.
+    Escape,
+    /// `\u` with this many hex digits still to come (4..=1).
+    Hex(u8),
+    /// A multi-byte UTF-8 character with `left` continuation bytes to come, the next in
+    /// `lo..=hi` (the first continuation's range excludes overlong forms and surrogates).
+    Utf8 { left: u8, lo: u8, hi: u8 },
+}
+
+/// The token being read, when the recognizer is inside one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Lexeme {
+    /// Between tokens.
+    None,
+    /// In a string; `key` when it is an object key.
+    String { key: bool, at: InString },
+    /// In a number.
+    Number(Number),
+    /// In `true`, `false` or `null`: the literal and how many of its bytes were read.
+    Literal { word: u8, read: u8 },
+}
+
+const LITERALS: [&[u8]; 3] = [b"true", b"false", b"null"];
+
+/// The state of a JSON-object recognizer; see the module docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct JsonRecognizer {
+    /// Bit `i` set: open container `i` (0 = outermost) is an object; clear: an array.
+    objects: u64,
+    depth: u8,
+    expect: Expect,
+    lexeme: Lexeme,
+    whitespace_run: u8,
+}
+
+impl Default for JsonRecognizer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl JsonRecognizer {
+    /// A recognizer that expects one JSON object, optionally after whitespace.
+    pub fn new() -> Self {
+        JsonRecognizer {
+            objects: 0,
+            depth: 0,
+            expect: Expect::Start,
+            lexeme: Lexeme::None,
+            whitespace_run: 0,
+        }
+    }
+
+    /// True once the top-level object is closed; no byte is accepted after that.
+    pub fn is_complete(&self) -> bool {
+        self.expect == Expect::Done
+    }
+
+    /// The state after `bytes`, or `None` if some byte is refused.
+    pub fn after(mut self, bytes: &[u8]) -> Option<Self> {
+        bytes.iter().all(|&b| self.advance(b)).then_some(self)
+    }
+
+    /// Consumes one byte. Returns false when no JSON object could continue with it; the state
+    /// is then meaningless (callers try bytes on a copy).
+    pub fn advance(&mut self, byte: u8) -> bool {
+        match self.lexeme {
+            Lexeme::None => self.structural(byte),
+            Lexeme::String { key, at } => self.string(key, at, byte),
+            Lexeme::Number(n) => match n.next(byte) {
+                Some(next) => {
+                    self.lexeme = Lexeme::Number(next);
+                    true
+                }
+                // The byte ends the number (when it may end) and is read as what follows it.
+                None if n.complete() => {
+                    self.lexeme = Lexeme::None;
+                    self.value_done();
+                    self.structural(byte)
+                }
+                None => false,
+            },
+            Lexeme::Literal { word, read } => {
+                let literal = LITERALS[word as usize];
+                if literal[read as usize] != byte {
+                    return false;
+                }
+                if read as usize + 1 == literal.len() {
+                    self.lexeme = Lexeme::None;
+                    self.value_done();
+                } else {
+                    self.lexeme = Lexeme::Literal {
+                        word,
+                        read: read + 1,
+                    };
+                }
+                true
+            }
+        }
+    }
+
+    fn structural(&mut self, byte: u8) -> bool {
+        if matches!(byte, b' ' | b'\t' | b'\n' | b'\r') {
+            if self.expect == Expect::Done || self.whitespace_run >= MAX_WHITESPACE_RUN {
+                return false;
+            }
+            self.whitespace_run += 1;
+            return true;
+        }
+        self.whitespace_run = 0;
+        match (self.expect, byte) {
+            (Expect::Start, b'{') => self.open(true),
+            (Expect::KeyOrClose | Expect::Key, b'"') => {
+                self.lexeme = Lexeme::String {
+                    key: true,
+                    at: InString::Text,
+                };
+                true
+            }
+            (Expect::KeyOrClose, b'}') => self.close(),
+            (Expect::Colon, b':') => {
+                self.expect = Expect::Value;
+                true
+            }
+            (Expect::ValueOrClose, b']') => self.close(),
+            (Expect::Value | Expect::ValueOrClose, _) => self.value_start(byte),
+            (Expect::CommaOrClose, b',') => {
+                self.expect = if self.in_object() {
+                    Expect::Key
+                } else {
+                    Expect::Value
+                };
+                true
+            }
+            (Expect::CommaOrClose, b'}') if self.in_object() => self.close(),
+            (Expect::CommaOrClose, b']') if !self.in_object() => self.close(),
+            _ => false,
+        }
+    }
+
+    fn value_start(&mut self, byte: u8) -> bool {
+        match byte {
+            b'{' => self.open(true),
+            b'[' => self.open(false),
+            b'"' => {
+                self.lexeme = Lexeme::String {
+                    key: false,
+                    at: InString::Text,
+                };
+                true
+            }
+            b'-' => {
+                self.lexeme = Lexeme::Number(Number::Minus);
+                true
+            }
+            b'0' => {
+                self.lexeme = Lexeme::Number(Number::Zero);
+                true
+            }
+            b'1'..=b'9' => {
+                self.lexeme = Lexeme::Number(Number::Integer);
+                true
+            }
+            _ => match LITERALS.iter().position(|l| l[0] == byte) {
+                Some(word) => {
+                    self.lexeme = Lexeme::Literal {
+                        word: word as u8,
+                        read: 1,
+                    };
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+
+    fn string(&mut self, key: bool, at: InString, byte: u8) -> bool {
+        let next = match at {
+            InString::Text => match byte {
+                b'"' => {
+                    self.lexeme = Lexeme::None;
+                    if key {
+                        self.expect = Expect::Colon;
+                    } else {
+                        self.value_done();
+                    }
+                    return true;
+                }
+                b'\\' => InString::Escape,
+                0x00..=0x1f => return false,
+                0x20..=0x7f => InString::Text,
+                0xc2..=0xdf => InString::Utf8 {
+                    left: 1,
+                    lo: 0x80,
+                    hi: 0xbf,
+                },
+                0xe0 => InString::Utf8 {
+                    left: 2,
+                    lo: 0xa0,
+                    hi: 0xbf,
+                },
+                0xed => InString::Utf8 {
+                    left: 2,
+                    lo: 0x80,
+                    hi: 0x9f,
+                },
+                0xe1..=0xef => InString::Utf8 {
+                    left: 2,
+                    lo: 0x80,
+                    hi: 0xbf,
+                },
+                0xf0 => InString::Utf8 {
+                    left: 3,
+                    lo: 0x90,
+                    hi: 0xbf,
+                },
+                0xf1..=0xf3 => InString::Utf8 {
+                    left: 3,
+                    lo: 0x80,
+                    hi: 0xbf,
+                },
+                0xf4 => InString::Utf8 {
+                    left: 3,
+                    lo: 0x80,
+                    hi: 0x8f,
+                },
+                _ => return false,
+            },
+            InString::Escape => match byte {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => InString::Text,
+                b'u' => InString::Hex(4),
+                _ => return false,
+            },
+            InString::Hex(left) => {
+                if !byte.is_ascii_hexdigit() {
+                    return false;
+                }
+                if left == 1 {
+                    InString::Text
+                } else {
+                    InString::Hex(left - 1)
+                }
+            }
+            InString::Utf8 { left, lo, hi } => {
+                if !(lo..=hi).contains(&byte) {
+                    return false;
+                }
+                if left == 1 {
+                    InString::Text
+                } else {
+                    InString::Utf8 {
+                        left: left - 1,
+                        lo: 0x80,
+                        hi: 0xbf,
+                    }
+                }
+            }
+        };
+        self.lexeme = Lexeme::String { key, at: next };
+        true
+    }
+
+    fn in_object(&self) -> bool {
+        self.depth > 0 && self.objects & (1 << (self.depth - 1)) != 0
+    }
+
+    fn open(&mut self, object: bool) -> bool {
+        if self.depth >= MAX_DEPTH {
+            return false;
+        }
+        let bit = 1u64 << self.depth;
+        if object {
+            self.objects |= bit;
+        } else {
+            self.objects &= !bit;
+        }
+        self.depth += 1;
+        self.expect = if object {
+            Expect::KeyOrClose
+        } else {
+            Expect::ValueOrClose
+        };
+        true
+    }
+
+    fn close(&mut self) -> bool {
+        self.depth -= 1;
+        if self.depth == 0 {
+            self.expect = Expect::Done;
+        } else {
+            self.value_done();
+        }
+        true
+    }
+
+    /// A value inside a container ended.
+    fn value_done(&mut self) {
+        self.expect = Expect::CommaOrClose;
+    }
+}
+
+#[cfg(test)]
+#[path = "json_tests.rs"]
+mod tests;

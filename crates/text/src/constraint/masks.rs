@@ -1,0 +1,253 @@
+//! The tokens a [`JsonRecognizer`] state accepts, found by walking a trie of the vocabulary's
+//! bytes: a byte the state refuses prunes every token under it, so a step visits only the
+//! prefixes that stay valid (inside a string that is most of the trie; between tokens, a few
+//! hundred nodes). Masks are cached per state: the states inside a string repeat all the time.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::JsonRecognizer;
+
+/// Most masks kept; the cache is emptied when it fills (each is `vocab_size / 8` bytes).
+const MAX_CACHED_MASKS: usize = 256;
+
+/// A set of token ids as a bitset over the model's vocabulary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenSet {
+    words: Vec<u64>,
+}
+
+impl TokenSet {
+    fn empty(vocab_size: usize) -> Self {
+        TokenSet {
+            words: vec![0; vocab_size.div_ceil(64)],
+        }
+    }
+
+    fn insert(&mut self, id: u32) {
+        self.words[id as usize / 64] |= 1 << (id % 64);
+    }
+
+    /// Whether `id` is in the set (ids past the vocabulary never are).
+    pub fn contains(&self, id: u32) -> bool {
+        self.words
+            .get(id as usize / 64)
+            .is_some_and(|w| w & (1 << (id % 64)) != 0)
+    }
+
+    /// Number of ids in the set.
+    pub fn len(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// True when no id is in the set.
+    pub fn is_empty(&self) -> bool {
+        self.words.iter().all(|&w| w == 0)
+    }
+}
+
+/// One trie node: the byte leading to it, its children and the tokens that end at it.
+#[derive(Debug)]
+struct Node {
+    byte: u8,
+    children: (u32, u32),
+    tokens: (u32, u32),
+}
+
+/// The vocabulary as a byte trie, with each token's bytes and a cache of masks.
+#[derive(Debug)]
+pub struct JsonTokenMasks {
+    /// Node 0 is the root; every node's children are contiguous.
+    nodes: Vec<Node>,
+    /// Token ids by node (`Node::tokens` indexes it).
+    ends: Vec<u32>,
+    /// Each token's bytes as it appears in text; `None` for special tokens, which never
+    /// belong to constrained output.
+    token_bytes: Vec<Option<Box<[u8]>>>,
+    vocab_size: usize,
+    cache: Mutex<HashMap<JsonRecognizer, Arc<TokenSet>>>,
+}
+
+impl JsonTokenMasks {
+    /// Builds the trie. `token_bytes[id]` is token `id`'s text as bytes (`None` for special
+    /// tokens); `vocab_size` is the model's logit count, which may exceed the tokenizer's.
+    pub fn new(token_bytes: Vec<Option<Vec<u8>>>, vocab_size: usize) -> Self {
+        let token_bytes: Vec<Option<Box<[u8]>>> = token_bytes
+            .into_iter()
+            .take(vocab_size)
+            .map(|b| b.filter(|b| !b.is_empty()).map(Vec::into_boxed_slice))
+            .collect();
+        let mut sorted: Vec<(&[u8], u32)> = token_bytes
+            .iter()
+            .enumerate()
+            .filter_map(|(id, b)| Some((b.as_deref()?, id as u32)))
+            .collect();
+        sorted.sort_unstable();
+        let mut nodes = vec![Node {
+            byte: 0,
+            children: (0, 0),
+            tokens: (0, 0),
+        }];
+        let mut ends = Vec::with_capacity(sorted.len());
+        // Breadth first, so each node's children are pushed together: (node, entries, depth),
+        // where every entry in `entries` has the node's `depth` bytes as its prefix.
+        let mut queue = std::collections::VecDeque::from([(0usize, 0..sorted.len(), 0usize)]);
+        while let Some((node, entries, depth)) = queue.pop_front() {
+            let mut i = entries.start;
+            let first_token = ends.len() as u32;
+            // Shorter entries sort first: those ending here lead the range.
+            while i < entries.end && sorted[i].0.len() == depth {
+                ends.push(sorted[i].1);
+                i += 1;
+            }
+            nodes[node].tokens = (first_token, ends.len() as u32);
+            let first_child = nodes.len() as u32;
+            while i < entries.end {
+                let byte = sorted[i].0[depth];
+                let start = i;
+                while i < entries.end && sorted[i].0[depth] == byte {
+                    i += 1;
+                }
+                queue.push_back((nodes.len(), start..i, depth + 1));
+                nodes.push(Node {
+                    byte,
+                    children: (0, 0),
+                    tokens: (0, 0),
+                });
+            }
+            nodes[node].children = (first_child, nodes.len() as u32);
+        }
+        JsonTokenMasks {
+            nodes,
+            ends,
+            token_bytes,
+            vocab_size,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Token `id`'s bytes; `None` for special tokens and ids past the vocabulary.
+    pub fn token_bytes(&self, id: u32) -> Option<&[u8]> {
+        self.token_bytes.get(id as usize)?.as_deref()
+    }
+
+    /// The state after token `id`, or `None` when the state refuses it.
+    pub fn after_token(&self, state: JsonRecognizer, id: u32) -> Option<JsonRecognizer> {
+        state.after(self.token_bytes(id)?)
+    }
+
+    /// The tokens `state` accepts whole.
+    pub fn allowed(&self, state: &JsonRecognizer) -> Arc<TokenSet> {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(set) = cache.get(state) {
+            return Arc::clone(set);
+        }
+        let set = Arc::new(self.walk(*state));
+        if cache.len() >= MAX_CACHED_MASKS {
+            cache.clear();
+        }
+        cache.insert(*state, Arc::clone(&set));
+        set
+    }
+
+    fn walk(&self, state: JsonRecognizer) -> TokenSet {
+        let mut set = TokenSet::empty(self.vocab_size);
+        let mut stack = vec![(0usize, state)];
+        while let Some((node, state)) = stack.pop() {
+            let (first, last) = self.nodes[node].children;
+            for child in first..last {
+                let child = child as usize;
+                let mut next = state;
+                if !next.advance(self.nodes[child].byte) {
+                    continue;
+                }
+                let (a, b) = self.nodes[child].tokens;
+                for &id in &self.ends[a as usize..b as usize] {
+                    set.insert(id);
+                }
+                stack.push((child, next));
+            }
+        }
+        set
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vocab() -> Vec<Option<Vec<u8>>> {
+        let words: &[&str] = &[
+            "{", "}", "{\"", "\"", "\":", ":", ",", " ", "\n", "a", "ab", "abc", "1", "12", "-",
+            ".", "e", "true", "tr", "ue", "null", "\"}", "}}", "[", "]", "é", "\\", "\\n", "x\"",
+        ];
+        let mut v: Vec<Option<Vec<u8>>> =
+            words.iter().map(|w| Some(w.as_bytes().to_vec())).collect();
+        v.push(None); // a special token
+        v.push(Some(vec![0xc3])); // half of "é"
+        v.push(Some(vec![0xa9])); // the other half
+        v
+    }
+
+    /// The trie walk finds exactly the tokens a brute-force check accepts, in many states.
+    #[test]
+    fn walk_equals_trying_every_token() {
+        let tokens = vocab();
+        let masks = JsonTokenMasks::new(tokens.clone(), tokens.len() + 5);
+        let prefixes: [&[u8]; 17] = [
+            b"",
+            b" ",
+            b"{",
+            b"{\"",
+            b"{\"a",
+            b"{\"a\"",
+            b"{\"a\":",
+            b"{\"a\":1",
+            b"{\"a\":-",
+            b"{\"a\":1.",
+            b"{\"a\":tr",
+            b"{\"a\":[",
+            b"{\"a\":[1,",
+            b"{\"a\":\"\\",
+            b"{\"a\":\"\xc3",
+            b"{\"a\":{}",
+            b"{\"a\":{}}",
+        ];
+        for prefix in prefixes {
+            let state = JsonRecognizer::new().after(prefix).unwrap();
+            let set = masks.allowed(&state);
+            for (id, bytes) in tokens.iter().enumerate() {
+                let expected = bytes.as_ref().is_some_and(|b| state.after(b).is_some());
+                assert_eq!(
+                    set.contains(id as u32),
+                    expected,
+                    "{:?} token {id} {bytes:?}",
+                    String::from_utf8_lossy(prefix)
+                );
+            }
+            assert!(
+                !set.contains(tokens.len() as u32 + 2),
+                "past the tokenizer's vocabulary"
+            );
+            // A cached mask is the same set.
+            assert_eq!(*masks.allowed(&state), *set);
+        }
+        let done = JsonRecognizer::new().after(b"{}").unwrap();
+        assert!(masks.allowed(&done).is_empty());
+    }
+
+    #[test]
+    fn tokens_advance_the_state_by_their_bytes() {
+        let masks = JsonTokenMasks::new(vocab(), 40);
+        let mut state = JsonRecognizer::new();
+        for id in [2, 9, 4, 7, 12, 1] {
+            state = masks.after_token(state, id).unwrap();
+        }
+        assert!(state.is_complete());
+        assert_eq!(
+            masks.after_token(JsonRecognizer::new(), 29),
+            None,
+            "special token"
+        );
+    }
+}
