@@ -6,6 +6,7 @@ with logprobs) parse as the client's own types and that errors raise the client'
 exception classes.
 """
 
+import json
 import os
 import re
 import socket
@@ -145,6 +146,50 @@ def test_completion_logprobs(client):
     lp = r.choices[0].logprobs
     assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.text_offset) == 5
     assert all(len(top) <= 2 for top in lp.top_logprobs)
+
+
+def vocab_id(token: str) -> int:
+    return json.loads((MODEL_DIR / "tokenizer.json").read_text())["model"]["vocab"][token]
+
+
+def test_json_mode_output_is_json(client):
+    # Left to itself the random-weight model writes token soup; in JSON mode it writes JSON.
+    for seed in range(6):
+        r = client.chat.completions.create(
+            model=MODEL, messages=MESSAGES, max_tokens=24, temperature=2.0, seed=seed,
+            response_format={"type": "json_object"},
+        )
+        choice = r.choices[0]
+        assert choice.message.content.startswith("{"), choice.message.content
+        if choice.finish_reason == "stop":
+            assert isinstance(json.loads(choice.message.content), dict)
+        else:
+            assert choice.finish_reason == "length"
+
+
+def test_json_mode_stops_when_the_object_closes_streamed_or_not(client):
+    # Biased towards "{" then "}": the mask lets "{" open and "}" close, nothing else between.
+    bias = {str(vocab_id("{")): 100, str(vocab_id("}")): 50}
+    params = dict(model=MODEL, messages=MESSAGES, max_tokens=24, seed=0, logit_bias=bias,
+                  response_format={"type": "json_object"})
+    whole = client.chat.completions.create(**params)
+    assert whole.choices[0].message.content == "{}"
+    assert whole.choices[0].finish_reason == "stop"
+    chunks = list(client.chat.completions.create(stream=True, **params))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "{}"
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    completion = client.completions.create(
+        model=MODEL, prompt="Data:", max_tokens=24, logit_bias=bias,
+        extra_body={"response_format": {"type": "json_object"}},
+    )
+    assert completion.choices[0].text == "{}"
+
+
+def test_json_schema_is_refused_naming_the_parameter(client):
+    schema = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=MODEL, messages=MESSAGES, response_format=schema)
+    assert e.value.body["param"] == "response_format"
 
 
 def test_unknown_model_raises_not_found(client):

@@ -29,6 +29,7 @@ fn main() {
         output: &[4, 5],
         masked_until_min_tokens: &[],
         min_tokens: 0,
+        allowed: None,
     };
     let cases: [(&str, SamplingParams); 6] = [
         (

@@ -10,17 +10,19 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use sluice_model::{Batch, Logits};
+use sluice_text::constraint::JsonTokenMasks;
 use sluice_text::Tokenizer;
 use thiserror::Error;
 use tokio::sync::mpsc;
 
 use crate::block_manager::BlockManager;
+use crate::constraint::JsonConstraint;
 use crate::handle::{Command, EngineHandle, RequestId, Shared};
 use crate::metrics::EngineMetrics;
 use crate::outbox::{flush, ChoiceOutbox, Flush, RequestState};
 use crate::output_text::OutputText;
 use crate::queue::DEFAULT_AGING_RATE;
-use crate::request::{Event, FinishReason, GenerationRequest, Usage};
+use crate::request::{Event, FinishReason, GenerationRequest, ResponseFormat, Usage};
 use crate::sampler::sample;
 use crate::scheduler::{ModelOutput, Scheduler, SchedulerConfig, SchedulerOutput};
 use crate::sequence::{SeqId, Sequence, SequenceSpec, SequenceStatus};
@@ -158,6 +160,8 @@ struct EngineLoop {
     requests: HashMap<RequestId, RequestState>,
     next_seq_id: SeqId,
     draining: bool,
+    /// The vocabulary trie for JSON mode, built on the first request that asks for it.
+    json_masks: Option<Arc<JsonTokenMasks>>,
 }
 
 impl EngineLoop {
@@ -199,6 +203,7 @@ impl EngineLoop {
             requests: HashMap::new(),
             next_seq_id: 0,
             draining: false,
+            json_masks: None,
         }
     }
 
@@ -288,6 +293,10 @@ impl EngineLoop {
                 choices: (0..n).map(|_| ChoiceOutbox::default()).collect(),
             },
         );
+        let masks = match request.sampling.response_format {
+            ResponseFormat::Text => None,
+            ResponseFormat::JsonObject => Some(self.json_masks()),
+        };
         let sampling = Arc::new(request.sampling);
         let stop = Arc::new(request.stop);
         for choice in 0..n {
@@ -309,6 +318,7 @@ impl EngineLoop {
                 stop: Arc::clone(&stop),
                 eos_token_ids: Arc::clone(&self.eos_token_ids),
                 text: Some(text),
+                constraint: masks.clone().map(JsonConstraint::new),
             });
             if request.prompt_tokens.is_empty() {
                 self.finish_unscheduled(seq, "the prompt is empty");
@@ -318,6 +328,19 @@ impl EngineLoop {
                 tracing::error!("request {id} choice {choice}: {full}");
             }
         }
+    }
+
+    /// The model's token masks for JSON mode (built once: a pass over the vocabulary).
+    fn json_masks(&mut self) -> Arc<JsonTokenMasks> {
+        let (tokenizer, vocab_size) = (&self.tokenizer, self.executor.vocab_size());
+        let masks = self.json_masks.get_or_insert_with(|| {
+            let started = Instant::now();
+            let masks = JsonTokenMasks::new(tokenizer.token_bytes(), vocab_size);
+            let ms = started.elapsed().as_secs_f64() * 1e3;
+            tracing::info!(ms, "built the vocabulary trie for JSON mode");
+            Arc::new(masks)
+        });
+        Arc::clone(masks)
     }
 
     /// Finishes a sequence that never entered the scheduler with an error.

@@ -1,6 +1,7 @@
 //! sluice's continuous-batching engine.
 
 pub mod block_manager;
+pub mod constraint;
 pub mod engine;
 pub mod handle;
 pub mod metrics;
@@ -20,8 +21,8 @@ pub use handle::{EngineHandle, RequestId, RequestStream, SubmitError};
 pub use metrics::{EngineMetrics, HistogramSnapshot, MetricsSnapshot, StepTimes};
 pub use model_executor::ModelExecutor;
 pub use request::{
-    Event, FinishReason, GenerationRequest, Priority, SamplingParams, StopRules, TokenLogprob,
-    Usage,
+    Event, FinishReason, GenerationRequest, Priority, ResponseFormat, SamplingParams, StopRules,
+    TokenLogprob, Usage,
 };
 
 #[cfg(test)]

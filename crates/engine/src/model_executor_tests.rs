@@ -9,7 +9,9 @@ use sluice_text::Tokenizer;
 use super::*;
 use crate::engine::{Engine, EngineConfig};
 use crate::handle::{EngineHandle, RequestStream};
-use crate::request::{Event, FinishReason, GenerationRequest, Priority, SamplingParams, StopRules};
+use crate::request::{
+    Event, FinishReason, GenerationRequest, Priority, ResponseFormat, SamplingParams, StopRules,
+};
 
 fn fixture() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/models/llama")
@@ -206,4 +208,63 @@ fn stop_string_split_over_two_tokens_ends_the_choice_without_leaking() {
         "it first occurs by the split"
     );
     assert_eq!(text, full[..cut]);
+}
+
+/// JSON mode on a random-weight model, which left alone writes token soup: every choice's text
+/// is a valid prefix of one JSON object, the ones that stop are whole objects serde_json parses,
+/// and a seeded JSON choice draws the same tokens alone as in a batch with preemption.
+#[test]
+fn json_mode_output_is_always_json_and_batch_invariant() {
+    use sluice_text::constraint::JsonRecognizer;
+
+    let r = reference();
+    let requests: Vec<GenerationRequest> = (0..12u64)
+        .map(|seed| {
+            let sampling = SamplingParams {
+                // Flattened, so the choices do more than close the object at once.
+                temperature: 2.0,
+                seed: Some(seed),
+                response_format: ResponseFormat::JsonObject,
+                ..SamplingParams::default()
+            };
+            request(r.prompt_ids[..8].to_vec(), sampling, 40)
+        })
+        .collect();
+    let alone = start(4, 256, EngineConfig::default());
+    let solo: Vec<_> = requests
+        .iter()
+        .map(|q| collect(alone.submit(q.clone()).unwrap()))
+        .collect();
+    let mut stopped = 0;
+    for (i, (tokens, text, reason)) in solo.iter().enumerate() {
+        let prefix = JsonRecognizer::new().after(text.trim_start().as_bytes());
+        assert!(prefix.is_some(), "choice {i} left JSON: {text:?}");
+        match reason {
+            Some(FinishReason::Stop) => {
+                stopped += 1;
+                let value: serde_json::Value = serde_json::from_str(text)
+                    .unwrap_or_else(|e| panic!("choice {i}: {e} in {text:?}"));
+                assert!(value.is_object(), "{text:?}");
+            }
+            Some(FinishReason::Length) => assert_eq!(tokens.len(), 40),
+            other => panic!("choice {i} ended with {other:?}"),
+        }
+    }
+    assert!(stopped > 0, "no choice closed its object: {solo:?}");
+    let busy = start(
+        4,
+        24,
+        EngineConfig {
+            max_num_batched_tokens: 32,
+            ..EngineConfig::default()
+        },
+    );
+    let streams: Vec<_> = requests
+        .iter()
+        .map(|q| busy.submit(q.clone()).unwrap())
+        .collect();
+    for (i, stream) in streams.into_iter().enumerate() {
+        assert_eq!(collect(stream), solo[i], "request {i}");
+    }
+    assert!(busy.metrics().snapshot().preemptions > 0);
 }

@@ -48,6 +48,19 @@ pub struct SamplingParams {
     pub seed: Option<u64>,
     /// `Some(k)`: return the chosen token's logprob and the top `k` (k <= 20) alternatives.
     pub logprobs: Option<u32>,
+    /// The form the output must keep; tokens that would break it are never sampled.
+    pub response_format: ResponseFormat,
+}
+
+/// The form a choice's output must keep (OpenAI's `response_format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ResponseFormat {
+    /// Any text.
+    #[default]
+    Text,
+    /// One JSON object: every token keeps the output a valid prefix of one, and the choice
+    /// stops (finish reason `stop`) when the object closes.
+    JsonObject,
 }
 
 impl Default for SamplingParams {
@@ -63,6 +76,7 @@ impl Default for SamplingParams {
             logit_bias: Vec::new(),
             seed: None,
             logprobs: None,
+            response_format: ResponseFormat::Text,
         }
     }
 }

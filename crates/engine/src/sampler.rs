@@ -2,7 +2,8 @@
 //!
 //! Nothing here looks at other rows, so a seeded choice draws the same tokens whatever else runs
 //! in its batch. Order of operations (as vLLM): penalties and logit bias on the raw logits, EOS
-//! masking below `min_tokens`, then temperature, top-k, softmax, top-p, min-p, and a draw.
+//! masking below `min_tokens`, the output constraint's mask, then temperature, top-k, softmax,
+//! top-p, min-p, and a draw.
 //! Logprobs are reported from the raw log-softmax, before any of that.
 
 use std::collections::HashMap;
@@ -12,6 +13,8 @@ use rand::{Rng, SeedableRng};
 use thiserror::Error;
 
 use sluice_model::kernels::vector::{self, VectorOps};
+
+use sluice_text::constraint::TokenSet;
 
 use crate::request::{SamplingParams, TokenLogprob};
 
@@ -51,6 +54,8 @@ pub struct SamplingContext<'a> {
     pub masked_until_min_tokens: &'a [u32],
     /// The choice's `min_tokens`.
     pub min_tokens: u32,
+    /// When the output is constrained: the only tokens that may be drawn.
+    pub allowed: Option<&'a TokenSet>,
 }
 
 /// The drawn token and, when asked for, its logprob and the top alternatives.
@@ -93,7 +98,7 @@ fn edit_scores(
         || params.presence_penalty != 0.0
         || params.frequency_penalty != 0.0;
     let masking = (ctx.output.len() as u32) < ctx.min_tokens;
-    if !penalised && params.logit_bias.is_empty() && !masking {
+    if !penalised && params.logit_bias.is_empty() && !masking && ctx.allowed.is_none() {
         return None;
     }
     let mut scores = logits.to_vec(); // [vocab_size]
@@ -106,6 +111,13 @@ fn edit_scores(
     if masking {
         for &t in ctx.masked_until_min_tokens {
             if let Some(s) = scores.get_mut(t as usize) {
+                *s = f32::NEG_INFINITY;
+            }
+        }
+    }
+    if let Some(allowed) = ctx.allowed {
+        for (id, s) in scores.iter_mut().enumerate() {
+            if !allowed.contains(id as u32) {
                 *s = f32::NEG_INFINITY;
             }
         }

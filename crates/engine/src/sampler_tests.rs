@@ -6,6 +6,7 @@ fn ctx<'a>(output: &'a [u32]) -> SamplingContext<'a> {
         output,
         masked_until_min_tokens: &[],
         min_tokens: 0,
+        allowed: None,
     }
 }
 
@@ -195,6 +196,7 @@ fn eos_is_masked_until_min_tokens() {
         output: &[1],
         masked_until_min_tokens: &[0],
         min_tokens: 2,
+        allowed: None,
     };
     assert_eq!(pick(&[9.0, 1.0], &greedy(), c), 1);
     let reached = SamplingContext {

@@ -56,6 +56,7 @@ fn seq(s: NewSeq) -> Sequence {
         }),
         eos_token_ids: Arc::from(Vec::new()),
         text: None,
+        constraint: None,
     })
 }
 

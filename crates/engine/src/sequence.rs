@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::block_manager::{BlockManager, BlockTable};
+use crate::constraint::JsonConstraint;
 use crate::handle::RequestId;
 use crate::output_text::OutputText;
 use crate::request::{FinishReason, Priority, SamplingParams, StopRules, TokenLogprob};
@@ -77,6 +78,8 @@ pub struct SequenceSpec {
     pub eos_token_ids: Arc<[u32]>,
     /// The detokenizer and stop matcher; `None` produces token ids only.
     pub text: Option<OutputText>,
+    /// The output constraint (JSON mode), if any.
+    pub constraint: Option<JsonConstraint>,
 }
 
 /// One choice of a request.
@@ -107,6 +110,7 @@ pub struct Sequence {
     masked_until_min_tokens: Vec<u32>,
     rng: SamplerRng,
     text: Option<OutputText>,
+    constraint: Option<JsonConstraint>,
     /// A stop string matched: the text after it is never released.
     stopped_on_text: bool,
     pending: PendingOutput,
@@ -142,6 +146,7 @@ impl Sequence {
             eos_token_ids: spec.eos_token_ids,
             masked_until_min_tokens: masked,
             text: spec.text,
+            constraint: spec.constraint,
             stopped_on_text: false,
             pending: PendingOutput::default(),
             num_cached_prompt_tokens: 0,
@@ -207,6 +212,7 @@ impl Sequence {
             output: &self.tokens[self.prompt_len..],
             masked_until_min_tokens: &self.masked_until_min_tokens,
             min_tokens: self.stop.min_tokens,
+            allowed: self.constraint.as_mut().map(JsonConstraint::allowed),
         };
         (&self.sampling, ctx, &mut self.rng)
     }
@@ -269,6 +275,16 @@ impl Sequence {
                     }
                 }
                 Err(e) => return Some((FinishReason::Error, Some(e.to_string()))),
+            }
+        }
+        if let Some(constraint) = self.constraint.as_mut() {
+            match constraint.accept(token) {
+                Ok(true) => return Some((FinishReason::Stop, None)),
+                Ok(false) => {}
+                Err(refused) => {
+                    let message = format!("token {} breaks the JSON output", refused.0);
+                    return Some((FinishReason::Error, Some(message)));
+                }
             }
         }
         if generated >= self.stop.max_tokens as usize || self.tokens.len() >= max_model_len {

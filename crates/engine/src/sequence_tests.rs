@@ -12,6 +12,7 @@ fn sequence(stop: StopRules, eos: &[u32]) -> Sequence {
         stop: Arc::new(stop),
         eos_token_ids: Arc::from(eos.to_vec()),
         text: None,
+        constraint: None,
     })
 }
 
@@ -100,4 +101,63 @@ fn min_tokens_masks_eos_and_stop_ids_in_the_sampler() {
     let mut masked = ctx.masked_until_min_tokens.to_vec();
     masked.sort();
     assert_eq!(masked, vec![0, 7]);
+}
+
+fn json_sequence(max_tokens: u32) -> Sequence {
+    let words = ["{", "}", "\"a\"", ":", "1", "x", "<eos>"];
+    let bytes: Vec<Option<Vec<u8>>> = words
+        .iter()
+        .map(|w| (*w != "<eos>").then(|| w.as_bytes().to_vec()))
+        .collect();
+    let masks = Arc::new(sluice_text::constraint::JsonTokenMasks::new(bytes, 8));
+    let mut seq = sequence(
+        StopRules {
+            max_tokens,
+            ..StopRules::default()
+        },
+        &[6],
+    );
+    seq.constraint = Some(JsonConstraint::new(masks));
+    seq
+}
+
+fn allowed(seq: &mut Sequence) -> Vec<u32> {
+    let (_, ctx, _) = seq.sampling_inputs();
+    let set = ctx.allowed.expect("a constrained sequence has a mask");
+    (0..8).filter(|&id| set.contains(id)).collect()
+}
+
+#[test]
+fn a_json_choice_samples_only_valid_tokens_and_stops_when_the_object_closes() {
+    let mut seq = json_sequence(16);
+    assert_eq!(allowed(&mut seq), vec![0], "only `{{` opens; EOS is masked");
+    assert_eq!(push(&mut seq, 0), None);
+    assert_eq!(allowed(&mut seq), vec![1, 2]);
+    for token in [2, 3] {
+        assert_eq!(push(&mut seq, token), None);
+    }
+    assert_eq!(
+        allowed(&mut seq),
+        vec![0, 2, 4],
+        "a value: object, string or number"
+    );
+    assert_eq!(push(&mut seq, 4), None);
+    assert_eq!(allowed(&mut seq), vec![1, 4]);
+    assert_eq!(push(&mut seq, 1), Some((FinishReason::Stop, None)));
+    assert_eq!(seq.output(), &[0, 2, 3, 4, 1]);
+}
+
+#[test]
+fn a_token_the_json_constraint_refuses_fails_the_choice() {
+    let mut seq = json_sequence(16);
+    let (reason, error) = push(&mut seq, 5).expect("finishes");
+    assert_eq!(reason, FinishReason::Error);
+    assert!(error.unwrap().contains("token 5"));
+}
+
+#[test]
+fn a_json_choice_cut_by_max_tokens_ends_with_length() {
+    let mut seq = json_sequence(2);
+    assert_eq!(push(&mut seq, 0), None);
+    assert_eq!(push(&mut seq, 2), Some((FinishReason::Length, None)));
 }

@@ -85,7 +85,9 @@ fn sampling_properties() -> Value {
         "ignore_eos": {"type": "boolean"},
         "min_tokens": {"type": "integer", "minimum": 0},
         "stop_token_ids": {"type": "array", "items": {"type": "integer"}},
-        "priority": {"type": "string", "enum": ["high", "normal", "low"]}
+        "priority": {"type": "string", "enum": ["high", "normal", "low"]},
+        "response_format": {"type": "object", "required": ["type"],
+            "properties": {"type": {"type": "string", "enum": ["text", "json_object"]}}}
     })
 }
 

@@ -5,7 +5,7 @@
 pub mod chat;
 pub mod completion;
 
-use sluice_engine::{GenerationRequest, Priority, SamplingParams, StopRules};
+use sluice_engine::{GenerationRequest, Priority, ResponseFormat, SamplingParams, StopRules};
 
 use crate::error::ApiError;
 use crate::wire::{GenerationOptions, StopField};
@@ -215,6 +215,25 @@ pub(crate) fn validate_shared(
             ))
         }
     };
+    let response_format = match f.response_format.as_ref().map(|r| r.kind.as_str()) {
+        None | Some("text") => ResponseFormat::Text,
+        Some("json_object") => ResponseFormat::JsonObject,
+        Some("json_schema") => {
+            return Err(ApiError::invalid(
+                "response_format",
+                "response_format type \"json_schema\" is not supported; use \"json_object\" \
+                 (output constrained to one JSON object) and describe the schema in the prompt",
+            ))
+        }
+        Some(other) => {
+            return Err(ApiError::invalid(
+                "response_format",
+                format!(
+                    "response_format type must be \"text\" or \"json_object\", got \"{other}\""
+                ),
+            ))
+        }
+    };
     Ok(ValidParams {
         n,
         max_tokens,
@@ -230,6 +249,7 @@ pub(crate) fn validate_shared(
             // Negative seeds are accepted as their two's-complement bit pattern.
             seed: f.seed.map(|s| s as u64),
             logprobs,
+            response_format,
         },
         stop: StopRules {
             max_tokens: max_tokens.unwrap_or(1),

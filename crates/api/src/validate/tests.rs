@@ -386,6 +386,39 @@ fn priority_names_map_and_unknown_is_rejected() {
 }
 
 #[test]
+fn response_format_text_or_json_object_and_json_schema_is_refused_by_name() {
+    let format = |v: serde_json::Value| {
+        chat(json!({ "response_format": v }))
+            .unwrap()
+            .params
+            .sampling
+            .response_format
+    };
+    assert_eq!(format(json!({"type": "text"})), ResponseFormat::Text);
+    assert_eq!(
+        format(json!({"type": "json_object"})),
+        ResponseFormat::JsonObject
+    );
+    let on_completions = completion(json!({"response_format": {"type": "json_object"}}));
+    assert_eq!(
+        on_completions.unwrap().params.sampling.response_format,
+        ResponseFormat::JsonObject
+    );
+    let schema = json!({"type": "json_schema", "json_schema": {"name": "x", "schema": {}}});
+    match chat(json!({ "response_format": schema })) {
+        Err(ApiError::InvalidRequest { param, message, .. }) => {
+            assert_eq!(param.as_deref(), Some("response_format"));
+            assert!(message.contains("json_schema"), "{message}");
+        }
+        other => panic!("expected a 400, got {other:?}"),
+    }
+    assert_eq!(
+        rejected_param(chat(json!({"response_format": {"type": "yaml"}}))),
+        "response_format"
+    );
+}
+
+#[test]
 fn seed_is_passed_through() {
     assert_eq!(
         chat(json!({"seed": 42})).unwrap().params.sampling.seed,

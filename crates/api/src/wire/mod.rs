@@ -53,6 +53,16 @@ pub struct GenerationOptions {
     pub stop_token_ids: Option<Vec<i64>>,
     /// Extension: "high" | "normal" | "low".
     pub priority: Option<String>,
+    /// The form of the output: `{"type": "text"}` or `{"type": "json_object"}`.
+    pub response_format: Option<ResponseFormatField>,
+}
+
+/// `response_format`; only its `type` is read (`json_schema` is refused by validation).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ResponseFormatField {
+    /// "text" | "json_object" | "json_schema".
+    #[serde(rename = "type")]
+    pub kind: String,
 }
 
 /// `stop`: one string or a list of strings.

@@ -3,15 +3,30 @@
 //!
 //! The state is a small `Copy` value, so the token mask can try a byte on a copy and throw it
 //! away. Every prefix of a valid object is accepted; a byte that no valid object could continue
-//! with is refused. Two limits keep a model from wandering forever in places the grammar allows
-//! without bound: at most [`MAX_DEPTH`] nested containers and at most [`MAX_WHITESPACE_RUN`]
-//! whitespace bytes in a row.
+//! with is refused.
+//!
+//! Where JSON allows unbounded whitespace, a model can emit nothing else until its token budget
+//! runs out (random-weight models do it at once). So whitespace is limited as llama.cpp's JSON
+//! grammar limits it: none before the opening `{`, and between tokens either one space or one
+//! newline followed by at most [`MAX_INDENT`] spaces or tabs, which still allows pretty-printed
+//! output. Nesting is limited to [`MAX_DEPTH`] containers.
 
 /// Deepest nesting of objects and arrays accepted (the top-level object counts as one).
 pub const MAX_DEPTH: u8 = 64;
 
-/// Most whitespace bytes accepted in a row between tokens.
-pub const MAX_WHITESPACE_RUN: u8 = 64;
+/// Most spaces or tabs accepted after a newline between tokens.
+pub const MAX_INDENT: u8 = 20;
+
+/// The whitespace read since the last token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Whitespace {
+    /// None yet.
+    None,
+    /// One space: no more whitespace may follow.
+    Space,
+    /// A newline and this many spaces or tabs.
+    Newline(u8),
+}
 
 /// What the recognizer expects at the structural level (outside any string, number or literal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -119,7 +134,7 @@ pub struct JsonRecognizer {
     depth: u8,
     expect: Expect,
     lexeme: Lexeme,
-    whitespace_run: u8,
+    whitespace: Whitespace,
 }
 
 impl Default for JsonRecognizer {
@@ -129,14 +144,14 @@ impl Default for JsonRecognizer {
 }
 
 impl JsonRecognizer {
-    /// A recognizer that expects one JSON object, optionally after whitespace.
+    /// A recognizer that expects one JSON object.
     pub fn new() -> Self {
         JsonRecognizer {
             objects: 0,
             depth: 0,
             expect: Expect::Start,
             lexeme: Lexeme::None,
-            whitespace_run: 0,
+            whitespace: Whitespace::None,
         }
     }
 
@@ -190,13 +205,20 @@ impl JsonRecognizer {
 
     fn structural(&mut self, byte: u8) -> bool {
         if matches!(byte, b' ' | b'\t' | b'\n' | b'\r') {
-            if self.expect == Expect::Done || self.whitespace_run >= MAX_WHITESPACE_RUN {
+            if matches!(self.expect, Expect::Start | Expect::Done) {
                 return false;
             }
-            self.whitespace_run += 1;
+            self.whitespace = match (self.whitespace, byte) {
+                (Whitespace::None, b' ') => Whitespace::Space,
+                (Whitespace::None, b'\n') => Whitespace::Newline(0),
+                (Whitespace::Newline(n), b' ' | b'\t') if n < MAX_INDENT => {
+                    Whitespace::Newline(n + 1)
+                }
+                _ => return false,
+            };
             return true;
         }
-        self.whitespace_run = 0;
+        self.whitespace = Whitespace::None;
         match (self.expect, byte) {
             (Expect::Start, b'{') => self.open(true),
             (Expect::KeyOrClose | Expect::Key, b'"') => {

@@ -33,7 +33,8 @@ fn accepts_objects_of_every_kind_of_value() {
     for text in [
         r#"{}"#,
         r#"{"a":1}"#,
-        r#" { "a" : [ 1 , -2.5e+3 , 0 , 0.25 , 1E9 , -0 ] , "b" : { } }"#,
+        r#"{ "a" : [ 1 , -2.5e+3 , 0 , 0.25 , 1E9 , -0 ] , "b" : { } }"#,
+        "{\n\t\"a\": [\n\t\t1\n\t]\n}",
         r#"{"t":true,"f":false,"n":null,"s":"x\"y\\z\/\b\f\n\r\tA\u00e9\uD83D"}"#,
         "{\"ü\":\"日本 😀\"}",
         "{\n  \"nested\": [[], [{}], [[1]]]\n}",
@@ -69,6 +70,11 @@ fn refuses_what_no_object_continues_with() {
         r#"{"a":"\x"}"#,
         r#"{"a":"\u12G4"}"#,
         "{} ",
+        " {}",
+        "{  }",
+        "{\n\n}",
+        "{ \n}",
+        "{\r\n}",
         "{}{}",
         r#"{"a":1}}"#,
     ] {
@@ -96,10 +102,10 @@ fn refuses_invalid_utf8_in_strings() {
 }
 
 #[test]
-fn whitespace_and_depth_are_bounded() {
-    let run = |n: usize| format!("{{{}}}", " ".repeat(n));
-    assert!(complete(run(MAX_WHITESPACE_RUN as usize).as_bytes()));
-    assert!(!complete(run(MAX_WHITESPACE_RUN as usize + 1).as_bytes()));
+fn indentation_and_depth_are_bounded() {
+    let indent = |n: usize| format!("{{\n{}}}", " ".repeat(n));
+    assert!(complete(indent(MAX_INDENT as usize).as_bytes()));
+    assert!(!complete(indent(MAX_INDENT as usize + 1).as_bytes()));
     let nest = |n: usize| format!("{{\"a\":{}{}}}", "[".repeat(n - 1), "]".repeat(n - 1));
     assert!(complete(nest(MAX_DEPTH as usize).as_bytes()));
     assert!(!complete(nest(MAX_DEPTH as usize + 1).as_bytes()));
@@ -167,8 +173,10 @@ proptest! {
                 "recognized {:?} but serde_json says {:?}", String::from_utf8_lossy(&bytes), parsed
             );
         }
-        // And complete: serde_json's objects (it also allows trailing whitespace; we stop at `}`).
-        if matches!(parsed, Ok(Value::Object(_))) && bytes.last() == Some(&b'}') {
+        // And complete: serde_json's objects, unless they hold whitespace we limit (outside
+        // strings; for simplicity any) or end in whitespace after the `}`.
+        let whitespace = bytes.iter().any(|b| b.is_ascii_whitespace());
+        if matches!(parsed, Ok(Value::Object(_))) && bytes.last() == Some(&b'}') && !whitespace {
             prop_assert!(complete(&bytes), "refused {:?}", String::from_utf8_lossy(&bytes));
         }
     }

@@ -196,7 +196,7 @@ mod tests {
         let masks = JsonTokenMasks::new(tokens.clone(), tokens.len() + 5);
         let prefixes: [&[u8]; 17] = [
             b"",
-            b" ",
+            b"{ ",
             b"{",
             b"{\"",
             b"{\"a",

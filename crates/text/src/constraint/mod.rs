@@ -7,5 +7,5 @@
 mod json;
 mod masks;
 
-pub use json::{JsonRecognizer, MAX_DEPTH, MAX_WHITESPACE_RUN};
+pub use json::{JsonRecognizer, MAX_DEPTH, MAX_INDENT};
 pub use masks::{JsonTokenMasks, TokenSet};

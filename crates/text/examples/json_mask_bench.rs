@@ -1,0 +1,60 @@
+//! Times JSON mode's per-token work on a real vocabulary: building the trie once, and computing
+//! the mask of a recognizer state (what a constrained choice pays on each step the state is not
+//! cached).
+//!
+//! `cargo run --release -p sluice-text --example json_mask_bench -- <model dir>`
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use sluice_text::constraint::{JsonRecognizer, JsonTokenMasks};
+use sluice_text::Tokenizer;
+
+fn main() {
+    let dir = PathBuf::from(
+        std::env::args()
+            .nth(1)
+            .expect("usage: json_mask_bench <model dir>"),
+    );
+    let tokenizer = Tokenizer::from_dir(&dir).expect("a tokenizer");
+    let started = Instant::now();
+    let bytes = tokenizer.token_bytes();
+    let masks = JsonTokenMasks::new(bytes.clone(), tokenizer.vocab_size());
+    println!(
+        "vocabulary {} tokens: token bytes + trie in {:.1} ms",
+        tokenizer.vocab_size(),
+        started.elapsed().as_secs_f64() * 1e3
+    );
+    let prefixes: [(&str, &[u8]); 6] = [
+        ("start", b""),
+        ("after {", b"{"),
+        ("in a key", b"{\"na"),
+        ("after :", b"{\"name\":"),
+        ("in a string value", b"{\"name\": \"Ad"),
+        ("in a number", b"{\"age\": 93"),
+    ];
+    for (name, prefix) in prefixes {
+        let state = JsonRecognizer::new().after(prefix).expect("a valid prefix");
+        let started = Instant::now();
+        let allowed = masks.allowed(&state);
+        let first = started.elapsed();
+        let started = Instant::now();
+        let _ = masks.allowed(&state);
+        let cached = started.elapsed();
+        // The trie walk must find what trying every token finds.
+        let brute = bytes
+            .iter()
+            .filter(|b| {
+                b.as_ref()
+                    .is_some_and(|b| !b.is_empty() && state.after(b).is_some())
+            })
+            .count();
+        assert_eq!(allowed.len(), brute, "{name}");
+        println!(
+            "{name:>18}: {:>6} tokens allowed, mask {:>7.3} ms, cached {:>6.3} µs",
+            allowed.len(),
+            first.as_secs_f64() * 1e3,
+            cached.as_secs_f64() * 1e6
+        );
+    }
+}
