@@ -121,8 +121,19 @@ def test_chat_logprobs(client):
     assert len(content) == 4
     for entry in content:
         assert entry.logprob <= 0
-        assert bytes(entry.bytes) == entry.token.encode()
+        # The token's own bytes; its text shows U+FFFD where a token holds part of a character.
+        assert bytes(entry.bytes).decode("utf-8", errors="replace") == entry.token
         assert len(entry.top_logprobs) == 2
+
+
+def test_logprobs_bytes_of_a_token_holding_part_of_a_character(client):
+    # "æ" in a byte-level vocabulary is the lone byte 0xE6, the first of a 3-byte character.
+    bias = {str(vocab_id("æ")): 100}
+    r = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=1, logprobs=True,
+                                       logit_bias=bias, extra_body={"ignore_eos": True})
+    entry = r.choices[0].logprobs.content[0]
+    assert entry.bytes == [0xE6]
+    assert entry.token == "\ufffd"
 
 
 def test_chat_n_choices(client):

@@ -16,6 +16,12 @@ use crate::wire::{ChatLogprobs, ChatTokenLogprob, CompletionLogprobs, TopLogprob
 pub trait TokenTexts: Send + Sync {
     /// The text token `id` decodes to on its own.
     fn token_text(&self, id: u32) -> String;
+
+    /// The bytes token `id` stands for; differs from its text when it holds part of a
+    /// multi-byte character (the text then shows U+FFFD).
+    fn token_bytes(&self, id: u32) -> Vec<u8> {
+        self.token_text(id).into_bytes()
+    }
 }
 
 /// Which OpenAI API a response belongs to; decides the logprobs shape.
@@ -273,8 +279,7 @@ impl ResponseAssembler {
 pub fn chat_logprobs(logprobs: &[TokenLogprob], tokens: &dyn TokenTexts) -> ChatLogprobs {
     let entry = |id: u32| {
         let token = tokens.token_text(id);
-        let bytes = token.as_bytes().to_vec();
-        (token, bytes)
+        (token, tokens.token_bytes(id))
     };
     ChatLogprobs {
         content: logprobs

@@ -49,6 +49,10 @@ impl TokenTexts for Tokenizer {
     fn token_text(&self, id: u32) -> String {
         self.token_str(id).unwrap_or_default()
     }
+
+    fn token_bytes(&self, id: u32) -> Vec<u8> {
+        self.bytes_of(id).unwrap_or_default()
+    }
 }
 
 /// Where the models come from.

@@ -2,6 +2,7 @@
 //! know what a token would add to the output before it is sampled.
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use crate::Tokenizer;
 
@@ -14,51 +15,66 @@ impl Tokenizer {
     /// SentencePiece-style: `▁` is a space and `<0xNN>` is the byte `NN`. Added tokens that are
     /// not special are their text.
     pub fn token_bytes(&self) -> Vec<Option<Vec<u8>>> {
-        let inner = self.inner();
-        let added = inner.get_added_tokens_decoder();
-        let byte_level = inner.get_decoder().is_some_and(|d| {
-            serde_json::to_string(d).is_ok_and(|json| json.contains(r#""type":"ByteLevel""#))
-        });
-        let from_char = if byte_level {
-            byte_level_chars()
-                .into_iter()
-                .enumerate()
-                .map(|(byte, c)| (c, byte as u8))
-                .collect()
-        } else {
-            HashMap::new()
-        };
+        let added = self.inner().get_added_tokens_decoder();
         (0..self.vocab_size() as u32)
-            .map(|id| {
-                if let Some(token) = added.get(&id) {
-                    return (!token.special).then(|| token.content.as_bytes().to_vec());
-                }
-                let piece = inner.id_to_token(id)?;
-                if byte_level {
-                    piece.chars().map(|c| from_char.get(&c).copied()).collect()
-                } else {
-                    Some(sentencepiece_bytes(&piece))
-                }
+            .map(|id| match added.get(&id) {
+                Some(token) => (!token.special).then(|| token.content.as_bytes().to_vec()),
+                None => self.piece_bytes(id),
             })
             .collect()
     }
+
+    /// The bytes token `id` stands for, special tokens included (as their text): what OpenAI's
+    /// logprobs `bytes` field reports, which differs from the token's text when the token holds
+    /// part of a multi-byte character. `None` for an id outside the vocabulary.
+    pub fn bytes_of(&self, id: u32) -> Option<Vec<u8>> {
+        self.inner().id_to_token(id)?;
+        if self.is_added(id) {
+            self.token_str(id).map(String::into_bytes)
+        } else {
+            self.piece_bytes(id)
+        }
+    }
+
+    fn is_added(&self, id: u32) -> bool {
+        let added = self.inner().get_added_vocabulary().get_vocab();
+        self.inner()
+            .id_to_token(id)
+            .is_some_and(|content| added.get(&content) == Some(&id))
+    }
+
+    /// The bytes of a vocabulary (not added) token.
+    fn piece_bytes(&self, id: u32) -> Option<Vec<u8>> {
+        let piece = self.inner().id_to_token(id)?;
+        if self.is_byte_level() {
+            let from_char = byte_level_bytes();
+            piece.chars().map(|c| from_char.get(&c).copied()).collect()
+        } else {
+            Some(sentencepiece_bytes(&piece))
+        }
+    }
 }
 
-/// The character byte-level BPE writes for each byte (GPT-2's `bytes_to_unicode`): printable
-/// Latin-1 bytes stand for themselves, the other 68 take the code points from U+0100 on.
-fn byte_level_chars() -> [char; 256] {
-    let mut chars = ['\0'; 256];
-    let mut next = 256u32;
-    for (byte, c) in chars.iter_mut().enumerate() {
-        let printable = matches!(byte as u8, b'!'..=b'~' | 0xa1..=0xac | 0xae..=0xff);
-        *c = if printable {
-            char::from(byte as u8)
-        } else {
-            next += 1;
-            char::from_u32(next - 1).expect("below U+0200")
-        };
-    }
-    chars
+/// The byte each character of a byte-level BPE vocabulary stands for (the inverse of GPT-2's
+/// `bytes_to_unicode`): printable Latin-1 bytes stand for themselves, the other 68 take the
+/// code points from U+0100 on.
+fn byte_level_bytes() -> &'static HashMap<char, u8> {
+    static TABLE: OnceLock<HashMap<char, u8>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut next = 256u32;
+        (0..=255u8)
+            .map(|byte| {
+                let printable = matches!(byte, b'!'..=b'~' | 0xa1..=0xac | 0xae..=0xff);
+                let c = if printable {
+                    char::from(byte)
+                } else {
+                    next += 1;
+                    char::from_u32(next - 1).expect("below U+0200")
+                };
+                (c, byte)
+            })
+            .collect()
+    })
 }
 
 fn sentencepiece_bytes(piece: &str) -> Vec<u8> {
@@ -116,6 +132,29 @@ mod tests {
     #[test]
     fn sentencepiece_tokens_concatenate_to_the_text() {
         assert_concatenation_is_the_text("sentencepiece", true);
+    }
+
+    #[test]
+    fn bytes_of_one_token_keeps_partial_characters_and_names_special_tokens() {
+        let tokenizer = Tokenizer::from_dir(&test_data("byte_bpe")).unwrap();
+        let table = tokenizer.token_bytes();
+        let ids = tokenizer.encode("日本語 🙂", false).unwrap();
+        let joined: Vec<u8> = ids
+            .iter()
+            .flat_map(|&id| tokenizer.bytes_of(id).unwrap())
+            .collect();
+        assert_eq!(joined, "日本語 🙂".as_bytes());
+        assert!(
+            ids.iter()
+                .any(|&id| std::str::from_utf8(&tokenizer.bytes_of(id).unwrap()).is_err()),
+            "some token holds part of a character"
+        );
+        for &id in &ids {
+            assert_eq!(tokenizer.bytes_of(id), table[id as usize]);
+        }
+        let end = tokenizer.token_to_id("<|im_end|>").unwrap();
+        assert_eq!(tokenizer.bytes_of(end).unwrap(), b"<|im_end|>");
+        assert_eq!(tokenizer.bytes_of(tokenizer.vocab_size() as u32), None);
     }
 
     #[test]

@@ -15,6 +15,9 @@ pub struct Tokenizer {
     /// `inner.get_vocab_size(true)`, counted once: the `tokenizers` crate answers it by cloning
     /// the whole vocabulary map (151k strings for Qwen2.5), and validation asks per request.
     vocab_size: usize,
+    /// The vocabulary writes bytes as characters (GPT-2-style byte-level BPE), read once from
+    /// the decoder; otherwise it is SentencePiece-style (see `token_bytes.rs`).
+    byte_level: bool,
     bos_token: Option<String>,
     eos_token: Option<String>,
     pad_token: Option<String>,
@@ -161,8 +164,12 @@ impl Tokenizer {
             Some(Ok(template)) => (Some(template), None),
             Some(Err(err)) => (None, Some(err.to_string())),
         };
+        let byte_level = inner.get_decoder().is_some_and(|d| {
+            serde_json::to_string(d).is_ok_and(|json| json.contains(r#""type":"ByteLevel""#))
+        });
         Tokenizer {
             vocab_size: inner.get_vocab_size(true),
+            byte_level,
             inner,
             bos_token,
             eos_token,
@@ -249,6 +256,11 @@ impl Tokenizer {
     /// `generation_config.json` may list more EOS ids; that file is read with the model.)
     pub fn eos_token_id(&self) -> Option<u32> {
         self.inner.token_to_id(self.eos_token.as_deref()?)
+    }
+
+    /// Whether the vocabulary is GPT-2-style byte-level BPE.
+    pub(crate) fn is_byte_level(&self) -> bool {
+        self.byte_level
     }
 
     /// The underlying `tokenizers` tokenizer.
