@@ -7,19 +7,24 @@ use std::sync::OnceLock;
 use crate::Tokenizer;
 
 impl Tokenizer {
-    /// Token `id`'s bytes for every id below [`Tokenizer::vocab_size`]; `None` for special
-    /// tokens (and for a vocabulary entry that cannot be mapped back to bytes).
+    /// Token `id`'s bytes for every id below [`Tokenizer::vocab_size`], for constrained
+    /// decoding; `None` for added tokens (special or not) and for a vocabulary entry that
+    /// cannot be mapped back to bytes.
     ///
     /// Byte-level BPE vocabularies (GPT-2, Llama 3, Qwen, SmolLM) write each byte as one
     /// printable character; they are mapped back through that table. Other vocabularies are
-    /// SentencePiece-style: `▁` is a space and `<0xNN>` is the byte `NN`. Added tokens that are
-    /// not special are their text.
+    /// SentencePiece-style: `▁` is a space and `<0xNN>` is the byte `NN`. Added tokens are left
+    /// out: their content goes through the decoder too (an added `aĊb` in a byte-level
+    /// vocabulary decodes with a raw newline), and the vocabulary can write any text without
+    /// them.
     pub fn token_bytes(&self) -> Vec<Option<Vec<u8>>> {
-        let added = self.inner().get_added_tokens_decoder();
         (0..self.vocab_size() as u32)
-            .map(|id| match added.get(&id) {
-                Some(token) => (!token.special).then(|| token.content.as_bytes().to_vec()),
-                None => self.piece_bytes(id),
+            .map(|id| {
+                if self.is_added(id) {
+                    None
+                } else {
+                    self.piece_bytes(id)
+                }
             })
             .collect()
     }
@@ -155,6 +160,18 @@ mod tests {
         let end = tokenizer.token_to_id("<|im_end|>").unwrap();
         assert_eq!(tokenizer.bytes_of(end).unwrap(), b"<|im_end|>");
         assert_eq!(tokenizer.bytes_of(tokenizer.vocab_size() as u32), None);
+    }
+
+    #[test]
+    fn added_tokens_that_are_not_special_have_no_bytes_for_constraints() {
+        let base = Tokenizer::from_dir(&test_data("byte_bpe")).unwrap();
+        let mut inner = base.inner().clone();
+        inner.add_tokens(&[tokenizers::AddedToken::from("a\u{10a}b", false)]);
+        let tokenizer = Tokenizer::new(inner, None, None, None, None);
+        let id = tokenizer.token_to_id("a\u{10a}b").unwrap();
+        assert_eq!(tokenizer.token_bytes()[id as usize], None);
+        // Its decoded text has a raw newline: what logprobs report.
+        assert_eq!(tokenizer.bytes_of(id).unwrap(), b"a\nb");
     }
 
     #[test]

@@ -396,6 +396,9 @@ impl JsonRecognizer {
 
     fn close(&mut self) -> bool {
         self.depth -= 1;
+        // Bits above the depth are cleared, so equal positions are equal states (one cache
+        // entry for `{"a":{}` and `{"a":[]`).
+        self.objects &= !(1u64 << self.depth);
         if self.depth == 0 {
             self.expect = Expect::Done;
         } else {

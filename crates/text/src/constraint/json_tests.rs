@@ -87,6 +87,13 @@ fn refuses_what_no_object_continues_with() {
 }
 
 #[test]
+fn the_same_position_is_the_same_state_whatever_was_closed_before() {
+    let after = |text: &str| JsonRecognizer::new().after(text.as_bytes()).unwrap();
+    assert_eq!(after(r#"{"a":{}"#), after(r#"{"a":[]"#));
+    assert_eq!(after(r#"{"a":[{}],"b":"#), after(r#"{"a":[[]],"b":"#));
+}
+
+#[test]
 fn refuses_invalid_utf8_in_strings() {
     for bytes in [
         &b"{\"\xc0\xaf\":1}"[..],    // overlong '/'
