@@ -8,25 +8,13 @@
 //! Where JSON allows unbounded whitespace, a model can emit nothing else until its token budget
 //! runs out (random-weight models do it at once). So whitespace is limited as llama.cpp's JSON
 //! grammar limits it: none before the opening `{`, and between tokens either one space or one
-//! newline followed by at most [`MAX_INDENT`] spaces or tabs, which still allows pretty-printed
+//! newline followed by at most [`MAX_INDENT`](super::MAX_INDENT) spaces or tabs, which still allows pretty-printed
 //! output. Nesting is limited to [`MAX_DEPTH`] containers.
 
 /// Deepest nesting of objects and arrays accepted (the top-level object counts as one).
 pub const MAX_DEPTH: u8 = 64;
 
-/// Most spaces or tabs accepted after a newline between tokens.
-pub const MAX_INDENT: u8 = 20;
-
-/// The whitespace read since the last token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Whitespace {
-    /// None yet.
-    None,
-    /// One space: no more whitespace may follow.
-    Space,
-    /// A newline and this many spaces or tabs.
-    Newline(u8),
-}
+use super::lex::{is_whitespace, InString, Number, StringByte, Whitespace};
 
 /// What the recognizer expects at the structural level (outside any string, number or literal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -47,68 +35,6 @@ enum Expect {
     CommaOrClose,
     /// The top-level object is closed; nothing more may follow.
     Done,
-}
-
-/// Where a number is, by the grammar `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Number {
-    /// After `-`: a digit must follow.
-    Minus,
-    /// A leading `0`: no more integer digits.
-    Zero,
-    /// Integer digits after a nonzero first digit.
-    Integer,
-    /// After `.`: a digit must follow.
-    Dot,
-    /// Fraction digits.
-    Fraction,
-    /// After `e`/`E`: a sign or digit must follow.
-    Exponent,
-    /// After the exponent's sign: a digit must follow.
-    ExponentSign,
-    /// Exponent digits.
-    ExponentDigits,
-}
-
-impl Number {
-    /// Whether the number may end here.
-    fn complete(self) -> bool {
-        matches!(
-            self,
-            Number::Zero | Number::Integer | Number::Fraction | Number::ExponentDigits
-        )
-    }
-
-    /// The state after `byte`, or `None` when `byte` is not part of the number.
-    fn next(self, byte: u8) -> Option<Number> {
-        use Number::*;
-        let digit = byte.is_ascii_digit();
-        Some(match (self, byte) {
-            (Minus, b'0') => Zero,
-            (Minus, _) if digit => Integer,
-            (Integer, _) if digit => Integer,
-            (Zero | Integer, b'.') => Dot,
-            (Dot | Fraction, _) if digit => Fraction,
-            (Zero | Integer | Fraction, b'e' | b'E') => Exponent,
-            (Exponent, b'+' | b'-') => ExponentSign,
-            (Exponent | ExponentSign | ExponentDigits, _) if digit => ExponentDigits,
-            _ => return None,
-        })
-    }
-}
-
-/// Inside a string: what the next byte must be.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum InString {
-    /// Plain characters, `\` or the closing `"`.
-    Text,
-    /// After `\`: one of `"\/bfnrtu`.
-    Escape,
-    /// `\u` with this many hex digits still to come (4..=1).
-    Hex(u8),
-    /// A multi-byte UTF-8 character with `left` continuation bytes to come, the next in
-    /// `lo..=hi` (the first continuation's range excludes overlong forms and surrogates).
-    Utf8 { left: u8, lo: u8, hi: u8 },
 }
 
 /// The token being read, when the recognizer is inside one.
@@ -204,19 +130,17 @@ impl JsonRecognizer {
     }
 
     fn structural(&mut self, byte: u8) -> bool {
-        if matches!(byte, b' ' | b'\t' | b'\n' | b'\r') {
+        if is_whitespace(byte) {
             if matches!(self.expect, Expect::Start | Expect::Done) {
                 return false;
             }
-            self.whitespace = match (self.whitespace, byte) {
-                (Whitespace::None, b' ') => Whitespace::Space,
-                (Whitespace::None, b'\n') => Whitespace::Newline(0),
-                (Whitespace::Newline(n), b' ' | b'\t') if n < MAX_INDENT => {
-                    Whitespace::Newline(n + 1)
+            return match self.whitespace.then(byte) {
+                Some(w) => {
+                    self.whitespace = w;
+                    true
                 }
-                _ => return false,
+                None => false,
             };
-            return true;
         }
         self.whitespace = Whitespace::None;
         match (self.expect, byte) {
@@ -286,89 +210,22 @@ impl JsonRecognizer {
     }
 
     fn string(&mut self, key: bool, at: InString, byte: u8) -> bool {
-        let next = match at {
-            InString::Text => match byte {
-                b'"' => {
-                    self.lexeme = Lexeme::None;
-                    if key {
-                        self.expect = Expect::Colon;
-                    } else {
-                        self.value_done();
-                    }
-                    return true;
-                }
-                b'\\' => InString::Escape,
-                0x00..=0x1f => return false,
-                0x20..=0x7f => InString::Text,
-                0xc2..=0xdf => InString::Utf8 {
-                    left: 1,
-                    lo: 0x80,
-                    hi: 0xbf,
-                },
-                0xe0 => InString::Utf8 {
-                    left: 2,
-                    lo: 0xa0,
-                    hi: 0xbf,
-                },
-                0xed => InString::Utf8 {
-                    left: 2,
-                    lo: 0x80,
-                    hi: 0x9f,
-                },
-                0xe1..=0xef => InString::Utf8 {
-                    left: 2,
-                    lo: 0x80,
-                    hi: 0xbf,
-                },
-                0xf0 => InString::Utf8 {
-                    left: 3,
-                    lo: 0x90,
-                    hi: 0xbf,
-                },
-                0xf1..=0xf3 => InString::Utf8 {
-                    left: 3,
-                    lo: 0x80,
-                    hi: 0xbf,
-                },
-                0xf4 => InString::Utf8 {
-                    left: 3,
-                    lo: 0x80,
-                    hi: 0x8f,
-                },
-                _ => return false,
-            },
-            InString::Escape => match byte {
-                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => InString::Text,
-                b'u' => InString::Hex(4),
-                _ => return false,
-            },
-            InString::Hex(left) => {
-                if !byte.is_ascii_hexdigit() {
-                    return false;
-                }
-                if left == 1 {
-                    InString::Text
+        match at.next(byte) {
+            None => false,
+            Some(StringByte::Close) => {
+                self.lexeme = Lexeme::None;
+                if key {
+                    self.expect = Expect::Colon;
                 } else {
-                    InString::Hex(left - 1)
+                    self.value_done();
                 }
+                true
             }
-            InString::Utf8 { left, lo, hi } => {
-                if !(lo..=hi).contains(&byte) {
-                    return false;
-                }
-                if left == 1 {
-                    InString::Text
-                } else {
-                    InString::Utf8 {
-                        left: left - 1,
-                        lo: 0x80,
-                        hi: 0xbf,
-                    }
-                }
+            Some(StringByte::Inside(next)) => {
+                self.lexeme = Lexeme::String { key, at: next };
+                true
             }
-        };
-        self.lexeme = Lexeme::String { key, at: next };
-        true
+        }
     }
 
     fn in_object(&self) -> bool {

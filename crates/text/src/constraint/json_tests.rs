@@ -2,6 +2,7 @@ use proptest::prelude::*;
 use serde_json::{Map, Value};
 
 use super::*;
+use crate::constraint::MAX_INDENT;
 
 fn complete(text: &[u8]) -> bool {
     JsonRecognizer::new()

@@ -5,7 +5,9 @@
 //!   state accepts as a bitset over the vocabulary, cached per state.
 
 mod json;
+mod lex;
 mod masks;
 
-pub use json::{JsonRecognizer, MAX_DEPTH, MAX_INDENT};
+pub use json::{JsonRecognizer, MAX_DEPTH};
+pub use lex::MAX_INDENT;
 pub use masks::{JsonTokenMasks, TokenSet};

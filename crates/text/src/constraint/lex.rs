@@ -1,0 +1,145 @@
+//! The lexical pieces both JSON recognizers share: strings (escapes and UTF-8 validated), numbers
+//! and the whitespace allowed between tokens.
+
+/// Most spaces or tabs accepted after a newline between tokens.
+pub const MAX_INDENT: u8 = 20;
+
+/// The whitespace read since the last token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Whitespace {
+    /// None yet.
+    None,
+    /// One space: no more whitespace may follow.
+    Space,
+    /// A newline and this many spaces or tabs.
+    Newline(u8),
+}
+
+/// Where a number is, by the grammar `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Number {
+    /// After `-`: a digit must follow.
+    Minus,
+    /// A leading `0`: no more integer digits.
+    Zero,
+    /// Integer digits after a nonzero first digit.
+    Integer,
+    /// After `.`: a digit must follow.
+    Dot,
+    /// Fraction digits.
+    Fraction,
+    /// After `e`/`E`: a sign or digit must follow.
+    Exponent,
+    /// After the exponent's sign: a digit must follow.
+    ExponentSign,
+    /// Exponent digits.
+    ExponentDigits,
+}
+
+impl Number {
+    /// Whether the number may end here.
+    pub(super) fn complete(self) -> bool {
+        matches!(
+            self,
+            Number::Zero | Number::Integer | Number::Fraction | Number::ExponentDigits
+        )
+    }
+
+    /// The state after `byte`, or `None` when `byte` is not part of the number.
+    pub(super) fn next(self, byte: u8) -> Option<Number> {
+        use Number::*;
+        let digit = byte.is_ascii_digit();
+        Some(match (self, byte) {
+            (Minus, b'0') => Zero,
+            (Minus, _) if digit => Integer,
+            (Integer, _) if digit => Integer,
+            (Zero | Integer, b'.') => Dot,
+            (Dot | Fraction, _) if digit => Fraction,
+            (Zero | Integer | Fraction, b'e' | b'E') => Exponent,
+            (Exponent, b'+' | b'-') => ExponentSign,
+            (Exponent | ExponentSign | ExponentDigits, _) if digit => ExponentDigits,
+            _ => return None,
+        })
+    }
+}
+
+/// Inside a string: what the next byte must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum InString {
+    /// Plain characters, `\` or the closing `"`.
+    Text,
+    /// After `\`: one of `"\/bfnrtu`.
+    Escape,
+    /// `\u` with this many hex digits still to come (4..=1).
+    Hex(u8),
+    /// A multi-byte UTF-8 character with `left` continuation bytes to come, the next in
+    /// `lo..=hi` (the first continuation's range excludes overlong forms and surrogates).
+    Utf8 { left: u8, lo: u8, hi: u8 },
+}
+
+/// What a byte inside a string does.
+pub(super) enum StringByte {
+    /// The string goes on, now at this point.
+    Inside(InString),
+    /// The closing quote.
+    Close,
+}
+
+impl InString {
+    /// The effect of `byte`, or `None` when no string continues with it.
+    pub(super) fn next(self, byte: u8) -> Option<StringByte> {
+        let utf8 = |left, lo, hi| InString::Utf8 { left, lo, hi };
+        let next = match self {
+            InString::Text => match byte {
+                b'"' => return Some(StringByte::Close),
+                b'\\' => InString::Escape,
+                0x00..=0x1f => return None,
+                0x20..=0x7f => InString::Text,
+                0xc2..=0xdf => utf8(1, 0x80, 0xbf),
+                0xe0 => utf8(2, 0xa0, 0xbf),
+                0xed => utf8(2, 0x80, 0x9f),
+                0xe1..=0xef => utf8(2, 0x80, 0xbf),
+                0xf0 => utf8(3, 0x90, 0xbf),
+                0xf1..=0xf3 => utf8(3, 0x80, 0xbf),
+                0xf4 => utf8(3, 0x80, 0x8f),
+                _ => return None,
+            },
+            InString::Escape => match byte {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => InString::Text,
+                b'u' => InString::Hex(4),
+                _ => return None,
+            },
+            InString::Hex(left) if byte.is_ascii_hexdigit() => match left {
+                1 => InString::Text,
+                _ => InString::Hex(left - 1),
+            },
+            InString::Hex(_) => return None,
+            InString::Utf8 { left, lo, hi } if (lo..=hi).contains(&byte) => match left {
+                1 => InString::Text,
+                _ => utf8(left - 1, 0x80, 0xbf),
+            },
+            InString::Utf8 { .. } => return None,
+        };
+        Some(StringByte::Inside(next))
+    }
+}
+
+/// Whether `byte` is JSON whitespace.
+pub(super) fn is_whitespace(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+impl Whitespace {
+    /// The whitespace after one more whitespace `byte`, or `None` past the limit: one space, or
+    /// a newline and at most [`MAX_INDENT`] spaces or tabs.
+    pub(super) fn then(self, byte: u8) -> Option<Whitespace> {
+        match (self, byte) {
+            (Whitespace::None, b' ') => Some(Whitespace::Space),
+            (Whitespace::None, b'\n') => Some(Whitespace::Newline(0)),
+            (Whitespace::Newline(n), b' ' | b'\t') if n < MAX_INDENT => {
+                Some(Whitespace::Newline(n + 1))
+            }
+            _ => None,
+        }
+    }
+}
