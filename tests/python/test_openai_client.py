@@ -15,7 +15,10 @@ import threading
 import time
 from pathlib import Path
 
+from typing import Literal
+
 import openai
+import pydantic
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,11 +199,34 @@ def test_json_mode_stops_when_the_object_closes_streamed_or_not(client):
     assert completion.choices[0].text == "{}"
 
 
-def test_json_schema_is_refused_naming_the_parameter(client):
-    schema = {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}
+class Verdict(pydantic.BaseModel):
+    ok: bool
+    score: Literal[1, 2, 3]
+
+
+def test_json_schema_output_validates_against_the_pydantic_model(client):
+    # The schema leaves a random-weight model only short valid documents (this model would
+    # fill every gap with whitespace, so whitespace tokens are biased away): every choice ends
+    # with the object, and pydantic (not sluice) checks it.
+    fmt = {"type": "json_schema",
+           "json_schema": {"name": "verdict", "schema": Verdict.model_json_schema(), "strict": True}}
+    vocab = json.loads((MODEL_DIR / "tokenizer.json").read_text())["model"]["vocab"]
+    no_whitespace = {str(i): -100 for t, i in vocab.items() if set(t) <= {"Ġ", "Ċ", "ĉ"}}
+    for seed in range(4):
+        r = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=64,
+                                           temperature=1.5, seed=seed, response_format=fmt,
+                                           logit_bias=no_whitespace)
+        assert r.choices[0].finish_reason == "stop", r.choices[0].message.content
+        Verdict.model_validate_json(r.choices[0].message.content)
+
+
+def test_unsupported_json_schema_is_refused_naming_the_keyword(client):
+    schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "x+"}}}
+    fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
     with pytest.raises(openai.BadRequestError) as e:
-        client.chat.completions.create(model=MODEL, messages=MESSAGES, response_format=schema)
+        client.chat.completions.create(model=MODEL, messages=MESSAGES, response_format=fmt)
     assert e.value.body["param"] == "response_format"
+    assert "pattern" in e.value.body["message"]
 
 
 def test_unknown_model_raises_not_found(client):

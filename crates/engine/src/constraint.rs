@@ -1,41 +1,93 @@
-//! A choice's output constraint (`response_format: json_object`): the tokens it may sample next
-//! and its state after each sampled token.
+//! A choice's output constraint (`response_format` `json_object` or `json_schema`): the tokens
+//! it may sample next and its state after each sampled token.
 
 use std::sync::Arc;
 
-use sluice_text::constraint::{JsonRecognizer, JsonTokenMasks, TokenSet};
+use sluice_text::constraint::{
+    JsonRecognizer, JsonTokenMasks, Recognizer, SchemaRecognizer, TokenMasks, TokenSet,
+};
 
-/// The JSON-object constraint of one choice.
+/// The masks a request's choices share: one per model for `json_object`, one per request for a
+/// schema (over the model's trie).
 #[derive(Debug, Clone)]
-pub struct JsonConstraint {
-    masks: Arc<JsonTokenMasks>,
-    state: JsonRecognizer,
-    /// The mask of `state`, once asked for.
-    allowed: Option<Arc<TokenSet>>,
+pub enum ConstraintMasks {
+    /// Any JSON object.
+    JsonObject(Arc<JsonTokenMasks>),
+    /// Documents that conform to a schema.
+    JsonSchema(Arc<TokenMasks<SchemaRecognizer>>),
+}
+
+impl ConstraintMasks {
+    /// A constraint at the start of a choice's output.
+    pub fn start(&self) -> OutputConstraint {
+        match self {
+            ConstraintMasks::JsonObject(masks) => OutputConstraint::JsonObject(Constrained::new(
+                Arc::clone(masks),
+                JsonRecognizer::new(),
+            )),
+            ConstraintMasks::JsonSchema(masks) => {
+                let state = SchemaRecognizer::new(masks.rules());
+                OutputConstraint::JsonSchema(Constrained::new(Arc::clone(masks), state))
+            }
+        }
+    }
+}
+
+/// One choice's constraint.
+#[derive(Debug, Clone)]
+pub enum OutputConstraint {
+    /// `json_object`.
+    JsonObject(Constrained<JsonRecognizer>),
+    /// `json_schema`.
+    JsonSchema(Constrained<SchemaRecognizer>),
 }
 
 /// A sampled token the constraint refuses (only possible if the mask was not applied).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refused(pub u32);
 
-impl JsonConstraint {
-    /// A constraint at the start of the output, with the model's shared token masks.
-    pub fn new(masks: Arc<JsonTokenMasks>) -> Self {
-        JsonConstraint {
+impl OutputConstraint {
+    /// The tokens that keep the output a valid prefix.
+    pub fn allowed(&mut self) -> &TokenSet {
+        match self {
+            OutputConstraint::JsonObject(c) => c.allowed(),
+            OutputConstraint::JsonSchema(c) => c.allowed(),
+        }
+    }
+
+    /// Moves past `token`; `Ok(true)` when the output is complete (the choice then stops).
+    pub fn accept(&mut self, token: u32) -> Result<bool, Refused> {
+        match self {
+            OutputConstraint::JsonObject(c) => c.accept(token),
+            OutputConstraint::JsonSchema(c) => c.accept(token),
+        }
+    }
+}
+
+/// A recognizer state with its masks.
+#[derive(Debug, Clone)]
+pub struct Constrained<R: Recognizer> {
+    masks: Arc<TokenMasks<R>>,
+    state: R,
+    /// The mask of `state`, once asked for.
+    allowed: Option<Arc<TokenSet>>,
+}
+
+impl<R: Recognizer> Constrained<R> {
+    fn new(masks: Arc<TokenMasks<R>>, state: R) -> Self {
+        Constrained {
             masks,
-            state: JsonRecognizer::new(),
+            state,
             allowed: None,
         }
     }
 
-    /// The tokens that keep the output a valid prefix of one JSON object.
-    pub fn allowed(&mut self) -> &TokenSet {
+    fn allowed(&mut self) -> &TokenSet {
         let (masks, state) = (&self.masks, &self.state);
         self.allowed.get_or_insert_with(|| masks.allowed(state))
     }
 
-    /// Moves past `token`; `Ok(true)` when the object is complete (the choice then stops).
-    pub fn accept(&mut self, token: u32) -> Result<bool, Refused> {
+    fn accept(&mut self, token: u32) -> Result<bool, Refused> {
         let next = self
             .masks
             .after_token(self.state, token)

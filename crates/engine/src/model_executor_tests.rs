@@ -268,3 +268,42 @@ fn json_mode_output_is_always_json_and_batch_invariant() {
     }
     assert!(busy.metrics().snapshot().preemptions > 0);
 }
+
+/// `json_schema` on the random-weight model: every choice that ends is a document of the
+/// schema's shape (both keys, a boolean and one of the enum's numbers).
+#[test]
+fn json_schema_output_has_the_schema_shape() {
+    let schema = sluice_text::constraint::Schema::compile(&serde_json::json!({
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}, "n": {"enum": [1, 22, 333]}},
+        "required": ["ok", "n"]
+    }))
+    .unwrap();
+    let schema = Arc::new(schema);
+    let r = reference();
+    let engine = start(4, 256, EngineConfig::default());
+    let mut stopped = 0;
+    for seed in 0..8 {
+        let sampling = SamplingParams {
+            temperature: 1.5,
+            seed: Some(seed),
+            response_format: ResponseFormat::JsonSchema(Arc::clone(&schema)),
+            ..SamplingParams::default()
+        };
+        let req = request(r.prompt_ids[..8].to_vec(), sampling, 200);
+        let (_, text, reason) = collect(engine.submit(req).unwrap());
+        if reason == Some(FinishReason::Stop) {
+            stopped += 1;
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert!(value["ok"].is_boolean(), "{text}");
+            assert!(
+                [1, 22, 333].contains(&value["n"].as_u64().unwrap()),
+                "{text}"
+            );
+            assert_eq!(value.as_object().unwrap().len(), 2, "{text}");
+        } else {
+            assert_eq!(reason, Some(FinishReason::Length), "{text}");
+        }
+    }
+    assert!(stopped > 0);
+}

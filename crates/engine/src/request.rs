@@ -1,6 +1,9 @@
 //! What a caller hands the engine, already validated, and what it gets back.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use sluice_text::constraint::Schema;
 
 /// Scheduling priority of a request. Lower numeric value is served first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -53,7 +56,7 @@ pub struct SamplingParams {
 }
 
 /// The form a choice's output must keep (OpenAI's `response_format`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum ResponseFormat {
     /// Any text.
     #[default]
@@ -61,6 +64,8 @@ pub enum ResponseFormat {
     /// One JSON object: every token keeps the output a valid prefix of one, and the choice
     /// stops (finish reason `stop`) when the object closes.
     JsonObject,
+    /// One JSON document that conforms to the schema; stops when it closes.
+    JsonSchema(Arc<Schema>),
 }
 
 impl Default for SamplingParams {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::block_manager::{BlockManager, BlockTable};
-use crate::constraint::JsonConstraint;
+use crate::constraint::OutputConstraint;
 use crate::handle::RequestId;
 use crate::output_text::OutputText;
 use crate::request::{FinishReason, Priority, SamplingParams, StopRules, TokenLogprob};
@@ -79,7 +79,7 @@ pub struct SequenceSpec {
     /// The detokenizer and stop matcher; `None` produces token ids only.
     pub text: Option<OutputText>,
     /// The output constraint (JSON mode), if any.
-    pub constraint: Option<JsonConstraint>,
+    pub constraint: Option<OutputConstraint>,
 }
 
 /// One choice of a request.
@@ -110,7 +110,7 @@ pub struct Sequence {
     masked_until_min_tokens: Vec<u32>,
     rng: SamplerRng,
     text: Option<OutputText>,
-    constraint: Option<JsonConstraint>,
+    constraint: Option<OutputConstraint>,
     /// A stop string matched: the text after it is never released.
     stopped_on_text: bool,
     pending: PendingOutput,
@@ -212,7 +212,7 @@ impl Sequence {
             output: &self.tokens[self.prompt_len..],
             masked_until_min_tokens: &self.masked_until_min_tokens,
             min_tokens: self.stop.min_tokens,
-            allowed: self.constraint.as_mut().map(JsonConstraint::allowed),
+            allowed: self.constraint.as_mut().map(OutputConstraint::allowed),
         };
         (&self.sampling, ctx, &mut self.rng)
     }
@@ -282,7 +282,7 @@ impl Sequence {
                 Ok(true) => return Some((FinishReason::Stop, None)),
                 Ok(false) => {}
                 Err(refused) => {
-                    let message = format!("token {} breaks the JSON output", refused.0);
+                    let message = format!("token {} breaks the constrained output", refused.0);
                     return Some((FinishReason::Error, Some(message)));
                 }
             }

@@ -109,7 +109,8 @@ fn json_sequence(max_tokens: u32) -> Sequence {
         .iter()
         .map(|w| (*w != "<eos>").then(|| w.as_bytes().to_vec()))
         .collect();
-    let masks = Arc::new(sluice_text::constraint::JsonTokenMasks::new(bytes, 8));
+    let trie = Arc::new(sluice_text::constraint::TokenTrie::new(bytes, 8));
+    let masks = Arc::new(sluice_text::constraint::JsonTokenMasks::json_object(trie));
     let mut seq = sequence(
         StopRules {
             max_tokens,
@@ -117,7 +118,7 @@ fn json_sequence(max_tokens: u32) -> Sequence {
         },
         &[6],
     );
-    seq.constraint = Some(JsonConstraint::new(masks));
+    seq.constraint = Some(crate::constraint::ConstraintMasks::JsonObject(masks).start());
     seq
 }
 

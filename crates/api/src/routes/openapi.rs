@@ -87,7 +87,9 @@ fn sampling_properties() -> Value {
         "stop_token_ids": {"type": "array", "items": {"type": "integer"}},
         "priority": {"type": "string", "enum": ["high", "normal", "low"]},
         "response_format": {"type": "object", "required": ["type"],
-            "properties": {"type": {"type": "string", "enum": ["text", "json_object"]}}}
+            "properties": {"type": {"type": "string", "enum": ["text", "json_object", "json_schema"]},
+                "json_schema": {"type": "object", "properties": {"name": {"type": "string"},
+                    "schema": {"type": "object"}, "strict": {"type": "boolean"}}}}}
     })
 }
 

@@ -5,10 +5,13 @@
 pub mod chat;
 pub mod completion;
 
+use std::sync::Arc;
+
 use sluice_engine::{GenerationRequest, Priority, ResponseFormat, SamplingParams, StopRules};
+use sluice_text::constraint::Schema;
 
 use crate::error::ApiError;
-use crate::wire::{GenerationOptions, StopField};
+use crate::wire::{GenerationOptions, ResponseFormatField, StopField};
 
 pub use chat::{template_messages, validate_chat, ValidChatRequest};
 pub use completion::{validate_completion, PromptInput, ValidCompletionRequest};
@@ -215,25 +218,7 @@ pub(crate) fn validate_shared(
             ))
         }
     };
-    let response_format = match f.response_format.as_ref().map(|r| r.kind.as_str()) {
-        None | Some("text") => ResponseFormat::Text,
-        Some("json_object") => ResponseFormat::JsonObject,
-        Some("json_schema") => {
-            return Err(ApiError::invalid(
-                "response_format",
-                "response_format type \"json_schema\" is not supported; use \"json_object\" \
-                 (output constrained to one JSON object) and describe the schema in the prompt",
-            ))
-        }
-        Some(other) => {
-            return Err(ApiError::invalid(
-                "response_format",
-                format!(
-                    "response_format type must be \"text\" or \"json_object\", got \"{other}\""
-                ),
-            ))
-        }
-    };
+    let response_format = response_format(f.response_format)?;
     Ok(ValidParams {
         n,
         max_tokens,
@@ -261,6 +246,30 @@ pub(crate) fn validate_shared(
         priority,
         stream,
     })
+}
+
+/// `response_format`: text, any JSON object, or a document conforming to a compiled schema.
+fn response_format(field: Option<ResponseFormatField>) -> Result<ResponseFormat, ApiError> {
+    let invalid = |message: String| ApiError::invalid("response_format", message);
+    let Some(field) = field else {
+        return Ok(ResponseFormat::Text);
+    };
+    match field.kind.as_str() {
+        "text" => Ok(ResponseFormat::Text),
+        "json_object" => Ok(ResponseFormat::JsonObject),
+        "json_schema" => {
+            let schema = field
+                .json_schema
+                .and_then(|j| j.schema)
+                .ok_or_else(|| invalid("response_format.json_schema.schema is required".into()))?;
+            let compiled = Schema::compile(&schema)
+                .map_err(|e| invalid(format!("response_format.json_schema.schema: {e}")))?;
+            Ok(ResponseFormat::JsonSchema(Arc::new(compiled)))
+        }
+        other => Err(invalid(format!(
+            "response_format type must be \"text\", \"json_object\" or \"json_schema\", got \"{other}\""
+        ))),
+    }
 }
 
 impl ValidParams {

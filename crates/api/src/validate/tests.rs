@@ -386,7 +386,7 @@ fn priority_names_map_and_unknown_is_rejected() {
 }
 
 #[test]
-fn response_format_text_or_json_object_and_json_schema_is_refused_by_name() {
+fn response_format_text_json_object_or_a_compiled_json_schema() {
     let format = |v: serde_json::Value| {
         chat(json!({ "response_format": v }))
             .unwrap()
@@ -404,14 +404,27 @@ fn response_format_text_or_json_object_and_json_schema_is_refused_by_name() {
         on_completions.unwrap().params.sampling.response_format,
         ResponseFormat::JsonObject
     );
-    let schema = json!({"type": "json_schema", "json_schema": {"name": "x", "schema": {}}});
-    match chat(json!({ "response_format": schema })) {
+    let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
+    let with = |schema: serde_json::Value| json!({"type": "json_schema", "json_schema": {"name": "x", "schema": schema}});
+    assert!(matches!(
+        format(with(schema)),
+        ResponseFormat::JsonSchema(_)
+    ));
+    let unsupported = with(json!({"type": "object", "properties": {"a": {"pattern": "x"}}}));
+    match chat(json!({ "response_format": unsupported })) {
         Err(ApiError::InvalidRequest { param, message, .. }) => {
             assert_eq!(param.as_deref(), Some("response_format"));
-            assert!(message.contains("json_schema"), "{message}");
+            assert!(message.contains("\"pattern\""), "{message}");
+            assert!(message.contains("#/properties/a"), "{message}");
         }
         other => panic!("expected a 400, got {other:?}"),
     }
+    assert_eq!(
+        rejected_param(chat(
+            json!({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}})
+        )),
+        "response_format"
+    );
     assert_eq!(
         rejected_param(chat(json!({"response_format": {"type": "yaml"}}))),
         "response_format"

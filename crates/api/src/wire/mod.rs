@@ -53,16 +53,29 @@ pub struct GenerationOptions {
     pub stop_token_ids: Option<Vec<i64>>,
     /// Extension: "high" | "normal" | "low".
     pub priority: Option<String>,
-    /// The form of the output: `{"type": "text"}` or `{"type": "json_object"}`.
+    /// The form of the output: `{"type": "text" | "json_object" | "json_schema"}`.
     pub response_format: Option<ResponseFormatField>,
 }
 
-/// `response_format`; only its `type` is read (`json_schema` is refused by validation).
+/// `response_format`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ResponseFormatField {
     /// "text" | "json_object" | "json_schema".
     #[serde(rename = "type")]
     pub kind: String,
+    /// With `json_schema`: the schema and its name.
+    pub json_schema: Option<JsonSchemaField>,
+}
+
+/// `response_format.json_schema`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct JsonSchemaField {
+    /// The schema's name (required by OpenAI; not used).
+    pub name: Option<String>,
+    /// The JSON Schema the output must conform to.
+    pub schema: Option<serde_json::Value>,
+    /// OpenAI's strict flag; the output always follows the schema here.
+    pub strict: Option<bool>,
 }
 
 /// `stop`: one string or a list of strings.

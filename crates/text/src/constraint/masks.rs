@@ -1,12 +1,39 @@
-//! The tokens a [`JsonRecognizer`] state accepts, found by walking a trie of the vocabulary's
-//! bytes: a byte the state refuses prunes every token under it, so a step visits only the
+//! The tokens a recognizer state accepts, found by walking a trie of the vocabulary's bytes: a byte the state refuses prunes every token under it, so a step visits only the
 //! prefixes that stay valid (inside a string that is most of the trie; between tokens, a few
 //! hundred nodes). Masks are cached per state: the states inside a string repeat all the time.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use std::hash::Hash;
+
 use super::JsonRecognizer;
+
+/// A byte-at-a-time recognizer whose state is a small value: copied to try a byte, compared and
+/// hashed to cache masks.
+pub trait Recognizer: Copy + Eq + Hash + std::fmt::Debug + Send + Sync + 'static {
+    /// What the state is read against (nothing for a plain JSON object; a compiled schema).
+    type Rules: std::fmt::Debug + Send + Sync + ?Sized + 'static;
+
+    /// Consumes one byte; false when no valid output continues with it (the state is then
+    /// meaningless).
+    fn advance(&mut self, rules: &Self::Rules, byte: u8) -> bool;
+
+    /// True once the output is whole; no byte is accepted after that.
+    fn is_complete(&self) -> bool;
+}
+
+impl Recognizer for JsonRecognizer {
+    type Rules = ();
+
+    fn advance(&mut self, _: &(), byte: u8) -> bool {
+        JsonRecognizer::advance(self, byte)
+    }
+
+    fn is_complete(&self) -> bool {
+        JsonRecognizer::is_complete(self)
+    }
+}
 
 /// Most masks kept; the cache is emptied when it fills (each is `vocab_size / 8` bytes).
 const MAX_CACHED_MASKS: usize = 256;
@@ -54,9 +81,10 @@ struct Node {
     tokens: (u32, u32),
 }
 
-/// The vocabulary as a byte trie, with each token's bytes and a cache of masks.
+/// A model's vocabulary as a byte trie, with each token's bytes; built once per model and shared
+/// by every constraint.
 #[derive(Debug)]
-pub struct JsonTokenMasks {
+pub struct TokenTrie {
     /// Node 0 is the root; every node's children are contiguous.
     nodes: Vec<Node>,
     /// Token ids by node (`Node::tokens` indexes it).
@@ -65,10 +93,9 @@ pub struct JsonTokenMasks {
     /// belong to constrained output.
     token_bytes: Vec<Option<Box<[u8]>>>,
     vocab_size: usize,
-    cache: Mutex<HashMap<JsonRecognizer, Arc<TokenSet>>>,
 }
 
-impl JsonTokenMasks {
+impl TokenTrie {
     /// Builds the trie. `token_bytes[id]` is token `id`'s text as bytes (`None` for special
     /// tokens); `vocab_size` is the model's logit count, which may exceed the tokenizer's.
     pub fn new(token_bytes: Vec<Option<Vec<u8>>>, vocab_size: usize) -> Self {
@@ -117,12 +144,11 @@ impl JsonTokenMasks {
             }
             nodes[node].children = (first_child, nodes.len() as u32);
         }
-        JsonTokenMasks {
+        TokenTrie {
             nodes,
             ends,
             token_bytes,
             vocab_size,
-            cache: Mutex::new(HashMap::new()),
         }
     }
 
@@ -131,26 +157,8 @@ impl JsonTokenMasks {
         self.token_bytes.get(id as usize)?.as_deref()
     }
 
-    /// The state after token `id`, or `None` when the state refuses it.
-    pub fn after_token(&self, state: JsonRecognizer, id: u32) -> Option<JsonRecognizer> {
-        state.after(self.token_bytes(id)?)
-    }
-
-    /// The tokens `state` accepts whole.
-    pub fn allowed(&self, state: &JsonRecognizer) -> Arc<TokenSet> {
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(set) = cache.get(state) {
-            return Arc::clone(set);
-        }
-        let set = Arc::new(self.walk(*state));
-        if cache.len() >= MAX_CACHED_MASKS {
-            cache.clear();
-        }
-        cache.insert(*state, Arc::clone(&set));
-        set
-    }
-
-    fn walk(&self, state: JsonRecognizer) -> TokenSet {
+    /// Every token `state` accepts whole.
+    fn walk<R: Recognizer>(&self, rules: &R::Rules, state: R) -> TokenSet {
         let mut set = TokenSet::empty(self.vocab_size);
         let mut stack = vec![(0usize, state)];
         while let Some((node, state)) = stack.pop() {
@@ -158,7 +166,7 @@ impl JsonTokenMasks {
             for child in first..last {
                 let child = child as usize;
                 let mut next = state;
-                if !next.advance(self.nodes[child].byte) {
+                if !next.advance(rules, self.nodes[child].byte) {
                     continue;
                 }
                 let (a, b) = self.nodes[child].tokens;
@@ -169,6 +177,63 @@ impl JsonTokenMasks {
             }
         }
         set
+    }
+}
+
+/// The masks of one kind of constraint over one vocabulary, cached per recognizer state.
+#[derive(Debug)]
+pub struct TokenMasks<R: Recognizer> {
+    trie: Arc<TokenTrie>,
+    rules: Arc<R::Rules>,
+    cache: Mutex<HashMap<R, Arc<TokenSet>>>,
+}
+
+/// The masks of `json_object` mode.
+pub type JsonTokenMasks = TokenMasks<JsonRecognizer>;
+
+impl<R: Recognizer> TokenMasks<R> {
+    /// Masks for states read against `rules`.
+    pub fn new(trie: Arc<TokenTrie>, rules: Arc<R::Rules>) -> Self {
+        TokenMasks {
+            trie,
+            rules,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// What the states are read against.
+    pub fn rules(&self) -> &R::Rules {
+        &self.rules
+    }
+
+    /// The state after token `id`, or `None` when the state refuses it.
+    pub fn after_token(&self, mut state: R, id: u32) -> Option<R> {
+        let bytes = self.trie.token_bytes(id)?;
+        bytes
+            .iter()
+            .all(|&b| state.advance(&self.rules, b))
+            .then_some(state)
+    }
+
+    /// The tokens `state` accepts whole.
+    pub fn allowed(&self, state: &R) -> Arc<TokenSet> {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(set) = cache.get(state) {
+            return Arc::clone(set);
+        }
+        let set = Arc::new(self.trie.walk::<R>(&self.rules, *state));
+        if cache.len() >= MAX_CACHED_MASKS {
+            cache.clear();
+        }
+        cache.insert(*state, Arc::clone(&set));
+        set
+    }
+}
+
+impl JsonTokenMasks {
+    /// The masks of `json_object` mode over `trie`.
+    pub fn json_object(trie: Arc<TokenTrie>) -> Self {
+        TokenMasks::new(trie, Arc::new(()))
     }
 }
 
@@ -193,7 +258,8 @@ mod tests {
     #[test]
     fn walk_equals_trying_every_token() {
         let tokens = vocab();
-        let masks = JsonTokenMasks::new(tokens.clone(), tokens.len() + 5);
+        let trie = Arc::new(TokenTrie::new(tokens.clone(), tokens.len() + 5));
+        let masks = JsonTokenMasks::json_object(trie);
         let prefixes: [&[u8]; 17] = [
             b"",
             b"{ ",
@@ -238,7 +304,7 @@ mod tests {
 
     #[test]
     fn tokens_advance_the_state_by_their_bytes() {
-        let masks = JsonTokenMasks::new(vocab(), 40);
+        let masks = JsonTokenMasks::json_object(Arc::new(TokenTrie::new(vocab(), 40)));
         let mut state = JsonRecognizer::new();
         for id in [2, 9, 4, 7, 12, 1] {
             state = masks.after_token(state, id).unwrap();

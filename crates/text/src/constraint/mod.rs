@@ -1,13 +1,18 @@
 //! Constrained decoding: which tokens may come next so that the output keeps a given form.
 //!
 //! - [`JsonRecognizer`]: a byte-level recognizer of one JSON object (`json_object` mode).
-//! - [`JsonTokenMasks`]: every token's bytes in a trie; gives the set of tokens a recognizer
-//!   state accepts as a bitset over the vocabulary, cached per state.
+//! - [`Schema`] and [`SchemaRecognizer`]: a JSON Schema compiled into rules, and a recognizer of
+//!   the documents that conform to it (`json_schema` mode).
+//! - [`TokenTrie`]: every token's bytes in a trie, once per model; [`TokenMasks`] walks it for
+//!   the set of tokens a recognizer state accepts (a bitset over the vocabulary), cached per
+//!   state.
 
 mod json;
 mod lex;
 mod masks;
+mod schema;
 
 pub use json::{JsonRecognizer, MAX_DEPTH};
 pub use lex::MAX_INDENT;
-pub use masks::{JsonTokenMasks, TokenSet};
+pub use masks::{JsonTokenMasks, Recognizer, TokenMasks, TokenSet, TokenTrie};
+pub use schema::{Schema, SchemaError, SchemaRecognizer, MAX_PROPERTIES, MAX_SCHEMA_DEPTH};
