@@ -95,6 +95,10 @@ pub struct Schema {
     nodes: Vec<Node>,
     /// Sorted, deduplicated JSON texts.
     literals: Vec<Vec<Vec<u8>>>,
+    /// By node: the fewest containers a value of it must open (`u8::MAX`: no finite value).
+    /// The recognizer starts a value only where it fits under [`MAX_SCHEMA_DEPTH`], so a long
+    /// optional path can never lead into a dead end.
+    min_depth: Vec<u8>,
     root: NodeId,
 }
 
@@ -137,6 +141,22 @@ impl Schema {
             pending: HashMap::new(),
         };
         let root = c.node(schema, "#")?;
+        if c.nodes.iter().any(|n| matches!(n, Node::Pending)) {
+            return Err(SchemaError {
+                path: "#".into(),
+                message: "a $ref refers to itself without describing a value".into(),
+            });
+        }
+        let min_depth = min_depths(&c.nodes);
+        if min_depth[root as usize] as usize > MAX_SCHEMA_DEPTH {
+            return Err(SchemaError {
+                path: "#".into(),
+                message: format!(
+                    "every document of the schema nests deeper than {MAX_SCHEMA_DEPTH} levels \
+                     (or without end)"
+                ),
+            });
+        }
         if !matches!(
             c.nodes[root as usize],
             Node::Object { .. } | Node::AnyObject
@@ -149,6 +169,7 @@ impl Schema {
         Ok(Schema {
             nodes: c.nodes,
             literals: c.literals,
+            min_depth,
             root,
         })
     }
@@ -166,15 +187,31 @@ impl<'a> Compiler<'a> {
         Ok((self.nodes.len() - 1) as NodeId)
     }
 
-    fn literal_set(&mut self, values: &[Value]) -> Node {
+    fn literal_set(&mut self, values: &[Value], path: &str) -> Result<Node, SchemaError> {
         let mut texts: Vec<Vec<u8>> = values
             .iter()
             .map(|v| serde_json::to_vec(v).expect("a Value serializes"))
             .collect();
         texts.sort();
         texts.dedup();
+        self.add_literals(texts, path)?;
+        Ok(Node::Literals(self.literals.len() - 1))
+    }
+
+    /// Adds a literal set; its positions are kept in 16 bits.
+    fn add_literals(&mut self, texts: Vec<Vec<u8>>, path: &str) -> Result<(), SchemaError> {
+        let limit = u16::MAX as usize;
+        if texts.len() > limit
+            || texts.iter().any(|t| t.len() > limit)
+            || self.literals.len() >= limit
+        {
+            return Err(SchemaError {
+                path: path.to_string(),
+                message: "an enum, const or property list is too large".into(),
+            });
+        }
         self.literals.push(texts);
-        Node::Literals(self.literals.len() - 1)
+        Ok(())
     }
 
     fn node(&mut self, schema: &'a Value, path: &str) -> Result<NodeId, SchemaError> {
@@ -218,8 +255,35 @@ impl<'a> Compiler<'a> {
                 return Err(error(format!("keyword \"{key}\" is not supported")));
             }
         }
+        // A keyword that decides the value alone takes no other constraint beside it (`type` is
+        // allowed beside `enum` / `const` when every value has that type).
+        let deciding = ["const", "enum", "anyOf", "oneOf", "allOf"];
+        if let Some(first) = deciding.iter().find(|k| map.contains_key(**k)) {
+            for key in map.keys() {
+                let annotation = ANNOTATIONS.contains(&key.as_str());
+                let typed = key == "type" && matches!(*first, "const" | "enum");
+                if key != first && !annotation && !typed {
+                    return Err(error(format!(
+                        "keyword \"{key}\" beside \"{first}\" is not supported"
+                    )));
+                }
+            }
+            if let Some(types) = map
+                .get("type")
+                .filter(|_| matches!(*first, "const" | "enum"))
+            {
+                let values: Vec<&Value> = match (map.get("const"), map.get("enum")) {
+                    (Some(c), _) => vec![c],
+                    (None, Some(Value::Array(e))) => e.iter().collect(),
+                    _ => Vec::new(),
+                };
+                if let Some(bad) = values.iter().find(|v| !has_type(v, types)) {
+                    return Err(error(format!("{bad} does not have the schema's type")));
+                }
+            }
+        }
         if let Some(value) = map.get("const") {
-            let node = self.literal_set(std::slice::from_ref(value));
+            let node = self.literal_set(std::slice::from_ref(value), path)?;
             return self.push(node);
         }
         if let Some(values) = map.get("enum") {
@@ -227,7 +291,7 @@ impl<'a> Compiler<'a> {
                 .as_array()
                 .filter(|v| !v.is_empty())
                 .ok_or_else(|| error("enum must be a non-empty array".into()))?;
-            let node = self.literal_set(values);
+            let node = self.literal_set(values, path)?;
             return self.push(node);
         }
         for key in ["anyOf", "oneOf"] {
@@ -249,12 +313,25 @@ impl<'a> Compiler<'a> {
                 _ => Err(error("allOf is supported with exactly one schema".into())),
             };
         }
-        let types: Vec<&str> = match map.get("type") {
+        let is = |keys: &[&str]| keys.iter().any(|k| map.contains_key(*k));
+        let mut types: Vec<&str> = match map.get("type") {
+            // Without a type, object or array keywords still say what the value is.
+            None if is(&["properties", "required", "additionalProperties"]) => vec!["object"],
+            None if is(&["items", "minItems", "maxItems"]) => vec!["array"],
             None => return self.push(Node::Any),
             Some(Value::String(t)) => vec![t.as_str()],
-            Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+            Some(Value::Array(ts)) => ts
+                .iter()
+                .map(|t| t.as_str())
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| error("type must list strings".into()))?,
             Some(_) => return Err(error("type must be a string or a list of strings".into())),
         };
+        types.sort_unstable();
+        types.dedup();
+        if types.contains(&"number") {
+            types.retain(|t| *t != "integer");
+        }
         let mut ids = Vec::new();
         for t in types {
             let node = match t {
@@ -263,8 +340,8 @@ impl<'a> Compiler<'a> {
                 "string" => Node::String,
                 "number" => Node::Number { integer: false },
                 "integer" => Node::Number { integer: true },
-                "boolean" => self.literal_set(&[Value::Bool(false), Value::Bool(true)]),
-                "null" => self.literal_set(&[Value::Null]),
+                "boolean" => self.literal_set(&[Value::Bool(false), Value::Bool(true)], path)?,
+                "null" => self.literal_set(&[Value::Null], path)?,
                 other => return Err(error(format!("unknown type \"{other}\""))),
             };
             ids.push(self.push(node)?);
@@ -307,17 +384,35 @@ impl<'a> Compiler<'a> {
             message,
         };
         let additional = map.get("additionalProperties");
-        let Some(properties) = map.get("properties") else {
-            return match additional {
-                None | Some(Value::Bool(true)) => Ok(Node::AnyObject),
-                Some(Value::Bool(false)) => {
-                    let node = self.literal_set(&[Value::Object(Default::default())]);
-                    Ok(node)
-                }
-                Some(_) => Err(error(
+        let required = match map.get("required") {
+            None => Vec::new(),
+            Some(Value::Array(names)) => names
+                .iter()
+                .map(|n| n.as_str())
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| error("required must list strings".into()))?,
+            Some(_) => return Err(error("required must be a list of strings".into())),
+        };
+        static NO_PROPERTIES: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+        let properties = match (map.get("properties"), additional) {
+            (Some(p), _) => p,
+            (None, None | Some(Value::Bool(true))) if required.is_empty() => {
+                return Ok(Node::AnyObject)
+            }
+            (None, None | Some(Value::Bool(true))) => {
+                return Err(error(
+                    "required keys need properties describing them".into(),
+                ))
+            }
+            // No keys at all: `{}`.
+            (None, Some(Value::Bool(false))) => {
+                NO_PROPERTIES.get_or_init(|| Value::Object(Default::default()))
+            }
+            (None, Some(_)) => {
+                return Err(error(
                     "additionalProperties with a schema is not supported".into(),
-                )),
-            };
+                ))
+            }
         };
         if !matches!(additional, None | Some(Value::Bool(false))) {
             return Err(error(
@@ -345,28 +440,20 @@ impl<'a> Compiler<'a> {
         for (_, name, schema) in &keyed {
             values.push(self.node(schema, &format!("{path}/properties/{name}"))?);
         }
-        let mut required = 0u64;
-        for name in map
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let name = name
-                .as_str()
-                .ok_or_else(|| error("required must list strings".into()))?;
+        let mut required_bits = 0u64;
+        for name in required {
             let index = keyed
                 .iter()
                 .position(|(_, k, _)| k.as_str() == name)
                 .ok_or_else(|| error(format!("required \"{name}\" is not in properties")))?;
-            required |= 1 << index;
+            required_bits |= 1 << index;
         }
         self.literals
             .push(keyed.into_iter().map(|(text, _, _)| text).collect());
         Ok(Node::Object {
             keys: self.literals.len() - 1,
             values,
-            required,
+            required: required_bits,
         })
     }
 
@@ -441,6 +528,65 @@ impl<'a> Compiler<'a> {
                 kinds
             }
             Node::Union(by_kind) => (0..6).filter(|&k| by_kind[k].is_some()).collect(),
+        }
+    }
+}
+
+/// Whether `value` has one of the JSON Schema `types` (a string or a list of them).
+fn has_type(value: &Value, types: &Value) -> bool {
+    let matches = |t: &str| match (t, value) {
+        ("object", Value::Object(_)) | ("array", Value::Array(_)) => true,
+        ("string", Value::String(_)) | ("boolean", Value::Bool(_)) | ("null", Value::Null) => true,
+        ("number", Value::Number(_)) => true,
+        ("integer", Value::Number(n)) => n.is_i64() || n.is_u64(),
+        _ => false,
+    };
+    match types {
+        Value::String(t) => matches(t),
+        Value::Array(ts) => ts.iter().filter_map(Value::as_str).any(matches),
+        _ => false,
+    }
+}
+
+/// The fewest containers a value of each node must open, by fixpoint (values only fall; a
+/// recursion that every value must take stays at `u8::MAX`).
+fn min_depths(nodes: &[Node]) -> Vec<u8> {
+    let mut depth = vec![u8::MAX; nodes.len()];
+    loop {
+        let mut changed = false;
+        for (i, node) in nodes.iter().enumerate() {
+            let d = match node {
+                Node::Any | Node::String | Node::Number { .. } | Node::Literals(_) => 0,
+                Node::AnyObject | Node::AnyArray => 1,
+                Node::Object {
+                    values, required, ..
+                } => values
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, _)| required & (1 << k) != 0)
+                    .map(|(_, &v)| depth[v as usize])
+                    .max()
+                    .unwrap_or(0)
+                    .saturating_add(1),
+                Node::Array { items, min, .. } => match min {
+                    0 => 1,
+                    _ => depth[*items as usize].saturating_add(1),
+                },
+                Node::Union(options) => options
+                    .iter()
+                    .flatten()
+                    .map(|&o| depth[o as usize])
+                    .min()
+                    .unwrap_or(u8::MAX),
+                Node::Pending | Node::Nothing => u8::MAX,
+            };
+            if d < depth[i] {
+                depth[i] = d;
+                changed = true;
+            }
+        }
+        if !changed {
+            return depth;
         }
     }
 }
@@ -521,6 +667,15 @@ const NOTHING: NodeId = NodeId::MAX - 3;
 const ANY_LITERALS: u16 = 0;
 
 impl Schema {
+    /// The fewest containers a value of `id` must open.
+    fn min_depth(&self, id: NodeId) -> usize {
+        match id {
+            ANY | NOTHING => 0,
+            ANY_OBJECT | ANY_ARRAY => 1,
+            _ => self.min_depth[id as usize] as usize,
+        }
+    }
+
     fn node(&self, id: NodeId) -> &Node {
         match id {
             ANY => &Node::Any,
@@ -648,15 +803,25 @@ impl SchemaRecognizer {
         }
     }
 
+    /// Whether a value of `node` can still be written inside the open containers.
+    fn fits(&self, s: &Schema, node: NodeId) -> bool {
+        self.depth as usize + s.min_depth(node) <= MAX_SCHEMA_DEPTH
+    }
+
     fn value_start(&mut self, s: &Schema, node: NodeId, byte: u8) -> bool {
         let Some(kind) = kind_of_first_byte(byte) else {
             return false;
         };
-        match s.node(node) {
-            Node::Union(by_kind) => match by_kind[kind] {
+        if let Node::Union(by_kind) = s.node(node) {
+            return match by_kind[kind] {
                 Some(inner) => self.value_start(s, inner, byte),
                 None => false,
-            },
+            };
+        }
+        if !self.fits(s, node) {
+            return false;
+        }
+        match s.node(node) {
             Node::Any => match kind {
                 OBJECT => self.open(s, ANY_OBJECT),
                 ARRAY => self.open(s, ANY_ARRAY),
@@ -702,7 +867,10 @@ impl SchemaRecognizer {
         self.frames[self.depth as usize] = Frame { node, seen: 0 };
         self.depth += 1;
         match s.node(node) {
-            Node::Object { .. } | Node::AnyObject => self.expect = Expect::KeyOrClose,
+            Node::Object { .. } | Node::AnyObject => {
+                self.expect = Expect::KeyOrClose;
+                self.next = 0;
+            }
             Node::Array { items, max, .. } => {
                 self.expect = Expect::ValueOrClose;
                 self.next = if *max == 0 { NOTHING } else { *items };
@@ -727,14 +895,14 @@ impl SchemaRecognizer {
         match s.node(top.node) {
             // Another key must be left to write.
             Node::Object { keys, .. } => {
-                if top.seen.count_ones() as usize >= s.literals[*keys].len() {
+                if !(0..s.literals[*keys].len()).any(|i| self.key_allowed(s, i)) {
                     return false;
                 }
                 self.expect = Expect::Key;
             }
             Node::AnyObject => self.expect = Expect::Key,
             Node::Array { items, max, .. } => {
-                if top.seen >= *max as u64 {
+                if top.seen >= *max as u64 || !self.fits(s, *items) {
                     return false;
                 }
                 self.expect = Expect::Value;
@@ -799,9 +967,18 @@ impl SchemaRecognizer {
         self.literal_byte(s, byte)
     }
 
-    /// Whether entry `i` of a literal set may still be written (keys only once per object).
-    fn unseen(&self, key: bool, i: usize) -> bool {
-        !key || self.top().seen & (1 << i) == 0
+    /// Whether entry `i` of a literal set may still be written: a key only once per object,
+    /// and only if its value fits.
+    fn unseen(&self, s: &Schema, key: bool, i: usize) -> bool {
+        !key || self.key_allowed(s, i)
+    }
+
+    fn key_allowed(&self, s: &Schema, i: usize) -> bool {
+        let top = self.top();
+        let Node::Object { values, .. } = s.node(top.node) else {
+            return true;
+        };
+        top.seen & (1 << i) == 0 && self.fits(s, values[i])
     }
 
     fn literal_byte(&mut self, s: &Schema, byte: u8) -> bool {
@@ -822,7 +999,7 @@ impl SchemaRecognizer {
         let Some(first) = (lo..hi).find(|&i| texts[i].get(pos) == Some(&byte)) else {
             // The byte may end a whole entry (numbers are not self-delimiting).
             return match (lo..hi).find(|&i| texts[i].len() == pos) {
-                Some(i) if self.unseen(key, i) => {
+                Some(i) if self.unseen(s, key, i) => {
                     self.lexeme = Lexeme::None;
                     self.literal_done(s, key, i);
                     self.structural(s, byte)
@@ -834,8 +1011,8 @@ impl SchemaRecognizer {
             .find(|&i| texts[i].get(pos) != Some(&byte))
             .unwrap_or(hi);
         let read = pos + 1;
-        let whole = (first..end).find(|&i| texts[i].len() == read && self.unseen(key, i));
-        let longer = (first..end).any(|i| texts[i].len() > read && self.unseen(key, i));
+        let whole = (first..end).find(|&i| texts[i].len() == read && self.unseen(s, key, i));
+        let longer = (first..end).any(|i| texts[i].len() > read && self.unseen(s, key, i));
         match (whole, longer) {
             (None, false) => false,
             (Some(i), false) => {

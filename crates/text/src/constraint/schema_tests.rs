@@ -80,6 +80,43 @@ fn documents_that_do_not_conform_are_refused() {
 }
 
 #[test]
+fn keywords_say_the_type_when_type_is_absent_and_types_merge() {
+    let schema = Schema::compile(&json!({
+        "properties": {
+            "o": {"properties": {"k": {"type": "string"}}, "required": ["k"]},
+            "a": {"items": {"type": "string"}, "minItems": 2},
+            "n": {"type": ["integer", "number", "number"]}
+        }
+    }))
+    .unwrap();
+    assert!(accepts(&schema, r#"{"o":{"k":"v"},"a":["x","y"],"n":1.5}"#));
+    assert!(!accepts(&schema, r#"{"o":{}}"#));
+    assert!(!accepts(&schema, r#"{"a":["x"]}"#));
+    assert!(!accepts(&schema, r#"{"a":[1,2]}"#));
+    let closed =
+        Schema::compile(&json!({"type": "object", "additionalProperties": false})).unwrap();
+    assert!(accepts(&closed, "{}"));
+    assert!(!accepts(&closed, r#"{"a":1}"#));
+}
+
+#[test]
+fn at_the_depth_limit_only_values_that_fit_may_start() {
+    let tree = Schema::compile(&json!({
+        "type": "object",
+        "properties": {"c": {"$ref": "#"}, "s": {"type": "string"}}
+    }))
+    .unwrap();
+    let deep = r#"{"c":"#.repeat(MAX_SCHEMA_DEPTH - 1) + "{";
+    let state = SchemaRecognizer::new(&tree)
+        .after(&tree, deep.as_bytes())
+        .unwrap();
+    // Key "c" would need one more level: only "s" (or closing) is left.
+    assert!(state.after(&tree, br#""c""#).is_none());
+    assert!(state.after(&tree, br#""s":"x"}"#).is_some());
+    assert!(state.after(&tree, b"}").is_some());
+}
+
+#[test]
 fn numbers_in_an_enum_end_where_the_number_ends() {
     let schema = Schema::compile(&json!({
         "type": "object",
@@ -139,6 +176,41 @@ fn unsupported_schemas_are_refused_with_their_path() {
             "different JSON types",
         ),
         (json!({"$ref": "#/$defs/Missing"}), "#", "does not point"),
+        (
+            json!({"$defs": {"A": {"$ref": "#/$defs/A"}}, "type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}}),
+            "#",
+            "refers to itself",
+        ),
+        (
+            json!({"type": "object", "properties": {"a": {"type": "string", "enum": ["x", 1]}}}),
+            "#/properties/a",
+            "does not have the schema's type",
+        ),
+        (
+            json!({"type": "object", "properties": {"a": {"const": "x", "enum": ["y"]}}}),
+            "#/properties/a",
+            "beside \"const\"",
+        ),
+        (
+            json!({"type": "object", "properties": {"a": {"type": "object", "required": ["k"], "anyOf": [{"type": "object"}]}}}),
+            "#/properties/a",
+            "beside \"anyOf\"",
+        ),
+        (
+            json!({"type": "object", "properties": {"a": {"type": "object", "required": ["k"]}}}),
+            "#/properties/a",
+            "required keys need properties",
+        ),
+        (
+            json!({"type": "object", "properties": {"a": {}}, "required": "a"}),
+            "#",
+            "required must be a list",
+        ),
+        (
+            json!({"$defs": {"L": {"type": "object", "properties": {"next": {"$ref": "#/$defs/L"}}, "required": ["next"]}}, "$ref": "#/$defs/L"}),
+            "#",
+            "nests deeper",
+        ),
         (
             json!({"type": "object", "properties": {"a": {}}, "required": ["b"]}),
             "#",
@@ -216,6 +288,8 @@ fn conforms(value: &Value, schema: &Value, root: &Value) -> bool {
 fn schemas() -> Vec<Value> {
     vec![
         people(),
+        // An optional tree as deep as the model likes: the depth limit must not dead-end it.
+        json!({"type": "object", "properties": {"c": {"$ref": "#"}, "l": {"type": "array", "items": {"$ref": "#"}}}}),
         json!({"type": "object", "properties": {"xs": {"type": "array", "items": {"type": ["integer", "null"]}, "minItems": 2, "maxItems": 3}, "b": {"const": {"k": [1, 2]}}}, "required": ["xs"], "additionalProperties": false}),
         json!({"type": "object"}),
     ]
@@ -227,7 +301,7 @@ proptest! {
     /// leave the sampler no token), and every finished document conforms.
     #[test]
     fn random_walks_never_dead_end_and_finish_in_conforming_documents(
-        which in 0..3usize,
+        which in 0..4usize,
         choices in prop::collection::vec(any::<u32>(), 1..600),
     ) {
         let raw = &schemas()[which];
