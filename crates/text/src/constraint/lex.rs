@@ -70,11 +70,33 @@ pub(super) enum InString {
     Text,
     /// After `\`: one of `"\/bfnrtu`.
     Escape,
-    /// `\u` with this many hex digits still to come (4..=1).
-    Hex(u8),
+    /// `\u` with `left` hex digits still to come (4..=1).
+    Hex { left: u8, surrogate: Surrogate },
+    /// A high surrogate escape (`\ud800`-`\udbff`) ended: its low half's `\` must follow.
+    AfterHigh,
+    /// The `\` of a low surrogate escape: `u` must follow.
+    LowEscape,
     /// A multi-byte UTF-8 character with `left` continuation bytes to come, the next in
     /// `lo..=hi` (the first continuation's range excludes overlong forms and surrogates).
     Utf8 { left: u8, lo: u8, hi: u8 },
+}
+
+/// What a `\u` escape's digits so far say about UTF-16 surrogates: JSON's grammar allows a lone
+/// half, but most parsers (serde_json among them) refuse one, so halves must come in pairs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Surrogate {
+    /// No digit read yet.
+    Unknown,
+    /// Not a surrogate.
+    No,
+    /// First digit `d`: the second decides.
+    D,
+    /// `\ud800`-`\udbff` so far: a low half must follow.
+    High,
+    /// The low half of a pair, no digit read yet: must be `\udc00`-`\udfff`.
+    NeedLow,
+    /// The low half, first digit `d` read.
+    NeedLowD,
 }
 
 /// What a byte inside a string does.
@@ -106,14 +128,43 @@ impl InString {
             },
             InString::Escape => match byte {
                 b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => InString::Text,
-                b'u' => InString::Hex(4),
+                b'u' => InString::Hex {
+                    left: 4,
+                    surrogate: Surrogate::Unknown,
+                },
                 _ => return None,
             },
-            InString::Hex(left) if byte.is_ascii_hexdigit() => match left {
-                1 => InString::Text,
-                _ => InString::Hex(left - 1),
+            InString::Hex { left, surrogate } if byte.is_ascii_hexdigit() => {
+                let digit = byte.to_ascii_lowercase();
+                let surrogate = match (surrogate, left, digit) {
+                    (Surrogate::Unknown, 4, b'd') => Surrogate::D,
+                    (Surrogate::Unknown, 4, _) => Surrogate::No,
+                    (Surrogate::NeedLow, 4, b'd') => Surrogate::NeedLowD,
+                    (Surrogate::NeedLow, _, _) => return None,
+                    (Surrogate::D, 3, b'8'..=b'b') => Surrogate::High,
+                    // A low half with no high half before it.
+                    (Surrogate::D, 3, b'c'..=b'f') => return None,
+                    (Surrogate::D, 3, _) => Surrogate::No,
+                    (Surrogate::NeedLowD, 3, b'c'..=b'f') => Surrogate::No,
+                    (Surrogate::NeedLowD, _, _) => return None,
+                    (s, _, _) => s,
+                };
+                match (left, surrogate) {
+                    (1, Surrogate::High) => InString::AfterHigh,
+                    (1, _) => InString::Text,
+                    _ => InString::Hex {
+                        left: left - 1,
+                        surrogate,
+                    },
+                }
+            }
+            InString::Hex { .. } => return None,
+            InString::AfterHigh if byte == b'\\' => InString::LowEscape,
+            InString::LowEscape if byte == b'u' => InString::Hex {
+                left: 4,
+                surrogate: Surrogate::NeedLow,
             },
-            InString::Hex(_) => return None,
+            InString::AfterHigh | InString::LowEscape => return None,
             InString::Utf8 { left, lo, hi } if (lo..=hi).contains(&byte) => match left {
                 1 => InString::Text,
                 _ => utf8(left - 1, 0x80, 0xbf),
