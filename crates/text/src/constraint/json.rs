@@ -14,28 +14,7 @@
 /// Deepest nesting of objects and arrays accepted (the top-level object counts as one).
 pub const MAX_DEPTH: u8 = 64;
 
-use super::lex::{is_whitespace, InString, Number, StringByte, Whitespace};
-
-/// What the recognizer expects at the structural level (outside any string, number or literal).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Expect {
-    /// The opening `{` of the document.
-    Start,
-    /// Just after `{`: a key or `}`.
-    KeyOrClose,
-    /// Just after `,` in an object: a key.
-    Key,
-    /// After a key: `:`.
-    Colon,
-    /// After `:` or `,` in an array: a value.
-    Value,
-    /// Just after `[`: a value or `]`.
-    ValueOrClose,
-    /// After a value inside a container: `,` or the container's closing bracket.
-    CommaOrClose,
-    /// The top-level object is closed; nothing more may follow.
-    Done,
-}
+use super::lex::{between_tokens, Expect, InString, Number, StringByte, Whitespace};
 
 /// The token being read, when the recognizer is inside one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -130,19 +109,9 @@ impl JsonRecognizer {
     }
 
     fn structural(&mut self, byte: u8) -> bool {
-        if is_whitespace(byte) {
-            if matches!(self.expect, Expect::Start | Expect::Done) {
-                return false;
-            }
-            return match self.whitespace.then(byte) {
-                Some(w) => {
-                    self.whitespace = w;
-                    true
-                }
-                None => false,
-            };
+        if let Some(accepted) = between_tokens(self.expect, &mut self.whitespace, byte) {
+            return accepted;
         }
-        self.whitespace = Whitespace::None;
         match (self.expect, byte) {
             (Expect::Start, b'{') => self.open(true),
             (Expect::KeyOrClose | Expect::Key, b'"') => {

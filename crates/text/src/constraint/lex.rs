@@ -1,5 +1,5 @@
-//! The lexical pieces both JSON recognizers share: strings (escapes and UTF-8 validated), numbers
-//! and the whitespace allowed between tokens.
+//! What both JSON recognizers share: the structural expectations, strings (escapes and UTF-8
+//! validated), numbers and the whitespace allowed between tokens.
 
 /// Most spaces or tabs accepted after a newline between tokens.
 pub const MAX_INDENT: u8 = 20;
@@ -79,6 +79,27 @@ pub(super) enum InString {
     /// A multi-byte UTF-8 character with `left` continuation bytes to come, the next in
     /// `lo..=hi` (the first continuation's range excludes overlong forms and surrogates).
     Utf8 { left: u8, lo: u8, hi: u8 },
+}
+
+/// What the recognizer expects at the structural level (outside any string, number or literal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Expect {
+    /// The opening `{` of the document.
+    Start,
+    /// Just after `{`: a key or `}`.
+    KeyOrClose,
+    /// Just after `,` in an object: a key.
+    Key,
+    /// After a key: `:`.
+    Colon,
+    /// After `:` or `,` in an array: a value.
+    Value,
+    /// Just after `[`: a value or `]`.
+    ValueOrClose,
+    /// After a value inside a container: `,` or the container's closing bracket.
+    CommaOrClose,
+    /// The top-level object is closed; nothing more may follow.
+    Done,
 }
 
 /// What a `\u` escape's digits so far say about UTF-16 surrogates: JSON's grammar allows a lone
@@ -175,9 +196,28 @@ impl InString {
     }
 }
 
-/// Whether `byte` is JSON whitespace.
-pub(super) fn is_whitespace(byte: u8) -> bool {
-    matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
+/// Between tokens: `None` when `byte` is not whitespace (the run of whitespace then ends);
+/// otherwise whether the whitespace is accepted here (none before the document or after it,
+/// and at most [`Whitespace::then`]'s run), counted into `whitespace`.
+pub(super) fn between_tokens(
+    expect: Expect,
+    whitespace: &mut Whitespace,
+    byte: u8,
+) -> Option<bool> {
+    if !matches!(byte, b' ' | b'\t' | b'\n' | b'\r') {
+        *whitespace = Whitespace::None;
+        return None;
+    }
+    if matches!(expect, Expect::Start | Expect::Done) {
+        return Some(false);
+    }
+    Some(match whitespace.then(byte) {
+        Some(w) => {
+            *whitespace = w;
+            true
+        }
+        None => false,
+    })
 }
 
 impl Whitespace {

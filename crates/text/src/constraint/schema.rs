@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 use thiserror::Error;
 
-use super::lex::{is_whitespace, InString, Number, StringByte, Whitespace};
+use super::lex::{between_tokens, Expect, InString, Number, StringByte, Whitespace};
 use super::masks::Recognizer;
 
 /// Deepest nesting of objects and arrays accepted (the top-level object counts as one).
@@ -612,19 +612,6 @@ fn raw_kinds(schema: &Value) -> Vec<usize> {
     }
 }
 
-/// What the recognizer expects at the structural level.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Expect {
-    Start,
-    KeyOrClose,
-    Key,
-    Colon,
-    Value,
-    ValueOrClose,
-    CommaOrClose,
-    Done,
-}
-
 /// The token being read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Lexeme {
@@ -774,19 +761,9 @@ impl SchemaRecognizer {
     }
 
     fn structural(&mut self, s: &Schema, byte: u8) -> bool {
-        if is_whitespace(byte) {
-            if matches!(self.expect, Expect::Start | Expect::Done) {
-                return false;
-            }
-            return match self.whitespace.then(byte) {
-                Some(w) => {
-                    self.whitespace = w;
-                    true
-                }
-                None => false,
-            };
+        if let Some(accepted) = between_tokens(self.expect, &mut self.whitespace, byte) {
+            return accepted;
         }
-        self.whitespace = Whitespace::None;
         match (self.expect, byte) {
             (Expect::ValueOrClose | Expect::CommaOrClose, b']') => self.close_array(s),
             (Expect::Start | Expect::Value | Expect::ValueOrClose, _) => {
