@@ -123,12 +123,20 @@ fn concurrent_seeded_requests_on_a_real_model_match_their_solo_runs() {
             request(r.prompt_ids[..len].to_vec(), sampling, 12)
         })
         .collect();
-    let alone = start(4, 64, EngineConfig::default());
+    solo_runs_equal_a_preempted_batch(&requests);
+}
+
+/// Runs each request alone, then all at once in an engine too small to hold them (24 blocks of
+/// 4 tokens: preemption happens); asserts each gives the same tokens, text and finish reason
+/// both ways and returns the solo results.
+fn solo_runs_equal_a_preempted_batch(
+    requests: &[GenerationRequest],
+) -> Vec<(Vec<u32>, String, Option<FinishReason>)> {
+    let alone = start(4, 256, EngineConfig::default());
     let solo: Vec<_> = requests
         .iter()
         .map(|q| collect(alone.submit(q.clone()).unwrap()))
         .collect();
-    // 24 blocks of 4 tokens cannot hold all eight at once: preemption happens.
     let config = EngineConfig {
         max_num_batched_tokens: 32,
         ..EngineConfig::default()
@@ -142,6 +150,7 @@ fn concurrent_seeded_requests_on_a_real_model_match_their_solo_runs() {
         assert_eq!(collect(stream), solo[i], "request {i}");
     }
     assert!(busy.metrics().snapshot().preemptions > 0);
+    solo
 }
 
 /// The text of each delta of a one-choice stream, and its token ids.
@@ -230,11 +239,7 @@ fn json_mode_output_is_always_json_and_batch_invariant() {
             request(r.prompt_ids[..8].to_vec(), sampling, 40)
         })
         .collect();
-    let alone = start(4, 256, EngineConfig::default());
-    let solo: Vec<_> = requests
-        .iter()
-        .map(|q| collect(alone.submit(q.clone()).unwrap()))
-        .collect();
+    let solo = solo_runs_equal_a_preempted_batch(&requests);
     let mut stopped = 0;
     for (i, (tokens, text, reason)) in solo.iter().enumerate() {
         let prefix = JsonRecognizer::new().after(text.trim_start().as_bytes());
@@ -251,22 +256,6 @@ fn json_mode_output_is_always_json_and_batch_invariant() {
         }
     }
     assert!(stopped > 0, "no choice closed its object: {solo:?}");
-    let busy = start(
-        4,
-        24,
-        EngineConfig {
-            max_num_batched_tokens: 32,
-            ..EngineConfig::default()
-        },
-    );
-    let streams: Vec<_> = requests
-        .iter()
-        .map(|q| busy.submit(q.clone()).unwrap())
-        .collect();
-    for (i, stream) in streams.into_iter().enumerate() {
-        assert_eq!(collect(stream), solo[i], "request {i}");
-    }
-    assert!(busy.metrics().snapshot().preemptions > 0);
 }
 
 /// `json_schema` on the random-weight model: every choice that ends is a document of the
