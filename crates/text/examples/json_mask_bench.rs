@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use sluice_text::constraint::{
-    JsonRecognizer, JsonTokenMasks, Schema, SchemaRecognizer, TokenMasks, TokenTrie,
+    JsonRecognizer, JsonTokenMasks, Recognizer, Schema, SchemaRecognizer, TokenMasks, TokenTrie,
 };
 use sluice_text::Tokenizer;
 

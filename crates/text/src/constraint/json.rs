@@ -15,6 +15,7 @@
 pub const MAX_DEPTH: u8 = 64;
 
 use super::lex::{between_tokens, Expect, InString, Number, StringByte, Whitespace};
+use super::masks::Recognizer;
 
 /// The token being read, when the recognizer is inside one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -66,8 +67,8 @@ impl JsonRecognizer {
     }
 
     /// The state after `bytes`, or `None` if some byte is refused.
-    pub fn after(mut self, bytes: &[u8]) -> Option<Self> {
-        bytes.iter().all(|&b| self.advance(b)).then_some(self)
+    pub fn after(self, bytes: &[u8]) -> Option<Self> {
+        Recognizer::after(self, &(), bytes)
     }
 
     /// Consumes one byte. Returns false when no JSON object could continue with it; the state

@@ -21,6 +21,14 @@ pub trait Recognizer: Copy + Eq + Hash + std::fmt::Debug + Send + Sync + 'static
 
     /// True once the output is whole; no byte is accepted after that.
     fn is_complete(&self) -> bool;
+
+    /// The state after `bytes`, or `None` if some byte is refused.
+    fn after(mut self, rules: &Self::Rules, bytes: &[u8]) -> Option<Self> {
+        bytes
+            .iter()
+            .all(|&b| self.advance(rules, b))
+            .then_some(self)
+    }
 }
 
 impl Recognizer for JsonRecognizer {
@@ -207,12 +215,8 @@ impl<R: Recognizer> TokenMasks<R> {
     }
 
     /// The state after token `id`, or `None` when the state refuses it.
-    pub fn after_token(&self, mut state: R, id: u32) -> Option<R> {
-        let bytes = self.trie.token_bytes(id)?;
-        bytes
-            .iter()
-            .all(|&b| state.advance(&self.rules, b))
-            .then_some(state)
+    pub fn after_token(&self, state: R, id: u32) -> Option<R> {
+        state.after(&self.rules, self.trie.token_bytes(id)?)
     }
 
     /// The tokens `state` accepts whole.

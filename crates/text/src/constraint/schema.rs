@@ -748,14 +748,6 @@ impl SchemaRecognizer {
         }
     }
 
-    /// The state after `bytes`, or `None` if some byte is refused.
-    pub fn after(mut self, schema: &Schema, bytes: &[u8]) -> Option<Self> {
-        bytes
-            .iter()
-            .all(|&b| self.advance(schema, b))
-            .then_some(self)
-    }
-
     fn top(&self) -> Frame {
         self.frames[self.depth as usize - 1]
     }
