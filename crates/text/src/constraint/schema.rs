@@ -35,6 +35,24 @@ pub struct SchemaError {
     pub message: String,
 }
 
+impl SchemaError {
+    fn at(path: &str, message: impl Into<String>) -> Self {
+        SchemaError {
+            path: path.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A list of strings (`type`, `required`), or `error` at `path`.
+fn strings<'v>(value: &'v Value, path: &str, error: &str) -> Result<Vec<&'v str>, SchemaError> {
+    let list = match value {
+        Value::Array(items) => items.iter().map(Value::as_str).collect::<Option<Vec<_>>>(),
+        _ => None,
+    };
+    list.ok_or_else(|| SchemaError::at(path, error))
+}
+
 type NodeId = u16;
 
 /// The kinds of JSON value, by the first byte that starts one.
@@ -142,29 +160,29 @@ impl Schema {
         };
         let root = c.node(schema, "#")?;
         if c.nodes.iter().any(|n| matches!(n, Node::Pending)) {
-            return Err(SchemaError {
-                path: "#".into(),
-                message: "a $ref refers to itself without describing a value".into(),
-            });
+            return Err(SchemaError::at(
+                "#",
+                "a $ref refers to itself without describing a value",
+            ));
         }
         let min_depth = min_depths(&c.nodes);
         if min_depth[root as usize] as usize > MAX_SCHEMA_DEPTH {
-            return Err(SchemaError {
-                path: "#".into(),
-                message: format!(
+            return Err(SchemaError::at(
+                "#",
+                format!(
                     "every document of the schema nests deeper than {MAX_SCHEMA_DEPTH} levels \
                      (or without end)"
                 ),
-            });
+            ));
         }
         if !matches!(
             c.nodes[root as usize],
             Node::Object { .. } | Node::AnyObject
         ) {
-            return Err(SchemaError {
-                path: "#".into(),
-                message: "the schema must describe an object (\"type\": \"object\")".into(),
-            });
+            return Err(SchemaError::at(
+                "#",
+                "the schema must describe an object (\"type\": \"object\")",
+            ));
         }
         Ok(Schema {
             nodes: c.nodes,
@@ -178,10 +196,7 @@ impl Schema {
 impl<'a> Compiler<'a> {
     fn push(&mut self, node: Node) -> Result<NodeId, SchemaError> {
         if self.nodes.len() >= NodeId::MAX as usize {
-            return Err(SchemaError {
-                path: "#".into(),
-                message: "the schema is too large".into(),
-            });
+            return Err(SchemaError::at("#", "the schema is too large"));
         }
         self.nodes.push(node);
         Ok((self.nodes.len() - 1) as NodeId)
@@ -205,34 +220,33 @@ impl<'a> Compiler<'a> {
             || texts.iter().any(|t| t.len() > limit)
             || self.literals.len() >= limit
         {
-            return Err(SchemaError {
-                path: path.to_string(),
-                message: "an enum, const or property list is too large".into(),
-            });
+            return Err(SchemaError::at(
+                path,
+                "an enum, const or property list is too large",
+            ));
         }
         self.literals.push(texts);
         Ok(())
     }
 
     fn node(&mut self, schema: &'a Value, path: &str) -> Result<NodeId, SchemaError> {
-        let error = |message: String| SchemaError {
-            path: path.to_string(),
-            message,
-        };
         let map = match schema {
             Value::Bool(true) => return self.push(Node::Any),
             Value::Object(map) => map,
-            _ => return Err(error("a schema must be an object or true".into())),
+            _ => return Err(SchemaError::at(path, "a schema must be an object or true")),
         };
         if let Some(reference) = map.get("$ref") {
             let reference = reference
                 .as_str()
-                .ok_or_else(|| error("$ref must be a string".into()))?;
+                .ok_or_else(|| SchemaError::at(path, "$ref must be a string"))?;
             if map
                 .keys()
                 .any(|k| k != "$ref" && !ANNOTATIONS.contains(&k.as_str()))
             {
-                return Err(error("keywords beside $ref are not supported".into()));
+                return Err(SchemaError::at(
+                    path,
+                    "keywords beside $ref are not supported",
+                ));
             }
             return self.reference(reference, path);
         }
@@ -252,7 +266,10 @@ impl<'a> Compiler<'a> {
                 "allOf",
             ];
             if !known.contains(&key.as_str()) && !ANNOTATIONS.contains(&key.as_str()) {
-                return Err(error(format!("keyword \"{key}\" is not supported")));
+                return Err(SchemaError::at(
+                    path,
+                    format!("keyword \"{key}\" is not supported"),
+                ));
             }
         }
         // A keyword that decides the value alone takes no other constraint beside it (`type` is
@@ -263,9 +280,10 @@ impl<'a> Compiler<'a> {
                 let annotation = ANNOTATIONS.contains(&key.as_str());
                 let typed = key == "type" && matches!(*first, "const" | "enum");
                 if key != first && !annotation && !typed {
-                    return Err(error(format!(
-                        "keyword \"{key}\" beside \"{first}\" is not supported"
-                    )));
+                    return Err(SchemaError::at(
+                        path,
+                        format!("keyword \"{key}\" beside \"{first}\" is not supported"),
+                    ));
                 }
             }
             if let Some(types) = map
@@ -278,7 +296,10 @@ impl<'a> Compiler<'a> {
                     _ => Vec::new(),
                 };
                 if let Some(bad) = values.iter().find(|v| !has_type(v, types)) {
-                    return Err(error(format!("{bad} does not have the schema's type")));
+                    return Err(SchemaError::at(
+                        path,
+                        format!("{bad} does not have the schema's type"),
+                    ));
                 }
             }
         }
@@ -290,7 +311,7 @@ impl<'a> Compiler<'a> {
             let values = values
                 .as_array()
                 .filter(|v| !v.is_empty())
-                .ok_or_else(|| error("enum must be a non-empty array".into()))?;
+                .ok_or_else(|| SchemaError::at(path, "enum must be a non-empty array"))?;
             let node = self.literal_set(values, path)?;
             return self.push(node);
         }
@@ -299,7 +320,9 @@ impl<'a> Compiler<'a> {
                 let options = options
                     .as_array()
                     .filter(|v| !v.is_empty())
-                    .ok_or_else(|| error(format!("{key} must be a non-empty array")))?;
+                    .ok_or_else(|| {
+                        SchemaError::at(path, format!("{key} must be a non-empty array"))
+                    })?;
                 let mut ids = Vec::new();
                 for (i, option) in options.iter().enumerate() {
                     ids.push(self.node(option, &format!("{path}/{key}/{i}"))?);
@@ -310,7 +333,10 @@ impl<'a> Compiler<'a> {
         if let Some(all) = map.get("allOf") {
             return match all.as_array().map(Vec::as_slice) {
                 Some([only]) => self.node(only, &format!("{path}/allOf/0")),
-                _ => Err(error("allOf is supported with exactly one schema".into())),
+                _ => Err(SchemaError::at(
+                    path,
+                    "allOf is supported with exactly one schema",
+                )),
             };
         }
         let is = |keys: &[&str]| keys.iter().any(|k| map.contains_key(*k));
@@ -320,12 +346,7 @@ impl<'a> Compiler<'a> {
             None if is(&["items", "minItems", "maxItems"]) => vec!["array"],
             None => return self.push(Node::Any),
             Some(Value::String(t)) => vec![t.as_str()],
-            Some(Value::Array(ts)) => ts
-                .iter()
-                .map(|t| t.as_str())
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| error("type must list strings".into()))?,
-            Some(_) => return Err(error("type must be a string or a list of strings".into())),
+            Some(list) => strings(list, path, "type must be a string or a list of strings")?,
         };
         types.sort_unstable();
         types.dedup();
@@ -342,12 +363,12 @@ impl<'a> Compiler<'a> {
                 "integer" => Node::Number { integer: true },
                 "boolean" => self.literal_set(&[Value::Bool(false), Value::Bool(true)], path)?,
                 "null" => self.literal_set(&[Value::Null], path)?,
-                other => return Err(error(format!("unknown type \"{other}\""))),
+                other => return Err(SchemaError::at(path, format!("unknown type \"{other}\""))),
             };
             ids.push(self.push(node)?);
         }
         match ids.as_slice() {
-            [] => Err(error("type lists no type".into())),
+            [] => Err(SchemaError::at(path, "type lists no type")),
             [one] => Ok(*one),
             _ => self.union(ids, path),
         }
@@ -360,9 +381,11 @@ impl<'a> Compiler<'a> {
         let target = reference
             .strip_prefix('#')
             .and_then(|pointer| self.root.pointer(pointer))
-            .ok_or_else(|| SchemaError {
-                path: path.to_string(),
-                message: format!("$ref \"{reference}\" does not point into this schema"),
+            .ok_or_else(|| {
+                SchemaError::at(
+                    path,
+                    format!("$ref \"{reference}\" does not point into this schema"),
+                )
             })?;
         // Reserve the id first, so a recursive reference finds it.
         let id = self.push(Node::Pending)?;
@@ -379,19 +402,10 @@ impl<'a> Compiler<'a> {
         map: &'a serde_json::Map<String, Value>,
         path: &str,
     ) -> Result<Node, SchemaError> {
-        let error = |message: String| SchemaError {
-            path: path.to_string(),
-            message,
-        };
         let additional = map.get("additionalProperties");
         let required = match map.get("required") {
             None => Vec::new(),
-            Some(Value::Array(names)) => names
-                .iter()
-                .map(|n| n.as_str())
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| error("required must list strings".into()))?,
-            Some(_) => return Err(error("required must be a list of strings".into())),
+            Some(list) => strings(list, path, "required must be a list of strings")?,
         };
         static NO_PROPERTIES: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
         let properties = match (map.get("properties"), additional) {
@@ -400,8 +414,9 @@ impl<'a> Compiler<'a> {
                 return Ok(Node::AnyObject)
             }
             (None, None | Some(Value::Bool(true))) => {
-                return Err(error(
-                    "required keys need properties describing them".into(),
+                return Err(SchemaError::at(
+                    path,
+                    "required keys need properties describing them",
                 ))
             }
             // No keys at all: `{}`.
@@ -409,26 +424,30 @@ impl<'a> Compiler<'a> {
                 NO_PROPERTIES.get_or_init(|| Value::Object(Default::default()))
             }
             (None, Some(_)) => {
-                return Err(error(
-                    "additionalProperties with a schema is not supported".into(),
+                return Err(SchemaError::at(
+                    path,
+                    "additionalProperties with a schema is not supported",
                 ))
             }
         };
         if !matches!(additional, None | Some(Value::Bool(false))) {
-            return Err(error(
+            return Err(SchemaError::at(
+                path,
                 "an object with properties takes no other keys: additionalProperties must be \
-                 false or absent"
-                    .into(),
+                 false or absent",
             ));
         }
         let properties = properties
             .as_object()
-            .ok_or_else(|| error("properties must be an object".into()))?;
+            .ok_or_else(|| SchemaError::at(path, "properties must be an object"))?;
         if properties.len() > MAX_PROPERTIES {
-            return Err(error(format!(
-                "at most {MAX_PROPERTIES} properties are supported, got {}",
-                properties.len()
-            )));
+            return Err(SchemaError::at(
+                path,
+                format!(
+                    "at most {MAX_PROPERTIES} properties are supported, got {}",
+                    properties.len()
+                ),
+            ));
         }
         // Keys are matched as their JSON texts (quotes and escapes included), sorted.
         let mut keyed: Vec<(Vec<u8>, &String, &'a Value)> = properties
@@ -445,7 +464,9 @@ impl<'a> Compiler<'a> {
             let index = keyed
                 .iter()
                 .position(|(_, k, _)| k.as_str() == name)
-                .ok_or_else(|| error(format!("required \"{name}\" is not in properties")))?;
+                .ok_or_else(|| {
+                    SchemaError::at(path, format!("required \"{name}\" is not in properties"))
+                })?;
             required_bits |= 1 << index;
         }
         self.literals
@@ -468,18 +489,17 @@ impl<'a> Compiler<'a> {
                 Some(v) => v
                     .as_u64()
                     .and_then(|n| u32::try_from(n).ok())
-                    .ok_or_else(|| SchemaError {
-                        path: path.to_string(),
-                        message: format!("{key} must be a non-negative integer"),
+                    .ok_or_else(|| {
+                        SchemaError::at(path, format!("{key} must be a non-negative integer"))
                     }),
             }
         };
         let (min, max) = (bound("minItems", 0)?, bound("maxItems", u32::MAX)?);
         if min > max {
-            return Err(SchemaError {
-                path: path.to_string(),
-                message: format!("minItems {min} exceeds maxItems {max}"),
-            });
+            return Err(SchemaError::at(
+                path,
+                format!("minItems {min} exceeds maxItems {max}"),
+            ));
         }
         let items = match map.get("items") {
             None => self.push(Node::Any)?,
@@ -493,12 +513,11 @@ impl<'a> Compiler<'a> {
         for id in ids {
             for kind in self.kinds(id) {
                 if by_kind[kind].is_some_and(|other| other != id) {
-                    return Err(SchemaError {
-                        path: path.to_string(),
-                        message: "alternatives must begin with different JSON types (two of \
-                                  them can start with the same character)"
-                            .into(),
-                    });
+                    return Err(SchemaError::at(
+                        path,
+                        "alternatives must begin with different JSON types (two of \
+                                  them can start with the same character)",
+                    ));
                 }
                 by_kind[kind] = Some(id);
             }
