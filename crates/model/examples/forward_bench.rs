@@ -14,7 +14,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use sluice_model::{
-    Batch, KvCache, KvDtype, LoadError, LoadOptions, Model, ModelConfig, TensorSource, WeightDtype,
+    Batch, KvCache, KvDtype, LoadError, LoadOptions, Model, ModelConfig, RawTensor, TensorSource,
+    WeightDtype,
 };
 
 /// Deterministic pseudo-random weights of the right shapes, scaled like a trained model.
@@ -46,6 +47,10 @@ impl TensorSource for RandomWeights {
                 offset + scale * ((state as f32 / u32::MAX as f32) * 2.0 - 1.0)
             })
             .collect())
+    }
+
+    fn raw(&self, name: &str, shape: &[usize]) -> Result<RawTensor<'_>, LoadError> {
+        Ok(RawTensor::from_f32(&self.tensor(name, shape)?, shape))
     }
 
     fn contains(&self, _name: &str) -> bool {

@@ -1,4 +1,5 @@
-//! Memory-mapped safetensors checkpoints, single-file or sharded, read as f32.
+//! Memory-mapped safetensors checkpoints, single-file or sharded, and the [`TensorSource`]
+//! trait every weight source (safetensors, GGUF, generators) implements.
 //!
 //! The header of each file is parsed here rather than by a library so that a truncated file is
 //! reported with the first tensor whose bytes are missing.
@@ -7,21 +8,98 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use half::{bf16, f16};
+use std::borrow::Cow;
+
 use memmap2::Mmap;
 use serde::Deserialize;
+use sluice_gguf::GgmlType;
 
 use crate::config::ModelConfig;
 use crate::error::LoadError;
-use crate::kernels::matmul::{WeightDtype, PANEL};
+use crate::kernels::formats;
+use crate::kernels::matmul::{PackedMatrix, WeightDtype};
+
+/// A tensor as its source stores it: ggml type, row-major shape (outermost first) and bytes
+/// (borrowed from a memory map where the source has one).
+#[derive(Debug)]
+pub struct RawTensor<'a> {
+    /// How the elements are encoded.
+    pub ggml_type: GgmlType,
+    /// Row-major shape.
+    pub shape: Vec<usize>,
+    /// The encoded elements, rows back to back.
+    pub bytes: Cow<'a, [u8]>,
+    /// The file it came from, for error messages.
+    pub path: PathBuf,
+}
+
+impl RawTensor<'static> {
+    /// Owned f32 values (for generated weights).
+    pub fn from_f32(values: &[f32], shape: &[usize]) -> Self {
+        Self {
+            ggml_type: GgmlType::F32,
+            shape: shape.to_vec(),
+            bytes: Cow::Owned(values.iter().flat_map(|v| v.to_le_bytes()).collect()),
+            path: PathBuf::from("<generated>"),
+        }
+    }
+}
+
+impl RawTensor<'_> {
+    /// Checks the shape against `expected`.
+    pub fn check_shape(&self, name: &str, expected: &[usize]) -> Result<(), LoadError> {
+        if self.shape != expected {
+            return Err(LoadError::WrongShape {
+                path: self.path.clone(),
+                tensor: name.to_string(),
+                expected: expected.to_vec(),
+                found: self.shape.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The elements as f32 (any type a format can read, and bf16).
+    pub fn to_f32(&self, name: &str) -> Result<Vec<f32>, LoadError> {
+        let count: usize = self.shape.iter().product();
+        let k = self.shape.last().copied().unwrap_or(1);
+        let unsupported = || LoadError::UnsupportedDtype {
+            path: self.path.clone(),
+            tensor: name.to_string(),
+            dtype: self.ggml_type.name(),
+        };
+        let (elems, block_bytes) = self.ggml_type.block().ok_or_else(unsupported)?;
+        if k % elems != 0 || self.bytes.len() != count / elems * block_bytes {
+            return Err(LoadError::Safetensors {
+                path: self.path.clone(),
+                message: format!(
+                    "tensor `{name}` has {} bytes of {} data, its shape {:?} needs {}",
+                    self.bytes.len(),
+                    self.ggml_type,
+                    self.shape,
+                    count / elems.max(1) * block_bytes
+                ),
+            });
+        }
+        let mut out = vec![0f32; count];
+        formats::decode(self.ggml_type, &self.bytes, k, &mut out).ok_or_else(unsupported)?;
+        Ok(out)
+    }
+}
 
 /// Where weights come from: a checkpoint on disk, or (in benchmarks and tests) a generator.
 pub trait TensorSource {
-    /// The tensor `name` as row-major f32, checked against `expected_shape`.
-    fn tensor(&self, name: &str, expected_shape: &[usize]) -> Result<Vec<f32>, LoadError>;
+    /// The tensor `name` as stored, checked against `expected_shape` (row-major, outermost
+    /// first; generators use it to know what to make).
+    fn raw(&self, name: &str, expected_shape: &[usize]) -> Result<RawTensor<'_>, LoadError>;
 
     /// Whether the source holds `name` (for optional tensors such as an untied output head).
     fn contains(&self, name: &str) -> bool;
+
+    /// The tensor `name` as row-major f32, checked against `expected_shape`.
+    fn tensor(&self, name: &str, expected_shape: &[usize]) -> Result<Vec<f32>, LoadError> {
+        self.raw(name, expected_shape)?.to_f32(name)
+    }
 }
 
 /// One tensor's place in a file.
@@ -158,19 +236,15 @@ impl Checkpoint {
     }
 
     /// Bytes the weights of this checkpoint hold once loaded as `dtype`, without loading them:
-    /// matrices packed into whole panels of [`PANEL`] rows of `dtype`, vectors (norms, biases)
+    /// matrices packed into whole panels of `dtype`, vectors (norms, biases)
     /// as f32, nothing for an `lm_head.weight` that a tied `config` ignores. Projections stacked
     /// at load share their padding, so this is exact or a little over.
     pub fn loaded_bytes(&self, config: &ModelConfig, dtype: WeightDtype) -> usize {
-        let element = match dtype {
-            WeightDtype::F32 => 4,
-            WeightDtype::F16 => 2,
-        };
         self.tensors
             .iter()
             .filter(|(name, _)| !(config.tie_word_embeddings && *name == "lm_head.weight"))
             .map(|(_, t)| match t.shape.as_slice() {
-                [rows, cols] => rows.div_ceil(PANEL) * PANEL * cols * element,
+                [rows, cols] => PackedMatrix::packed_bytes(*rows, *cols, dtype.format()),
                 shape => shape.iter().product::<usize>() * 4,
             })
             .sum()
@@ -178,7 +252,7 @@ impl Checkpoint {
 }
 
 impl TensorSource for Checkpoint {
-    fn tensor(&self, name: &str, expected_shape: &[usize]) -> Result<Vec<f32>, LoadError> {
+    fn raw(&self, name: &str, expected_shape: &[usize]) -> Result<RawTensor<'_>, LoadError> {
         let entry = self
             .tensors
             .get(name)
@@ -187,19 +261,10 @@ impl TensorSource for Checkpoint {
                 tensor: name.to_string(),
             })?;
         let file = &self.files[entry.file];
-        if entry.shape != expected_shape {
-            return Err(LoadError::WrongShape {
-                path: file.path.clone(),
-                tensor: name.to_string(),
-                expected: expected_shape.to_vec(),
-                found: entry.shape.clone(),
-            });
-        }
-        let bytes = &file.bytes[entry.start..entry.end];
-        let count: usize = expected_shape.iter().product();
-        let element_size = match entry.dtype.as_str() {
-            "F32" => 4,
-            "F16" | "BF16" => 2,
+        let ggml_type = match entry.dtype.as_str() {
+            "F32" => GgmlType::F32,
+            "F16" => GgmlType::F16,
+            "BF16" => GgmlType::BF16,
             other => {
                 return Err(LoadError::UnsupportedDtype {
                     path: file.path.clone(),
@@ -208,31 +273,14 @@ impl TensorSource for Checkpoint {
                 })
             }
         };
-        if bytes.len() != count * element_size {
-            return Err(LoadError::Safetensors {
-                path: file.path.clone(),
-                message: format!(
-                    "tensor `{name}` has {} bytes of data, its shape needs {}",
-                    bytes.len(),
-                    count * element_size
-                ),
-            });
-        }
-        // Bytes may be unaligned in the file, so decode element by element.
-        Ok(match entry.dtype.as_str() {
-            "F32" => bytes
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect(),
-            "F16" => bytes
-                .chunks_exact(2)
-                .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32())
-                .collect(),
-            _ => bytes
-                .chunks_exact(2)
-                .map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f32())
-                .collect(),
-        })
+        let raw = RawTensor {
+            ggml_type,
+            shape: entry.shape.clone(),
+            bytes: Cow::Borrowed(&file.bytes[entry.start..entry.end]),
+            path: file.path.clone(),
+        };
+        raw.check_shape(name, expected_shape)?;
+        Ok(raw)
     }
 
     fn contains(&self, name: &str) -> bool {

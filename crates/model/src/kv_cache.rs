@@ -22,9 +22,12 @@ pub enum KvDtype {
 /// The KV storage that matches how the weights are kept (what `--kv-cache-dtype auto` picks).
 impl From<WeightDtype> for KvDtype {
     fn from(weights: WeightDtype) -> Self {
-        match weights {
-            WeightDtype::F16 => KvDtype::F16,
-            WeightDtype::F32 => KvDtype::F32,
+        // Weights kept at full precision keep the cache there too; halves and quantized
+        // weights get an f16 cache (as llama.cpp's default).
+        if weights == WeightDtype::F32 {
+            KvDtype::F32
+        } else {
+            KvDtype::F16
         }
     }
 }

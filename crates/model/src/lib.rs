@@ -18,7 +18,7 @@ pub mod layers;
 pub mod model;
 
 pub use batch::{Batch, Logits, SeqBatch};
-pub use checkpoint::{Checkpoint, TensorSource};
+pub use checkpoint::{Checkpoint, RawTensor, TensorSource};
 pub use config::{ModelConfig, RopeConfig, RopeScaling};
 pub use error::{ForwardError, LoadError};
 pub use kernels::matmul::WeightDtype;

@@ -15,10 +15,11 @@
 use std::mem::MaybeUninit;
 use std::ops::Range;
 
-use half::f16;
 use rayon::prelude::*;
+use sluice_gguf::GgmlType;
 
 use super::balanced_parts;
+use super::formats::{format_for, Activations, AlignedBytes, Isa, Tile, WeightFormat};
 use super::vector::{best_ops, VectorOps};
 
 /// Output features per packed panel (two 8-lane vectors).
@@ -30,61 +31,93 @@ pub const TILE_ROWS: usize = 6;
 /// activation are 5 MB).
 const MAX_BLOCK_ROWS: usize = 256;
 
-/// How packed weights are stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WeightDtype {
+/// How packed weights are stored: a ggml type that has a [`WeightFormat`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WeightDtype(GgmlType);
+
+impl WeightDtype {
     /// 32-bit floats.
-    F32,
+    pub const F32: WeightDtype = WeightDtype(GgmlType::F32);
     /// IEEE half floats, widened to f32 inside the kernel.
-    F16,
+    pub const F16: WeightDtype = WeightDtype(GgmlType::F16);
+
+    /// The dtype storing weights as `ty`, if sluice has a format for it.
+    pub fn of(ty: GgmlType) -> Option<Self> {
+        format_for(ty).map(|_| Self(ty))
+    }
+
+    /// The ggml type.
+    pub fn ggml_type(self) -> GgmlType {
+        self.0
+    }
+
+    /// The format that stores and multiplies weights of this dtype.
+    pub fn format(self) -> &'static dyn WeightFormat {
+        format_for(self.0).expect("a WeightDtype always has a format")
+    }
 }
 
-/// Packed panel storage.
-#[derive(Debug, Clone)]
-enum PanelData {
-    F32(Vec<f32>),
-    F16(Vec<f16>),
-}
-
-/// A weight matrix `W[out_dim, in_dim]` packed into column panels for [`PackedMatrix::matmul`].
+/// A weight matrix `W[out_dim, in_dim]` packed into panels of [`PANEL`] output features for
+/// [`PackedMatrix::matmul`], in its format's panel layout.
 #[derive(Debug, Clone)]
 pub struct PackedMatrix {
     out_dim: usize,
     in_dim: usize,
-    /// `[ceil(out_dim / 16), in_dim, 16]`; features past `out_dim` are zero.
-    data: PanelData,
+    format: &'static dyn WeightFormat,
+    /// `ceil(out_dim / 16)` panels of `format.panel_bytes(in_dim)` bytes; features past
+    /// `out_dim` are zero.
+    data: AlignedBytes,
 }
 
 impl PackedMatrix {
-    /// Packs a row-major `w[out_dim, in_dim]` (the Hugging Face `Linear.weight` layout).
+    /// Packs a row-major `w[out_dim, in_dim]` (the Hugging Face `Linear.weight` layout),
+    /// encoding it as `dtype`.
     pub fn pack(w: &[f32], out_dim: usize, in_dim: usize, dtype: WeightDtype) -> Self {
         assert_eq!(
             w.len(),
             out_dim * in_dim,
             "weight length does not match its shape"
         );
-        let panels = out_dim.div_ceil(PANEL);
-        let mut packed = vec![0f32; panels * in_dim * PANEL];
-        packed
-            .par_chunks_mut(in_dim * PANEL)
+        let format = dtype.format();
+        let row_bytes = format.row_bytes(in_dim);
+        let mut encoded = vec![0u8; out_dim * row_bytes];
+        encoded
+            .par_chunks_mut(row_bytes.max(1))
+            .zip(w.par_chunks(in_dim.max(1)))
+            .for_each(|(dst, src)| format.encode_row(src, dst));
+        Self::pack_encoded(&encoded, out_dim, in_dim, format)
+    }
+
+    /// Packs `out_dim` rows already stored in `format`'s row encoding (`row_bytes(in_dim)`
+    /// bytes each, back to back), as a GGUF file holds them.
+    pub fn pack_encoded(
+        rows: &[u8],
+        out_dim: usize,
+        in_dim: usize,
+        format: &'static dyn WeightFormat,
+    ) -> Self {
+        let row_bytes = format.row_bytes(in_dim);
+        assert_eq!(
+            rows.len(),
+            out_dim * row_bytes,
+            "encoded rows do not match their shape"
+        );
+        let panel_bytes = format.panel_bytes(in_dim);
+        let mut data = AlignedBytes::zeroed(out_dim.div_ceil(PANEL) * panel_bytes);
+        data.as_mut_slice()
+            .par_chunks_mut(panel_bytes.max(1))
             .enumerate()
             .for_each(|(p, panel)| {
-                for j in 0..PANEL.min(out_dim - p * PANEL) {
-                    let row = &w[(p * PANEL + j) * in_dim..][..in_dim];
-                    for (kk, &value) in row.iter().enumerate() {
-                        panel[kk * PANEL + j] = value;
-                    }
-                }
+                let first = p * PANEL;
+                let panel_rows: Vec<&[u8]> = (first..out_dim.min(first + PANEL))
+                    .map(|r| &rows[r * row_bytes..][..row_bytes])
+                    .collect();
+                format.pack_panel(&panel_rows, in_dim, panel);
             });
-        let data = match dtype {
-            WeightDtype::F32 => PanelData::F32(packed),
-            WeightDtype::F16 => {
-                PanelData::F16(packed.par_iter().map(|&v| f16::from_f32(v)).collect())
-            }
-        };
         Self {
             out_dim,
             in_dim,
+            format,
             data,
         }
     }
@@ -99,31 +132,31 @@ impl PackedMatrix {
         self.in_dim
     }
 
+    /// The format the weights are kept in.
+    pub fn format(&self) -> &'static dyn WeightFormat {
+        self.format
+    }
+
     /// Bytes held by the packed weights.
     pub fn bytes(&self) -> usize {
-        match &self.data {
-            PanelData::F32(d) => d.len() * 4,
-            PanelData::F16(d) => d.len() * 2,
-        }
+        self.data.len()
+    }
+
+    /// Bytes `pack` would hold for `[out_dim, in_dim]` in `format`, without packing.
+    pub fn packed_bytes(out_dim: usize, in_dim: usize, format: &dyn WeightFormat) -> usize {
+        out_dim.div_ceil(PANEL) * format.panel_bytes(in_dim)
+    }
+
+    fn panel(&self, p: usize) -> &[u8] {
+        let panel_bytes = self.format.panel_bytes(self.in_dim);
+        &self.data.as_slice()[p * panel_bytes..][..panel_bytes]
     }
 
     /// Copies row `r` of `W` (one output feature's weights, `[in_dim]`) into `out` as f32.
     /// Used to look up token embeddings when the embedding is tied to the output head.
     pub fn row_into(&self, r: usize, out: &mut [f32]) {
-        let (p, j) = (r / PANEL, r % PANEL);
-        let base = p * self.in_dim * PANEL + j;
-        match &self.data {
-            PanelData::F32(d) => {
-                for (kk, o) in out.iter_mut().enumerate() {
-                    *o = d[base + kk * PANEL];
-                }
-            }
-            PanelData::F16(d) => {
-                for (kk, o) in out.iter_mut().enumerate() {
-                    *o = d[base + kk * PANEL].to_f32();
-                }
-            }
-        }
+        self.format
+            .unpack_row(self.panel(r / PANEL), self.in_dim, r % PANEL, out);
     }
 
     /// `y[m, out_dim] = x[m, in_dim] · Wᵀ`, multi-threaded on the global rayon pool.
@@ -169,19 +202,13 @@ impl PackedMatrix {
     ) {
         let n = self.out_dim;
         let out = OutPtr(y);
-        let kernel = TileKernel::detect();
-        self.for_each_panel(x, m, n.div_ceil(PANEL), |p, rows| {
+        let isa = Isa::detect();
+        let acts = self.prepare(x, m);
+        self.for_each_panel(m, n.div_ceil(PANEL), |p, rows| {
             let mut tile = [[0f32; PANEL]; TILE_ROWS];
             let cols = PANEL.min(n - p * PANEL);
             for (r0, tile_rows, first) in row_tiles(rows) {
-                self.tile(
-                    kernel,
-                    &x[r0 * self.in_dim..],
-                    tile_rows,
-                    p,
-                    first,
-                    &mut tile,
-                );
+                self.tile(isa, &acts, r0, tile_rows, p, first, &mut tile);
                 for (r, tile_row) in tile.iter().take(tile_rows).enumerate() {
                     // SAFETY: tasks cover disjoint (row, panel) rectangles of y, and
                     // `(r0 + r) * n + p * PANEL + cols <= m * n` by the loop bounds.
@@ -191,16 +218,20 @@ impl PackedMatrix {
         });
     }
 
-    /// Runs `per_panel(p, rows)` for every panel `p < panels` and block of rows of `x: [m,
-    /// in_dim]`, spread over the rayon pool.
+    /// `x: [m, in_dim]` in the form this matrix's format reads.
+    fn prepare<'a>(&self, x: &'a [f32], m: usize) -> Activations<'a> {
+        assert_eq!(x.len(), m * self.in_dim, "x is not [m, in_dim]");
+        Activations::prepare(self.format.activation(), x, self.in_dim)
+    }
+
+    /// Runs `per_panel(p, rows)` for every panel `p < panels` and block of the `m` rows,
+    /// spread over the rayon pool.
     fn for_each_panel(
         &self,
-        x: &[f32],
         m: usize,
         panels: usize,
         per_panel: impl Fn(usize, Range<usize>) + Sync,
     ) {
-        assert_eq!(x.len(), m * self.in_dim, "x is not [m, in_dim]");
         if m == 0 {
             return;
         }
@@ -226,45 +257,29 @@ impl PackedMatrix {
             });
     }
 
-    /// One tile: `tile[r][j] = Σ_k x[r, k] · panel_p[k, j]` for `r < rows`. `streams`: the
+    /// One tile: `tile[r][j] = Σ_k x[r0 + r, k] · panel_p[k, j]` for `r < rows`. `streams`: the
     /// panel is not in cache yet, so the kernel prefetches ahead of its reads.
     #[allow(clippy::too_many_arguments)]
     fn tile(
         &self,
-        kernel: TileKernel,
-        x: &[f32],
+        isa: Isa,
+        acts: &Activations<'_>,
+        r0: usize,
         rows: usize,
         p: usize,
         streams: bool,
-        tile: &mut [[f32; PANEL]; TILE_ROWS],
+        tile: &mut Tile,
     ) {
-        let k = self.in_dim;
-        let x = &x[..rows * k];
-        match (&self.data, kernel) {
-            #[cfg(target_arch = "x86_64")]
-            (PanelData::F32(d), TileKernel::Avx2Fma) => {
-                let panel = &d[p * k * PANEL..][..k * PANEL];
-                // SAFETY: the CPU supports avx2+fma (checked in `detect`); slices are sized.
-                unsafe { avx2::tile_f32(x, k, rows, panel, streams, tile) }
-            }
-            #[cfg(target_arch = "x86_64")]
-            (PanelData::F16(d), TileKernel::Avx2Fma) => {
-                let panel = &d[p * k * PANEL..][..k * PANEL];
-                // SAFETY: the CPU supports avx2+fma+f16c (checked in `detect`); slices are sized.
-                unsafe { avx2::tile_f16(x, k, rows, panel, streams, tile) }
-            }
-            (PanelData::F32(d), _) => {
-                portable_tile(x, k, rows, &d[p * k * PANEL..][..k * PANEL], tile, |v| v)
-            }
-            (PanelData::F16(d), _) => portable_tile(
-                x,
-                k,
-                rows,
-                &d[p * k * PANEL..][..k * PANEL],
-                tile,
-                f16::to_f32,
-            ),
-        }
+        self.format.tile(
+            isa,
+            self.panel(p),
+            self.in_dim,
+            acts,
+            r0,
+            rows,
+            streams,
+            tile,
+        );
     }
 }
 
@@ -314,6 +329,28 @@ impl GatedMatrix {
         }
     }
 
+    /// Packs `gate` and `up` rows already stored in `format`'s row encoding (`[out_dim]` rows
+    /// of `row_bytes(in_dim)` bytes each). Needs [`GatedMatrix::fits`].
+    pub fn pack_encoded(
+        gate: &[u8],
+        up: &[u8],
+        out_dim: usize,
+        in_dim: usize,
+        format: &'static dyn WeightFormat,
+    ) -> Self {
+        assert!(Self::fits(out_dim), "gate/up features must be whole panels");
+        let panel = PANEL * format.row_bytes(in_dim);
+        assert_eq!(gate.len(), up.len(), "gate and up differ in size");
+        let mut interleaved = Vec::with_capacity(2 * gate.len());
+        for (g, u) in gate.chunks_exact(panel).zip(up.chunks_exact(panel)) {
+            interleaved.extend_from_slice(g);
+            interleaved.extend_from_slice(u);
+        }
+        Self {
+            packed: PackedMatrix::pack_encoded(&interleaved, 2 * out_dim, in_dim, format),
+        }
+    }
+
     /// Output features of each projection (the activation's width).
     pub fn out_dim(&self) -> usize {
         self.packed.out_dim() / 2
@@ -332,15 +369,15 @@ impl GatedMatrix {
         let (packed, n) = (&self.packed, self.out_dim());
         assert_eq!(y.len(), m * n, "y is not [m, out_dim]");
         let out = OutPtr(y.as_mut_ptr() as *mut f32);
-        let kernel = TileKernel::detect();
+        let isa = Isa::detect();
         let ops = best_ops(PANEL);
-        packed.for_each_panel(x, m, n / PANEL, |p, rows| {
+        let acts = packed.prepare(x, m);
+        packed.for_each_panel(m, n / PANEL, |p, rows| {
             let mut tiles = [[[0f32; PANEL]; TILE_ROWS]; 2];
             let [gate, up] = &mut tiles;
             for (r0, tile_rows, first) in row_tiles(rows) {
-                let x = &x[r0 * packed.in_dim..];
-                packed.tile(kernel, x, tile_rows, 2 * p, first, gate);
-                packed.tile(kernel, x, tile_rows, 2 * p + 1, first, up);
+                packed.tile(isa, &acts, r0, tile_rows, 2 * p, first, gate);
+                packed.tile(isa, &acts, r0, tile_rows, 2 * p + 1, first, up);
                 for r in 0..tile_rows {
                     // SAFETY: tasks cover disjoint (row, panel) rectangles of y, and
                     // `(r0 + r) * n + p * PANEL + PANEL <= m * n` by the loop bounds.
@@ -363,29 +400,6 @@ fn row_tiles(rows: Range<usize>) -> impl Iterator<Item = (usize, usize, bool)> {
         *r0 += tile_rows;
         Some(tile)
     })
-}
-
-/// Which micro-kernel this CPU runs. Both compute the identical fma chain per element.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TileKernel {
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    Avx2Fma,
-    Portable,
-}
-
-impl TileKernel {
-    fn detect() -> Self {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-                && std::arch::is_x86_feature_detected!("f16c")
-            {
-                return TileKernel::Avx2Fma;
-            }
-        }
-        TileKernel::Portable
-    }
 }
 
 /// A pointer to the output that tasks writing disjoint regions may share.
@@ -429,129 +443,6 @@ unsafe fn add_tile_row(dst: *mut f32, row: &[f32; PANEL], cols: usize) {
         for (j, v) in row.iter().take(cols).enumerate() {
             *dst.add(j) += v;
         }
-    }
-}
-
-/// Scalar reference kernel with the same per-element order (`mul_add` is a fused multiply-add).
-fn portable_tile<T: Copy>(
-    x: &[f32],
-    k: usize,
-    rows: usize,
-    panel: &[T],
-    tile: &mut [[f32; PANEL]; TILE_ROWS],
-    widen: impl Fn(T) -> f32,
-) {
-    for (r, tile_row) in tile.iter_mut().enumerate().take(rows) {
-        let x_row = &x[r * k..][..k];
-        let mut acc = [0f32; PANEL];
-        for (kk, &xv) in x_row.iter().enumerate() {
-            for (j, a) in acc.iter_mut().enumerate() {
-                *a = xv.mul_add(widen(panel[kk * PANEL + j]), *a);
-            }
-        }
-        *tile_row = acc;
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use super::{PANEL, TILE_ROWS};
-    use half::f16;
-    use std::arch::x86_64::*;
-
-    /// Loads 16 panel values as two f32 vectors.
-    trait PanelLoad {
-        unsafe fn load(ptr: *const Self) -> (__m256, __m256);
-    }
-
-    impl PanelLoad for f32 {
-        #[inline(always)]
-        unsafe fn load(ptr: *const f32) -> (__m256, __m256) {
-            (_mm256_loadu_ps(ptr), _mm256_loadu_ps(ptr.add(8)))
-        }
-    }
-
-    impl PanelLoad for f16 {
-        #[inline(always)]
-        unsafe fn load(ptr: *const f16) -> (__m256, __m256) {
-            let lo = _mm_loadu_si128(ptr as *const __m128i);
-            let hi = _mm_loadu_si128(ptr.add(8) as *const __m128i);
-            (_mm256_cvtph_ps(lo), _mm256_cvtph_ps(hi))
-        }
-    }
-
-    /// How many k-steps ahead a streaming tile prefetches its panel (64 steps of 16 values).
-    const PREFETCH_AHEAD: usize = 64;
-
-    #[inline(always)]
-    unsafe fn tile_rows<T: PanelLoad, const R: usize>(
-        x: &[f32],
-        k: usize,
-        panel: &[T],
-        streams: bool,
-        tile: &mut [[f32; PANEL]; TILE_ROWS],
-    ) {
-        let mut lo = [_mm256_setzero_ps(); R];
-        let mut hi = [_mm256_setzero_ps(); R];
-        let xp = x.as_ptr();
-        let bp = panel.as_ptr();
-        for kk in 0..k {
-            if streams && kk % 2 == 0 {
-                // A hint, never a read: past the panel's end it only warms the next panel.
-                _mm_prefetch::<_MM_HINT_T0>(
-                    bp.wrapping_add((kk + PREFETCH_AHEAD) * PANEL) as *const i8
-                );
-            }
-            let (b0, b1) = T::load(bp.add(kk * PANEL));
-            for r in 0..R {
-                let a = _mm256_set1_ps(*xp.add(r * k + kk));
-                lo[r] = _mm256_fmadd_ps(a, b0, lo[r]);
-                hi[r] = _mm256_fmadd_ps(a, b1, hi[r]);
-            }
-        }
-        for r in 0..R {
-            _mm256_storeu_ps(tile[r].as_mut_ptr(), lo[r]);
-            _mm256_storeu_ps(tile[r].as_mut_ptr().add(8), hi[r]);
-        }
-    }
-
-    macro_rules! dispatch_rows {
-        ($t:ty, $x:expr, $k:expr, $rows:expr, $panel:expr, $streams:expr, $tile:expr) => {
-            match $rows {
-                1 => tile_rows::<$t, 1>($x, $k, $panel, $streams, $tile),
-                2 => tile_rows::<$t, 2>($x, $k, $panel, $streams, $tile),
-                3 => tile_rows::<$t, 3>($x, $k, $panel, $streams, $tile),
-                4 => tile_rows::<$t, 4>($x, $k, $panel, $streams, $tile),
-                5 => tile_rows::<$t, 5>($x, $k, $panel, $streams, $tile),
-                _ => tile_rows::<$t, 6>($x, $k, $panel, $streams, $tile),
-            }
-        };
-    }
-
-    /// f32 panel tile. Safety: needs avx2+fma; `x` holds `rows * k`, `panel` `k * 16` values.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn tile_f32(
-        x: &[f32],
-        k: usize,
-        rows: usize,
-        panel: &[f32],
-        streams: bool,
-        tile: &mut [[f32; PANEL]; TILE_ROWS],
-    ) {
-        dispatch_rows!(f32, x, k, rows, panel, streams, tile)
-    }
-
-    /// f16 panel tile. Safety: needs avx2+fma+f16c; sizes as for [`tile_f32`].
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) unsafe fn tile_f16(
-        x: &[f32],
-        k: usize,
-        rows: usize,
-        panel: &[f16],
-        streams: bool,
-        tile: &mut [[f32; PANEL]; TILE_ROWS],
-    ) {
-        dispatch_rows!(f16, x, k, rows, panel, streams, tile)
     }
 }
 
@@ -663,19 +554,6 @@ mod tests {
             }
         }
         assert!(!GatedMatrix::fits(40));
-    }
-
-    #[test]
-    fn portable_kernel_agrees_bit_for_bit_with_the_detected_one() {
-        let (n, k, m) = (16, 50, 6);
-        let w = test_values(n * k, 5);
-        let x = test_values(m * k, 6);
-        let packed = PackedMatrix::pack(&w, n, k, WeightDtype::F32);
-        let mut fast = [[0f32; PANEL]; TILE_ROWS];
-        let mut portable = [[0f32; PANEL]; TILE_ROWS];
-        packed.tile(TileKernel::detect(), &x, m, 0, true, &mut fast);
-        packed.tile(TileKernel::Portable, &x, m, 0, true, &mut portable);
-        assert_eq!(fast, portable);
     }
 
     #[test]

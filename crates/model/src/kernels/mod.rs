@@ -2,6 +2,7 @@
 //! depend on how a batch is composed.
 
 pub mod dot;
+pub mod formats;
 pub mod matmul;
 pub mod paged_attention;
 pub mod vector;

@@ -103,6 +103,7 @@ fn silu_mul_halves(gate_up: &[f32], inter: usize) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checkpoint::RawTensor;
     use crate::kernels::test_values;
     use std::collections::HashMap;
 
@@ -114,6 +115,10 @@ mod tests {
             let t = self.0[name].clone();
             assert_eq!(t.len(), shape.iter().product::<usize>(), "{name}");
             Ok(t)
+        }
+
+        fn raw(&self, name: &str, shape: &[usize]) -> Result<RawTensor<'_>, LoadError> {
+            Ok(RawTensor::from_f32(&self.tensor(name, shape)?, shape))
         }
 
         fn contains(&self, name: &str) -> bool {

@@ -1,0 +1,55 @@
+//! f16 weights: panels `[k, 16]` of IEEE halves, widened to f32 inside the kernel and multiplied
+//! with f32 activations.
+
+use super::{float_tile, ActivationKind, Activations, Isa, Tile, WeightFormat};
+use half::f16;
+use sluice_gguf::GgmlType;
+
+/// The f16 format.
+#[derive(Debug)]
+pub struct F16;
+
+impl WeightFormat for F16 {
+    fn ggml_type(&self) -> GgmlType {
+        GgmlType::F16
+    }
+
+    fn activation(&self) -> ActivationKind {
+        ActivationKind::F32
+    }
+
+    fn encode_row(&self, src: &[f32], dst: &mut [u8]) {
+        for (d, v) in dst.chunks_exact_mut(2).zip(src) {
+            d.copy_from_slice(&f16::from_f32(*v).to_le_bytes());
+        }
+    }
+
+    fn decode_row(&self, src: &[u8], dst: &mut [f32]) {
+        for (d, b) in dst.iter_mut().zip(src.chunks_exact(2)) {
+            *d = f16::from_le_bytes([b[0], b[1]]).to_f32();
+        }
+    }
+
+    fn pack_panel(&self, rows: &[&[u8]], k: usize, panel: &mut [u8]) {
+        float_tile::pack_panel::<f16>(rows, k, panel)
+    }
+
+    fn unpack_row(&self, panel: &[u8], _k: usize, j: usize, out: &mut [f32]) {
+        float_tile::unpack_row::<f16>(panel, j, out)
+    }
+
+    fn tile(
+        &self,
+        isa: Isa,
+        panel: &[u8],
+        k: usize,
+        x: &Activations<'_>,
+        r0: usize,
+        rows: usize,
+        streams: bool,
+        tile: &mut Tile,
+    ) {
+        let Activations::F32 { x, .. } = x;
+        float_tile::tile::<f16>(isa, panel, k, x, r0, rows, streams, tile)
+    }
+}

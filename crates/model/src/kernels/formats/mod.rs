@@ -1,0 +1,222 @@
+//! Weight formats: how one matrix's weights are encoded, packed into panels and multiplied.
+//!
+//! Each format is one file implementing [`WeightFormat`] (f32 and f16 here, each ggml quant type
+//! beside them), and [`format_for`] finds it by its ggml type tag. The batched product itself
+//! (tiles, threads, fused epilogues) lives once in [`super::matmul`] and asks the format for
+//! one tile at a time, so adding a type is a new file here and one line in [`format_for`].
+//!
+//! Three encodings meet here:
+//! - **stored rows**: a row of `k` weights as a checkpoint stores it (GGUF's block layout for the
+//!   quant types, little-endian floats otherwise) — what [`WeightFormat::encode_row`] writes and
+//!   [`WeightFormat::decode_row`] reads;
+//! - **panels**: [`PANEL`] consecutive rows rearranged as the format's kernel wants them
+//!   ([`WeightFormat::pack_panel`]);
+//! - **activations**: the `x` side of the product, prepared once per product in the form the
+//!   format's kernel reads ([`ActivationKind`]).
+
+mod f16;
+mod f32;
+mod float_tile;
+
+use sluice_gguf::GgmlType;
+
+pub use super::matmul::{PANEL, TILE_ROWS};
+
+/// One tile of results: `tile[r][j]` for up to [`TILE_ROWS`] rows and the [`PANEL`] outputs of
+/// a panel.
+pub type Tile = [[f32; PANEL]; TILE_ROWS];
+
+/// The instruction set a kernel runs with, detected once per product. Every format computes the
+/// same bits with either (a portable kernel follows the vector kernel's operation order), so the
+/// choice never changes a result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isa {
+    /// x86-64 with AVX2, FMA and F16C.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    Avx2,
+    /// Plain Rust, any CPU.
+    Portable,
+}
+
+impl Isa {
+    /// The best instruction set this CPU has.
+    pub fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+                && std::arch::is_x86_feature_detected!("f16c")
+            {
+                return Isa::Avx2;
+            }
+        }
+        Isa::Portable
+    }
+}
+
+/// The form a format's kernel reads the activations in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActivationKind {
+    /// The f32 rows as they are.
+    F32,
+}
+
+/// Activations `x[m, k]` prepared once for a product.
+#[derive(Debug)]
+pub enum Activations<'a> {
+    /// Row-major f32, `k` values a row.
+    F32 {
+        /// `[m, k]`.
+        x: &'a [f32],
+        /// Values per row.
+        k: usize,
+    },
+}
+
+impl<'a> Activations<'a> {
+    /// Prepares `x: [m, k]` as `kind`. Each row is prepared on its own, so a row's encoding
+    /// never depends on the other rows of the batch.
+    pub fn prepare(kind: ActivationKind, x: &'a [f32], k: usize) -> Self {
+        match kind {
+            ActivationKind::F32 => Activations::F32 { x, k },
+        }
+    }
+}
+
+/// A way of storing a weight matrix and multiplying activations by it.
+///
+/// Contract for batch invariance: [`WeightFormat::tile`] computes each `tile[r][j]` with one
+/// fixed sequence of operations that depends only on row `r`'s activations and output `j`'s
+/// weights, never on how many rows the tile has or where it starts.
+pub trait WeightFormat: Send + Sync + std::fmt::Debug {
+    /// The ggml type of the stored rows.
+    fn ggml_type(&self) -> GgmlType;
+
+    /// `(weights per block, bytes per block)` of a stored row; rows hold whole blocks.
+    fn block(&self) -> (usize, usize) {
+        self.ggml_type()
+            .block()
+            .expect("every format has a known block")
+    }
+
+    /// Bytes of one stored row of `k` weights.
+    fn row_bytes(&self, k: usize) -> usize {
+        let (elems, bytes) = self.block();
+        k / elems * bytes
+    }
+
+    /// Bytes of one packed panel of [`PANEL`] rows of `k` weights.
+    fn panel_bytes(&self, k: usize) -> usize {
+        PANEL * self.row_bytes(k)
+    }
+
+    /// The activations this format's kernel reads.
+    fn activation(&self) -> ActivationKind;
+
+    /// Writes `src` (`k` weights) as one stored row into `dst` (`row_bytes(k)` bytes).
+    fn encode_row(&self, src: &[f32], dst: &mut [u8]);
+
+    /// Reads one stored row `src` into `dst` (`k` weights).
+    fn decode_row(&self, src: &[u8], dst: &mut [f32]);
+
+    /// Packs up to [`PANEL`] stored rows of `k` weights into `panel` (`panel_bytes(k)` bytes,
+    /// zeroed: missing rows stay zero and produce zero outputs).
+    fn pack_panel(&self, rows: &[&[u8]], k: usize, panel: &mut [u8]);
+
+    /// Row `j` of a packed panel as `k` f32 weights (embedding look-ups of a tied head).
+    fn unpack_row(&self, panel: &[u8], k: usize, j: usize, out: &mut [f32]);
+
+    /// `tile[r][j] = Σ_kk x[r0 + r, kk] · W_panel[j, kk]` for `r < rows`, `j < PANEL`.
+    /// `streams`: the panel is not in cache yet, so the kernel may prefetch ahead of its reads.
+    #[allow(clippy::too_many_arguments)]
+    fn tile(
+        &self,
+        isa: Isa,
+        panel: &[u8],
+        k: usize,
+        x: &Activations<'_>,
+        r0: usize,
+        rows: usize,
+        streams: bool,
+        tile: &mut Tile,
+    );
+}
+
+/// The format that keeps weights of ggml type `ty` as they are, if sluice has one.
+pub fn format_for(ty: GgmlType) -> Option<&'static dyn WeightFormat> {
+    Some(match ty {
+        GgmlType::F32 => &f32::F32,
+        GgmlType::F16 => &f16::F16,
+        _ => return None,
+    })
+}
+
+/// Decodes stored rows of type `ty` (any format's type, or bf16, which is read but never
+/// kept) into f32; `None` when `ty` cannot be read.
+pub fn decode(ty: GgmlType, src: &[u8], k: usize, dst: &mut [f32]) -> Option<()> {
+    if ty == GgmlType::BF16 {
+        for (b, d) in src.chunks_exact(2).zip(dst.iter_mut()) {
+            *d = half::bf16::from_le_bytes([b[0], b[1]]).to_f32();
+        }
+        return Some(());
+    }
+    let format = format_for(ty)?;
+    let row_bytes = format.row_bytes(k);
+    for (s, d) in src.chunks_exact(row_bytes).zip(dst.chunks_exact_mut(k)) {
+        format.decode_row(s, d);
+    }
+    Some(())
+}
+
+/// Bytes in 64-byte aligned storage, so panels can be read as f32 or f16 slices and start on
+/// cache lines.
+#[derive(Clone)]
+pub struct AlignedBytes {
+    lines: Vec<Line>,
+    len: usize,
+}
+
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
+impl AlignedBytes {
+    /// `len` zero bytes.
+    pub fn zeroed(len: usize) -> Self {
+        Self {
+            lines: vec![Line([0; 64]); len.div_ceil(64)],
+            len,
+        }
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `lines` holds at least `len` initialised bytes, and `Line` has no padding.
+        unsafe { std::slice::from_raw_parts(self.lines.as_ptr().cast(), self.len) }
+    }
+
+    /// The bytes, mutably.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as for `as_slice`, and the borrow is unique.
+        unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast(), self.len) }
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl std::fmt::Debug for AlignedBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AlignedBytes({} bytes)", self.len)
+    }
+}
+
+#[cfg(test)]
+mod tests;

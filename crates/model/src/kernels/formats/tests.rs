@@ -1,0 +1,128 @@
+//! Properties every weight format must have, run over every registered format.
+
+use super::*;
+use crate::kernels::test_values;
+
+/// Every ggml type that has a format.
+fn formats() -> Vec<&'static dyn WeightFormat> {
+    (0..64)
+        .filter_map(|tag| format_for(GgmlType::from_tag(tag)))
+        .collect()
+}
+
+/// A row length every format accepts (whole blocks of 32 and of 256).
+const K: usize = 512;
+
+fn packed_panel(format: &dyn WeightFormat, w: &[f32], rows: usize) -> Vec<u8> {
+    let row_bytes = format.row_bytes(K);
+    let mut encoded = vec![0u8; rows * row_bytes];
+    for (dst, src) in encoded.chunks_exact_mut(row_bytes).zip(w.chunks_exact(K)) {
+        format.encode_row(src, dst);
+    }
+    let row_refs: Vec<&[u8]> = encoded.chunks_exact(row_bytes).collect();
+    let mut panel = vec![0u8; format.panel_bytes(K)];
+    format.pack_panel(&row_refs, K, &mut panel);
+    panel
+}
+
+#[test]
+fn portable_kernel_agrees_bit_for_bit_with_the_detected_one() {
+    let w = test_values(PANEL * K, 5);
+    let x = test_values(TILE_ROWS * K, 6);
+    for format in formats() {
+        let panel = packed_panel(format, &w, PANEL);
+        let acts = Activations::prepare(format.activation(), &x, K);
+        for rows in 1..=TILE_ROWS {
+            let mut fast = [[0f32; PANEL]; TILE_ROWS];
+            let mut portable = [[0f32; PANEL]; TILE_ROWS];
+            format.tile(Isa::detect(), &panel, K, &acts, 0, rows, true, &mut fast);
+            format.tile(
+                Isa::Portable,
+                &panel,
+                K,
+                &acts,
+                0,
+                rows,
+                false,
+                &mut portable,
+            );
+            assert_eq!(fast, portable, "{:?}, {rows} rows", format.ggml_type());
+        }
+    }
+}
+
+#[test]
+fn a_row_gives_the_same_bits_in_any_tile_position() {
+    let w = test_values(PANEL * K, 7);
+    let x = test_values(TILE_ROWS * K, 8);
+    for format in formats() {
+        let panel = packed_panel(format, &w, PANEL);
+        let acts = Activations::prepare(format.activation(), &x, K);
+        let mut full = [[0f32; PANEL]; TILE_ROWS];
+        format.tile(
+            Isa::detect(),
+            &panel,
+            K,
+            &acts,
+            0,
+            TILE_ROWS,
+            true,
+            &mut full,
+        );
+        for (r0, expected) in full.iter().enumerate() {
+            let mut alone = [[0f32; PANEL]; TILE_ROWS];
+            format.tile(Isa::detect(), &panel, K, &acts, r0, 1, false, &mut alone);
+            assert_eq!(&alone[0], expected, "{:?}, row {r0}", format.ggml_type());
+        }
+    }
+}
+
+#[test]
+fn unpacked_rows_equal_decoded_stored_rows() {
+    let w = test_values(5 * K, 9);
+    for format in formats() {
+        let panel = packed_panel(format, &w, 5);
+        let row_bytes = format.row_bytes(K);
+        for j in 0..5 {
+            let mut stored = vec![0u8; row_bytes];
+            format.encode_row(&w[j * K..][..K], &mut stored);
+            let (mut decoded, mut unpacked) = (vec![0f32; K], vec![0f32; K]);
+            format.decode_row(&stored, &mut decoded);
+            format.unpack_row(&panel, K, j, &mut unpacked);
+            assert_eq!(decoded, unpacked, "{:?}, row {j}", format.ggml_type());
+        }
+        // Missing rows of a partial panel read as zeros.
+        let mut zero = vec![1f32; K];
+        format.unpack_row(&panel, K, 7, &mut zero);
+        assert!(zero.iter().all(|&v| v == 0.0), "{:?}", format.ggml_type());
+    }
+}
+
+#[test]
+fn float_formats_round_trip_their_own_precision() {
+    let w = test_values(K, 10);
+    for (ty, tol) in [(GgmlType::F32, 0.0), (GgmlType::F16, 1e-3)] {
+        let format = format_for(ty).unwrap();
+        let mut stored = vec![0u8; format.row_bytes(K)];
+        format.encode_row(&w, &mut stored);
+        let mut back = vec![0f32; K];
+        format.decode_row(&stored, &mut back);
+        for (a, b) in w.iter().zip(&back) {
+            assert!((a - b).abs() <= tol, "{ty}: {a} vs {b}");
+        }
+    }
+}
+
+#[test]
+fn bf16_is_read_but_not_kept() {
+    assert!(format_for(GgmlType::BF16).is_none());
+    let bytes = [
+        half::bf16::from_f32(1.5).to_le_bytes(),
+        half::bf16::from_f32(-2.0).to_le_bytes(),
+    ]
+    .concat();
+    let mut out = [0f32; 2];
+    decode(GgmlType::BF16, &bytes, 2, &mut out).unwrap();
+    assert_eq!(out, [1.5, -2.0]);
+    assert!(decode(GgmlType::Other(99), &bytes, 2, &mut out).is_none());
+}
