@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use sluice_engine::pool::{DirectoryLoader, LoadSettings, LoadedModel, ModelLoader, ModelSpec};
+use sluice_model::ModelFiles;
 
 /// The model `sluice serve` uses when no `--model` is given.
 pub const BUNDLED_MODEL: &str = "models/sluice-kjv-mini";
@@ -26,19 +27,14 @@ pub fn launch(dir: &Path, settings: &LoadSettings) -> anyhow::Result<LoadedModel
         .with_context(|| format!("loading model from {}", dir.display()))
 }
 
-/// The id a model directory is served under: its folder name.
-pub fn default_model_id(dir: &Path) -> String {
-    dir.canonicalize()
-        .ok()
-        .as_deref()
-        .unwrap_or(dir)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "model".to_string())
+/// The id a model is served under: a directory's name, a GGUF file's stem.
+pub fn default_model_id(path: &Path) -> String {
+    ModelFiles::default_name(path)
 }
 
 /// The models to offer: each `--model` (named by `--served-model-name` in order, else by its
-/// folder), then every folder of each `--models-dir` that holds a `config.json`, sorted by name.
+/// folder or file stem), then every folder of each `--models-dir` that holds a `config.json`
+/// and every `.gguf` file in it (a split set once), sorted by path.
 /// `pinned` names the models never to unload; each must be one of them.
 pub fn model_specs(
     models: &[PathBuf],
@@ -55,8 +51,8 @@ pub fn model_specs(
     let mut specs: Vec<ModelSpec> = Vec::new();
     for (i, dir) in models.iter().enumerate() {
         anyhow::ensure!(
-            dir.join("config.json").is_file(),
-            "--model {}: no config.json in that directory",
+            ModelFiles::is_model(dir),
+            "--model {}: neither a directory with a config.json nor a .gguf file",
             dir.display()
         );
         let id = served_model_names
@@ -75,12 +71,12 @@ pub fn model_specs(
         let mut dirs: Vec<PathBuf> = entries
             .filter_map(Result::ok)
             .map(|e| e.path())
-            .filter(|p| p.join("config.json").is_file())
+            .filter(|p| ModelFiles::is_model(p))
             .collect();
         dirs.sort();
         anyhow::ensure!(
             !dirs.is_empty(),
-            "--models-dir {}: no folder in it holds a config.json",
+            "--models-dir {}: it holds no .gguf file and no folder with a config.json",
             parent.display()
         );
         for dir in dirs {
@@ -152,7 +148,16 @@ mod tests {
         let err = model_specs(&[fixtures().join("llama")], &[], &[], &["nope".into()]);
         assert!(err.unwrap_err().to_string().contains("--pin nope"));
         let err = model_specs(&[fixtures()], &[], &[], &[]);
-        assert!(err.unwrap_err().to_string().contains("no config.json"));
+        assert!(err.unwrap_err().to_string().contains("nor a .gguf file"));
+    }
+
+    #[test]
+    fn gguf_files_are_served_under_their_stem() {
+        let gguf = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/gguf");
+        let specs = model_specs(&[gguf.join("llama-f16.gguf")], &[], &[gguf], &[]).unwrap();
+        let ids: Vec<&str> = specs.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids[0], "llama-f16");
+        assert!(ids.contains(&"qwen3-f16"), "{ids:?}");
     }
 
     #[test]

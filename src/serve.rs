@@ -23,7 +23,8 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Weight storage types accepted by `--dtype`.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum DtypeArg {
-    /// f16 for float16 checkpoints, f32 otherwise (bf16's range does not fit f16).
+    /// Each matrix as stored where sluice has a format for it (f16 stays f16, a GGUF file's
+    /// quantized types stay as they are); bf16 becomes f32 (its range does not fit f16).
     Auto,
     /// 32-bit floats.
     F32,
@@ -47,6 +48,18 @@ impl DtypeArg {
             DtypeArg::F16 => Some(KvDtype::F16),
         }
     }
+}
+
+/// `--quantize NAME`: a type sluice has a weight format for.
+fn parse_quantize(name: &str) -> Result<WeightDtype, String> {
+    WeightDtype::from_name(name)
+        .filter(|d| !matches!(*d, WeightDtype::F32 | WeightDtype::F16))
+        .ok_or_else(|| {
+            format!(
+                "unknown quantization type `{name}` (known: {})",
+                WeightDtype::quantized_names().join(", ")
+            )
+        })
 }
 
 /// Model loading and engine flags shared by `serve` and `generate`.
@@ -76,6 +89,11 @@ pub struct EngineArgs {
     /// How weights are kept in memory (bf16 checkpoints are converted at load).
     #[arg(long, value_enum, default_value_t = DtypeArg::Auto)]
     pub dtype: DtypeArg,
+    /// Quantize every weight matrix at load to this type (q8_0, q4_0, q4_1, q5_0, q5_1, q2_k,
+    /// q3_k, q4_k, q5_k, q6_k), from safetensors or GGUF alike; rows whose length the type's
+    /// blocks do not divide fall back to q8_0 (else f16), as llama-quantize does.
+    #[arg(long, value_parser = parse_quantize, conflicts_with = "dtype")]
+    pub quantize: Option<WeightDtype>,
     /// How the KV cache stores keys and values; `auto` follows the weights.
     #[arg(long, value_enum, default_value_t = DtypeArg::Auto)]
     pub kv_cache_dtype: DtypeArg,
@@ -101,7 +119,7 @@ impl EngineArgs {
             "--kv-cache-memory must be a positive number of GiB"
         );
         Ok(LoadSettings {
-            dtype: self.dtype.weights(),
+            dtype: self.quantize.or(self.dtype.weights()),
             kv_dtype: self.kv_cache_dtype.kv(),
             block_size: self.block_size,
             kv_cache_bytes: (self.kv_cache_memory * (1u64 << 30) as f64) as usize,

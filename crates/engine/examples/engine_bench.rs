@@ -39,7 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let prompt_len: usize = args.get(3).map_or(Ok(128), |s| s.parse())?;
     let output_len: u32 = args.get(4).map_or(Ok(64), |s| s.parse())?;
 
-    let model = Model::load(&dir, &LoadOptions { dtype })?;
+    let model = Model::load(&dir, &LoadOptions { dtype: Some(dtype) })?;
     let config = model.config().clone();
     let tokenizer = Arc::new(Tokenizer::from_dir(&dir)?);
     let max_seqs = *levels.iter().max().unwrap_or(&1);

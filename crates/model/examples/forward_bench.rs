@@ -270,7 +270,7 @@ fn main() {
     if args.first().map(String::as_str) == Some("--model-dir") {
         let dir = Path::new(args.get(1).expect("--model-dir DIR"));
         for dtype in dtypes(args.get(2)) {
-            let model = Model::load(dir, &LoadOptions { dtype }).expect("load");
+            let model = Model::load(dir, &LoadOptions { dtype: Some(dtype) }).expect("load");
             bench(
                 &format!("{} {dtype:?}", dir.display()),
                 &model,
@@ -321,7 +321,8 @@ fn main() {
         for dtype in dtypes(args.get(1)) {
             let config = shape_config(shape);
             let model =
-                Model::from_source(config, &RandomWeights, &LoadOptions { dtype }).expect("build");
+                Model::from_source(config, &RandomWeights, &LoadOptions { dtype: Some(dtype) })
+                    .expect("build");
             bench(&format!("{shape} {dtype:?}"), &model, KvDtype::from(dtype));
         }
     }

@@ -17,7 +17,8 @@ use sluice_gguf::GgmlType;
 use crate::config::ModelConfig;
 use crate::error::LoadError;
 use crate::kernels::formats;
-use crate::kernels::matmul::{PackedMatrix, WeightDtype};
+use crate::kernels::matmul::WeightDtype;
+use crate::layers::weights::loaded_matrix_bytes;
 
 /// A tensor as its source stores it: ggml type, row-major shape (outermost first) and bytes
 /// (borrowed from a memory map where the source has one).
@@ -239,13 +240,13 @@ impl Checkpoint {
     /// matrices packed into whole panels of `dtype`, vectors (norms, biases)
     /// as f32, nothing for an `lm_head.weight` that a tied `config` ignores. Projections stacked
     /// at load share their padding, so this is exact or a little over.
-    pub fn loaded_bytes(&self, config: &ModelConfig, dtype: WeightDtype) -> usize {
+    pub fn loaded_bytes(&self, config: &ModelConfig, dtype: Option<WeightDtype>) -> usize {
         self.tensors
             .iter()
             .filter(|(name, _)| !(config.tie_word_embeddings && *name == "lm_head.weight"))
-            .map(|(_, t)| match t.shape.as_slice() {
-                [rows, cols] => PackedMatrix::packed_bytes(*rows, *cols, dtype.format()),
-                shape => shape.iter().product::<usize>() * 4,
+            .map(|(_, t)| match (t.shape.as_slice(), stored_type(&t.dtype)) {
+                ([rows, cols], Some(stored)) => loaded_matrix_bytes(stored, *rows, *cols, dtype),
+                (shape, _) => shape.iter().product::<usize>() * 4,
             })
             .sum()
     }
@@ -261,18 +262,11 @@ impl TensorSource for Checkpoint {
                 tensor: name.to_string(),
             })?;
         let file = &self.files[entry.file];
-        let ggml_type = match entry.dtype.as_str() {
-            "F32" => GgmlType::F32,
-            "F16" => GgmlType::F16,
-            "BF16" => GgmlType::BF16,
-            other => {
-                return Err(LoadError::UnsupportedDtype {
-                    path: file.path.clone(),
-                    tensor: name.to_string(),
-                    dtype: other.to_string(),
-                })
-            }
-        };
+        let ggml_type = stored_type(&entry.dtype).ok_or_else(|| LoadError::UnsupportedDtype {
+            path: file.path.clone(),
+            tensor: name.to_string(),
+            dtype: entry.dtype.clone(),
+        })?;
         let raw = RawTensor {
             ggml_type,
             shape: entry.shape.clone(),
@@ -286,4 +280,14 @@ impl TensorSource for Checkpoint {
     fn contains(&self, name: &str) -> bool {
         self.tensors.contains_key(name)
     }
+}
+
+/// The ggml type of a safetensors dtype sluice reads.
+fn stored_type(dtype: &str) -> Option<GgmlType> {
+    Some(match dtype {
+        "F32" => GgmlType::F32,
+        "F16" => GgmlType::F16,
+        "BF16" => GgmlType::BF16,
+        _ => return None,
+    })
 }

@@ -28,6 +28,9 @@ pub enum RopeScaling {
         /// The context length the model was pre-trained with.
         original_max_position_embeddings: f64,
     },
+    /// Per-frequency divisors, `[head_dim / 2]` (GGUF's `rope_freqs.weight`, which llama.cpp's
+    /// converter writes for Llama 3.1's scaling).
+    FreqFactors(Vec<f32>),
 }
 
 /// Rotary embedding parameters.

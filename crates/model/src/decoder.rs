@@ -14,6 +14,7 @@ use crate::layers::linear::Linear;
 use crate::layers::mlp::Mlp;
 use crate::layers::norm::RmsNorm;
 use crate::layers::rope::Rope;
+use crate::layers::weights::load_matrix;
 
 /// One pre-norm transformer block (`model.layers.{i}`).
 #[derive(Debug)]
@@ -46,11 +47,10 @@ impl Decoder {
         source: &dyn TensorSource,
         config: &ModelConfig,
         attention: AttentionOptions,
-        dtype: WeightDtype,
+        dtype: Option<WeightDtype>,
     ) -> Result<Self, LoadError> {
         let (vocab, hidden) = (config.vocab_size, config.hidden_size);
-        let embed = source.tensor("model.embed_tokens.weight", &[vocab, hidden])?;
-        let embed = PackedMatrix::pack(&embed, vocab, hidden, dtype);
+        let embed = load_matrix(source, "model.embed_tokens.weight", vocab, hidden, dtype)?;
         // Some tied checkpoints still ship lm_head.weight; the config decides.
         let (embed_tokens, lm_head) = if config.tie_word_embeddings {
             (None, Linear::from_packed(embed))
@@ -99,7 +99,11 @@ impl Decoder {
     /// Runs the batch (already validated against `kv`) and returns the requested rows' logits.
     pub fn forward(&self, batch: &Batch, token_seq: &[usize], kv: &mut KvCache) -> Logits {
         let (t, hidden) = (batch.num_tokens(), self.hidden);
-        let embed = self.embed_tokens.as_ref().unwrap_or(self.lm_head.weight());
+        let embed = self.embed_tokens.as_ref().unwrap_or_else(|| {
+            self.lm_head
+                .weight()
+                .expect("a tied head is the one embedding matrix")
+        });
         // x: [T, hidden], the residual stream.
         let mut x = vec![0f32; t * hidden];
         for (row, &token) in x.chunks_exact_mut(hidden).zip(&batch.token_ids) {

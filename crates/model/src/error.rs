@@ -32,6 +32,14 @@ pub enum LoadError {
         /// Comma-separated list of supported architectures.
         supported: String,
     },
+    /// A GGUF file is malformed.
+    #[error("{message}")]
+    Gguf {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong (names the file).
+        message: String,
+    },
     /// A safetensors file or the shard index is malformed.
     #[error("invalid safetensors file {path}: {message}")]
     Safetensors {

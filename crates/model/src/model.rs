@@ -4,26 +4,20 @@ use std::path::Path;
 
 use crate::architectures;
 use crate::batch::{Batch, Logits};
-use crate::checkpoint::{Checkpoint, TensorSource};
+use crate::checkpoint::TensorSource;
 use crate::config::{ModelConfig, SUPPORTED_ARCHITECTURES};
 use crate::decoder::Decoder;
 use crate::error::{ForwardError, LoadError};
+use crate::files::ModelFiles;
 use crate::kernels::matmul::WeightDtype;
 use crate::kv_cache::KvCache;
 
 /// How to load a model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LoadOptions {
-    /// How weights are kept in memory (bf16 checkpoints are always converted).
-    pub dtype: WeightDtype,
-}
-
-impl Default for LoadOptions {
-    fn default() -> Self {
-        Self {
-            dtype: WeightDtype::F32,
-        }
-    }
+    /// How weight matrices are kept in memory: `None` keeps each one's stored type where sluice
+    /// has a format for it (bf16 becomes f32); a dtype converts (or quantizes) every matrix.
+    pub dtype: Option<WeightDtype>,
 }
 
 /// A loaded causal language model, ready to run batches against a [`KvCache`].
@@ -34,25 +28,34 @@ pub struct Model {
 }
 
 impl Model {
-    /// Loads a Hugging Face model directory: `config.json`, optional `generation_config.json`,
-    /// and `model.safetensors` or a sharded `model.safetensors.index.json`.
-    pub fn load(dir: &Path, opts: &LoadOptions) -> Result<Model, LoadError> {
-        let config = ModelConfig::from_dir(dir)?;
+    /// Loads the model at `path`: a Hugging Face directory (`config.json`, optional
+    /// `generation_config.json`, `model.safetensors` or a sharded
+    /// `model.safetensors.index.json`) or a GGUF file (see [`ModelFiles`]).
+    pub fn load(path: &Path, opts: &LoadOptions) -> Result<Model, LoadError> {
+        Self::from_files(&ModelFiles::open(path)?, opts)
+    }
+
+    /// Loads an opened model.
+    pub fn from_files(files: &ModelFiles, opts: &LoadOptions) -> Result<Model, LoadError> {
+        let config = files.config().clone();
+        let config_path = match files {
+            ModelFiles::HuggingFace { dir, .. } => dir.join("config.json"),
+            ModelFiles::Gguf(_) => files.path().to_path_buf(),
+        };
         if !SUPPORTED_ARCHITECTURES.contains(&config.architecture.as_str()) {
             return Err(LoadError::UnsupportedArchitecture {
-                path: dir.join("config.json"),
+                path: config_path,
                 architecture: config.architecture,
                 supported: SUPPORTED_ARCHITECTURES.join(", "),
             });
         }
-        let checkpoint = Checkpoint::open(dir)?;
-        Self::from_source(config, &checkpoint, opts).map_err(|e| match e {
+        Self::from_source(config, files.source(), opts).map_err(|e| match e {
             LoadError::UnsupportedArchitecture {
                 architecture,
                 supported,
                 ..
             } => LoadError::UnsupportedArchitecture {
-                path: dir.join("config.json"),
+                path: config_path,
                 architecture,
                 supported,
             },

@@ -158,3 +158,63 @@ fn config_reports_generation_eos_ids_and_shapes() {
     assert_eq!(c.architecture, "LlamaForCausalLM");
     assert!(model.weight_bytes() > 0);
 }
+
+/// `llama-f16.gguf` with `edit` applied to its bytes, written to a scratch file.
+fn broken_gguf(tag: &str, edit: impl FnOnce(&mut Vec<u8>)) -> PathBuf {
+    let source = fixture_dir("llama").join("../../gguf/llama-f16.gguf");
+    let mut bytes = std::fs::read(source).unwrap();
+    edit(&mut bytes);
+    let path = std::env::temp_dir().join(format!("sluice-{tag}-{}.gguf", std::process::id()));
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+/// The offset just past the first occurrence of the length-prefixed string `s` in `bytes`.
+fn after_string(bytes: &[u8], s: &str) -> usize {
+    let mut needle = (s.len() as u64).to_le_bytes().to_vec();
+    needle.extend(s.as_bytes());
+    bytes
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("string in header")
+        + needle.len()
+}
+
+fn gguf_error(path: &Path) -> String {
+    let err = Model::load(path, &LoadOptions::default()).unwrap_err();
+    std::fs::remove_file(path).unwrap();
+    err.to_string()
+}
+
+#[test]
+fn broken_gguf_files_are_clear_errors() {
+    let truncated = broken_gguf("truncated", |b| b.truncate(b.len() / 2));
+    let err = gguf_error(&truncated);
+    assert!(err.contains("truncated") && err.contains(".gguf"), "{err}");
+
+    let magic = broken_gguf("magic", |b| b[0] = b'X');
+    assert!(gguf_error(&magic).contains("not a GGUF file"));
+
+    let unknown_type = broken_gguf("type", |b| {
+        // A tensor entry: name, dimension count, dimensions, type.
+        let at = after_string(b, "blk.0.attn_q.weight");
+        let dims = u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+        let type_at = at + 4 + 8 * dims;
+        b[type_at..type_at + 4].copy_from_slice(&39u32.to_le_bytes());
+    });
+    let err = gguf_error(&unknown_type);
+    assert!(
+        err.contains("blk.0.attn_q.weight") && err.contains("type 39"),
+        "{err}"
+    );
+
+    let missing_key = broken_gguf("key", |b| {
+        let at = after_string(b, "llama.embedding_length");
+        b[at - 1] = b'X';
+    });
+    let err = gguf_error(&missing_key);
+    assert!(
+        err.contains("llama.embedding_length") && err.contains("missing"),
+        "{err}"
+    );
+}

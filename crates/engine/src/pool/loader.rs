@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use sluice_model::{KvCache, KvDtype, LoadOptions, Model, ModelConfig, WeightDtype};
+use sluice_model::{KvCache, KvDtype, LoadOptions, Model, ModelConfig, ModelFiles, WeightDtype};
 use sluice_text::Tokenizer;
 use thiserror::Error;
 
@@ -70,8 +70,9 @@ pub trait ModelLoader: Send + Sync + 'static {
 /// How every model is loaded and run.
 #[derive(Debug, Clone)]
 pub struct LoadSettings {
-    /// How weights are kept in memory; `None` follows the checkpoint (f16 for float16
-    /// checkpoints, f32 otherwise: bf16's range does not fit f16).
+    /// How weight matrices are kept in memory; `None` keeps each one's stored type where sluice
+    /// has a format for it (f16 stays f16, a GGUF file's quantized types stay as they are),
+    /// else f32 (bf16's range does not fit f16).
     pub dtype: Option<WeightDtype>,
     /// How the KV cache stores keys and values; `None` follows the weights (f16 KV for f16
     /// weights, f32 for f32).
@@ -109,50 +110,43 @@ impl DirectoryLoader {
         self.settings.max_model_len.map_or(own, |n| n.min(own))
     }
 
-    /// The weight storage type for a model with this config.
-    pub fn weight_dtype(&self, config: &ModelConfig) -> WeightDtype {
+    /// The KV cache storage type for a model: as set, else following the weights (f32 when
+    /// they are kept at full precision, f16 otherwise).
+    pub fn kv_dtype(&self, files: &ModelFiles) -> KvDtype {
         self.settings
-            .dtype
-            .unwrap_or(match config.checkpoint_dtype.as_deref() {
-                Some("float16") => WeightDtype::F16,
-                _ => WeightDtype::F32,
+            .kv_dtype
+            .unwrap_or(if files.full_precision(self.settings.dtype) {
+                KvDtype::F32
+            } else {
+                KvDtype::F16
             })
     }
 
-    /// The KV cache storage type for a model with this config.
-    pub fn kv_dtype(&self, config: &ModelConfig) -> KvDtype {
-        self.settings
-            .kv_dtype
-            .unwrap_or_else(|| self.weight_dtype(config).into())
-    }
-
-    fn kv_bytes(&self, config: &ModelConfig) -> usize {
+    fn kv_bytes(&self, files: &ModelFiles) -> usize {
         let s = &self.settings;
-        let dtype = self.kv_dtype(config);
+        let (config, dtype) = (files.config(), self.kv_dtype(files));
         KvCache::num_blocks_for_budget(config, dtype, s.block_size, s.kv_cache_bytes)
             * KvCache::bytes_per_block(config, dtype, s.block_size)
     }
 }
 
 impl ModelLoader for DirectoryLoader {
-    fn context_length(&self, dir: &Path) -> Result<usize, ModelLoadError> {
-        Ok(self.max_model_len(&ModelConfig::from_dir(dir)?))
+    fn context_length(&self, path: &Path) -> Result<usize, ModelLoadError> {
+        Ok(self.max_model_len(&ModelFiles::config_at(path)?))
     }
 
-    fn estimate_bytes(&self, dir: &Path) -> Result<usize, ModelLoadError> {
-        let config = ModelConfig::from_dir(dir)?;
-        let checkpoint = sluice_model::Checkpoint::open(dir)?;
-        let weights = checkpoint.loaded_bytes(&config, self.weight_dtype(&config));
-        Ok(weights + self.kv_bytes(&config))
+    fn estimate_bytes(&self, path: &Path) -> Result<usize, ModelLoadError> {
+        let files = ModelFiles::open(path)?;
+        Ok(files.loaded_bytes(self.settings.dtype) + self.kv_bytes(&files))
     }
 
     fn load(&self, dir: &Path) -> Result<LoadedModel, ModelLoadError> {
         let s = &self.settings;
         let started = Instant::now();
-        let config = ModelConfig::from_dir(dir)?;
-        let (dtype, kv_dtype) = (self.weight_dtype(&config), self.kv_dtype(&config));
+        let files = ModelFiles::open(dir)?;
+        let (dtype, kv_dtype) = (s.dtype, self.kv_dtype(&files));
         tracing::info!(model = %dir.display(), ?dtype, ?kv_dtype, "loading model");
-        let model = Model::load(dir, &LoadOptions { dtype })?;
+        let model = Model::from_files(&files, &LoadOptions { dtype })?;
         let tokenizer = Arc::new(Tokenizer::from_dir(dir)?);
         let config = model.config().clone();
         let max_model_len = self.max_model_len(&config);
@@ -164,7 +158,7 @@ impl ModelLoader for DirectoryLoader {
                 block_size: s.block_size,
             });
         }
-        let memory_bytes = model.weight_bytes() + self.kv_bytes(&config);
+        let memory_bytes = model.weight_bytes() + self.kv_bytes(&files);
         tracing::info!(
             model = %dir.display(),
             architecture = %config.architecture,
@@ -241,21 +235,24 @@ mod tests {
             dtype: None,
             ..loader(WeightDtype::F32).settings().clone()
         });
-        let mut config = ModelConfig::from_dir(&fixture("llama")).unwrap();
-        for (stored, weights, kv) in [
-            (Some("float16"), WeightDtype::F16, KvDtype::F16),
-            (Some("bfloat16"), WeightDtype::F32, KvDtype::F32),
-            (None, WeightDtype::F32, KvDtype::F32),
+        let gguf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/gguf/llama-f16.gguf");
+        // f32, f16 and bf16 checkpoints, and an f16 GGUF file.
+        for (path, kv) in [
+            (fixture("llama"), KvDtype::F32),
+            (fixture("llama-odd-head-dim"), KvDtype::F16),
+            (fixture("qwen3"), KvDtype::F32),
+            (gguf, KvDtype::F16),
         ] {
-            config.checkpoint_dtype = stored.map(str::to_string);
-            assert_eq!(auto.weight_dtype(&config), weights, "{stored:?}");
-            assert_eq!(auto.kv_dtype(&config), kv, "{stored:?}");
+            let files = ModelFiles::open(&path).unwrap();
+            assert_eq!(auto.kv_dtype(&files), kv, "{}", path.display());
         }
+        let files = ModelFiles::open(&fixture("llama")).unwrap();
         let forced = DirectoryLoader::new(LoadSettings {
             kv_dtype: Some(KvDtype::F16),
             ..loader(WeightDtype::F32).settings().clone()
         });
-        assert_eq!(forced.kv_dtype(&config), KvDtype::F16);
+        assert_eq!(forced.kv_dtype(&files), KvDtype::F16);
+        assert_eq!(loader(WeightDtype::F16).kv_dtype(&files), KvDtype::F16);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::layers::attention::AttentionOptions;
 pub fn load(
     source: &dyn TensorSource,
     config: &ModelConfig,
-    dtype: WeightDtype,
+    dtype: Option<WeightDtype>,
 ) -> Result<Decoder, LoadError> {
     let attention = AttentionOptions {
         qkv_bias: config.qkv_bias,

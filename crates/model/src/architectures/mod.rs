@@ -17,7 +17,7 @@ use crate::kernels::matmul::WeightDtype;
 pub fn load(
     source: &dyn TensorSource,
     config: &ModelConfig,
-    dtype: WeightDtype,
+    dtype: Option<WeightDtype>,
 ) -> Option<Result<Decoder, LoadError>> {
     Some(match config.architecture.as_str() {
         "LlamaForCausalLM" => llama::load(source, config, dtype),

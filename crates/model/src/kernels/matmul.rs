@@ -46,6 +46,24 @@ impl WeightDtype {
         format_for(ty).map(|_| Self(ty))
     }
 
+    /// The dtype named `name` as llama.cpp spells types (`q4_K`, `q8_0`, `f16`; any case).
+    pub fn from_name(name: &str) -> Option<Self> {
+        (0..64)
+            .map(GgmlType::from_tag)
+            .find(|t| t.name().eq_ignore_ascii_case(name))
+            .and_then(Self::of)
+    }
+
+    /// The names of every quantized dtype, lower case.
+    pub fn quantized_names() -> Vec<String> {
+        (0..64)
+            .map(GgmlType::from_tag)
+            .filter(|&t| t != GgmlType::F32 && t != GgmlType::F16)
+            .filter_map(Self::of)
+            .map(|d| d.0.name().to_lowercase())
+            .collect()
+    }
+
     /// The ggml type.
     pub fn ggml_type(self) -> GgmlType {
         self.0

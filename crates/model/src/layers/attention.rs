@@ -50,7 +50,7 @@ impl Attention {
         prefix: &str,
         config: &ModelConfig,
         options: AttentionOptions,
-        dtype: WeightDtype,
+        dtype: Option<WeightDtype>,
     ) -> Result<Self, LoadError> {
         let (heads, kv_heads, head_dim) = (
             config.num_attention_heads,

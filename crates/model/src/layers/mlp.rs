@@ -2,6 +2,7 @@
 
 use super::linear::Linear;
 use super::vec_written_by;
+use super::weights::load_rows;
 use crate::checkpoint::TensorSource;
 use crate::config::ModelConfig;
 use crate::error::LoadError;
@@ -32,26 +33,27 @@ impl Mlp {
         source: &dyn TensorSource,
         prefix: &str,
         config: &ModelConfig,
-        dtype: WeightDtype,
+        dtype: Option<WeightDtype>,
     ) -> Result<Self, LoadError> {
         let (hidden, inter) = (config.hidden_size, config.intermediate_size);
         let (gate, up) = (format!("{prefix}.gate_proj"), format!("{prefix}.up_proj"));
-        let gate_up = if !config.mlp_bias && GatedMatrix::fits(inter) {
-            GateUp::Fused(GatedMatrix::pack(
-                &source.tensor(&format!("{gate}.weight"), &[inter, hidden])?,
-                &source.tensor(&format!("{up}.weight"), &[inter, hidden])?,
-                inter,
-                hidden,
-                dtype,
-            ))
+        let fused = if !config.mlp_bias && GatedMatrix::fits(inter) {
+            let g = load_rows(source, &format!("{gate}.weight"), inter, hidden, dtype)?;
+            let u = load_rows(source, &format!("{up}.weight"), inter, hidden, dtype)?;
+            (g.format.ggml_type() == u.format.ggml_type())
+                .then(|| GatedMatrix::pack_encoded(&g.bytes, &u.bytes, inter, hidden, g.format))
         } else {
-            GateUp::Stacked(Linear::load(
+            None
+        };
+        let gate_up = match fused {
+            Some(gated) => GateUp::Fused(gated),
+            None => GateUp::Stacked(Linear::load(
                 source,
                 &[(&gate, inter), (&up, inter)],
                 hidden,
                 config.mlp_bias,
                 dtype,
-            )?)
+            )?),
         };
         let down_proj = Linear::load(
             source,
@@ -157,7 +159,7 @@ mod tests {
         let (hidden, inter, t) = (24, 48, 7);
         let (weights, config) = mlp(hidden, inter);
         for dtype in [WeightDtype::F32, WeightDtype::F16] {
-            let fused = Mlp::load(&weights, "mlp", &config, dtype).expect("load");
+            let fused = Mlp::load(&weights, "mlp", &config, Some(dtype)).expect("load");
             assert!(matches!(fused.gate_up, GateUp::Fused(_)));
             let stacked = Mlp {
                 gate_up: GateUp::Stacked(
@@ -166,7 +168,7 @@ mod tests {
                         &[("mlp.gate_proj", inter), ("mlp.up_proj", inter)],
                         hidden,
                         false,
-                        dtype,
+                        Some(dtype),
                     )
                     .expect("gate/up"),
                 ),
@@ -175,7 +177,7 @@ mod tests {
                     &[("mlp.down_proj", hidden)],
                     inter,
                     false,
-                    dtype,
+                    Some(dtype),
                 )
                 .expect("down"),
             };
@@ -190,7 +192,7 @@ mod tests {
         }
         // A width that ends inside a panel loads stacked.
         let (weights, config) = mlp(hidden, 40);
-        let odd = Mlp::load(&weights, "mlp", &config, WeightDtype::F32).expect("load");
+        let odd = Mlp::load(&weights, "mlp", &config, Some(WeightDtype::F32)).expect("load");
         assert!(matches!(odd.gate_up, GateUp::Stacked(_)));
     }
 }

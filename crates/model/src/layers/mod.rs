@@ -6,6 +6,7 @@ pub mod linear;
 pub mod mlp;
 pub mod norm;
 pub mod rope;
+pub mod weights;
 
 /// A `len`-long vector filled by `write` (a kernel that writes every element of uninitialised
 /// memory, so the buffer is not zeroed first). Safety: `write` must initialise all `len`

@@ -24,9 +24,14 @@ impl Rope {
         let base: Vec<f64> = (0..head_dim / 2)
             .map(|i| 1.0 / config.theta.powf((2 * i) as f64 / head_dim as f64))
             .collect();
-        let inv_freq = match config.scaling {
+        let inv_freq = match &config.scaling {
             RopeScaling::Default => base,
-            RopeScaling::Llama3 {
+            RopeScaling::FreqFactors(factors) => base
+                .into_iter()
+                .zip(factors.iter().chain(std::iter::repeat(&1.0)))
+                .map(|(f, &d)| f / d as f64)
+                .collect(),
+            &RopeScaling::Llama3 {
                 factor,
                 low_freq_factor,
                 high_freq_factor,

@@ -9,13 +9,15 @@ use serde::Deserialize;
 use sluice_model::{Batch, KvCache, KvDtype, LoadOptions, Logits, Model, WeightDtype};
 
 /// Every fixture directory under `fixtures/models`.
-pub const FIXTURES: [&str; 6] = [
+pub const FIXTURES: [&str; 7] = [
     "llama",
     "llama3-rope-scaling",
     "llama-odd-head-dim",
     "mistral",
     "qwen2",
     "qwen3",
+    // Rows of 256 for the K-quants (scripts/make_gguf_fixtures.py).
+    "qwen2-q256",
 ];
 
 /// Tokens per KV block in the tests: small, so prompts span several blocks.
@@ -43,7 +45,7 @@ pub fn reference(name: &str) -> Reference {
 }
 
 pub fn load(name: &str, dtype: WeightDtype) -> Model {
-    Model::load(&fixture_dir(name), &LoadOptions { dtype })
+    Model::load(&fixture_dir(name), &LoadOptions { dtype: Some(dtype) })
         .unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 

@@ -1,0 +1,160 @@
+//! [`ModelConfig`] from GGUF metadata: the `{arch}.*` hyper-parameters llama.cpp's converter
+//! writes, with the parts the metadata does not state (biases, q/k norms, a tied head) read from
+//! which tensors the file holds.
+
+use sluice_gguf::{GgufModel, Metadata};
+
+use crate::config::{ModelConfig, RopeConfig, RopeScaling};
+
+/// GGUF architecture name → the Hugging Face architecture sluice implements it with.
+const ARCHITECTURES: [(&str, &str); 3] = [
+    ("llama", "LlamaForCausalLM"),
+    ("qwen2", "Qwen2ForCausalLM"),
+    ("qwen3", "Qwen3ForCausalLM"),
+];
+
+/// The GGUF architecture names sluice loads.
+pub fn supported_gguf_architectures() -> Vec<&'static str> {
+    ARCHITECTURES.iter().map(|(g, _)| *g).collect()
+}
+
+/// The config of a GGUF model; `Err` names the missing or malformed key.
+pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
+    let meta = model.metadata();
+    let e = |err: sluice_gguf::MetadataError| err.to_string();
+    let arch = meta.require_str("general.architecture").map_err(e)?;
+    let architecture = ARCHITECTURES
+        .iter()
+        .find(|(g, _)| *g == arch)
+        .map(|(_, hf)| hf.to_string())
+        .ok_or_else(|| {
+            format!(
+                "unsupported GGUF architecture `{arch}` (supported: {})",
+                supported_gguf_architectures().join(", ")
+            )
+        })?;
+    let key = |name: &str| format!("{arch}.{name}");
+    let usize_of = |name: &str| -> Result<Option<usize>, String> {
+        Ok(meta.u64(&key(name)).map_err(e)?.map(|v| v as usize))
+    };
+    let required = |name: &str| -> Result<usize, String> {
+        usize_of(name)?.ok_or_else(|| format!("metadata key `{}` is missing", key(name)))
+    };
+    let hidden_size = required("embedding_length")?;
+    let num_attention_heads = required("attention.head_count")?;
+    if num_attention_heads == 0 {
+        return Err(format!("{} is 0", key("attention.head_count")));
+    }
+    let num_key_value_heads = usize_of("attention.head_count_kv")?.unwrap_or(num_attention_heads);
+    if num_key_value_heads == 0 || !num_attention_heads.is_multiple_of(num_key_value_heads) {
+        return Err(format!(
+            "head_count ({num_attention_heads}) is not a multiple of head_count_kv ({num_key_value_heads})"
+        ));
+    }
+    let head_dim = usize_of("attention.key_length")?.unwrap_or(hidden_size / num_attention_heads);
+    if head_dim == 0 || !head_dim.is_multiple_of(2) {
+        return Err(format!(
+            "head dimension {head_dim} must be even and non-zero"
+        ));
+    }
+    if let Some(rotary) = usize_of("rope.dimension_count")? {
+        if rotary != head_dim {
+            return Err(format!(
+                "partial rotary embeddings ({rotary} of {head_dim} dimensions) are not supported"
+            ));
+        }
+    }
+    let vocab_size = match usize_of("vocab_size")? {
+        Some(n) => n,
+        None => model
+            .tensor("token_embd.weight")
+            .map(|(info, _)| info.shape()[0])
+            .ok_or("no vocab_size and no token_embd.weight")?,
+    };
+    let has = |name: &str| model.tensor(name).is_some();
+    let is_qwen2 = arch == "qwen2";
+    let ids = |name: &str| -> Result<Option<u32>, String> {
+        Ok(meta
+            .u64(&format!("tokenizer.ggml.{name}"))
+            .map_err(e)?
+            .and_then(|v| u32::try_from(v).ok()))
+    };
+    let mut eos_token_ids = Vec::new();
+    for name in ["eos_token_id", "eot_token_id", "eom_token_id"] {
+        if let Some(id) = ids(name)? {
+            if !eos_token_ids.contains(&id) {
+                eos_token_ids.push(id);
+            }
+        }
+    }
+    Ok(ModelConfig {
+        vocab_size,
+        hidden_size,
+        intermediate_size: required("feed_forward_length")?,
+        num_hidden_layers: required("block_count")?,
+        num_attention_heads,
+        num_key_value_heads,
+        head_dim,
+        max_position_embeddings: usize_of("context_length")?.unwrap_or(2048),
+        rms_norm_eps: meta
+            .f64(&key("attention.layer_norm_rms_epsilon"))
+            .map_err(e)?
+            .map_or(1e-6, as_written),
+        rope: rope_config(meta, arch, model)?,
+        tie_word_embeddings: !has("output.weight"),
+        qkv_bias: has("blk.0.attn_q.bias"),
+        o_bias: has("blk.0.attn_output.bias"),
+        mlp_bias: has("blk.0.ffn_down.bias"),
+        qk_norm: has("blk.0.attn_q_norm.weight"),
+        sliding_window: if is_qwen2 {
+            None
+        } else {
+            usize_of("attention.sliding_window")?.filter(|&w| w > 0)
+        },
+        eos_token_ids,
+        bos_token_id: ids("bos_token_id")?,
+        checkpoint_dtype: None,
+        architecture,
+    })
+}
+
+/// RoPE base and scaling. Llama 3.1 files carry the llama3 scaling as a `rope_freqs.weight`
+/// tensor of per-frequency divisors, which is what [`RopeScaling::FreqFactors`] applies.
+fn rope_config(meta: &Metadata, arch: &str, model: &GgufModel) -> Result<RopeConfig, String> {
+    let e = |err: sluice_gguf::MetadataError| err.to_string();
+    let theta = meta
+        .f64(&format!("{arch}.rope.freq_base"))
+        .map_err(e)?
+        .map_or(10_000.0, as_written);
+    let scaling_type = meta
+        .str(&format!("{arch}.rope.scaling.type"))
+        .map_err(e)?
+        .unwrap_or("none");
+    let scaling = match (scaling_type, model.tensor("rope_freqs.weight")) {
+        (_, Some((info, bytes))) => {
+            if info.ggml_type != sluice_gguf::GgmlType::F32 {
+                return Err(format!(
+                    "rope_freqs.weight is {}, expected f32",
+                    info.ggml_type
+                ));
+            }
+            RopeScaling::FreqFactors(
+                bytes
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
+            )
+        }
+        ("none", None) => RopeScaling::Default,
+        (other, None) => {
+            return Err(format!("unsupported RoPE scaling type `{other}`"));
+        }
+    };
+    Ok(RopeConfig { theta, scaling })
+}
+
+/// An f32 metadata value as the decimal the converter was given (`1e-5`, not the f32 nearest
+/// to it widened, `9.9999997e-6`): the shortest decimal that rounds to the same f32.
+fn as_written(value: f64) -> f64 {
+    (value as f32).to_string().parse().unwrap_or(value)
+}

@@ -1,0 +1,104 @@
+//! Which format one weight matrix is kept in, and its rows in that format: as stored where the
+//! checkpoint's type has a format (a GGUF file's quantized rows are packed as they are),
+//! converted where the caller asks for a dtype (`--dtype`, `--quantize`) or the stored type has
+//! no format (bf16 is widened to f32).
+
+use std::borrow::Cow;
+
+use sluice_gguf::GgmlType;
+
+use crate::checkpoint::TensorSource;
+use crate::error::LoadError;
+use crate::kernels::formats::{format_for, WeightFormat};
+use crate::kernels::matmul::{PackedMatrix, WeightDtype};
+
+/// The rows of one matrix encoded in one format.
+pub struct EncodedRows<'a> {
+    /// The format the rows are encoded in.
+    pub format: &'static dyn WeightFormat,
+    /// `[out_dim]` rows of `format.row_bytes(in_dim)` bytes.
+    pub bytes: Cow<'a, [u8]>,
+}
+
+/// The format a matrix stored as `stored` with rows of `in_dim` weights is kept in. `dtype`
+/// `None` keeps the stored type where it has a format (else f32). A requested type whose blocks
+/// do not divide the rows falls back as llama-quantize does: to q8_0 where 32 divides them,
+/// else to f16.
+pub fn target_format(
+    stored: GgmlType,
+    in_dim: usize,
+    dtype: Option<WeightDtype>,
+) -> &'static dyn WeightFormat {
+    let fits = |f: &dyn WeightFormat| in_dim.is_multiple_of(f.block().0);
+    let wanted = match dtype {
+        Some(d) => d.format(),
+        None => format_for(stored).unwrap_or(WeightDtype::F32.format()),
+    };
+    if fits(wanted) {
+        return wanted;
+    }
+    match format_for(GgmlType::Q8_0) {
+        Some(q8) if fits(q8) => q8,
+        _ => WeightDtype::F16.format(),
+    }
+}
+
+/// Reads `{name}` (`[out_dim, in_dim]`) as rows in the format [`target_format`] picks: the
+/// stored bytes themselves when they already are in it, converted otherwise.
+pub fn load_rows<'a>(
+    source: &'a dyn TensorSource,
+    name: &str,
+    out_dim: usize,
+    in_dim: usize,
+    dtype: Option<WeightDtype>,
+) -> Result<EncodedRows<'a>, LoadError> {
+    let raw = source.raw(name, &[out_dim, in_dim])?;
+    let format = target_format(raw.ggml_type, in_dim, dtype);
+    if format.ggml_type() == raw.ggml_type {
+        return Ok(EncodedRows {
+            format,
+            bytes: raw.bytes,
+        });
+    }
+    let values = raw.to_f32(name)?;
+    let row_bytes = format.row_bytes(in_dim);
+    let mut bytes = vec![0u8; out_dim * row_bytes];
+    {
+        use rayon::prelude::*;
+        bytes
+            .par_chunks_mut(row_bytes.max(1))
+            .zip(values.par_chunks(in_dim.max(1)))
+            .for_each(|(dst, src)| format.encode_row(src, dst));
+    }
+    Ok(EncodedRows {
+        format,
+        bytes: Cow::Owned(bytes),
+    })
+}
+
+/// Loads `{name}` (`[out_dim, in_dim]`) packed in the format [`target_format`] picks.
+pub fn load_matrix(
+    source: &dyn TensorSource,
+    name: &str,
+    out_dim: usize,
+    in_dim: usize,
+    dtype: Option<WeightDtype>,
+) -> Result<PackedMatrix, LoadError> {
+    let rows = load_rows(source, name, out_dim, in_dim, dtype)?;
+    Ok(PackedMatrix::pack_encoded(
+        &rows.bytes,
+        out_dim,
+        in_dim,
+        rows.format,
+    ))
+}
+
+/// Bytes [`load_matrix`] would hold for a matrix stored as `stored`, without loading it.
+pub fn loaded_matrix_bytes(
+    stored: GgmlType,
+    out_dim: usize,
+    in_dim: usize,
+    dtype: Option<WeightDtype>,
+) -> usize {
+    PackedMatrix::packed_bytes(out_dim, in_dim, target_format(stored, in_dim, dtype))
+}

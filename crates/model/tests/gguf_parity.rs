@@ -1,0 +1,115 @@
+//! GGUF files converted from the fixtures by llama.cpp's own converter
+//! (`scripts/make_gguf_fixtures.py`) give the same model as the safetensors directories: the
+//! same config, and bit-identical logits when the weights are kept in the same format.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::*;
+use sluice_model::{LoadOptions, Model, ModelConfig, ModelFiles, WeightDtype};
+
+fn gguf_path(file: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/gguf")
+        .join(file)
+}
+
+fn load_gguf(file: &str, dtype: Option<WeightDtype>) -> Model {
+    Model::load(&gguf_path(file), &LoadOptions { dtype }).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+/// The fields a GGUF file states, or implies by which tensors it holds.
+fn comparable(c: &ModelConfig) -> ModelConfig {
+    ModelConfig {
+        // GGUF carries no dtype field, and its eos set comes from the tokenizer metadata.
+        checkpoint_dtype: None,
+        eos_token_ids: Vec::new(),
+        bos_token_id: None,
+        ..c.clone()
+    }
+}
+
+#[test]
+fn gguf_config_equals_the_hugging_face_config() {
+    for name in FIXTURES {
+        let hf = ModelFiles::config_at(&fixture_dir(name)).unwrap();
+        let gguf = ModelFiles::config_at(&gguf_path(&format!("{name}-f16.gguf"))).unwrap();
+        let (mut a, b) = (comparable(&hf), comparable(&gguf));
+        if let (
+            sluice_model::RopeScaling::Llama3 { .. },
+            sluice_model::RopeScaling::FreqFactors(_),
+        ) = (&a.rope.scaling, &b.rope.scaling)
+        {
+            // Llama 3.1 scaling arrives as the per-frequency divisors the converter computed
+            // from it (checked through the logits below).
+            a.rope.scaling = b.rope.scaling.clone();
+        }
+        if name == "mistral" {
+            // llama.cpp's converter writes no sliding window for Mistral (llama.cpp attends to
+            // the whole context), so neither does a model loaded from the GGUF file.
+            // Mistral's files are `llama` files.
+            assert_eq!(a.sliding_window, Some(8));
+            a.sliding_window = None;
+            a.architecture = "LlamaForCausalLM".into();
+        }
+        assert_eq!(a, b, "{name}");
+    }
+}
+
+#[test]
+fn f16_gguf_logits_are_bit_identical_to_the_safetensors_model_kept_in_f16() {
+    for name in FIXTURES {
+        let reference = reference(name);
+        let hf = prefill_all_positions(&load(name, WeightDtype::F16), &reference.prompt_ids);
+        // As stored: the file's matrices are f16, its norms f32.
+        let gguf = prefill_all_positions(
+            &load_gguf(&format!("{name}-f16.gguf"), None),
+            &reference.prompt_ids,
+        );
+        if name == "mistral" {
+            // No sliding window from the GGUF file (above): the first 8 positions, which the
+            // window of 8 does not cut, are identical.
+            let vocab = hf.vocab_size;
+            assert_eq!(hf.data[..8 * vocab], gguf.data[..8 * vocab]);
+            assert_ne!(hf.data, gguf.data);
+        } else if name == "llama3-rope-scaling" {
+            // The converter's divisors are rounded to f32, so RoPE angles differ in the last
+            // bits; everything else is identical.
+            let max_diff = hf
+                .data
+                .iter()
+                .zip(&gguf.data)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(max_diff < 1e-4, "{name}: {max_diff}");
+        } else {
+            assert_eq!(hf.data, gguf.data, "{name}");
+        }
+    }
+}
+
+#[test]
+fn f32_gguf_reproduces_transformers() {
+    let reference = reference("llama");
+    let hf = prefill_all_positions(&load("llama", WeightDtype::F32), &reference.prompt_ids);
+    let gguf = prefill_all_positions(&load_gguf("llama-f32.gguf", None), &reference.prompt_ids);
+    assert_eq!(hf.data, gguf.data);
+}
+
+#[test]
+fn gguf_weight_bytes_estimate_is_exact() {
+    for (file, dtype) in [
+        ("llama-f16.gguf", None),
+        ("qwen2-f16.gguf", Some(WeightDtype::F32)),
+        ("llama-f32.gguf", Some(WeightDtype::F16)),
+    ] {
+        let files = ModelFiles::open(&gguf_path(file)).unwrap();
+        let model = Model::from_files(&files, &LoadOptions { dtype }).unwrap();
+        assert_eq!(
+            files.loaded_bytes(dtype),
+            model.weight_bytes(),
+            "{file} {dtype:?}"
+        );
+    }
+}

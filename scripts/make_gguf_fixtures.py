@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Writes the GGUF fixtures under fixtures/gguf/ from the Hugging Face fixtures.
+
+- `<fixture>-f16.gguf` for every fixture in fixtures/models (and `llama-f32.gguf`), converted
+  with llama.cpp's own converter (../shared/peers/to-gguf.py): the Rust tests check that sluice
+  gives the same logits from these as from the safetensors directories.
+- `qwen2-q256`, a Qwen2-shaped fixture whose rows are multiples of 256 (so every K-quant
+  applies), written like the others by make_fixtures.py (with reference.json), then converted
+  to GGUF f16 and quantized by llama-quantize to every type sluice loads.
+
+Usage: python3 scripts/make_gguf_fixtures.py [--skip-model] [--force]  (needs torch, transformers, gguf, sentencepiece and
+the llama.cpp build of ../shared/peers/llama-server.sh for llama-quantize)
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from transformers import Qwen2Config
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import make_fixtures  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "fixtures" / "models"
+OUT = ROOT / "fixtures" / "gguf"
+PEERS = ROOT.parent / "shared" / "peers"
+QUANT_MODEL = "qwen2-q256"
+# llama-quantize presets: each one's mix of tensor types is what users' files hold.
+QUANT_TYPES = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K"]
+
+
+def llama_bin() -> Path:
+    out = subprocess.run([str(PEERS / "llama-server.sh")], check=True, capture_output=True, text=True)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def convert(model_dir: Path, out: Path, outtype: str) -> None:
+    """Runs llama.cpp's converter on a copy whose tokenizer the converter's AutoTokenizer reads as
+    the plain tokenizer.json: Qwen2's tokenizer class otherwise adds an `<|endoftext|>` unknown
+    token past the vocabulary."""
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / model_dir.name
+        shutil.copytree(model_dir, copy)
+        cfg_path = copy / "tokenizer_config.json"
+        cfg = json.loads(cfg_path.read_text())
+        cfg["tokenizer_class"] = "TokenizersBackend"
+        cfg.setdefault("unk_token", cfg.get("pad_token"))
+        cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
+        subprocess.run(
+            [sys.executable, str(PEERS / "to-gguf.py"), str(copy), str(out), "--outtype", outtype],
+            check=True,
+            capture_output=True,
+        )
+    print(f"{out.name}: {out.stat().st_size} bytes")
+
+
+def write_quant_model() -> None:
+    tokenizer = make_fixtures.train_tokenizer()
+    over = dict(
+        tie_word_embeddings=False,
+        hidden_size=256,
+        intermediate_size=256,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
+    make_fixtures.write_fixture(
+        QUANT_MODEL, Qwen2Config, over, torch.float16, "5.x", None, tokenizer=tokenizer, seed=2000
+    )
+
+
+def main() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    if "--skip-model" not in sys.argv:
+        write_quant_model()
+    for name in sorted(p.name for p in MODELS.iterdir()):
+        out = OUT / f"{name}-f16.gguf"
+        if name == QUANT_MODEL or "--force" in sys.argv or not out.exists():
+            convert(MODELS / name, out, "f16")
+    if "--force" in sys.argv or not (OUT / "llama-f32.gguf").exists():
+        convert(MODELS / "llama", OUT / "llama-f32.gguf", "f32")
+    quantize = llama_bin() / "llama-quantize"
+    base = OUT / f"{QUANT_MODEL}-f16.gguf"
+    for qtype in QUANT_TYPES:
+        out = OUT / f"{QUANT_MODEL}-{qtype.lower()}.gguf"
+        subprocess.run([str(quantize), str(base), str(out), qtype], check=True, capture_output=True)
+        print(f"{out.name}: {out.stat().st_size} bytes")
+
+
+if __name__ == "__main__":
+    main()
