@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Serves the same f16 weights from sluice and from llama.cpp's llama-server in turn and measures
+# Serves the very same GGUF file from sluice and from llama.cpp's llama-server in turn and measures
 # both with the very same `sluice bench` sweep; writes a side-by-side markdown table (ratios are
-# sluice / llama-server) and an SVG chart per model into bench/out/, and prints the markdown.
+# sluice / llama-server, the median over rounds) and an SVG chart per model and weight type into
+# bench/out/, and prints the markdown.
 #
 #   bench/compare-llamacpp.sh [options]
 #     --models LIST          comma-separated (default smollm2-135m,qwen2.5-0.5b)
@@ -11,16 +12,21 @@
 #     --duration-secs S      measured per level (default 30)
 #     --drain-secs S         wait for in-flight requests after each level (default 15)
 #     --ctx-per-seq N        context per sequence on both servers (default 512)
+#     --weights LIST         GGUF types to serve, comma-separated: f16 and any llama-quantize
+#                            preset (q8_0, q4_k_m, q4_0, ...); default f16
+#     --rounds N             measure each server N times, alternating A/B/A/B (default 1); the
+#                            report quotes the median ratio per level
 #     --only sluice|llama-server   measure one server only (the other's JSON is reused if present)
 #     --skip-llama-bench     do not run llama-bench
 #   environment: BENCH_OUT (default bench/out), SLUICE_BIN (use this sluice binary, no build),
 #                SLUICE_PORT / LLAMA_PORT (default 8171 / 8172), SLUICE_PEERS_DIR
 #
 # Steps: build llama-server (../shared/peers/llama-server.sh, cached), make the random-weight
-# models (bench/make_random_model.py), convert each to GGUF f16 (../shared/peers/to-gguf.py), build
-# sluice in release, run `llama-bench -p 512 -n 128` per model, then per model: start one server on
-# loopback, wait for /health, run the sweep, stop it, start the other. With the defaults the whole
-# script takes about 20 minutes on 2 cores once llama.cpp is built. Nothing else should be running:
+# models (bench/make_random_model.py), convert each to GGUF f16 (../shared/peers/to-gguf.py) and
+# quantize it (llama-quantize), build sluice in release, run `llama-bench -p 512 -n 128` per file,
+# then per model and weight type, per round: start one server on loopback with the .gguf file,
+# wait for /health, run the sweep, stop it, start the other. With the defaults the whole script
+# takes about 20 minutes on 2 cores once llama.cpp is built. Nothing else should be running:
 # foreign CPU load moves these numbers more than anything measured here.
 set -euo pipefail
 
@@ -35,6 +41,8 @@ WARMUP=10
 DURATION=30
 DRAIN=15
 CTX_PER_SEQ=512
+WEIGHTS="f16"
+ROUNDS=1
 ONLY=""
 LLAMA_BENCH=1
 SLUICE_PORT="${SLUICE_PORT:-8171}"
@@ -51,9 +59,11 @@ while [ $# -gt 0 ]; do
     --duration-secs) DURATION="$2"; shift 2 ;;
     --drain-secs) DRAIN="$2"; shift 2 ;;
     --ctx-per-seq) CTX_PER_SEQ="$2"; shift 2 ;;
+    --weights) WEIGHTS="$2"; shift 2 ;;
+    --rounds) ROUNDS="$2"; shift 2 ;;
     --only) ONLY="$2"; shift 2 ;;
     --skip-llama-bench) LLAMA_BENCH=0; shift ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -109,56 +119,69 @@ else
   (cd "$ROOT" && cargo build --release --bin sluice >&2)
 fi
 
-# 3. models and their GGUF twins
+# 3. models and their GGUF files, one per weight type
 for model in ${MODELS//,/ }; do
   dir="$OUT/models/$model"
   if [ ! -f "$dir/model.safetensors" ]; then
     log "making random-weight $model"
     python3 "$ROOT/bench/make_random_model.py" "$OUT/models" --models "$model" >/dev/null
   fi
-  if [ "$ONLY" != sluice ] && [ ! -f "$dir.f16.gguf" ]; then
+  if [ ! -f "$dir.f16.gguf" ]; then
     log "converting $model to GGUF f16"
     python3 "$PEERS/to-gguf.py" "$dir" "$dir.f16.gguf.tmp" --outtype f16 >"$LOGS/to-gguf-$model.log" 2>&1
     mv "$dir.f16.gguf.tmp" "$dir.f16.gguf"
   fi
+  for w in ${WEIGHTS//,/ }; do
+    if [ ! -f "$dir.$w.gguf" ]; then
+      log "quantizing $model to $w"
+      LLAMA_BIN="${LLAMA_BIN:-$("$PEERS/llama-server.sh")}"
+      "$LLAMA_BIN/llama-quantize" "$dir.f16.gguf" "$dir.$w.gguf.tmp" "${w^^}" \
+        >"$LOGS/quantize-$model-$w.log" 2>&1
+      mv "$dir.$w.gguf.tmp" "$dir.$w.gguf"
+    fi
+  done
 done
 
-# 4. llama-bench: the peer's own view of prefill and decode speed on these weights
+# 4. llama-bench: the peer's own view of prefill and decode speed on these files
 if [ "$ONLY" != sluice ] && [ "$LLAMA_BENCH" = 1 ]; then
   for model in ${MODELS//,/ }; do
-    log "llama-bench $model -p 512 -n 128"
-    "$LLAMA_BIN/llama-bench" -m "$OUT/models/$model.f16.gguf" -p 512 -n 128 -t "$THREADS" -r 3 \
-      -o md >"$OUT/llama-bench-$model.md" 2>"$LOGS/llama-bench-$model.log"
-    cat "$OUT/llama-bench-$model.md" >&2
+    for w in ${WEIGHTS//,/ }; do
+      log "llama-bench $model $w -p 512 -n 128"
+      "$LLAMA_BIN/llama-bench" -m "$OUT/models/$model.$w.gguf" -p 512 -n 128 -t "$THREADS" -r 3 \
+        -o md >"$OUT/llama-bench-$model-$w.md" 2>"$LOGS/llama-bench-$model-$w.log"
+      cat "$OUT/llama-bench-$model-$w.md" >&2
+    done
   done
 fi
 
-# run_sweep LABEL PORT MODEL: the same workload against whichever server listens on PORT.
+# run_sweep LABEL PORT MODEL DIR: the same workload against whichever server listens on PORT.
 run_sweep() {
-  local label="$1" port="$2" model="$3"
+  local label="$1" port="$2" model="$3" dir="$4"
   "$SLUICE" bench --base-url "http://127.0.0.1:$port/v1" --model "$model" --label "$label" \
     --prompt-tokens "$PROMPT_TOKENS" --output-tokens "$OUTPUT_TOKENS" \
     --concurrency "$CONCURRENCY" --warmup-secs "$WARMUP" --duration-secs "$DURATION" \
-    --drain-secs "$DRAIN" --out "$OUT/$model/$label.json" --svg "$OUT/$model/$label.svg" \
+    --drain-secs "$DRAIN" --out "$dir/$label.json" --svg "$dir/$label.svg" \
     2> >(tee "$LOGS/bench-$label-$model.log" >&2)
 }
 
+# serve_sluice MODEL GGUF
 serve_sluice() {
-  local model="$1"
+  local model="$1" gguf="$2"
   port_free "$SLUICE_PORT" || { log "port $SLUICE_PORT is taken"; return 1; }
-  log "sluice serve $model on :$SLUICE_PORT"
-  "$SLUICE" serve --model "$OUT/models/$model" --served-model-name "$model" \
-    --host 127.0.0.1 --port "$SLUICE_PORT" --max-num-seqs "$MAX_CONCURRENCY" --dtype f16 \
+  log "sluice serve $gguf on :$SLUICE_PORT"
+  "$SLUICE" serve --model "$gguf" --served-model-name "$model" \
+    --host 127.0.0.1 --port "$SLUICE_PORT" --max-num-seqs "$MAX_CONCURRENCY" \
     --max-model-len "$CTX_PER_SEQ" >"$LOGS/sluice-$model.log" 2>&1 &
   SERVER_PID=$!
   wait_healthy "$SLUICE_PORT" "$LOGS/sluice-$model.log"
 }
 
+# serve_llama MODEL GGUF
 serve_llama() {
-  local model="$1"
+  local model="$1" gguf="$2"
   port_free "$LLAMA_PORT" || { log "port $LLAMA_PORT is taken"; return 1; }
-  log "llama-server $model on :$LLAMA_PORT (-np $MAX_CONCURRENCY -c $((MAX_CONCURRENCY * CTX_PER_SEQ)))"
-  "$LLAMA_BIN/llama-server" -m "$OUT/models/$model.f16.gguf" --alias "$model" \
+  log "llama-server $gguf on :$LLAMA_PORT (-np $MAX_CONCURRENCY -c $((MAX_CONCURRENCY * CTX_PER_SEQ)))"
+  "$LLAMA_BIN/llama-server" -m "$gguf" --alias "$model" \
     --host 127.0.0.1 --port "$LLAMA_PORT" -t "$THREADS" -tb "$THREADS" \
     -np "$MAX_CONCURRENCY" -c "$((MAX_CONCURRENCY * CTX_PER_SEQ))" --no-webui \
     >"$LOGS/llama-server-$model.log" 2>&1 &
@@ -166,55 +189,66 @@ serve_llama() {
   wait_healthy "$LLAMA_PORT" "$LOGS/llama-server-$model.log"
 }
 
-# 5. the sweeps, one server at a time; the order alternates between models so that neither
-# server always runs on a machine warmed (or throttled) by the other.
+# 5. the sweeps, one server at a time, A/B/A/B: each round alternates which server goes first,
+# so that neither always runs on a machine warmed (or throttled) by the other.
 index=0
 for model in ${MODELS//,/ }; do
-  mkdir -p "$OUT/$model"
-  if [ $((index % 2)) = 0 ]; then order="sluice llama-server"; else order="llama-server sluice"; fi
-  for server in $order; do
-    [ -n "$ONLY" ] && [ "$ONLY" != "$server" ] && continue
-    if [ "$server" = sluice ]; then serve_sluice "$model"; run_sweep sluice "$SLUICE_PORT" "$model"
-    else serve_llama "$model"; run_sweep llama-server "$LLAMA_PORT" "$model"; fi
-    stop_server
+  for w in ${WEIGHTS//,/ }; do
+    dir="$OUT/$model/$w"
+    mkdir -p "$dir"
+    for round in $(seq "$ROUNDS"); do
+      if [ $((index % 2)) = 0 ]; then order="sluice llama-server"; else order="llama-server sluice"; fi
+      for server in $order; do
+        [ -n "$ONLY" ] && [ "$ONLY" != "$server" ] && continue
+        if [ "$server" = sluice ]; then
+          serve_sluice "$model" "$OUT/models/$model.$w.gguf"
+          run_sweep "sluice-r$round" "$SLUICE_PORT" "$model" "$dir"
+        else
+          serve_llama "$model" "$OUT/models/$model.$w.gguf"
+          run_sweep "llama-server-r$round" "$LLAMA_PORT" "$model" "$dir"
+        fi
+        stop_server
+      done
+      index=$((index + 1))
+    done
   done
-  index=$((index + 1))
 done
 
 # 6. the side-by-side report
 REPORT="$OUT/comparison.md"
 {
-  echo "## sluice vs llama-server, same f16 weights"
+  echo "## sluice vs llama-server, the same GGUF files"
   echo
   echo "Measured $(date -u +'%Y-%m-%d %H:%M UTC') on $(nproc) CPU cores" \
        "($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), sluice" \
        "$(cd "$ROOT" && git rev-parse --short HEAD), llama.cpp from llama-cpp-python 0.3.36." \
        "Random weights with the real shapes; prompt $PROMPT_TOKENS tokens, output $OUTPUT_TOKENS" \
-       "tokens (ignore_eos), closed-loop clients, ${WARMUP}s warm-up + ${DURATION}s measured per level." \
+       "tokens (ignore_eos), closed-loop clients, ${WARMUP}s warm-up + ${DURATION}s measured per level," \
+       "$ROUNDS round(s) per server alternating." \
        "llama-server: \`-np $MAX_CONCURRENCY -c $((MAX_CONCURRENCY * CTX_PER_SEQ))\` ($CTX_PER_SEQ per slot);" \
        "sluice: \`--max-num-seqs $MAX_CONCURRENCY --max-model-len $CTX_PER_SEQ\`. Ratios are sluice / llama-server."
   for model in ${MODELS//,/ }; do
-    echo
-    echo "### $model"
-    echo
-    runs=()
-    for label in sluice llama-server; do
-      [ -f "$OUT/$model/$label.json" ] && runs+=("$OUT/$model/$label.json")
+    for w in ${WEIGHTS//,/ }; do
+      dir="$OUT/$model/$w"
+      echo
+      echo "### $model, $w"
+      echo
+      python3 "$ROOT/bench/median_ratios.py" "$dir"
+      last="$(ls "$dir"/sluice-r*.json 2>/dev/null | sort -V | tail -1)"
+      peer="$(ls "$dir"/llama-server-r*.json 2>/dev/null | sort -V | tail -1)"
+      if [ -n "$last" ] && [ -n "$peer" ]; then
+        "$SLUICE" bench --merge "$last" "$peer" --svg "$dir/comparison.svg" \
+          --title "$model ($w, random weights): sluice vs llama-server" >/dev/null
+        echo
+        echo "![$model $w chart]($model/$w/comparison.svg)"
+      fi
+      if [ -f "$OUT/llama-bench-$model-$w.md" ]; then
+        echo
+        echo "llama-bench \`-p 512 -n 128 -t $THREADS\`:"
+        echo
+        cat "$OUT/llama-bench-$model-$w.md"
+      fi
     done
-    if [ ${#runs[@]} -gt 0 ]; then
-      "$SLUICE" bench --merge "${runs[@]}" --svg "$OUT/$model/comparison.svg" \
-        --title "$model (random weights, f16): sluice vs llama-server"
-      echo
-      echo "![$model chart]($model/comparison.svg)"
-    else
-      echo "(no results)"
-    fi
-    if [ -f "$OUT/llama-bench-$model.md" ]; then
-      echo
-      echo "llama-bench \`-p 512 -n 128 -t $THREADS\`:"
-      echo
-      cat "$OUT/llama-bench-$model.md"
-    fi
   done
 } >"$REPORT"
 log "wrote $REPORT and the charts under $OUT/"
