@@ -23,6 +23,23 @@ pub enum TextError {
         /// What is wrong with it.
         message: String,
     },
+    /// A GGUF file's tokenizer metadata is missing a key or holds the wrong type.
+    #[error("GGUF tokenizer metadata: {0}")]
+    GgufMetadata(#[from] sluice_gguf::MetadataError),
+    /// A GGUF file's vocabulary is inconsistent (duplicate tokens, lengths that disagree,
+    /// malformed merges).
+    #[error("invalid GGUF vocabulary: {0}")]
+    InvalidGgufVocab(String),
+    /// A GGUF file names a tokenizer algorithm or pre-tokenizer sluice does not implement.
+    #[error("unsupported GGUF tokenizer: {key} = `{value}` (supported: {supported})")]
+    UnsupportedGgufTokenizer {
+        /// The metadata key (`tokenizer.ggml.model` or `tokenizer.ggml.pre`).
+        key: &'static str,
+        /// Its value.
+        value: String,
+        /// What sluice supports instead.
+        supported: &'static str,
+    },
     /// The `tokenizers` library failed to encode or decode.
     #[error("tokenizer error: {0}")]
     Tokenizer(String),

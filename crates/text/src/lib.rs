@@ -1,8 +1,9 @@
 //! sluice's text side: tokenizer, chat templates, incremental UTF-8-safe detokenizer and the
 //! stop-string matcher. Knows nothing of tensors.
 //!
-//! - [`Tokenizer`]: loads a Hugging Face model directory's tokenizer files; encode, decode,
-//!   special tokens, the chat template.
+//! - [`Tokenizer`]: loads a Hugging Face model directory's tokenizer files, or builds the
+//!   tokenizer from a GGUF file's metadata ([`Tokenizer::from_gguf`]); encode, decode, special
+//!   tokens, end-of-generation ids, the chat template.
 //! - [`ChatTemplate`]: renders messages into a prompt as transformers' Jinja environment would.
 //! - [`IncrementalDecoder`]: streams generated token ids as text, never half a character.
 //! - [`StopMatcher`]: cuts streamed text at the first stop string, across token boundaries.
@@ -13,6 +14,7 @@
 mod chat_template;
 pub mod constraint;
 mod error;
+mod gguf_tokenizer;
 mod incremental;
 mod python_json;
 mod python_repr;

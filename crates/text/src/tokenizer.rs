@@ -23,6 +23,8 @@ pub struct Tokenizer {
     pad_token: Option<String>,
     chat_template: Option<ChatTemplate>,
     chat_template_error: Option<String>,
+    /// Token ids that end generation; see [`Tokenizer::end_of_generation_ids`].
+    pub(crate) end_of_generation: Vec<u32>,
 }
 
 /// The parts of `tokenizer_config.json` sluice reads; everything else in it is ignored.
@@ -167,7 +169,13 @@ impl Tokenizer {
         let byte_level = inner.get_decoder().is_some_and(|d| {
             serde_json::to_string(d).is_ok_and(|json| json.contains(r#""type":"ByteLevel""#))
         });
+        let end_of_generation = eos_token
+            .as_deref()
+            .and_then(|eos| inner.token_to_id(eos))
+            .into_iter()
+            .collect();
         Tokenizer {
+            end_of_generation,
             vocab_size: inner.get_vocab_size(true),
             byte_level,
             inner,
@@ -256,6 +264,14 @@ impl Tokenizer {
     /// `generation_config.json` may list more EOS ids; that file is read with the model.)
     pub fn eos_token_id(&self) -> Option<u32> {
         self.inner.token_to_id(self.eos_token.as_deref()?)
+    }
+
+    /// Token ids that end generation, ascending. From a GGUF file: EOS, EOT, EOM and every
+    /// token llama.cpp treats as end-of-generation (`<|im_end|>`, `<|eot_id|>`,
+    /// `<end_of_turn>`, ...; see [`Tokenizer::from_gguf`]). From a Hugging Face directory: the
+    /// EOS token only (`generation_config.json`, read with the model, may list more).
+    pub fn end_of_generation_ids(&self) -> &[u32] {
+        &self.end_of_generation
     }
 
     /// Whether the vocabulary is GPT-2-style byte-level BPE.
