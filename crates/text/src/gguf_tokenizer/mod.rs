@@ -18,8 +18,8 @@
 //! tokens: written in text, they are matched whole before anything else, as llama.cpp's
 //! special-token partition does.
 
-mod end_of_generation;
 mod pre_tokenizer;
+mod special_tokens;
 mod vocab;
 
 use serde_json::json;
@@ -61,10 +61,10 @@ impl Tokenizer {
             }
         };
         let added: Vec<AddedToken> = (0..vocab.tokens.len())
-            .filter(|&id| end_of_generation::is_added(&vocab, id))
+            .filter(|&id| special_tokens::is_added(&vocab, id))
             .map(|id| {
                 AddedToken::from(vocab.tokens[id].clone(), false)
-                    .special(end_of_generation::is_special(&vocab, id))
+                    .special(special_tokens::is_special(&vocab, id))
                     .normalized(false)
             })
             .collect();
@@ -80,7 +80,7 @@ impl Tokenizer {
             vocab.text(vocab.pad),
             vocab.chat_template.as_deref(),
         );
-        tokenizer.end_of_generation = end_of_generation::end_of_generation_ids(&vocab);
+        tokenizer.end_of_generation = special_tokens::end_of_generation_ids(&vocab);
         Ok(tokenizer)
     }
 }

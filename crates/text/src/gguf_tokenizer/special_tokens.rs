@@ -1,6 +1,8 @@
-//! Which tokens end generation, and which tokens llama.cpp treats as control tokens because of
-//! their text. GGUF files name only EOS, EOT and EOM by id; chat models end turns with other
-//! tokens too (`<|im_end|>`, `<|eot_id|>`, `<end_of_turn>`), which llama.cpp finds by their text
+//! Which tokens are added tokens (matched whole in text) and which of those are special, which
+//! tokens end generation, and which llama.cpp treats as control tokens because of their text.
+//!
+//! GGUF files name only EOS, EOT and EOM by id; chat models end turns with other tokens too
+//! (`<|im_end|>`, `<|eot_id|>`, `<end_of_turn>`), which llama.cpp finds by their text
 //! (`llama_vocab::impl::load`; see llama.cpp issue 9606). sluice finds the same set.
 
 use std::collections::BTreeSet;
