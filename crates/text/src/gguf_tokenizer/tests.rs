@@ -182,6 +182,17 @@ fn llama3_pre_tokenizer_adds_bos_unless_the_file_says_not_to() {
 }
 
 #[test]
+fn add_eos_token_appends_eos_and_add_special_tokens_false_adds_nothing() {
+    let md = with(
+        byte_level_bpe(),
+        vec![("tokenizer.ggml.add_eos_token", Some(Value::Bool(true)))],
+    );
+    let tokenizer = Tokenizer::from_gguf(&md).unwrap();
+    assert_eq!(tokenizer.encode("hello", true).unwrap(), [259, ENDOFTEXT]);
+    assert_eq!(tokenizer.encode("hello", false).unwrap(), [259]);
+}
+
+#[test]
 fn add_bos_without_a_bos_token_is_an_error() {
     let md = with(
         byte_level_bpe(),
