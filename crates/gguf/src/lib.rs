@@ -52,13 +52,26 @@ impl GgufModel {
     /// Opens `path`; when it is one part of a split set (`-00002-of-00003.gguf`), opens every
     /// part.
     pub fn open(path: &Path) -> Result<Self, GgufError> {
+        Self::open_with(path, GgufFile::open)
+    }
+
+    /// Opens the headers of `path` and its split parts only (see [`GgufFile::open_header`]):
+    /// metadata and tensor directory, for a config, without requiring the data.
+    pub fn open_header(path: &Path) -> Result<Self, GgufError> {
+        Self::open_with(path, GgufFile::open_header)
+    }
+
+    fn open_with(
+        path: &Path,
+        open: impl Fn(&Path) -> Result<GgufFile, GgufError>,
+    ) -> Result<Self, GgufError> {
         let paths = match split_parts(path) {
             Some(parts) => parts,
             None => vec![path.to_path_buf()],
         };
         let files = paths
             .iter()
-            .map(|p| GgufFile::open(p))
+            .map(|p| open(p))
             .collect::<Result<Vec<_>, _>>()?;
         let mut index = HashMap::new();
         for (f, file) in files.iter().enumerate() {
@@ -105,12 +118,19 @@ impl GgufModel {
         &self.files
     }
 
-    /// The tensor `name` with its bytes, if present.
+    /// The tensor `name`'s directory entry, if present.
+    pub fn tensor_info(&self, name: &str) -> Option<&TensorInfo> {
+        let &(f, t) = self.index.get(name)?;
+        Some(&self.files[f].tensors()[t])
+    }
+
+    /// The tensor `name` with its bytes, if present (and, after
+    /// [`GgufModel::open_header`], if its data is in the file).
     pub fn tensor(&self, name: &str) -> Option<(&TensorInfo, &[u8])> {
         let &(f, t) = self.index.get(name)?;
         let file = &self.files[f];
         let info = &file.tensors()[t];
-        Some((info, file.tensor_bytes(info)))
+        Some((info, file.tensor_bytes(info)?))
     }
 
     /// Every tensor, file by file.

@@ -60,8 +60,30 @@ pub struct GgufFile {
 }
 
 impl GgufFile {
-    /// Maps and parses `path`.
+    /// Maps and parses `path`, checking that every tensor's data lies inside the file.
     pub fn open(path: &Path) -> Result<Self, GgufError> {
+        let file = Self::open_header(path)?;
+        let len = file.bytes.len();
+        if let Some(cut) = file
+            .tensors
+            .iter()
+            .filter(|t| t.end > len)
+            .min_by_key(|t| t.start)
+        {
+            return Err(GgufError::Invalid {
+                path: path.to_path_buf(),
+                message: format!(
+                    "truncated: tensor `{}` needs bytes up to {}, file has {len}",
+                    cut.name, cut.end
+                ),
+            });
+        }
+        Ok(file)
+    }
+
+    /// Maps and parses the header of `path` (metadata and tensor directory) without checking
+    /// that the tensors' data is all there: enough to read a config, and cheap.
+    pub fn open_header(path: &Path) -> Result<Self, GgufError> {
         let io = |source| GgufError::Io {
             path: path.to_path_buf(),
             source,
@@ -103,9 +125,10 @@ impl GgufFile {
         &self.tensors
     }
 
-    /// The stored bytes of `tensor` (an entry of this file's directory).
-    pub fn tensor_bytes(&self, tensor: &TensorInfo) -> &[u8] {
-        &self.bytes[tensor.start..tensor.end]
+    /// The stored bytes of `tensor` (an entry of this file's directory); `None` when the file
+    /// ends before them (only possible after [`GgufFile::open_header`]).
+    pub fn tensor_bytes(&self, tensor: &TensorInfo) -> Option<&[u8]> {
+        self.bytes.get(tensor.start..tensor.end)
     }
 
     /// Length of the file in bytes.
@@ -272,13 +295,7 @@ fn parse(bytes: &[u8]) -> Result<Parsed, String> {
             .checked_add(offset)
             .filter(|_| offset.is_multiple_of(alignment))
             .ok_or_else(|| format!("tensor `{name}` has a misaligned offset {offset}"))?;
-        let end = start.saturating_add(size);
-        if end > bytes.len() as u64 {
-            return Err(format!(
-                "truncated: tensor `{name}` needs bytes up to {end}, file has {}",
-                bytes.len()
-            ));
-        }
+        let end = start.saturating_add(size).min(usize::MAX as u64);
         tensors.push(TensorInfo {
             name,
             dims,

@@ -79,7 +79,7 @@ impl ModelFiles {
     /// The config alone: cheap for a directory (no weights opened).
     pub fn config_at(path: &Path) -> Result<ModelConfig, LoadError> {
         if Self::is_gguf(path) {
-            return Ok(GgufSource::open(path)?.config().clone());
+            return GgufSource::config_at(path);
         }
         ModelConfig::from_dir(path)
     }

@@ -147,7 +147,11 @@ impl ModelLoader for DirectoryLoader {
         let (dtype, kv_dtype) = (s.dtype, self.kv_dtype(&files));
         tracing::info!(model = %dir.display(), ?dtype, ?kv_dtype, "loading model");
         let model = Model::from_files(&files, &LoadOptions { dtype })?;
-        let tokenizer = Arc::new(Tokenizer::from_dir(dir)?);
+        // A GGUF file carries its tokenizer and chat template in its metadata.
+        let tokenizer = Arc::new(match files.gguf_metadata() {
+            Some(metadata) => Tokenizer::from_gguf(metadata)?,
+            None => Tokenizer::from_dir(dir)?,
+        });
         let config = model.config().clone();
         let max_model_len = self.max_model_len(&config);
         let kv = KvCache::with_budget(&config, kv_dtype, s.block_size, s.kv_cache_bytes);
@@ -170,7 +174,8 @@ impl ModelLoader for DirectoryLoader {
             "model loaded"
         );
         let mut eos = config.eos_token_ids.clone();
-        if let Some(id) = tokenizer.eos_token_id() {
+        let tokenizer_eos = tokenizer.eos_token_id().into_iter();
+        for id in tokenizer_eos.chain(tokenizer.end_of_generation_ids().iter().copied()) {
             if !eos.contains(&id) {
                 eos.push(id);
             }

@@ -67,11 +67,11 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
     let vocab_size = match usize_of("vocab_size")? {
         Some(n) => n,
         None => model
-            .tensor("token_embd.weight")
-            .map(|(info, _)| info.shape()[0])
+            .tensor_info("token_embd.weight")
+            .map(|info| info.shape()[0])
             .ok_or("no vocab_size and no token_embd.weight")?,
     };
-    let has = |name: &str| model.tensor(name).is_some();
+    let has = |name: &str| model.tensor_info(name).is_some();
     let is_qwen2 = arch == "qwen2";
     let ids = |name: &str| -> Result<Option<u32>, String> {
         Ok(meta

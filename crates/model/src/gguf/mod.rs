@@ -25,7 +25,20 @@ pub struct GgufSource {
 impl GgufSource {
     /// Opens `path` and reads its config.
     pub fn open(path: &Path) -> Result<Self, LoadError> {
-        let model = GgufModel::open(path).map_err(|e| LoadError::Gguf {
+        Self::open_with(path, GgufModel::open)
+    }
+
+    /// Reads the config of `path` from its header alone: a file whose tensor data is cut off
+    /// still has a config (and fails when loaded).
+    pub fn config_at(path: &Path) -> Result<ModelConfig, LoadError> {
+        Ok(Self::open_with(path, GgufModel::open_header)?.config)
+    }
+
+    fn open_with(
+        path: &Path,
+        open: impl Fn(&Path) -> Result<GgufModel, sluice_gguf::GgufError>,
+    ) -> Result<Self, LoadError> {
+        let model = open(path).map_err(|e| LoadError::Gguf {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
