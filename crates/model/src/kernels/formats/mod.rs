@@ -21,7 +21,10 @@ mod float_tile;
 mod k_panel;
 mod k_quantize;
 mod k_tile;
+mod q2_k;
+mod q3_k;
 mod q4_k;
+mod q5_k;
 mod q6_k;
 
 use sluice_gguf::GgmlType;
@@ -158,7 +161,10 @@ pub fn format_for(ty: GgmlType) -> Option<&'static dyn WeightFormat> {
     Some(match ty {
         GgmlType::F32 => &f32::F32,
         GgmlType::F16 => &f16::F16,
+        GgmlType::Q2_K => &q2_k::Q2_K,
+        GgmlType::Q3_K => &q3_k::Q3_K,
         GgmlType::Q4_K => &q4_k::Q4_K,
+        GgmlType::Q5_K => &q5_k::Q5_K,
         GgmlType::Q6_K => &q6_k::Q6_K,
         _ => return None,
     })
