@@ -44,8 +44,8 @@ impl KQuant for Q2K {
 
     fn store(block: &KBlock, bytes: &mut [u8]) {
         bytes[..84].fill(0);
-        for s in 0..16 {
-            bytes[s] = (block.scales[s] as u8 & 0xF) | (block.mins[s] << 4);
+        for ((byte, &scale), &min) in bytes.iter_mut().zip(&block.scales).zip(&block.mins) {
+            *byte = (scale as u8 & 0xF) | (min << 4);
         }
         for (e, &level) in block.levels.iter().enumerate() {
             let (byte, shift) = pair_position(e);
