@@ -74,6 +74,22 @@ impl Scheme {
         self.pair_shift() + if self.pair { 2 } else { 0 }
     }
 
+    /// The largest level.
+    pub const fn level_max(&self) -> i32 {
+        (1 << (4 * self.nibble as u32 + 2 * self.pair as u32 + self.single as u32)) - 1
+    }
+
+    /// How many quads' `maddubs` pair sums (each at most `2 · level_max · 127`) can be added
+    /// in 16 bits without overflow before they are widened: up to the 4 quads of a group of 16.
+    pub const fn chain(&self) -> usize {
+        let fits = (i16::MAX as i32 / (2 * 127 * self.level_max())) as usize;
+        if fits < 4 {
+            fits
+        } else {
+            4
+        }
+    }
+
     pub const fn unit_bytes(&self) -> usize {
         128 * self.nibble as usize + 64 * self.pair as usize + 32 * self.single as usize
     }

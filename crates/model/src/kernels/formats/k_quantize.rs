@@ -5,8 +5,15 @@
 
 use half::f16;
 
-use super::act_q8k::QK_K;
+use super::act_q8k::{nearest_int, QK_K};
 use super::k_panel::KBlock;
+
+/// `v` rounded to the nearest integer within `lo..=hi` (a library call avoided: this runs for
+/// every weight of every grid tried).
+#[inline(always)]
+fn round_within(v: f32, lo: f32, hi: f32) -> f32 {
+    (nearest_int(v.clamp(lo, hi)) as f32).clamp(lo, hi)
+}
 
 /// A value rounded through f16, as the stored super-block scales are.
 fn through_f16(v: f32) -> f32 {
@@ -41,7 +48,7 @@ pub(super) fn fit_with_min(
         x.iter()
             .zip(weights)
             .map(|(&v, &w)| {
-                let l = (iscale * (v - from)).round().clamp(0.0, nmax_f);
+                let l = round_within(iscale * (v - from), 0.0, nmax_f);
                 let diff = scale * l + min - v;
                 w * diff * diff
             })
@@ -58,7 +65,7 @@ pub(super) fn fit_with_min(
         let iscale = (rmin + rdelta * step as f32 + nmax_f) / (hi - lo);
         let (mut sum_l, mut sum_l2, mut sum_xl) = (0f32, 0f32, 0f32);
         for (&v, &w) in x.iter().zip(weights) {
-            let l = (iscale * (v - lo)).round().clamp(0.0, nmax_f);
+            let l = round_within(iscale * (v - lo), 0.0, nmax_f);
             sum_l += w * l;
             sum_l2 += w * l * l;
             sum_xl += w * l * v;
@@ -93,7 +100,7 @@ pub(super) fn fit_symmetric(x: &[f32], nmax: i32) -> f32 {
     }
     let sums = |iscale: f32| {
         x.iter().fold((0f32, 0f32), |(lx, l2), &v| {
-            let l = (iscale * v).round().clamp(-nmax as f32, (nmax - 1) as f32);
+            let l = round_within(iscale * v, -nmax as f32, (nmax - 1) as f32);
             let w = v * v;
             (lx + w * v * l, l2 + w * l * l)
         })
@@ -144,7 +151,7 @@ pub(super) fn finish_with_min(
             .iter_mut()
             .zip(&x[s * sub..][..sub])
         {
-            *l = ((v + offset) / step).round().clamp(0.0, f32::from(nmax)) as u8;
+            *l = round_within((v + offset) / step, 0.0, f32::from(nmax)) as u8;
         }
     }
     block
@@ -182,10 +189,8 @@ pub(super) fn finish_centred(
             .iter_mut()
             .zip(&x[s * sub..][..sub])
         {
-            *l = ((v / step)
-                .round()
-                .clamp(-centre as f32, (centre - 1) as f32) as i32
-                + centre) as u8;
+            *l =
+                (round_within(v / step, -centre as f32, (centre - 1) as f32) as i32 + centre) as u8;
         }
     }
     block

@@ -9,8 +9,9 @@
 //! super-block. Integer sums are exact whatever their order, so the vector kernel and the
 //! portable one give the same bits, and a row's result never depends on the tile it is in.
 //!
-//! The sums fit: a `maddubs` pair is at most `2 · 63 · 127 < 2^15`, and `|A| ≤ 256 · 128 · 63 ·
-//! 127 < 2^31`.
+//! The sums fit: a `maddubs` pair is at most `2 · 63 · 127 < 2^15`, as many pairs are added in
+//! 16 bits as `Scheme::chain` allows (4 for levels up to 31, 2 for Q6_K's 63), and `|A| ≤ 256 ·
+//! 128 · 63 · 127 < 2^31`.
 
 use super::act_q8k::{BlockQ8K, Q8KRows, QK_K};
 use super::k_panel::{read_cell_row, KBlock, KQuant, Offset, CELL_OUTPUTS};
@@ -194,6 +195,7 @@ mod avx2 {
         let scheme = Q::SCHEME;
         let cell_bytes = scheme.cell_bytes();
         let subs_per_group = scheme.sub / 16;
+        let chain = scheme.chain();
         let xp: [*const BlockQ8K; R] = std::array::from_fn(|r| xs[r].as_ptr());
         let mut acc = [[_mm256_setzero_ps(); 2]; R];
         let mut cell = panel.as_ptr();
@@ -216,9 +218,16 @@ mod avx2 {
                         let sc = scale_pairs(cell.add(scheme.scales_offset() + 8 * sub));
                         for r in 0..R {
                             let q = (*xp[r].add(b)).qs.as_ptr().add(16 * group);
-                            for (i, w) in w.iter().enumerate() {
-                                let products = _mm256_maddubs_epi16(*w, broadcast4(q.add(4 * i)));
-                                a[r] = _mm256_add_epi32(a[r], _mm256_madd_epi16(products, sc));
+                            // Pair sums of `chain` quads add up in 16 bits (exact, see
+                            // `Scheme::chain`), then widen once with the scale.
+                            for c in (0..4).step_by(chain) {
+                                let mut sum = _mm256_maddubs_epi16(w[c], broadcast4(q.add(4 * c)));
+                                for i in c + 1..c + chain {
+                                    let products =
+                                        _mm256_maddubs_epi16(w[i], broadcast4(q.add(4 * i)));
+                                    sum = _mm256_add_epi16(sum, products);
+                                }
+                                a[r] = _mm256_add_epi32(a[r], _mm256_madd_epi16(sum, sc));
                             }
                         }
                     }
