@@ -288,7 +288,9 @@ fn bench_formats(types: &[GgmlType]) {
                 continue;
             }
             let dtype = WeightDtype::of(ty).unwrap_or_else(|| panic!("no format for {ty}"));
+            let start = Instant::now();
             let packed = PackedMatrix::pack(&w, n, k, dtype);
+            let pack_ms = start.elapsed().as_secs_f64() * 1e3;
             let bytes_per_weight = packed.bytes() as f64 / (n * k) as f64;
             let mut line = format!("  {n}x{k} {:<5} {bytes_per_weight:.4} B/w:", ty.name());
             for m in [1, 16, 64, 512] {
@@ -298,7 +300,7 @@ fn bench_formats(types: &[GgmlType]) {
                 let gops = 2.0 * (m * n * k) as f64 / t.wall.as_secs_f64() / 1e9;
                 line += &format!("  m={m}: {gops:6.1}");
             }
-            println!("{line} GOP/s");
+            println!("{line} GOP/s (quantize+pack {pack_ms:.0} ms)");
         }
     }
 }

@@ -44,32 +44,42 @@ pub(super) fn fit_with_min(
         return (0.0, -lo);
     }
     let nmax_f = f32::from(nmax);
-    let error = |scale: f32, min: f32, iscale: f32, from: f32| -> f32 {
-        x.iter()
-            .zip(weights)
-            .map(|(&v, &w)| {
-                let l = round_within(iscale * (v - from), 0.0, nmax_f);
-                let diff = scale * l + min - v;
-                w * diff * diff
-            })
-            .sum()
+    // Weighted sums of a level grid; the error of any (scale, min) on it follows from them:
+    // Σw(s·l − m − x)² expands into these sums and Σw, Σwx, Σwx².
+    let grid = |iscale: f32| {
+        // Eight independent partial sums, so the loop runs as vector code (sub-blocks are
+        // 16 or 32 weights).
+        let (mut l1, mut l2, mut xl) = ([0f32; 8], [0f32; 8], [0f32; 8]);
+        for (xs, ws) in x.chunks_exact(8).zip(weights.chunks_exact(8)) {
+            for i in 0..8 {
+                let l = round_within(iscale * (xs[i] - lo), 0.0, nmax_f);
+                l1[i] += ws[i] * l;
+                l2[i] += ws[i] * l * l;
+                xl[i] += ws[i] * l * xs[i];
+            }
+        }
+        let sum = |v: [f32; 8]| v.iter().sum::<f32>();
+        (sum(l1), sum(l2), sum(xl))
+    };
+    let (sum_w, sum_x, sum_x2) = x
+        .iter()
+        .zip(weights)
+        .fold((0f32, 0f32, 0f32), |(sw, sx, sx2), (&v, &w)| {
+            (sw + w, sx + w * v, sx2 + w * v * v)
+        });
+    let error = |scale: f32, min: f32, (l1, l2, xl): (f32, f32, f32)| -> f64 {
+        let (s, m) = (f64::from(scale), f64::from(min));
+        let (l1, l2, xl) = (f64::from(l1), f64::from(l2), f64::from(xl));
+        s * s * l2 + 2.0 * s * m * l1 - 2.0 * s * xl + m * m * f64::from(sum_w)
+            - 2.0 * m * f64::from(sum_x)
+            + f64::from(sum_x2)
     };
     let iscale = nmax_f / (hi - lo);
     let (mut best_scale, mut best_min) = (1.0 / iscale, lo);
-    let mut best_error = error(best_scale, best_min, iscale, lo);
-    let (sum_w, sum_x) = x
-        .iter()
-        .zip(weights)
-        .fold((0f32, 0f32), |(sw, sx), (&v, &w)| (sw + w, sx + w * v));
+    let mut best_error = error(best_scale, best_min, grid(iscale));
     for step in 0..=steps {
         let iscale = (rmin + rdelta * step as f32 + nmax_f) / (hi - lo);
-        let (mut sum_l, mut sum_l2, mut sum_xl) = (0f32, 0f32, 0f32);
-        for (&v, &w) in x.iter().zip(weights) {
-            let l = round_within(iscale * (v - lo), 0.0, nmax_f);
-            sum_l += w * l;
-            sum_l2 += w * l * l;
-            sum_xl += w * l * v;
-        }
+        let sums @ (sum_l, sum_l2, sum_xl) = grid(iscale);
         let det = sum_w * sum_l2 - sum_l * sum_l;
         if det <= 0.0 {
             continue;
@@ -80,7 +90,7 @@ pub(super) fn fit_with_min(
             min = 0.0;
             scale = sum_xl / sum_l2;
         }
-        let err = error(scale, min, iscale, lo);
+        let err = error(scale, min, sums);
         if err < best_error {
             (best_scale, best_min, best_error) = (scale, min, err);
         }
