@@ -220,11 +220,12 @@ mod avx2 {
                             let q = (*xp[r].add(b)).qs.as_ptr().add(16 * group);
                             // Pair sums of `chain` quads add up in 16 bits (exact, see
                             // `Scheme::chain`), then widen once with the scale.
-                            for c in (0..4).step_by(chain) {
-                                let mut sum = _mm256_maddubs_epi16(w[c], broadcast4(q.add(4 * c)));
-                                for i in c + 1..c + chain {
+                            for (c, quads) in w.chunks_exact(chain).enumerate() {
+                                let q = q.add(4 * chain * c);
+                                let mut sum = _mm256_maddubs_epi16(quads[0], broadcast4(q));
+                                for (i, w) in quads.iter().enumerate().skip(1) {
                                     let products =
-                                        _mm256_maddubs_epi16(w[i], broadcast4(q.add(4 * i)));
+                                        _mm256_maddubs_epi16(*w, broadcast4(q.add(4 * i)));
                                     sum = _mm256_add_epi16(sum, products);
                                 }
                                 a[r] = _mm256_add_epi32(a[r], _mm256_madd_epi16(sum, sc));
