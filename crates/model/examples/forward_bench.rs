@@ -4,6 +4,7 @@
 //! cargo run --release -p sluice-model --example forward_bench -- [smollm2|qwen2.5|all] [f32|f16|all]
 //! cargo run --release -p sluice-model --example forward_bench -- --model-dir DIR [f32|f16]
 //! cargo run --release -p sluice-model --example forward_bench -- matmul [M,N,K ...]
+//! cargo run --release -p sluice-model --example forward_bench -- formats [f32,f16,q4_k,...]
 //! ```
 //!
 //! Prints the time (fastest wall clock, and mean process CPU time) of one decode step with 1, 16 and 64 sequences (each with a 128-token
@@ -12,6 +13,8 @@
 
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+use sluice_gguf::GgmlType;
 
 use sluice_model::{
     Batch, KvCache, KvDtype, LoadError, LoadOptions, Model, ModelConfig, RawTensor, TensorSource,
@@ -259,6 +262,49 @@ fn ours_matmul(m: usize, n: usize, k: usize) {
     }
 }
 
+/// The weight formats `formats` times by default.
+const FORMAT_TYPES: [GgmlType; 7] = [
+    GgmlType::F32,
+    GgmlType::F16,
+    GgmlType::Q4_K,
+    GgmlType::Q6_K,
+    GgmlType::Q5_K,
+    GgmlType::Q3_K,
+    GgmlType::Q2_K,
+];
+
+/// Kernel micro-benchmark: GOP/s (2·m·n·k per product, activation preparation included) of
+/// every format on Qwen2.5-0.5B's MLP shapes at m = 1, 16, 64, 512. K-quant types need rows of
+/// whole 256-weight super-blocks, so for them 4864x896 is replaced by 4864x1024.
+fn bench_formats(types: &[GgmlType]) {
+    use sluice_model::kernels::matmul::PackedMatrix;
+    let source = RandomWeights;
+    for (n, k) in [(896, 4864), (4864, 896), (4864, 1024)] {
+        let w = source.tensor("w", &[n, k]).unwrap();
+        let x = source.tensor("x", &[512, k]).unwrap();
+        for &ty in types {
+            let (elems, _) = ty.block().expect("known type");
+            if !k.is_multiple_of(elems) || (k == 1024 && elems == 1) {
+                continue;
+            }
+            let dtype = WeightDtype::of(ty).unwrap_or_else(|| panic!("no format for {ty}"));
+            let start = Instant::now();
+            let packed = PackedMatrix::pack(&w, n, k, dtype);
+            let pack_ms = start.elapsed().as_secs_f64() * 1e3;
+            let bytes_per_weight = packed.bytes() as f64 / (n * k) as f64;
+            let mut line = format!("  {n}x{k} {:<5} {bytes_per_weight:.4} B/w:", ty.name());
+            for m in [1, 16, 64, 512] {
+                let mut y = vec![0f32; m * n];
+                let runs = if m == 512 { 5 } else { 20 };
+                let t = measure(runs, || packed.matmul(&x[..m * k], m, &mut y));
+                let gops = 2.0 * (m * n * k) as f64 / t.wall.as_secs_f64() / 1e9;
+                line += &format!("  m={m}: {gops:6.1}");
+            }
+            println!("{line} GOP/s (quantize+pack {pack_ms:.0} ms)");
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let dtypes = |arg: Option<&String>| match arg.map(String::as_str) {
@@ -277,6 +323,22 @@ fn main() {
                 KvDtype::from(dtype),
             );
         }
+        return;
+    }
+    if args.first().map(String::as_str) == Some("formats") {
+        let types: Vec<GgmlType> = match args.get(1) {
+            Some(list) => list
+                .split(',')
+                .map(|name| {
+                    *FORMAT_TYPES
+                        .iter()
+                        .find(|t| t.name().eq_ignore_ascii_case(name))
+                        .unwrap_or_else(|| panic!("unknown format {name}"))
+                })
+                .collect(),
+            None => FORMAT_TYPES.to_vec(),
+        };
+        bench_formats(&types);
         return;
     }
     if args.first().map(String::as_str) == Some("matmul") {

@@ -49,7 +49,9 @@ impl WeightFormat for F16 {
         streams: bool,
         tile: &mut Tile,
     ) {
-        let Activations::F32 { x, .. } = x;
+        let Activations::F32 { x, .. } = x else {
+            panic!("f16 weights multiply f32 activations");
+        };
         float_tile::tile::<f16>(isa, panel, k, x, r0, rows, streams, tile)
     }
 }

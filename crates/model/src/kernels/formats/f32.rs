@@ -47,7 +47,9 @@ impl WeightFormat for F32 {
         streams: bool,
         tile: &mut Tile,
     ) {
-        let Activations::F32 { x, .. } = x;
+        let Activations::F32 { x, .. } = x else {
+            panic!("f32 weights multiply f32 activations");
+        };
         float_tile::tile::<f32>(isa, panel, k, x, r0, rows, streams, tile)
     }
 }

@@ -14,9 +14,18 @@
 //! - **activations**: the `x` side of the product, prepared once per product in the form the
 //!   format's kernel reads ([`ActivationKind`]).
 
+mod act_q8k;
 mod f16;
 mod f32;
 mod float_tile;
+mod k_panel;
+mod k_quantize;
+mod k_tile;
+mod q2_k;
+mod q3_k;
+mod q4_k;
+mod q5_k;
+mod q6_k;
 
 use sluice_gguf::GgmlType;
 
@@ -59,6 +68,8 @@ impl Isa {
 pub enum ActivationKind {
     /// The f32 rows as they are.
     F32,
+    /// Q8_K super-blocks of 256 signed bytes (the K-quant types).
+    Q8K,
 }
 
 /// Activations `x[m, k]` prepared once for a product.
@@ -71,6 +82,8 @@ pub enum Activations<'a> {
         /// Values per row.
         k: usize,
     },
+    /// Q8_K super-blocks, row by row.
+    Q8K(act_q8k::Q8KRows),
 }
 
 impl<'a> Activations<'a> {
@@ -79,6 +92,7 @@ impl<'a> Activations<'a> {
     pub fn prepare(kind: ActivationKind, x: &'a [f32], k: usize) -> Self {
         match kind {
             ActivationKind::F32 => Activations::F32 { x, k },
+            ActivationKind::Q8K => Activations::Q8K(act_q8k::Q8KRows::quantize(x, k)),
         }
     }
 }
@@ -147,6 +161,11 @@ pub fn format_for(ty: GgmlType) -> Option<&'static dyn WeightFormat> {
     Some(match ty {
         GgmlType::F32 => &f32::F32,
         GgmlType::F16 => &f16::F16,
+        GgmlType::Q2_K => &q2_k::Q2_K,
+        GgmlType::Q3_K => &q3_k::Q3_K,
+        GgmlType::Q4_K => &q4_k::Q4_K,
+        GgmlType::Q5_K => &q5_k::Q5_K,
+        GgmlType::Q6_K => &q6_k::Q6_K,
         _ => return None,
     })
 }
@@ -218,5 +237,7 @@ impl std::fmt::Debug for AlignedBytes {
     }
 }
 
+#[cfg(test)]
+mod k_tests;
 #[cfg(test)]
 mod tests;

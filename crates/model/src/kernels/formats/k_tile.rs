@@ -1,0 +1,314 @@
+//! The tile kernel of the K-quant types: unsigned weight levels times Q8_K activation bytes in
+//! integer arithmetic, scales applied per sub-block in integer, `d`/`dmin` once per super-block.
+//!
+//! For each super-block `b`, output `j` and activation row `r` the kernel forms two exact
+//! integers, `A = Σ_s scale[s] · Σ_{i∈s} level[i] · q[i]` and `B = Σ_s min[s] · bsum[s]` (with
+//! minimums) or `B = Σ_s scale[s] · bsum[s]` (centred types, where `A − B·centre` is taken in
+//! integer), and then updates one f32 accumulator per `(r, j)`:
+//! `acc = fma(dx·d, A, acc)` and, with minimums, `acc = fma(−(dx·dmin), B, acc)`, super-block by
+//! super-block. Integer sums are exact whatever their order, so the vector kernel and the
+//! portable one give the same bits, and a row's result never depends on the tile it is in.
+//!
+//! The sums fit: a `maddubs` pair is at most `2 · 63 · 127 < 2^15`, as many pairs are added in
+//! 16 bits as `Scheme::chain` allows (4 for levels up to 31, 2 for Q6_K's 63), and `|A| ≤ 256 ·
+//! 128 · 63 · 127 < 2^31`.
+
+use super::act_q8k::{BlockQ8K, Q8KRows, QK_K};
+use super::k_panel::{read_cell_row, KBlock, KQuant, Offset, CELL_OUTPUTS};
+use super::{Isa, Tile, PANEL, TILE_ROWS};
+
+/// One tile against a K-quant panel, rows `r0..r0 + rows` of `x`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn tile<Q: KQuant>(
+    isa: Isa,
+    panel: &[u8],
+    k: usize,
+    x: &Q8KRows,
+    r0: usize,
+    rows: usize,
+    streams: bool,
+    tile: &mut Tile,
+) {
+    let blocks = k / QK_K;
+    let panel = &panel[..2 * blocks * Q::SCHEME.cell_bytes()];
+    let mut xs: [&[BlockQ8K]; TILE_ROWS] = [&[]; TILE_ROWS];
+    for (r, row) in xs.iter_mut().enumerate().take(rows) {
+        *row = &x.row(r0 + r)[..blocks];
+    }
+    let xs = &xs[..rows];
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx2` is only detected on CPUs with avx2+fma; the panel holds
+        // `2 * blocks` cells and every row `blocks` super-blocks.
+        Isa::Avx2 => unsafe { avx2::tile::<Q>(panel, blocks, xs, streams, tile) },
+        _ => portable_tile::<Q>(panel, blocks, xs, tile),
+    }
+}
+
+/// The integers `(A, B)` of one output's super-block against one activation block, with `A`
+/// already reduced by `B · centre` for centred types.
+fn block_sums(scheme_block: &KBlock, sub: usize, offset: Offset, x: &BlockQ8K) -> (i32, i32) {
+    let mut a = 0i32;
+    let mut b = 0i32;
+    for s in 0..QK_K / sub {
+        let dot: i32 = scheme_block.levels[s * sub..][..sub]
+            .iter()
+            .zip(&x.qs[s * sub..][..sub])
+            .map(|(&l, &q)| i32::from(l) * i32::from(q))
+            .sum();
+        let scale = i32::from(scheme_block.scales[s]);
+        a += scale * dot;
+        let bsum = i32::from(if sub == 32 {
+            x.bsums32[s]
+        } else {
+            x.bsums16[s]
+        });
+        b += match offset {
+            Offset::Min => i32::from(scheme_block.mins[s]) * bsum,
+            Offset::Centre(_) => scale * bsum,
+        };
+    }
+    match offset {
+        Offset::Min => (a, b),
+        Offset::Centre(shift) => (a - (b << shift), b),
+    }
+}
+
+/// Scalar kernel: the same integers and the same f32 operations in the same order.
+fn portable_tile<Q: KQuant>(panel: &[u8], blocks: usize, xs: &[&[BlockQ8K]], tile: &mut Tile) {
+    let scheme = Q::SCHEME;
+    let mut acc = [[0f32; PANEL]; TILE_ROWS];
+    for b in 0..blocks {
+        for half in 0..2 {
+            let cell = &panel[(2 * b + half) * scheme.cell_bytes()..][..scheme.cell_bytes()];
+            for jj in 0..CELL_OUTPUTS {
+                let w = read_cell_row(&scheme, cell, jj);
+                let j = half * CELL_OUTPUTS + jj;
+                for (x, acc) in xs.iter().zip(acc.iter_mut()) {
+                    let x = &x[b];
+                    let (a, bsum) = block_sums(&w, scheme.sub, scheme.offset, x);
+                    acc[j] = (x.d * w.d).mul_add(a as f32, acc[j]);
+                    if scheme.has_min() {
+                        acc[j] = (-(x.d * w.dmin)).mul_add(bsum as f32, acc[j]);
+                    }
+                }
+            }
+        }
+    }
+    tile[..xs.len()].copy_from_slice(&acc[..xs.len()]);
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::super::act_q8k::BlockQ8K;
+    use super::super::k_panel::{KQuant, Offset};
+    use super::super::Tile;
+    use std::arch::x86_64::*;
+
+    /// How far ahead (in cells) a streaming tile prefetches its panel.
+    const PREFETCH_CELLS: usize = 2;
+
+    /// The four quads of group `half_unit` (0 or 1) of the unit at `unit`, as `[j][4]` levels.
+    #[inline(always)]
+    unsafe fn unpack_group<Q: KQuant>(unit: *const u8, half_unit: usize) -> [__m256i; 4] {
+        let scheme = Q::SCHEME;
+        let load = |offset: usize| _mm256_loadu_si256(unit.add(offset) as *const __m256i);
+        let mut w = [_mm256_setzero_si256(); 4];
+        let mut plane = 0;
+        if scheme.nibble {
+            let m4 = _mm256_set1_epi8(0x0F);
+            let lo = load(32 * 2 * half_unit);
+            let hi = load(32 * (2 * half_unit + 1));
+            w[0] = _mm256_and_si256(lo, m4);
+            w[1] = _mm256_and_si256(_mm256_srli_epi16::<4>(lo), m4);
+            w[2] = _mm256_and_si256(hi, m4);
+            w[3] = _mm256_and_si256(_mm256_srli_epi16::<4>(hi), m4);
+            plane += 128;
+        }
+        if scheme.pair {
+            let m2 = _mm256_set1_epi8(3);
+            let v = load(plane + 32 * half_unit);
+            let two = [
+                _mm256_and_si256(v, m2),
+                _mm256_and_si256(_mm256_srli_epi16::<2>(v), m2),
+                _mm256_and_si256(_mm256_srli_epi16::<4>(v), m2),
+                _mm256_and_si256(_mm256_srli_epi16::<6>(v), m2),
+            ];
+            for (w, two) in w.iter_mut().zip(two) {
+                *w = if scheme.nibble {
+                    _mm256_or_si256(*w, _mm256_slli_epi16::<4>(two))
+                } else {
+                    two
+                };
+            }
+            plane += 64;
+        }
+        if scheme.single {
+            let m1 = _mm256_set1_epi8(1);
+            let mut v = load(plane);
+            if half_unit == 1 {
+                v = _mm256_srli_epi16::<4>(v);
+            }
+            let one = [
+                _mm256_and_si256(v, m1),
+                _mm256_and_si256(_mm256_srli_epi16::<1>(v), m1),
+                _mm256_and_si256(_mm256_srli_epi16::<2>(v), m1),
+                _mm256_and_si256(_mm256_srli_epi16::<3>(v), m1),
+            ];
+            let shift = _mm_cvtsi32_si128(scheme.single_shift() as i32);
+            for (w, one) in w.iter_mut().zip(one) {
+                *w = _mm256_or_si256(*w, _mm256_sll_epi16(one, shift));
+            }
+        }
+        w
+    }
+
+    /// Eight i8 values `v[j]` at `ptr` as sixteen i16 lanes `v[0], v[0], v[1], v[1], …`: one
+    /// factor per output for both `maddubs` pairs of its quad.
+    #[inline(always)]
+    unsafe fn scale_pairs(ptr: *const u8) -> __m256i {
+        let v = _mm_loadl_epi64(ptr as *const __m128i);
+        _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(v, v))
+    }
+
+    /// Two rows of eight i8 values as i16 lanes `a[0], b[0], a[1], b[1], …`.
+    #[inline(always)]
+    unsafe fn interleave_pairs(a: *const u8, b: *const u8) -> __m256i {
+        let a = _mm_loadl_epi64(a as *const __m128i);
+        let b = _mm_loadl_epi64(b as *const __m128i);
+        _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b))
+    }
+
+    #[inline(always)]
+    unsafe fn broadcast4(ptr: *const i8) -> __m256i {
+        _mm256_set1_epi32((ptr as *const i32).read_unaligned())
+    }
+
+    #[inline(always)]
+    unsafe fn tile_rows<Q: KQuant, const R: usize>(
+        panel: &[u8],
+        blocks: usize,
+        xs: &[&[BlockQ8K]],
+        streams: bool,
+        tile: &mut Tile,
+    ) {
+        let scheme = Q::SCHEME;
+        let cell_bytes = scheme.cell_bytes();
+        let subs_per_group = scheme.sub / 16;
+        let chain = scheme.chain();
+        let xp: [*const BlockQ8K; R] = std::array::from_fn(|r| xs[r].as_ptr());
+        let mut acc = [[_mm256_setzero_ps(); 2]; R];
+        let mut cell = panel.as_ptr();
+        for b in 0..blocks {
+            for half in 0..2 {
+                if streams {
+                    // A hint, never a read: past the panel's end it only warms what follows.
+                    let ahead = cell.wrapping_add(PREFETCH_CELLS * cell_bytes);
+                    for line in (0..cell_bytes).step_by(64) {
+                        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line) as *const i8);
+                    }
+                }
+                let mut a = [_mm256_setzero_si256(); R];
+                for unit in 0..8 {
+                    let unit_ptr = cell.add(scheme.units_offset() + unit * scheme.unit_bytes());
+                    for half_unit in 0..2 {
+                        let group = 2 * unit + half_unit;
+                        let w = unpack_group::<Q>(unit_ptr, half_unit);
+                        let sub = group / subs_per_group;
+                        let sc = scale_pairs(cell.add(scheme.scales_offset() + 8 * sub));
+                        for r in 0..R {
+                            let q = (*xp[r].add(b)).qs.as_ptr().add(16 * group);
+                            // Pair sums of `chain` quads add up in 16 bits (exact, see
+                            // `Scheme::chain`), then widen once with the scale.
+                            for (c, quads) in w.chunks_exact(chain).enumerate() {
+                                let q = q.add(4 * chain * c);
+                                let mut sum = _mm256_maddubs_epi16(quads[0], broadcast4(q));
+                                for (i, w) in quads.iter().enumerate().skip(1) {
+                                    let products =
+                                        _mm256_maddubs_epi16(*w, broadcast4(q.add(4 * i)));
+                                    sum = _mm256_add_epi16(sum, products);
+                                }
+                                a[r] = _mm256_add_epi32(a[r], _mm256_madd_epi16(sum, sc));
+                            }
+                        }
+                    }
+                }
+                let factors = if scheme.has_min() {
+                    scheme.mins_offset()
+                } else {
+                    scheme.scales_offset()
+                };
+                let mut bs = [_mm256_setzero_si256(); R];
+                for pair in 0..scheme.subs() / 2 {
+                    let f = cell.add(factors + 16 * pair);
+                    let v = interleave_pairs(f, f.add(8));
+                    for r in 0..R {
+                        let x = &*xp[r].add(b);
+                        let sums = if scheme.sub == 32 {
+                            x.bsums32.as_ptr()
+                        } else {
+                            x.bsums16.as_ptr()
+                        };
+                        let s =
+                            _mm256_set1_epi32((sums.add(2 * pair) as *const i32).read_unaligned());
+                        bs[r] = _mm256_add_epi32(bs[r], _mm256_madd_epi16(v, s));
+                    }
+                }
+                let d = _mm256_loadu_ps(cell as *const f32);
+                let dmin = _mm256_loadu_ps(cell.add(scheme.dmin_offset()) as *const f32);
+                for r in 0..R {
+                    let dx = _mm256_set1_ps((*xp[r].add(b)).d);
+                    let acc = &mut acc[r][half];
+                    match scheme.offset {
+                        Offset::Min => {
+                            *acc = _mm256_fmadd_ps(
+                                _mm256_mul_ps(dx, d),
+                                _mm256_cvtepi32_ps(a[r]),
+                                *acc,
+                            );
+                            *acc = _mm256_fnmadd_ps(
+                                _mm256_mul_ps(dx, dmin),
+                                _mm256_cvtepi32_ps(bs[r]),
+                                *acc,
+                            );
+                        }
+                        Offset::Centre(shift) => {
+                            let shift = _mm_cvtsi32_si128(shift as i32);
+                            let centred = _mm256_sub_epi32(a[r], _mm256_sll_epi32(bs[r], shift));
+                            *acc = _mm256_fmadd_ps(
+                                _mm256_mul_ps(dx, d),
+                                _mm256_cvtepi32_ps(centred),
+                                *acc,
+                            );
+                        }
+                    }
+                }
+                cell = cell.add(cell_bytes);
+            }
+        }
+        for r in 0..R {
+            _mm256_storeu_ps(tile[r].as_mut_ptr(), acc[r][0]);
+            _mm256_storeu_ps(tile[r].as_mut_ptr().add(8), acc[r][1]);
+        }
+    }
+
+    /// Safety: needs avx2+fma; `panel` holds `2 * blocks` cells of `Q`, each of `xs` (1 to 6
+    /// rows) `blocks` super-blocks.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn tile<Q: KQuant>(
+        panel: &[u8],
+        blocks: usize,
+        xs: &[&[BlockQ8K]],
+        streams: bool,
+        tile: &mut Tile,
+    ) {
+        match xs.len() {
+            1 => tile_rows::<Q, 1>(panel, blocks, xs, streams, tile),
+            2 => tile_rows::<Q, 2>(panel, blocks, xs, streams, tile),
+            3 => tile_rows::<Q, 3>(panel, blocks, xs, streams, tile),
+            4 => tile_rows::<Q, 4>(panel, blocks, xs, streams, tile),
+            5 => tile_rows::<Q, 5>(panel, blocks, xs, streams, tile),
+            _ => tile_rows::<Q, 6>(panel, blocks, xs, streams, tile),
+        }
+    }
+}
