@@ -14,6 +14,7 @@
 //! - **activations**: the `x` side of the product, prepared once per product in the form the
 //!   format's kernel reads ([`ActivationKind`]).
 
+mod act_q8_0;
 mod act_q8k;
 mod f16;
 mod f32;
@@ -21,11 +22,18 @@ mod float_tile;
 mod k_panel;
 mod k_quantize;
 mod k_tile;
+mod legacy;
+mod legacy_tile;
 mod q2_k;
 mod q3_k;
+mod q4_0;
+mod q4_1;
 mod q4_k;
+mod q5_0;
+mod q5_1;
 mod q5_k;
 mod q6_k;
+mod q8_0;
 
 use sluice_gguf::GgmlType;
 
@@ -70,6 +78,8 @@ pub enum ActivationKind {
     F32,
     /// Q8_K super-blocks of 256 signed bytes (the K-quant types).
     Q8K,
+    /// Q8_0 blocks of 32 signed bytes with their sums (the 32-weight block types).
+    Q8_0,
 }
 
 /// Activations `x[m, k]` prepared once for a product.
@@ -84,6 +94,8 @@ pub enum Activations<'a> {
     },
     /// Q8_K super-blocks, row by row.
     Q8K(act_q8k::Q8KRows),
+    /// Q8_0 blocks, row by row.
+    Q8_0(act_q8_0::Q8Rows),
 }
 
 impl<'a> Activations<'a> {
@@ -93,6 +105,7 @@ impl<'a> Activations<'a> {
         match kind {
             ActivationKind::F32 => Activations::F32 { x, k },
             ActivationKind::Q8K => Activations::Q8K(act_q8k::Q8KRows::quantize(x, k)),
+            ActivationKind::Q8_0 => Activations::Q8_0(act_q8_0::Q8Rows::quantize(x, k)),
         }
     }
 }
@@ -161,6 +174,11 @@ pub fn format_for(ty: GgmlType) -> Option<&'static dyn WeightFormat> {
     Some(match ty {
         GgmlType::F32 => &f32::F32,
         GgmlType::F16 => &f16::F16,
+        GgmlType::Q8_0 => &q8_0::Q8_0,
+        GgmlType::Q4_0 => &q4_0::Q4_0,
+        GgmlType::Q4_1 => &q4_1::Q4_1,
+        GgmlType::Q5_0 => &q5_0::Q5_0,
+        GgmlType::Q5_1 => &q5_1::Q5_1,
         GgmlType::Q2_K => &q2_k::Q2_K,
         GgmlType::Q3_K => &q3_k::Q3_K,
         GgmlType::Q4_K => &q4_k::Q4_K,
@@ -239,5 +257,7 @@ impl std::fmt::Debug for AlignedBytes {
 
 #[cfg(test)]
 mod k_tests;
+#[cfg(test)]
+mod legacy_tests;
 #[cfg(test)]
 mod tests;

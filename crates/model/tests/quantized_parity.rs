@@ -1,0 +1,93 @@
+//! Quantized GGUF files (every llama-quantize preset of the `qwen2-q256` fixture) run within
+//! the accuracy band llama.cpp reaches on the very same files: the KL divergence of the
+//! next-token distribution from the transformers f32 reference, and the same greedy token
+//! wherever llama.cpp's choice is clear. llama.cpp's figures come from
+//! `scripts/llamacpp_reference.py` (llama-server's raw log-probabilities on these files).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use common::*;
+use serde::Deserialize;
+use sluice_model::{LoadOptions, Model};
+
+#[derive(Deserialize)]
+struct LlamaCppReference {
+    model: String,
+    first_position: usize,
+    files: BTreeMap<String, LlamaCppFile>,
+}
+
+#[derive(Deserialize)]
+struct LlamaCppFile {
+    mean_kl: f64,
+    argmax: Vec<u32>,
+    margin: Vec<f64>,
+}
+
+fn gguf_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/gguf")
+}
+
+fn log_softmax(row: &[f32]) -> Vec<f64> {
+    let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
+    let log_sum = row
+        .iter()
+        .map(|&v| (v as f64 - max).exp())
+        .sum::<f64>()
+        .ln()
+        + max;
+    row.iter().map(|&v| v as f64 - log_sum).collect()
+}
+
+fn kl(p: &[f64], q: &[f64]) -> f64 {
+    p.iter().zip(q).map(|(p, q)| p.exp() * (p - q)).sum()
+}
+
+/// llama.cpp's clear choices: where its top log-probability leads the runner-up by this much,
+/// sluice must pick the same token.
+const CLEAR_MARGIN: f64 = 0.1;
+
+#[test]
+fn every_quantized_preset_stays_within_llama_cpps_kl_band_and_greedy_choices() {
+    let text = std::fs::read_to_string(gguf_dir().join("llamacpp-reference.json")).unwrap();
+    let llama: LlamaCppReference = serde_json::from_str(&text).unwrap();
+    let reference = reference(&llama.model);
+    let positions = llama.first_position..=reference.prompt_ids.len();
+    assert_eq!(llama.files.len(), 11, "f16 and ten quantized presets");
+    for (file, expected) in &llama.files {
+        let model = Model::load(&gguf_dir().join(file), &LoadOptions::default())
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        let logits = prefill_all_positions(&model, &reference.prompt_ids);
+        let mut kls = Vec::new();
+        for (i, end) in positions.clone().enumerate() {
+            let ours = logits.row(end - 1);
+            kls.push(kl(
+                &log_softmax(&reference.prompt_logits[end - 1]),
+                &log_softmax(ours),
+            ));
+            if expected.margin[i] > CLEAR_MARGIN {
+                assert_eq!(
+                    argmax(ours),
+                    expected.argmax[i],
+                    "{file}: position {end}, llama.cpp's margin {}",
+                    expected.margin[i]
+                );
+            }
+        }
+        let mean_kl = kls.iter().sum::<f64>() / kls.len() as f64;
+        eprintln!(
+            "{file}: mean KL sluice {mean_kl:.3e}, llama.cpp {:.3e}",
+            expected.mean_kl
+        );
+        // Same weights, different rounding of activations and sums: within a fifth of
+        // llama.cpp's divergence (plus an absolute floor for the near-exact f16 file).
+        assert!(
+            mean_kl <= expected.mean_kl * 1.2 + 1e-5,
+            "{file}: mean KL {mean_kl:e}, llama.cpp {:e}",
+            expected.mean_kl
+        );
+    }
+}
