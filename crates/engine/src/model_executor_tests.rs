@@ -1,9 +1,9 @@
 //! The engine over a real (tiny, random-weight) Llama checkpoint from `fixtures/models/llama`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use sluice_model::{KvCache, KvDtype, LoadOptions, Model};
+use sluice_model::{KvCache, KvDtype, LoadOptions, Model, ModelFiles};
 use sluice_text::Tokenizer;
 
 use super::*;
@@ -40,14 +40,28 @@ fn reference() -> Reference {
 }
 
 fn start(block_size: usize, num_blocks: usize, config: EngineConfig) -> EngineHandle {
-    let model = Model::load(&fixture(), &LoadOptions::default()).expect("fixture model loads");
+    start_model(&fixture(), block_size, num_blocks, config)
+}
+
+/// An engine over the model at `path` (a fixture directory or GGUF file).
+fn start_model(
+    path: &Path,
+    block_size: usize,
+    num_blocks: usize,
+    config: EngineConfig,
+) -> EngineHandle {
+    let files = ModelFiles::open(path).expect("fixture model opens");
+    let model = Model::from_files(&files, &LoadOptions::default()).expect("fixture model loads");
+    let tokenizer = Arc::new(match files.gguf_metadata() {
+        Some(metadata) => Tokenizer::from_gguf(metadata).expect("fixture tokenizer loads"),
+        None => Tokenizer::from_dir(path).expect("fixture tokenizer loads"),
+    });
     let kv = KvCache::new(model.config(), KvDtype::F32, block_size, num_blocks);
     let config = EngineConfig {
         eos_token_ids: model.config().eos_token_ids.clone(),
         max_model_len: model.config().max_position_embeddings,
         ..config
     };
-    let tokenizer = Arc::new(Tokenizer::from_dir(&fixture()).expect("fixture tokenizer loads"));
     Engine::start(Box::new(ModelExecutor::new(model, kv)), tokenizer, config)
 }
 
@@ -126,13 +140,45 @@ fn concurrent_seeded_requests_on_a_real_model_match_their_solo_runs() {
     solo_runs_equal_a_preempted_batch(&requests);
 }
 
+#[test]
+fn seeded_requests_on_quantized_gguf_models_match_their_solo_runs() {
+    let r = reference();
+    let gguf = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/gguf");
+    // K-quants with q6_K beside q4_K (Q4_K_M), and two 32-weight block types.
+    for file in [
+        "qwen2-q256-q4_k_m.gguf",
+        "qwen2-q256-q8_0.gguf",
+        "qwen2-q256-q5_0.gguf",
+    ] {
+        let requests: Vec<GenerationRequest> = (0..6u32)
+            .map(|i| {
+                let sampling = SamplingParams {
+                    temperature: 0.9,
+                    seed: Some(7 + i as u64),
+                    ..SamplingParams::default()
+                };
+                request(r.prompt_ids[..8 + 3 * i as usize].to_vec(), sampling, 12)
+            })
+            .collect();
+        solo_runs_equal_a_preempted_batch_on(&gguf.join(file), &requests);
+    }
+}
+
 /// Runs each request alone, then all at once in an engine too small to hold them (24 blocks of
 /// 4 tokens: preemption happens); asserts each gives the same tokens, text and finish reason
 /// both ways and returns the solo results.
 fn solo_runs_equal_a_preempted_batch(
     requests: &[GenerationRequest],
 ) -> Vec<(Vec<u32>, String, Option<FinishReason>)> {
-    let alone = start(4, 256, EngineConfig::default());
+    solo_runs_equal_a_preempted_batch_on(&fixture(), requests)
+}
+
+/// [`solo_runs_equal_a_preempted_batch`] on the model at `path`.
+fn solo_runs_equal_a_preempted_batch_on(
+    path: &Path,
+    requests: &[GenerationRequest],
+) -> Vec<(Vec<u32>, String, Option<FinishReason>)> {
+    let alone = start_model(path, 4, 256, EngineConfig::default());
     let solo: Vec<_> = requests
         .iter()
         .map(|q| collect(alone.submit(q.clone()).unwrap()))
@@ -141,7 +187,7 @@ fn solo_runs_equal_a_preempted_batch(
         max_num_batched_tokens: 32,
         ..EngineConfig::default()
     };
-    let busy = start(4, 24, config);
+    let busy = start_model(path, 4, 24, config);
     let streams: Vec<_> = requests
         .iter()
         .map(|q| busy.submit(q.clone()).unwrap())
