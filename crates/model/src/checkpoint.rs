@@ -18,7 +18,7 @@ use crate::config::ModelConfig;
 use crate::error::LoadError;
 use crate::kernels::formats;
 use crate::kernels::matmul::WeightDtype;
-use crate::layers::weights::loaded_matrix_bytes;
+use crate::layers::weights::{loaded_matrix_bytes, matrix_dtype};
 
 /// A tensor as its source stores it: ggml type, row-major shape (outermost first) and bytes
 /// (borrowed from a memory map where the source has one).
@@ -244,10 +244,15 @@ impl Checkpoint {
         self.tensors
             .iter()
             .filter(|(name, _)| !(config.tie_word_embeddings && *name == "lm_head.weight"))
-            .map(|(_, t)| match (t.shape.as_slice(), stored_type(&t.dtype)) {
-                ([rows, cols], Some(stored)) => loaded_matrix_bytes(stored, *rows, *cols, dtype),
-                (shape, _) => shape.iter().product::<usize>() * 4,
-            })
+            .map(
+                |(name, t)| match (t.shape.as_slice(), stored_type(&t.dtype)) {
+                    ([rows, cols], Some(stored)) => {
+                        let dtype = matrix_dtype(name, config.tie_word_embeddings, dtype);
+                        loaded_matrix_bytes(stored, *rows, *cols, dtype)
+                    }
+                    (shape, _) => shape.iter().product::<usize>() * 4,
+                },
+            )
             .sum()
     }
 }

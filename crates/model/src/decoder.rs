@@ -14,7 +14,7 @@ use crate::layers::linear::Linear;
 use crate::layers::mlp::Mlp;
 use crate::layers::norm::RmsNorm;
 use crate::layers::rope::Rope;
-use crate::layers::weights::load_matrix;
+use crate::layers::weights::{load_matrix, matrix_dtype};
 
 /// One pre-norm transformer block (`model.layers.{i}`).
 #[derive(Debug)]
@@ -50,12 +50,17 @@ impl Decoder {
         dtype: Option<WeightDtype>,
     ) -> Result<Self, LoadError> {
         let (vocab, hidden) = (config.vocab_size, config.hidden_size);
-        let embed = load_matrix(source, "model.embed_tokens.weight", vocab, hidden, dtype)?;
+        // A tied embedding is also the output head, which keeps more precision when converted.
+        let tied = config.tie_word_embeddings;
+        let embed_name = "model.embed_tokens.weight";
+        let embed_dtype = matrix_dtype(embed_name, tied, dtype);
+        let embed = load_matrix(source, embed_name, vocab, hidden, embed_dtype)?;
+        let head_dtype = matrix_dtype("lm_head.weight", tied, dtype);
         // Some tied checkpoints still ship lm_head.weight; the config decides.
         let (embed_tokens, lm_head) = if config.tie_word_embeddings {
             (None, Linear::from_packed(embed))
         } else {
-            let head = Linear::load(source, &[("lm_head", vocab)], hidden, false, dtype)?;
+            let head = Linear::load(source, &[("lm_head", vocab)], hidden, false, head_dtype)?;
             (Some(embed), head)
         };
         let layers = (0..config.num_hidden_layers)

@@ -11,7 +11,7 @@ use crate::config::ModelConfig;
 use crate::error::LoadError;
 use crate::gguf::GgufSource;
 use crate::kernels::matmul::WeightDtype;
-use crate::layers::weights::loaded_matrix_bytes;
+use crate::layers::weights::{loaded_matrix_bytes, matrix_dtype};
 
 /// An opened model: its config and its weights, not yet loaded.
 #[derive(Debug)]
@@ -130,8 +130,11 @@ impl ModelFiles {
                     .tensors()
                     .filter_map(|(hf, info)| hf.map(|h| (h, info)))
                     .filter(|(hf, _)| !(tied && hf == "lm_head.weight"))
-                    .map(|(_, info)| match info.shape().as_slice() {
-                        [rows, cols] => loaded_matrix_bytes(info.ggml_type, *rows, *cols, dtype),
+                    .map(|(hf, info)| match info.shape().as_slice() {
+                        [rows, cols] => {
+                            let dtype = matrix_dtype(&hf, tied, dtype);
+                            loaded_matrix_bytes(info.ggml_type, *rows, *cols, dtype)
+                        }
                         shape => shape.iter().product::<usize>() * 4,
                     })
                     .sum()

@@ -103,6 +103,9 @@ fn gguf_weight_bytes_estimate_is_exact() {
         ("llama-f16.gguf", None),
         ("qwen2-f16.gguf", Some(WeightDtype::F32)),
         ("llama-f32.gguf", Some(WeightDtype::F16)),
+        ("qwen2-q256-q4_k_m.gguf", None),
+        ("qwen2-q256-f16.gguf", WeightDtype::from_name("q4_K")),
+        ("qwen2-f16.gguf", WeightDtype::from_name("q4_K")),
     ] {
         let files = ModelFiles::open(&gguf_path(file)).unwrap();
         let model = Model::from_files(&files, &LoadOptions { dtype }).unwrap();

@@ -91,3 +91,54 @@ fn every_quantized_preset_stays_within_llama_cpps_kl_band_and_greedy_choices() {
         );
     }
 }
+
+/// Mean KL from the transformers reference of `model` over the positions llama.cpp was
+/// measured at.
+fn mean_kl(model: &Model, llama: &LlamaCppReference) -> f64 {
+    let reference = reference(&llama.model);
+    let logits = prefill_all_positions(model, &reference.prompt_ids);
+    let positions = llama.first_position..=reference.prompt_ids.len();
+    let count = positions.clone().count();
+    positions
+        .map(|end| {
+            kl(
+                &log_softmax(&reference.prompt_logits[end - 1]),
+                &log_softmax(logits.row(end - 1)),
+            )
+        })
+        .sum::<f64>()
+        / count as f64
+}
+
+#[test]
+fn quantizing_at_load_is_as_accurate_as_llama_quantize() {
+    let text = std::fs::read_to_string(gguf_dir().join("llamacpp-reference.json")).unwrap();
+    let llama: LlamaCppReference = serde_json::from_str(&text).unwrap();
+    // Every matrix of the f16 safetensors fixture quantized by sluice, against llama-quantize's
+    // file of the same type run by llama.cpp (the K presets mix in q6_K/q5_K, so the pure
+    // types compare with the nearest preset).
+    for (dtype, preset) in [
+        ("q8_0", "q8_0"),
+        ("q6_K", "q6_k"),
+        ("q5_0", "q5_0"),
+        ("q5_1", "q5_1"),
+        ("q4_0", "q4_0"),
+        ("q4_1", "q4_1"),
+        ("q5_K", "q5_k_m"),
+        ("q4_K", "q4_k_m"),
+    ] {
+        let dtype = sluice_model::WeightDtype::from_name(dtype).unwrap();
+        let model = Model::load(
+            &fixture_dir(&llama.model),
+            &LoadOptions { dtype: Some(dtype) },
+        )
+        .unwrap();
+        let ours = mean_kl(&model, &llama);
+        let theirs = llama.files[&format!("{}-{preset}.gguf", llama.model)].mean_kl;
+        eprintln!("--quantize {dtype:?}: mean KL {ours:.3e}, llama-quantize {preset} {theirs:.3e}");
+        assert!(
+            ours <= theirs * 1.5 + 1e-4,
+            "{dtype:?}: {ours:e} vs {theirs:e}"
+        );
+    }
+}

@@ -102,3 +102,33 @@ pub fn loaded_matrix_bytes(
 ) -> usize {
     PackedMatrix::packed_bytes(out_dim, in_dim, target_format(stored, in_dim, dtype))
 }
+
+/// The dtype the output head gets when every matrix is converted to `dtype`: types below q6_K
+/// keep the head in q6_K, as llama-quantize does for every preset below it (the head's
+/// rounding shows directly in the next-token distribution, and it is one matrix of many).
+pub fn output_head_dtype(dtype: Option<WeightDtype>) -> Option<WeightDtype> {
+    let lower = [
+        GgmlType::Q2_K,
+        GgmlType::Q3_K,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+    ];
+    match dtype {
+        Some(d) if lower.contains(&d.ggml_type()) => WeightDtype::of(GgmlType::Q6_K).or(Some(d)),
+        other => other,
+    }
+}
+
+/// The dtype matrix `name` (a Hugging Face tensor name) is converted to under `dtype`: the
+/// output head's ([`output_head_dtype`]) for `lm_head` and for a tied embedding, else `dtype`.
+pub fn matrix_dtype(name: &str, tied: bool, dtype: Option<WeightDtype>) -> Option<WeightDtype> {
+    if name == "lm_head.weight" || (tied && name == "model.embed_tokens.weight") {
+        output_head_dtype(dtype)
+    } else {
+        dtype
+    }
+}
