@@ -44,10 +44,13 @@ pub(super) enum Offset {
 pub(super) struct Scheme {
     /// Weights per sub-block (one scale each): 16 or 32.
     pub sub: usize,
-    /// Level bits kept in the nibble, 2-bit and 1-bit planes.
+    /// Whether levels keep 4 bits in the nibble plane,
     pub nibble: bool,
+    /// 2 bits in the 2-bit plane,
     pub pair: bool,
+    /// and 1 bit in the 1-bit plane.
     pub single: bool,
+    /// What is subtracted from `scale · level`.
     pub offset: Offset,
 }
 

@@ -47,16 +47,16 @@ pub(super) fn tile<Q: KQuant>(
 
 /// The integers `(A, B)` of one output's super-block against one activation block, with `A`
 /// already reduced by `B · centre` for centred types.
-fn block_sums(scheme_block: &KBlock, sub: usize, offset: Offset, x: &BlockQ8K) -> (i32, i32) {
+fn block_sums(w: &KBlock, sub: usize, offset: Offset, x: &BlockQ8K) -> (i32, i32) {
     let mut a = 0i32;
     let mut b = 0i32;
     for s in 0..QK_K / sub {
-        let dot: i32 = scheme_block.levels[s * sub..][..sub]
+        let dot: i32 = w.levels[s * sub..][..sub]
             .iter()
             .zip(&x.qs[s * sub..][..sub])
             .map(|(&l, &q)| i32::from(l) * i32::from(q))
             .sum();
-        let scale = i32::from(scheme_block.scales[s]);
+        let scale = i32::from(w.scales[s]);
         a += scale * dot;
         let bsum = i32::from(if sub == 32 {
             x.bsums32[s]
@@ -64,7 +64,7 @@ fn block_sums(scheme_block: &KBlock, sub: usize, offset: Offset, x: &BlockQ8K) -
             x.bsums16[s]
         });
         b += match offset {
-            Offset::Min => i32::from(scheme_block.mins[s]) * bsum,
+            Offset::Min => i32::from(w.mins[s]) * bsum,
             Offset::Centre(_) => scale * bsum,
         };
     }
