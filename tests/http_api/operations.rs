@@ -167,7 +167,10 @@ async fn disconnect_mid_stream_returns_running_and_kv_usage_to_zero() {
     })
     .await;
     let stream = open_long_stream(&server.base).await;
-    assert_eq!(server.metric("vllm:num_requests_running").await, 1.0);
+    // The gauges are published after the step that sent the first chunk: wait for them.
+    server
+        .wait_for_metric("vllm:num_requests_running", 1.0, Duration::from_secs(10))
+        .await;
     assert!(server.metric("vllm:kv_cache_usage_perc").await > 0.0);
     drop(stream);
     server.wait_until_idle(Duration::from_secs(10)).await;
