@@ -78,6 +78,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
             ..StopRules::default()
         },
         priority: Default::default(),
+        cache_salt: None,
     };
     let started = Instant::now();
     let mut stream = launched

@@ -15,6 +15,7 @@ use crate::registry::ServedModel;
 use crate::sse::{sse_response, StreamSpec};
 use crate::validate::ValidStream;
 use crate::wire::system_fingerprint;
+use crate::AppState;
 
 /// The merged events of every engine request of one response, tagged with the prompt index.
 type MergedEvents = stream::SelectAll<Pin<Box<dyn Stream<Item = (usize, Event)> + Send>>>;
@@ -54,14 +55,17 @@ pub async fn run(
     retry_after_secs: u64,
     id_prefix: &str,
 ) -> Result<Response, ApiError> {
-    let mut streams = Vec::with_capacity(requests.len());
-    for request in requests {
-        let stream = model.engine.submit(request).map_err(|e| match e {
-            SubmitError::QueueFull => ApiError::Overloaded { retry_after_secs },
-            SubmitError::ShutDown => ApiError::Unavailable("the engine has shut down".into()),
-        })?;
-        streams.push(stream);
-    }
+    let streams = model.engine.submit_all(requests).map_err(|e| match e {
+        SubmitError::QueueFull => ApiError::Overloaded { retry_after_secs },
+        SubmitError::ShutDown => ApiError::Unavailable("the engine has shut down".into()),
+        SubmitError::GroupTooLarge { requests, limit } => ApiError::invalid(
+            "prompt",
+            format!(
+                "a request may have at most {limit} prompts (the server's --max-queue), got \
+                 {requests}"
+            ),
+        ),
+    })?;
     let num_prompts = streams.len();
     let events = merge(streams);
     let assembler =
@@ -121,6 +125,26 @@ async fn collect(
             axum::Json(collector.into_completion(meta, usage, logprobs)).into_response()
         }
     })
+}
+
+/// [`off_runtime`] for a request's prompt, holding one of the server's tokenizing slots
+/// ([`crate::ApiConfig::max_concurrent_tokenizations`]) for as long as the work runs, even when
+/// the client goes away meanwhile: tokenizing a large prompt takes seconds and hundreds of MB,
+/// and without a bound sixteen of them at once took 7 GB.
+pub async fn tokenize_off_runtime<T, F>(state: &AppState, work: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ApiError> + Send + 'static,
+{
+    let slot = Arc::clone(&state.tokenizing)
+        .acquire_owned()
+        .await
+        .map_err(|_| ApiError::Unavailable("the server is shutting down".into()))?;
+    off_runtime(move || {
+        let _slot = slot;
+        work()
+    })
+    .await
 }
 
 /// Runs blocking tokenizer work (templating, encoding) off the async runtime's core threads.

@@ -40,6 +40,8 @@ pub struct ApiConfig {
     pub request_read_timeout: Duration,
     /// Seconds sent in `Retry-After` when the queue is full.
     pub retry_after_secs: u64,
+    /// Prompts templated and tokenized at once; more wait their turn.
+    pub max_concurrent_tokenizations: usize,
 }
 
 impl Default for ApiConfig {
@@ -49,6 +51,8 @@ impl Default for ApiConfig {
             max_body_bytes: 4 * 1024 * 1024,
             request_read_timeout: Duration::from_secs(30),
             retry_after_secs: 1,
+            max_concurrent_tokenizations: std::thread::available_parallelism()
+                .map_or(2, |n| n.get()),
         }
     }
 }
@@ -60,6 +64,8 @@ pub struct AppState {
     pub registry: Arc<ModelRegistry>,
     /// HTTP-level settings.
     pub config: Arc<ApiConfig>,
+    /// Slots for prompt tokenization (`max_concurrent_tokenizations`).
+    pub tokenizing: Arc<tokio::sync::Semaphore>,
 }
 
 /// The whole HTTP API over `models`.
@@ -71,6 +77,9 @@ pub fn router(models: Vec<ServedModel>, config: ApiConfig) -> Router {
 pub fn router_for(registry: Arc<ModelRegistry>, config: ApiConfig) -> Router {
     let state = AppState {
         registry,
+        tokenizing: Arc::new(tokio::sync::Semaphore::new(
+            config.max_concurrent_tokenizations.max(1),
+        )),
         config: Arc::new(config),
     };
     let protected = Router::new()

@@ -88,6 +88,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     ..StopRules::default()
                 },
                 priority: Default::default(),
+                cache_salt: None,
             })?);
         }
         // One reader thread per stream, so each token is timed when it arrives.

@@ -133,13 +133,13 @@ impl BlockPool {
         }
     }
 
-    /// Cached blocks matching the full blocks of `tokens`, in order.
-    fn cached_prefix(&self, tokens: &[u32]) -> Vec<BlockId> {
+    /// Cached blocks matching the full blocks of `tokens` under `salt`, in order.
+    fn cached_prefix(&self, tokens: &[u32], salt: Option<u64>) -> Vec<BlockId> {
         let mut found = Vec::new();
         if !self.prefix_caching {
             return found;
         }
-        let mut parent = None;
+        let mut parent = salt;
         for chunk in tokens.chunks_exact(self.block_size) {
             let key = block_key(parent, chunk);
             let Some(&b) = self.cache.get(&key) else {
@@ -176,7 +176,8 @@ pub struct BlockTable {
     blocks: Vec<BlockId>,
     /// Leading blocks whose content was registered (or found) in the prefix cache.
     num_registered: usize,
-    /// Key of the last registered block, the parent of the next one.
+    /// Key of the last registered block, the parent of the next one (the salt before the
+    /// first).
     last_key: Option<u64>,
     /// Tokens reused from other sequences when this table was allocated.
     num_cached_tokens: usize,
@@ -258,10 +259,15 @@ impl BlockManager {
 
     /// The blocks a new table for `tokens` starts with: the longest prefix-cache hit or the shared
     /// sibling prefix, whichever is longer. The last token is never reused (its logits are needed).
-    fn reusable(&self, tokens: &[u32], shared: Option<SharedPrefix<'_>>) -> Vec<BlockId> {
+    fn reusable(
+        &self,
+        tokens: &[u32],
+        shared: Option<SharedPrefix<'_>>,
+        salt: Option<u64>,
+    ) -> Vec<BlockId> {
         let pool = self.pool.borrow();
         let limit = tokens.len().saturating_sub(1) / pool.block_size;
-        let mut reuse = pool.cached_prefix(&tokens[..limit * pool.block_size]);
+        let mut reuse = pool.cached_prefix(&tokens[..limit * pool.block_size], salt);
         if let Some(s) = shared {
             let n = s.num_blocks.min(limit).min(s.table.blocks.len());
             if n > reuse.len() {
@@ -284,8 +290,15 @@ impl BlockManager {
     }
 
     /// Leading tokens of `tokens` a new table would reuse (cache hit or sibling prefix).
-    pub fn num_reusable_tokens(&self, tokens: &[u32], shared: Option<SharedPrefix<'_>>) -> usize {
-        self.reusable(tokens, shared).len() * self.block_size()
+    /// `salt` scopes the prefix cache: blocks registered under one salt are never found under
+    /// another (see [`BlockManager::allocate`]).
+    pub fn num_reusable_tokens(
+        &self,
+        tokens: &[u32],
+        shared: Option<SharedPrefix<'_>>,
+        salt: Option<u64>,
+    ) -> usize {
+        self.reusable(tokens, shared, salt).len() * self.block_size()
     }
 
     /// Whether [`BlockManager::allocate`] with the same arguments would succeed.
@@ -294,21 +307,27 @@ impl BlockManager {
         tokens: &[u32],
         num_tokens: usize,
         shared: Option<SharedPrefix<'_>>,
+        salt: Option<u64>,
     ) -> bool {
-        let reuse = self.reusable(tokens, shared);
+        let reuse = self.reusable(tokens, shared, salt);
         let (needed, free) = self.fresh_needed(&reuse, num_tokens);
         needed <= free
     }
 
     /// A table for a sequence with `tokens`, covering at least its first `num_tokens` (the reused
     /// prefix plus what the coming step computes). Either everything is allocated or nothing is.
+    ///
+    /// `salt` is the root of the table's chain of block keys: the prefix cache finds blocks
+    /// only for a sequence with the same salt, so callers with different salts (API keys)
+    /// cannot learn from cache hits what the others sent.
     pub fn allocate(
         &mut self,
         tokens: &[u32],
         num_tokens: usize,
         shared: Option<SharedPrefix<'_>>,
+        salt: Option<u64>,
     ) -> Result<BlockTable, OutOfBlocks> {
-        let reuse = self.reusable(tokens, shared);
+        let reuse = self.reusable(tokens, shared, salt);
         let (needed, free) = self.fresh_needed(&reuse, num_tokens);
         if needed > free {
             return Err(OutOfBlocks { needed, free });
@@ -322,6 +341,7 @@ impl BlockManager {
             .last()
             .and_then(|&b| pool.blocks[b as usize].cached.as_ref().map(|c| c.key));
         let num_registered = if registered.is_some() { reuse.len() } else { 0 };
+        let registered = registered.or(salt);
         let num_cached_tokens = reuse.len() * block_size;
         let mut blocks = reuse;
         for _ in 0..needed {

@@ -8,7 +8,7 @@ fn tokens(n: usize, offset: u32) -> Vec<u32> {
 #[test]
 fn dropping_a_table_returns_its_blocks() {
     let mut bm = BlockManager::new(4, 4, true);
-    let t = bm.allocate(&tokens(10, 0), 10, None).unwrap();
+    let t = bm.allocate(&tokens(10, 0), 10, None, None).unwrap();
     assert_eq!(t.block_ids().len(), 3);
     assert_eq!(bm.num_free_blocks(), 1);
     drop(t);
@@ -18,8 +18,8 @@ fn dropping_a_table_returns_its_blocks() {
 #[test]
 fn allocation_that_does_not_fit_changes_nothing() {
     let mut bm = BlockManager::new(2, 4, true);
-    assert!(!bm.can_allocate(&tokens(9, 0), 9, None));
-    let err = bm.allocate(&tokens(9, 0), 9, None).unwrap_err();
+    assert!(!bm.can_allocate(&tokens(9, 0), 9, None, None));
+    let err = bm.allocate(&tokens(9, 0), 9, None, None).unwrap_err();
     assert_eq!(err, OutOfBlocks { needed: 3, free: 2 });
     assert_eq!(bm.num_free_blocks(), 2);
 }
@@ -27,7 +27,7 @@ fn allocation_that_does_not_fit_changes_nothing() {
 #[test]
 fn append_grows_the_table_only_at_block_boundaries() {
     let mut bm = BlockManager::new(3, 4, true);
-    let mut t = bm.allocate(&tokens(4, 0), 4, None).unwrap();
+    let mut t = bm.allocate(&tokens(4, 0), 4, None, None).unwrap();
     bm.append(&mut t, 4).unwrap();
     assert_eq!(t.block_ids().len(), 1);
     bm.append(&mut t, 5).unwrap();
@@ -42,22 +42,43 @@ fn append_grows_the_table_only_at_block_boundaries() {
 fn computed_full_blocks_are_reused_by_a_later_sequence_with_the_same_prefix() {
     let mut bm = BlockManager::new(8, 4, true);
     let prompt = tokens(10, 0);
-    let mut first = bm.allocate(&prompt, 10, None).unwrap();
+    let mut first = bm.allocate(&prompt, 10, None, None).unwrap();
     bm.register_computed(&mut first, &prompt, 10);
     let first_blocks = first.block_ids().to_vec();
     drop(first);
-    let second = bm.allocate(&prompt, 10, None).unwrap();
+    let second = bm.allocate(&prompt, 10, None, None).unwrap();
     assert_eq!(second.num_cached_tokens(), 8);
     assert_eq!(&second.block_ids()[..2], &first_blocks[..2]);
+}
+
+#[test]
+fn cached_blocks_are_found_only_under_the_salt_they_were_computed_with() {
+    let mut bm = BlockManager::new(16, 4, true);
+    let prompt = tokens(10, 0);
+    let mut first = bm.allocate(&prompt, 10, None, Some(7)).unwrap();
+    bm.register_computed(&mut first, &prompt, 10);
+    drop(first);
+    // Another caller (another salt, or none) learns nothing: no hit, fresh blocks.
+    assert_eq!(bm.num_reusable_tokens(&prompt, None, Some(8)), 0);
+    assert_eq!(bm.num_reusable_tokens(&prompt, None, None), 0);
+    // The same caller hits, including blocks registered after a salted hit.
+    let mut again = bm.allocate(&prompt, 10, None, Some(7)).unwrap();
+    assert_eq!(again.num_cached_tokens(), 8);
+    let longer = tokens(14, 0);
+    bm.append(&mut again, 14).unwrap();
+    bm.register_computed(&mut again, &longer, 14);
+    drop(again);
+    assert_eq!(bm.num_reusable_tokens(&longer, None, Some(7)), 12);
+    assert_eq!(bm.num_reusable_tokens(&longer, None, Some(8)), 0);
 }
 
 #[test]
 fn last_prompt_token_is_never_served_from_the_cache() {
     let mut bm = BlockManager::new(8, 4, true);
     let prompt = tokens(8, 0);
-    let mut first = bm.allocate(&prompt, 8, None).unwrap();
+    let mut first = bm.allocate(&prompt, 8, None, None).unwrap();
     bm.register_computed(&mut first, &prompt, 8);
-    let second = bm.allocate(&prompt, 8, None).unwrap();
+    let second = bm.allocate(&prompt, 8, None, None).unwrap();
     // Two full blocks are cached, but the second holds the last token: only one is reused.
     assert_eq!(second.num_cached_tokens(), 4);
     assert_eq!(bm.ref_count(first.block_ids()[0]), 2);
@@ -66,9 +87,9 @@ fn last_prompt_token_is_never_served_from_the_cache() {
 #[test]
 fn different_tokens_miss_the_cache() {
     let mut bm = BlockManager::new(8, 4, true);
-    let mut first = bm.allocate(&tokens(9, 0), 9, None).unwrap();
+    let mut first = bm.allocate(&tokens(9, 0), 9, None, None).unwrap();
     bm.register_computed(&mut first, &tokens(9, 0), 9);
-    let other = bm.allocate(&tokens(9, 100), 9, None).unwrap();
+    let other = bm.allocate(&tokens(9, 100), 9, None, None).unwrap();
     assert_eq!(other.num_cached_tokens(), 0);
 }
 
@@ -76,22 +97,22 @@ fn different_tokens_miss_the_cache() {
 fn a_hit_requires_the_whole_chain_of_parents() {
     let mut bm = BlockManager::new(8, 2, true);
     let a = vec![1, 2, 3, 4, 5];
-    let mut first = bm.allocate(&a, 5, None).unwrap();
+    let mut first = bm.allocate(&a, 5, None, None).unwrap();
     bm.register_computed(&mut first, &a, 5);
     // Same second block, different first block: nothing is reused.
     let b = vec![9, 9, 3, 4, 5];
-    assert_eq!(bm.allocate(&b, 5, None).unwrap().num_cached_tokens(), 0);
+    assert_eq!(bm.allocate(&b, 5, None, None).unwrap().num_cached_tokens(), 0);
 }
 
 #[test]
 fn disabled_prefix_caching_never_reuses() {
     let mut bm = BlockManager::new(8, 4, false);
     let prompt = tokens(10, 0);
-    let mut first = bm.allocate(&prompt, 10, None).unwrap();
+    let mut first = bm.allocate(&prompt, 10, None, None).unwrap();
     bm.register_computed(&mut first, &prompt, 10);
     drop(first);
     assert_eq!(
-        bm.allocate(&prompt, 10, None).unwrap().num_cached_tokens(),
+        bm.allocate(&prompt, 10, None, None).unwrap().num_cached_tokens(),
         0
     );
 }
@@ -101,20 +122,20 @@ fn cached_free_blocks_are_evicted_least_recently_freed_first_and_after_plain_one
     let mut bm = BlockManager::new(4, 2, true);
     let a = vec![1, 2, 3];
     let b = vec![7, 8, 9];
-    let mut ta = bm.allocate(&a, 3, None).unwrap(); // a keyed block and a partial one
+    let mut ta = bm.allocate(&a, 3, None, None).unwrap(); // a keyed block and a partial one
     bm.register_computed(&mut ta, &a, 3);
-    let mut tb = bm.allocate(&b, 2, None).unwrap(); // one keyed block
+    let mut tb = bm.allocate(&b, 2, None, None).unwrap(); // one keyed block
     bm.register_computed(&mut tb, &b, 2);
     drop(ta); // freed first: a's cached block is the least recently freed
     drop(tb);
     // Two fresh blocks: the plain ones are taken, both cached prefixes survive.
-    let plain = bm.allocate(&[50, 51, 52], 3, None).unwrap();
-    assert_eq!(bm.num_reusable_tokens(&a, None), 2);
-    assert_eq!(bm.num_reusable_tokens(&b, None), 2);
+    let plain = bm.allocate(&[50, 51, 52], 3, None, None).unwrap();
+    assert_eq!(bm.num_reusable_tokens(&a, None, None), 2);
+    assert_eq!(bm.num_reusable_tokens(&b, None, None), 2);
     // One more evicts a's block before b's.
-    let more = bm.allocate(&[60], 1, None).unwrap();
-    assert_eq!(bm.num_reusable_tokens(&a, None), 0);
-    assert_eq!(bm.num_reusable_tokens(&b, None), 2);
+    let more = bm.allocate(&[60], 1, None, None).unwrap();
+    assert_eq!(bm.num_reusable_tokens(&a, None, None), 0);
+    assert_eq!(bm.num_reusable_tokens(&b, None, None), 2);
     drop((plain, more));
 }
 
@@ -122,28 +143,28 @@ fn cached_free_blocks_are_evicted_least_recently_freed_first_and_after_plain_one
 fn referenced_cached_block_is_never_evicted() {
     let mut bm = BlockManager::new(2, 2, true);
     let a = vec![1, 2, 3];
-    let mut ta = bm.allocate(&a, 3, None).unwrap();
+    let mut ta = bm.allocate(&a, 3, None, None).unwrap();
     bm.register_computed(&mut ta, &a, 3);
     // Reusing block 0 still needs one fresh block, and none is free: nothing changes.
-    assert!(bm.allocate(&a, 3, None).is_err());
-    assert!(bm.allocate(&[5, 6], 2, None).is_err());
+    assert!(bm.allocate(&a, 3, None, None).is_err());
+    assert!(bm.allocate(&[5, 6], 2, None, None).is_err());
     assert_eq!(bm.ref_count(ta.block_ids()[0]), 1);
     drop(ta);
     // Once unreferenced, the cached block is reusable again.
-    assert_eq!(bm.allocate(&a, 3, None).unwrap().num_cached_tokens(), 2);
+    assert_eq!(bm.allocate(&a, 3, None, None).unwrap().num_cached_tokens(), 2);
 }
 
 #[test]
 fn sibling_shares_its_computed_prompt_blocks_without_prefix_caching() {
     let mut bm = BlockManager::new(8, 4, false);
     let prompt = tokens(10, 0);
-    let leader = bm.allocate(&prompt, 10, None).unwrap();
+    let leader = bm.allocate(&prompt, 10, None, None).unwrap();
     let shared = SharedPrefix {
         table: &leader,
         num_blocks: 2,
     };
-    assert!(bm.can_allocate(&prompt, 10, Some(shared)));
-    let sibling = bm.allocate(&prompt, 10, Some(shared)).unwrap();
+    assert!(bm.can_allocate(&prompt, 10, Some(shared), None));
+    let sibling = bm.allocate(&prompt, 10, Some(shared), None).unwrap();
     assert_eq!(sibling.num_cached_tokens(), 8);
     assert_eq!(&sibling.block_ids()[..2], &leader.block_ids()[..2]);
     assert_ne!(sibling.block_ids()[2], leader.block_ids()[2]);
@@ -178,9 +199,9 @@ proptest! {
             match op {
                 Op::Allocate { prompt, len } => {
                     let toks: Vec<u32> = (0..len as u32).map(|i| i % 3 + prompt as u32 * 10).collect();
-                    let ok = bm.can_allocate(&toks, len, None);
+                    let ok = bm.can_allocate(&toks, len, None, None);
                     let free_before = bm.num_free_blocks();
-                    match bm.allocate(&toks, len, None) {
+                    match bm.allocate(&toks, len, None, None) {
                         Ok(t) => { prop_assert!(ok); let c = t.num_cached_tokens(); live.push((toks, c, t)); }
                         Err(_) => { prop_assert!(!ok); prop_assert_eq!(bm.num_free_blocks(), free_before); }
                     }

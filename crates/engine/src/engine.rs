@@ -319,6 +319,7 @@ impl EngineLoop {
                 eos_token_ids: Arc::clone(&self.eos_token_ids),
                 text: Some(text),
                 constraint: masks.as_ref().map(ConstraintMasks::start),
+                cache_salt: request.cache_salt,
             });
             if request.prompt_tokens.is_empty() {
                 self.finish_unscheduled(seq, "the prompt is empty");

@@ -39,6 +39,7 @@ fn request(prompt: Vec<u32>, seed: u64, max_tokens: u32) -> GenerationRequest {
             ..StopRules::default()
         },
         priority: Priority::Normal,
+        cache_salt: None,
     }
 }
 
@@ -249,7 +250,7 @@ fn stop_string_ends_the_choice_and_is_not_returned() {
     let words: Vec<&str> = free.text.split_whitespace().collect();
     let stop = format!(" {}", words[2]);
     let mut stopped = base;
-    stopped.stop.stop_strings = vec![stop.clone()];
+    stopped.stop.stop_strings = sluice_text::StopSet::new(vec![stop.clone()]);
     let out = collect(engine.submit(stopped).unwrap(), 1).remove(0);
     assert_eq!(out.reason, Some(FinishReason::Stop));
     let cut = free.text.find(&stop).unwrap();

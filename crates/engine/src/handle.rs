@@ -26,6 +26,15 @@ pub enum SubmitError {
     /// The engine is shutting down or its thread has died.
     #[error("the engine has shut down")]
     ShutDown,
+    /// A group has more requests than the engine's inbox holds (its `max_queue`): it could
+    /// never be admitted, so retrying is pointless (HTTP 400).
+    #[error("a group of {requests} requests exceeds the limit of {limit}")]
+    GroupTooLarge {
+        /// Requests in the group.
+        requests: usize,
+        /// Most requests one group may have.
+        limit: usize,
+    },
 }
 
 /// A message to the engine thread.
@@ -91,13 +100,54 @@ pub struct EngineHandle {
 impl EngineHandle {
     /// Queues a request and returns its event stream. Never blocks.
     pub fn submit(&self, request: GenerationRequest) -> Result<RequestStream, SubmitError> {
+        let mut streams = self.submit_all(vec![request])?;
+        Ok(streams.remove(0))
+    }
+
+    /// Queues several requests that stand or fall together (the prompts of one completion
+    /// request) and returns their event streams in order. Queue room is reserved for all of
+    /// their sequences at once, so a group larger than the queue is still admitted whole when
+    /// the queue is empty, as a single large request is, instead of being refused forever.
+    /// If one cannot be handed to the engine, those already handed over are dropped (and so
+    /// aborted). Never blocks.
+    pub fn submit_all(
+        &self,
+        requests: Vec<GenerationRequest>,
+    ) -> Result<Vec<RequestStream>, SubmitError> {
         if !self.is_alive() || !self.shared.accepting.load(Ordering::Acquire) {
             return Err(SubmitError::ShutDown);
         }
-        let n = request.n.max(1) as usize;
-        if !self.shared.reserve(n) {
+        let limit = self.inbox.capacity().unwrap_or(usize::MAX);
+        if requests.len() > limit {
+            return Err(SubmitError::GroupTooLarge {
+                requests: requests.len(),
+                limit,
+            });
+        }
+        let total: usize = requests.iter().map(|r| r.n.max(1) as usize).sum();
+        if !self.shared.reserve(total) {
             return Err(SubmitError::QueueFull);
         }
+        let mut unsent = total;
+        let mut streams = Vec::with_capacity(requests.len());
+        for request in requests {
+            let n = request.n.max(1) as usize;
+            match self.send(request) {
+                Ok(stream) => {
+                    unsent -= n;
+                    streams.push(stream);
+                }
+                Err(e) => {
+                    self.shared.queued_seqs.fetch_sub(unsent, Ordering::AcqRel);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(streams)
+    }
+
+    /// Hands one request, whose queue room is reserved, to the engine thread.
+    fn send(&self, request: GenerationRequest) -> Result<RequestStream, SubmitError> {
         let (events, rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         self.shared.unfinished.fetch_add(1, Ordering::AcqRel);
@@ -110,7 +160,6 @@ impl EngineHandle {
         match self.inbox.try_send(command) {
             Ok(()) => Ok(RequestStream { events: rx }),
             Err(e) => {
-                self.shared.queued_seqs.fetch_sub(n, Ordering::AcqRel);
                 self.shared.unfinished.fetch_sub(1, Ordering::AcqRel);
                 Err(match e {
                     TrySendError::Full(_) => SubmitError::QueueFull,
@@ -179,6 +228,40 @@ mod tests {
         );
     }
 
+    fn one_token_request(n: u32) -> GenerationRequest {
+        GenerationRequest {
+            prompt_tokens: vec![1],
+            n,
+            sampling: Default::default(),
+            stop: Default::default(),
+            priority: Default::default(),
+            cache_salt: None,
+        }
+    }
+
+    #[test]
+    fn a_group_larger_than_the_queue_is_admitted_whole_into_an_empty_queue() {
+        let (inbox, _receiver) = crossbeam_channel::bounded(4);
+        let handle = EngineHandle {
+            inbox,
+            shared: Arc::new(Shared::new(Arc::new(EngineMetrics::default()), 4)),
+        };
+        // Three prompts of n = 2: six sequences against a queue bound of four.
+        let group = vec![one_token_request(2); 3];
+        let streams = handle.submit_all(group.clone()).unwrap();
+        assert_eq!(streams.len(), 3);
+        assert_eq!(handle.shared.queued_seqs.load(Ordering::Acquire), 6);
+        // Not while anything waits; and a group that can never fit the inbox is refused as such.
+        assert_eq!(handle.submit_all(group).err(), Some(SubmitError::QueueFull));
+        assert_eq!(
+            handle.submit_all(vec![one_token_request(1); 5]).err(),
+            Some(SubmitError::GroupTooLarge {
+                requests: 5,
+                limit: 4
+            })
+        );
+    }
+
     #[test]
     fn submit_to_a_dead_engine_is_refused() {
         let (inbox, receiver) = crossbeam_channel::bounded(1);
@@ -193,6 +276,7 @@ mod tests {
             sampling: Default::default(),
             stop: Default::default(),
             priority: Default::default(),
+            cache_salt: None,
         };
         assert_eq!(handle.submit(req).err(), Some(SubmitError::ShutDown));
         assert_eq!(handle.num_unfinished(), 0);
@@ -211,6 +295,7 @@ mod tests {
             sampling: Default::default(),
             stop: Default::default(),
             priority: Default::default(),
+            cache_salt: None,
         };
         let _first = handle.submit(req.clone()).unwrap();
         assert_eq!(handle.submit(req).err(), Some(SubmitError::QueueFull));

@@ -76,6 +76,7 @@ fn request(prompt: Vec<u32>, sampling: SamplingParams, max_tokens: u32) -> Gener
             ..StopRules::default()
         },
         priority: Priority::Normal,
+        cache_salt: None,
     }
 }
 
@@ -254,7 +255,7 @@ fn stop_string_split_over_two_tokens_ends_the_choice_without_leaking() {
         })
         .expect("two neighbouring non-empty deltas");
     let mut stopped = req;
-    stopped.stop.stop_strings = vec![stop.clone()];
+    stopped.stop.stop_strings = sluice_text::StopSet::new(vec![stop.clone()]);
     let (_, text, reason) = collect(engine.submit(stopped).unwrap());
     assert_eq!(reason, Some(FinishReason::Stop));
     let cut = full.find(&stop).expect("the stop string occurs");

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use sluice_text::{IncrementalDecoder, StopMatcher, TextError, Tokenizer};
+use sluice_text::{IncrementalDecoder, StopMatcher, StopSet, TextError, Tokenizer};
 
 /// Text released by one token.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -28,7 +28,7 @@ impl std::fmt::Debug for OutputText {
 impl OutputText {
     /// A fresh state for a choice of `prompt` with these stop strings. The prompt's last tokens
     /// give the first output token its context (a leading space survives).
-    pub fn new(tokenizer: Arc<Tokenizer>, prompt: &[u32], stop_strings: Vec<String>) -> Self {
+    pub fn new(tokenizer: Arc<Tokenizer>, prompt: &[u32], stop_strings: StopSet) -> Self {
         OutputText {
             decoder: IncrementalDecoder::with_context(tokenizer, prompt),
             stop: StopMatcher::new(stop_strings),

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_text::constraint::Schema;
+use sluice_text::StopSet;
 
 /// Scheduling priority of a request. Lower numeric value is served first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -95,10 +96,12 @@ pub struct StopRules {
     pub min_tokens: u32,
     /// Keep going past EOS.
     pub ignore_eos: bool,
-    /// Extra token ids that end generation (the token is not part of the text).
+    /// Extra token ids that end generation (the token is not part of the text); sorted and
+    /// without duplicates, so a membership test is a binary search.
     pub stop_token_ids: Vec<u32>,
-    /// Strings that end generation; the matched text is not returned.
-    pub stop_strings: Vec<String>,
+    /// Strings that end generation; the matched text is not returned. Compiled once and
+    /// shared by every choice.
+    pub stop_strings: StopSet,
 }
 
 impl Default for StopRules {
@@ -108,7 +111,7 @@ impl Default for StopRules {
             min_tokens: 0,
             ignore_eos: false,
             stop_token_ids: Vec::new(),
-            stop_strings: Vec::new(),
+            stop_strings: StopSet::default(),
         }
     }
 }
@@ -126,6 +129,10 @@ pub struct GenerationRequest {
     pub stop: StopRules,
     /// Scheduling priority.
     pub priority: Priority,
+    /// Scope of the prefix cache: prompt blocks are reused only between requests with the same
+    /// salt (`None` is a scope of its own). The API derives it from the caller's API key and
+    /// `cache_salt`, so one caller's cache hits reveal nothing of another's prompts.
+    pub cache_salt: Option<u64>,
 }
 
 /// Why a choice ended.

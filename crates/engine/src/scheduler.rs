@@ -379,17 +379,18 @@ impl Scheduler {
             SiblingPrefix::Ready(shared) => Some(shared),
             SiblingPrefix::Computing => return Admission::WaitForSibling,
         };
-        let cached = self.blocks.num_reusable_tokens(seq.tokens(), shared);
+        let salt = seq.cache_salt;
+        let cached = self.blocks.num_reusable_tokens(seq.tokens(), shared, salt);
         let num_new = (total - cached).min(budget);
         if !self
             .blocks
-            .can_allocate(seq.tokens(), cached + num_new, shared)
+            .can_allocate(seq.tokens(), cached + num_new, shared, salt)
         {
             return Admission::NoBlocks;
         }
         let table = self
             .blocks
-            .allocate(seq.tokens(), cached + num_new, shared)
+            .allocate(seq.tokens(), cached + num_new, shared, salt)
             .expect("checked");
         let seq = self.seqs.get_mut(&id).expect("exists");
         self.waiting.remove(seq.priority, seq.arrival, id);

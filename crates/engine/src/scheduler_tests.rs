@@ -57,6 +57,7 @@ fn seq(s: NewSeq) -> Sequence {
         eos_token_ids: Arc::from(Vec::new()),
         text: None,
         constraint: None,
+        cache_salt: None,
     })
 }
 

@@ -80,6 +80,8 @@ pub struct SequenceSpec {
     pub text: Option<OutputText>,
     /// The output constraint (JSON mode), if any.
     pub constraint: Option<OutputConstraint>,
+    /// Scope of the prefix cache (see `GenerationRequest::cache_salt`).
+    pub cache_salt: Option<u64>,
 }
 
 /// One choice of a request.
@@ -95,6 +97,8 @@ pub struct Sequence {
     pub priority: Priority,
     /// When the request arrived.
     pub arrival: Instant,
+    /// Scope of the prefix cache (see `GenerationRequest::cache_salt`).
+    pub cache_salt: Option<u64>,
     /// Prompt then generated tokens.
     tokens: Vec<u32>,
     prompt_len: usize,
@@ -135,6 +139,7 @@ impl Sequence {
             choice: spec.choice,
             priority: spec.priority,
             arrival: spec.arrival,
+            cache_salt: spec.cache_salt,
             prompt_len: spec.prompt.len(),
             tokens: spec.prompt,
             num_computed_tokens: 0,
@@ -262,7 +267,7 @@ impl Sequence {
         let generated = self.output().len();
         let checks_stop = generated as u32 >= self.stop.min_tokens;
         let is_eos = !self.stop.ignore_eos && self.eos_token_ids.contains(&token);
-        if checks_stop && (is_eos || self.stop.stop_token_ids.contains(&token)) {
+        if checks_stop && (is_eos || self.stop.stop_token_ids.binary_search(&token).is_ok()) {
             return Some((FinishReason::Stop, None));
         }
         if let Some(text) = self.text.as_mut() {

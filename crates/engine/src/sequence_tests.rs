@@ -13,6 +13,7 @@ fn sequence(stop: StopRules, eos: &[u32]) -> Sequence {
         eos_token_ids: Arc::from(eos.to_vec()),
         text: None,
         constraint: None,
+        cache_salt: None,
     })
 }
 

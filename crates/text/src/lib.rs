@@ -18,7 +18,9 @@ mod gguf_tokenizer;
 mod incremental;
 mod python_json;
 mod python_repr;
+mod prompt_bound;
 mod stop;
+mod stop_set;
 mod token_bytes;
 mod tokenizer;
 
@@ -26,4 +28,5 @@ pub use chat_template::ChatTemplate;
 pub use error::TextError;
 pub use incremental::IncrementalDecoder;
 pub use stop::{StopMatcher, StopStatus};
+pub use stop_set::StopSet;
 pub use tokenizer::Tokenizer;

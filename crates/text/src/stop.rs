@@ -2,6 +2,8 @@
 //! tokens, holds back only the text that could still turn out to be the start of one, and never
 //! lets any part of the stop string out.
 
+use crate::stop_set::{StopScan, StopSet};
+
 /// What one [`StopMatcher::push`] releases.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct StopStatus {
@@ -13,21 +15,28 @@ pub struct StopStatus {
 }
 
 /// Scans generated text for the first occurrence of any of a request's stop strings.
+///
+/// Each byte of text advances a shared Aho-Corasick automaton ([`StopSet`]) once, so the cost
+/// per token does not grow with the number of stop strings.
 #[derive(Debug, Clone)]
 pub struct StopMatcher {
-    stops: Vec<String>,
-    /// Text received but not yet emitted: always a suffix that is a proper prefix of some stop
-    /// string (so it may still become one), and empty once stopped.
+    scan: StopScan,
+    /// Text received but not yet emitted: it starts at byte `held_from` of the choice's text and
+    /// is either a suffix that may still become a stop string, or (while a longer stop string
+    /// starting earlier is still possible) everything from that string's start. Empty once
+    /// stopped.
     held: String,
-    matched: Option<usize>,
+    held_from: usize,
+    matched: Option<u32>,
 }
 
 impl StopMatcher {
-    /// A matcher for `stops`; empty strings are ignored (they would match before any text).
-    pub fn new(stops: Vec<String>) -> StopMatcher {
+    /// A matcher for a compiled set of stop strings.
+    pub fn new(stops: StopSet) -> StopMatcher {
         StopMatcher {
-            stops: stops.into_iter().filter(|s| !s.is_empty()).collect(),
+            scan: StopScan::new(stops),
             held: String::new(),
+            held_from: 0,
             matched: None,
         }
     }
@@ -42,30 +51,19 @@ impl StopMatcher {
             };
         }
         self.held.push_str(text);
-        if let Some((at, index)) = self.first_match() {
+        self.scan.feed(text);
+        let open = self.scan.open_from();
+        match self.scan.first_match() {
             // A longer stop may still begin before `at`; if it completes, it comes first.
-            if let Some(open) = self.open_prefix_before(at) {
-                let emit = self.held[..open].to_string();
-                self.held.replace_range(..open, "");
-                return StopStatus {
-                    emit,
-                    stopped: false,
-                };
-            }
-            self.matched = Some(index);
-            let mut emit = std::mem::take(&mut self.held);
-            emit.truncate(at);
-            return StopStatus {
-                emit,
-                stopped: true,
-            };
-        }
-        let keep_from = self.start_of_possible_stop();
-        let emit = self.held[..keep_from].to_string();
-        self.held.replace_range(..keep_from, "");
-        StopStatus {
-            emit,
-            stopped: false,
+            Some((at, _)) if open < at => StopStatus {
+                emit: self.release_until(open),
+                stopped: false,
+            },
+            Some((at, index)) => self.stop_at(at, index),
+            None => StopStatus {
+                emit: self.release_until(open),
+                stopped: false,
+            },
         }
     }
 
@@ -75,76 +73,43 @@ impl StopMatcher {
     /// A stop string held back because a longer one starting earlier was still possible is
     /// final now: the text ends before it and `stopped` is set.
     pub fn finish(&mut self) -> StopStatus {
-        let mut emit = std::mem::take(&mut self.held);
-        let first = if self.matched.is_some() {
-            None
-        } else {
-            Self::first_match_in(&self.stops, &emit)
-        };
-        match first {
-            Some((at, index)) => {
-                self.matched = Some(index);
-                emit.truncate(at);
-                StopStatus {
-                    emit,
-                    stopped: true,
-                }
-            }
+        if self.matched.is_some() {
+            self.held.clear();
+            return StopStatus {
+                emit: String::new(),
+                stopped: true,
+            };
+        }
+        match self.scan.first_match() {
+            Some((at, index)) => self.stop_at(at, index),
             None => StopStatus {
-                emit,
-                stopped: self.matched.is_some(),
+                emit: std::mem::take(&mut self.held),
+                stopped: false,
             },
         }
     }
 
-    /// Earliest occurrence of any stop in the held text: (byte index, stop index). Among stops
-    /// starting at the same byte, the first listed wins.
-    fn first_match(&self) -> Option<(usize, usize)> {
-        Self::first_match_in(&self.stops, &self.held)
+    /// Emits the held text before byte `at` of the choice's text and keeps the rest.
+    fn release_until(&mut self, at: usize) -> String {
+        let cut = at.saturating_sub(self.held_from).min(self.held.len());
+        let rest = self.held.split_off(cut);
+        self.held_from += cut;
+        std::mem::replace(&mut self.held, rest)
     }
 
-    fn first_match_in(stops: &[String], text: &str) -> Option<(usize, usize)> {
-        stops
-            .iter()
-            .enumerate()
-            .filter_map(|(index, stop)| text.find(stop.as_str()).map(|at| (at, index)))
-            .min()
-    }
-
-    /// The earliest byte index before `before` where the rest of the held text is a proper
-    /// prefix of some stop, i.e. where a stop could still start once more text arrives.
-    fn open_prefix_before(&self, before: usize) -> Option<usize> {
-        self.held
-            .char_indices()
-            .map(|(at, _)| at)
-            .take_while(|&at| at < before)
-            .find(|&at| {
-                let rest = &self.held[at..];
-                self.stops
-                    .iter()
-                    .any(|stop| stop.len() > rest.len() && stop.starts_with(rest))
-            })
+    fn stop_at(&mut self, at: usize, index: u32) -> StopStatus {
+        self.matched = Some(index);
+        let emit = self.release_until(at);
+        self.held.clear();
+        StopStatus {
+            emit,
+            stopped: true,
+        }
     }
 
     /// The stop string that ended the text, if one did.
     pub fn matched_stop(&self) -> Option<&str> {
-        self.matched.map(|index| self.stops[index].as_str())
-    }
-
-    /// Byte index where the longest suffix of `held` that is a proper prefix of a stop begins
-    /// (`held.len()` when there is none). Only suffixes shorter than the longest stop qualify.
-    fn start_of_possible_stop(&self) -> usize {
-        let longest_stop = self.stops.iter().map(String::len).max().unwrap_or(0);
-        let earliest = self.held.len().saturating_sub(longest_stop);
-        self.held
-            .char_indices()
-            .map(|(at, _)| at)
-            .filter(|&at| at >= earliest)
-            .find(|&at| {
-                let suffix = &self.held[at..];
-                self.stops.iter().any(|stop| stop.starts_with(suffix))
-            })
-            .unwrap_or(self.held.len())
+        self.matched.map(|index| self.scan.pattern(index))
     }
 }
 
@@ -154,7 +119,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn run(stops: &[&str], pieces: &[&str]) -> (String, bool) {
-        let mut matcher = StopMatcher::new(stops.iter().map(|s| s.to_string()).collect());
+        let mut matcher = StopMatcher::new(StopSet::new(stops.iter().map(|s| s.to_string()).collect()));
         let mut out = String::new();
         for piece in pieces {
             let status = matcher.push(piece);
@@ -183,7 +148,7 @@ mod tests {
 
     #[test]
     fn stop_string_split_over_three_pushes_is_found_and_not_leaked() {
-        let mut matcher = StopMatcher::new(vec!["###".into()]);
+        let mut matcher = StopMatcher::new(StopSet::new(vec!["###".into()]));
         assert_eq!(matcher.push("answer #").emit, "answer ");
         let second = matcher.push("#");
         assert_eq!((second.emit.as_str(), second.stopped), ("", false));
@@ -196,7 +161,7 @@ mod tests {
 
     #[test]
     fn held_text_is_released_when_the_prefix_does_not_continue_into_a_stop() {
-        let mut matcher = StopMatcher::new(vec!["</s>".into()]);
+        let mut matcher = StopMatcher::new(StopSet::new(vec!["</s>".into()]));
         assert_eq!(matcher.push("a </").emit, "a ");
         assert_eq!(matcher.push("b>").emit, "</b>");
         assert_eq!(matcher.push("</").emit, "");
@@ -215,7 +180,7 @@ mod tests {
 
     #[test]
     fn only_a_possible_stop_prefix_is_held_back() {
-        let mut matcher = StopMatcher::new(vec!["STOP".into()]);
+        let mut matcher = StopMatcher::new(StopSet::new(vec!["STOP".into()]));
         assert_eq!(matcher.push("no stop here S").emit, "no stop here ");
         assert_eq!(matcher.push("T").emit, "");
         assert_eq!(matcher.push("x").emit, "STx");
@@ -232,7 +197,7 @@ mod tests {
 
     #[test]
     fn no_stops_emits_everything_immediately() {
-        let mut matcher = StopMatcher::new(vec![String::new()]);
+        let mut matcher = StopMatcher::new(StopSet::new(vec![String::new()]));
         assert_eq!(matcher.push("abc").emit, "abc");
         assert_eq!(matcher.finish().emit, "");
     }
@@ -270,7 +235,7 @@ mod tests {
             cuts in proptest::collection::vec(0usize..64, 0..12),
         ) {
             let pieces = split_at_chars(&text, &cuts);
-            let mut matcher = StopMatcher::new(stops.clone());
+            let mut matcher = StopMatcher::new(StopSet::new(stops.clone()));
             let mut out = String::new();
             let mut stopped = false;
             for piece in &pieces {

@@ -6,6 +6,7 @@ use crate::chat_template::ChatTemplate;
 use crate::TextError;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// A loaded tokenizer with the model's special tokens and chat template.
 ///
@@ -25,6 +26,8 @@ pub struct Tokenizer {
     chat_template_error: Option<String>,
     /// Token ids that end generation; see [`Tokenizer::end_of_generation_ids`].
     pub(crate) end_of_generation: Vec<u32>,
+    /// Bytes of the longest token, found on first use (a pass over the vocabulary).
+    pub(crate) max_token_bytes: OnceLock<usize>,
 }
 
 /// The parts of `tokenizer_config.json` sluice reads; everything else in it is ignored.
@@ -184,6 +187,7 @@ impl Tokenizer {
             pad_token,
             chat_template,
             chat_template_error,
+            max_token_bytes: OnceLock::new(),
         }
     }
 

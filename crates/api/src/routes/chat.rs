@@ -10,8 +10,8 @@ use sluice_text::{TextError, Tokenizer};
 use crate::assemble::Flavor;
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
-use crate::generation::{off_runtime, run, ResponsePlan};
-use crate::validate::validate_chat;
+use crate::generation::{run, tokenize_off_runtime, ResponsePlan};
+use crate::validate::{check_prompt_text_fits, validate_chat};
 use crate::wire::chat::ChatCompletionRequest;
 use crate::AppState;
 
@@ -24,8 +24,11 @@ pub async fn create_chat_completion(
     let valid = validate_chat(req, model.limits())?;
     let tokenizer = model.tokenizer.clone();
     let (messages, tools) = (valid.messages, valid.tools);
-    let prompt = off_runtime(move || {
+    let max_model_len = model.max_model_len;
+    let prompt = tokenize_off_runtime(&state, move || {
         let text = render_chat_text(&tokenizer, &messages, tools.as_ref(), true)?;
+        let min_tokens = tokenizer.min_tokens_for_text_bytes(text.len());
+        check_prompt_text_fits(text.len(), min_tokens, max_model_len, "messages")?;
         // The template writes BOS and the other special tokens itself.
         tokenizer
             .encode(&text, false)

@@ -6,8 +6,8 @@ use axum::response::Response;
 use crate::assemble::Flavor;
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
-use crate::generation::{off_runtime, run, ResponsePlan};
-use crate::validate::{validate_completion, PromptInput};
+use crate::generation::{run, tokenize_off_runtime, ResponsePlan};
+use crate::validate::{check_prompt_text_fits, validate_completion, PromptInput};
 use crate::wire::completion::CompletionRequest;
 use crate::AppState;
 
@@ -20,8 +20,16 @@ pub async fn create_completion(
     let valid = validate_completion(req, model.limits())?;
     let tokenizer = model.tokenizer.clone();
     let (prompts, echo) = (valid.prompts, valid.echo);
+    // Each prompt too long for the context whatever its tokens is refused before any is
+    // tokenized.
+    for prompt in &prompts {
+        if let PromptInput::Text(text) = prompt {
+            let min_tokens = tokenizer.min_tokens_for_text_bytes(text.len());
+            check_prompt_text_fits(text.len(), min_tokens, model.max_model_len, "prompt")?;
+        }
+    }
     // Each prompt: its tokens, and its text when echoing.
-    let tokenized = off_runtime(move || {
+    let tokenized = tokenize_off_runtime(&state, move || {
         prompts
             .into_iter()
             .map(|prompt| match prompt {

@@ -6,7 +6,7 @@ use axum::Json;
 use super::chat::render_chat_text;
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
-use crate::generation::off_runtime;
+use crate::generation::{off_runtime, tokenize_off_runtime};
 use crate::validate::chat::template_messages;
 use crate::validate::check_token_id;
 use crate::wire::tokenize::{
@@ -26,7 +26,7 @@ pub async fn tokenize(
         (Some(prompt), None) => {
             let add_special = req.add_special_tokens.unwrap_or(true);
             let tokenizer = tokenizer.clone();
-            off_runtime(move || {
+            tokenize_off_runtime(&state, move || {
                 tokenizer
                     .encode(&prompt, add_special)
                     .map_err(|e| ApiError::Internal(e.to_string()))
@@ -39,7 +39,7 @@ pub async fn tokenize(
             let add_special = req.add_special_tokens.unwrap_or(false);
             let tools = req.tools;
             let tokenizer = tokenizer.clone();
-            off_runtime(move || {
+            tokenize_off_runtime(&state, move || {
                 let text =
                     render_chat_text(&tokenizer, &messages, tools.as_ref(), add_generation_prompt)?;
                 tokenizer
@@ -78,7 +78,7 @@ pub async fn detokenize(
     let tokens = req
         .tokens
         .into_iter()
-        .map(|id| check_token_id("tokens", id, vocab_size))
+        .map(|id| check_token_id("tokens", id.into(), vocab_size))
         .collect::<Result<Vec<_>, _>>()?;
     let tokenizer = model.tokenizer.clone();
     let prompt = off_runtime(move || {

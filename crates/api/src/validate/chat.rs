@@ -26,7 +26,7 @@ pub fn validate_chat(
 ) -> Result<ValidChatRequest, ApiError> {
     let messages = template_messages(&req.messages)?;
     let logprobs = match (req.logprobs.unwrap_or(false), req.top_logprobs) {
-        (_, Some(k)) if !(0..=MAX_TOP_LOGPROBS as i64).contains(&k) => {
+        (_, Some(k)) if !(0..=MAX_TOP_LOGPROBS.into()).contains(&k) => {
             return Err(ApiError::invalid(
                 "top_logprobs",
                 format!("top_logprobs must be between 0 and {MAX_TOP_LOGPROBS}, got {k}"),

@@ -39,7 +39,7 @@ pub fn validate_completion(
     let prompts = parse_prompts(req.prompt, limits.vocab_size)?;
     let logprobs = match req.logprobs {
         None => None,
-        Some(k) if (0..=MAX_TOP_LOGPROBS as i64).contains(&k) => Some(k as u32),
+        Some(k) if (0..=MAX_TOP_LOGPROBS.into()).contains(&k) => Some(k as u32),
         Some(k) => {
             return Err(ApiError::invalid(
                 "logprobs",
@@ -56,7 +56,7 @@ pub fn validate_completion(
     }
     let params = validate_shared(req.options, req.max_tokens, "max_tokens", logprobs, limits)?;
     if let Some(best_of) = req.best_of {
-        if best_of != params.n as i64 {
+        if best_of != params.n.into() {
             return Err(ApiError::invalid(
                 "best_of",
                 format!(
@@ -91,7 +91,7 @@ pub fn parse_prompts(
             .map(|v| {
                 v.as_i64()
                     .ok_or_else(shape_error)
-                    .and_then(|id| check_token_id("prompt", id, vocab_size))
+                    .and_then(|id| check_token_id("prompt", id.into(), vocab_size))
             })
             .collect()
     };

@@ -9,8 +9,10 @@ use std::sync::Arc;
 
 use sluice_engine::{GenerationRequest, Priority, ResponseFormat, SamplingParams, StopRules};
 use sluice_text::constraint::Schema;
+use sluice_text::StopSet;
 
 use crate::error::ApiError;
+use crate::wire::number::WholeNumber;
 use crate::wire::{GenerationOptions, ResponseFormatField, StopField};
 
 pub use chat::{template_messages, validate_chat, ValidChatRequest};
@@ -20,6 +22,13 @@ pub use completion::{validate_completion, PromptInput, ValidCompletionRequest};
 pub const MAX_N: u32 = 128;
 /// Largest number of alternatives per position (`top_logprobs`, completions' `logprobs`).
 pub const MAX_TOP_LOGPROBS: u32 = 20;
+/// Most stop strings per request. Matching costs the same for any number (one automaton
+/// step per byte), but compiling and holding them is proportional to their total length.
+pub const MAX_STOP_STRINGS: usize = 256;
+/// Longest stop string, in UTF-8 bytes.
+pub const MAX_STOP_STRING_BYTES: usize = 256;
+/// Most `stop_token_ids` per request.
+pub const MAX_STOP_TOKEN_IDS: usize = 1024;
 
 /// What validation needs to know about the target model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,9 +81,45 @@ fn check_range(
     }
 }
 
+/// Checks that an integer parameter, when given, is within `[lo, hi]`, naming both bounds.
+fn check_int(
+    param: &str,
+    value: Option<WholeNumber>,
+    lo: WholeNumber,
+    hi: WholeNumber,
+) -> Result<Option<WholeNumber>, ApiError> {
+    match value {
+        Some(v) if !(lo..=hi).contains(&v) => Err(ApiError::invalid(
+            param,
+            format!("{param} must be between {lo} and {hi}, got {v}"),
+        )),
+        v => Ok(v),
+    }
+}
+
+/// Checks that a positive-only float parameter (top_p, repetition_penalty) is in `(0, hi]`.
+/// Read as f64, so a value too small for f32 (`5e-324`) is not rounded to 0 and refused: it
+/// becomes the smallest positive f32.
+fn check_positive(param: &str, value: Option<f64>, hi: f64) -> Result<Option<f32>, ApiError> {
+    match value {
+        None => Ok(None),
+        Some(v) if v.is_finite() && v > 0.0 && v <= hi => {
+            Ok(Some((v as f32).max(f32::from_bits(1))))
+        }
+        Some(v) => Err(ApiError::invalid(
+            param,
+            format!("{param} must be in (0, {hi}], got {v}"),
+        )),
+    }
+}
+
 /// Checks a token id a client sent against the vocabulary.
-pub(crate) fn check_token_id(param: &str, id: i64, vocab_size: usize) -> Result<u32, ApiError> {
-    if id < 0 || id as u64 >= vocab_size as u64 {
+pub(crate) fn check_token_id(
+    param: &str,
+    id: WholeNumber,
+    vocab_size: usize,
+) -> Result<u32, ApiError> {
+    if id < 0 || id >= vocab_size as WholeNumber {
         return Err(ApiError::invalid(
             param,
             format!("token id {id} is out of range: the vocabulary has {vocab_size} tokens"),
@@ -88,75 +133,36 @@ pub(crate) fn check_token_id(param: &str, id: i64, vocab_size: usize) -> Result<
 /// already checked because chat and completions spell it differently.
 pub(crate) fn validate_shared(
     f: GenerationOptions,
-    max_tokens: Option<i64>,
+    max_tokens: Option<WholeNumber>,
     max_tokens_param: &'static str,
     logprobs: Option<u32>,
     limits: ModelLimits,
 ) -> Result<ValidParams, ApiError> {
     let temperature = check_range("temperature", f.temperature, 0.0, 2.0, 1.0)?;
-    let top_p = match f.top_p {
-        None => 1.0,
-        Some(p) if p.is_finite() && p > 0.0 && p <= 1.0 => p,
-        Some(p) => {
-            return Err(ApiError::invalid(
-                "top_p",
-                format!("top_p must be in (0, 1], got {p}"),
-            ))
-        }
-    };
+    let top_p = check_positive("top_p", f.top_p, 1.0)?.unwrap_or(1.0);
     let min_p = check_range("min_p", f.min_p, 0.0, 1.0, 0.0)?;
     let presence_penalty = check_range("presence_penalty", f.presence_penalty, -2.0, 2.0, 0.0)?;
     let frequency_penalty = check_range("frequency_penalty", f.frequency_penalty, -2.0, 2.0, 0.0)?;
-    let repetition_penalty = match f.repetition_penalty {
-        None => 1.0,
-        Some(r) if r.is_finite() && r > 0.0 && r <= 2.0 => r,
-        Some(r) => {
-            return Err(ApiError::invalid(
-                "repetition_penalty",
-                format!("repetition_penalty must be in (0, 2], got {r}"),
-            ))
-        }
-    };
+    let repetition_penalty =
+        check_positive("repetition_penalty", f.repetition_penalty, 2.0)?.unwrap_or(1.0);
     let top_k = match f.top_k {
         None | Some(-1) | Some(0) => None,
-        Some(k) if (1..=u32::MAX as i64).contains(&k) => Some(k as u32),
+        Some(k) if (1..=u32::MAX as WholeNumber).contains(&k) => Some(k as u32),
         Some(k) => {
             return Err(ApiError::invalid(
                 "top_k",
-                format!("top_k must be -1 or 0 (disabled) or at least 1, got {k}"),
+                format!(
+                    "top_k must be -1 or 0 (disabled) or between 1 and {}, got {k}",
+                    u32::MAX
+                ),
             ))
         }
     };
-    let n = match f.n {
-        None => 1,
-        Some(n) if (1..=MAX_N as i64).contains(&n) => n as u32,
-        Some(n) => {
-            return Err(ApiError::invalid(
-                "n",
-                format!("n must be between 1 and {MAX_N}, got {n}"),
-            ))
-        }
-    };
-    let max_tokens = match max_tokens {
-        None => None,
-        Some(m) if (1..=u32::MAX as i64).contains(&m) => Some(m as u32),
-        Some(m) => {
-            return Err(ApiError::invalid(
-                max_tokens_param,
-                format!("{max_tokens_param} must be at least 1, got {m}"),
-            ))
-        }
-    };
-    let min_tokens = match f.min_tokens {
-        None => 0,
-        Some(m) if (0..=u32::MAX as i64).contains(&m) => m as u32,
-        Some(m) => {
-            return Err(ApiError::invalid(
-                "min_tokens",
-                format!("min_tokens must be at least 0, got {m}"),
-            ))
-        }
-    };
+    let n = check_int("n", f.n, 1, MAX_N.into())?.map_or(1, |n| n as u32);
+    let max_tokens =
+        check_int(max_tokens_param, max_tokens, 1, u32::MAX.into())?.map(|m| m as u32);
+    let min_tokens =
+        check_int("min_tokens", f.min_tokens, 0, u32::MAX.into())?.map_or(0, |m| m as u32);
     if let Some(max) = max_tokens {
         if min_tokens > max {
             return Err(ApiError::invalid(
@@ -165,16 +171,23 @@ pub(crate) fn validate_shared(
             ));
         }
     }
-    let stop_strings = f.stop.map(StopField::into_vec).unwrap_or_default();
-    if stop_strings.iter().any(String::is_empty) {
-        return Err(ApiError::invalid("stop", "stop strings must not be empty"));
+    let stop_strings = stop_strings(f.stop)?;
+    let stop_token_ids = f.stop_token_ids.unwrap_or_default();
+    if stop_token_ids.len() > MAX_STOP_TOKEN_IDS {
+        return Err(ApiError::invalid(
+            "stop_token_ids",
+            format!(
+                "at most {MAX_STOP_TOKEN_IDS} stop_token_ids are allowed, got {}",
+                stop_token_ids.len()
+            ),
+        ));
     }
-    let stop_token_ids = f
-        .stop_token_ids
-        .unwrap_or_default()
+    let mut stop_token_ids = stop_token_ids
         .into_iter()
         .map(|id| check_token_id("stop_token_ids", id, limits.vocab_size))
         .collect::<Result<Vec<_>, _>>()?;
+    stop_token_ids.sort_unstable();
+    stop_token_ids.dedup();
     let mut logit_bias = Vec::new();
     for (key, bias) in f.logit_bias.unwrap_or_default() {
         let id: i64 = key.parse().map_err(|_| {
@@ -231,8 +244,7 @@ pub(crate) fn validate_shared(
             presence_penalty,
             frequency_penalty,
             logit_bias,
-            // Negative seeds are accepted as their two's-complement bit pattern.
-            seed: f.seed.map(|s| s as u64),
+            seed: seed(f.seed)?,
             logprobs,
             response_format,
         },
@@ -246,6 +258,42 @@ pub(crate) fn validate_shared(
         priority,
         stream,
     })
+}
+
+/// `seed`: any integer in [-2^63, 2^64); negative seeds are taken as their two's-complement
+/// bit pattern.
+fn seed(value: Option<WholeNumber>) -> Result<Option<u64>, ApiError> {
+    let lo = WholeNumber::from(i64::MIN);
+    let hi = WholeNumber::from(u64::MAX);
+    Ok(check_int("seed", value, lo, hi)?.map(|s| if s < 0 { s as i64 as u64 } else { s as u64 }))
+}
+
+/// `stop`: at most [`MAX_STOP_STRINGS`] non-empty strings of at most [`MAX_STOP_STRING_BYTES`]
+/// bytes, compiled into one automaton the request's choices share.
+fn stop_strings(field: Option<StopField>) -> Result<StopSet, ApiError> {
+    let strings = field.map(StopField::into_vec).unwrap_or_default();
+    if strings.len() > MAX_STOP_STRINGS {
+        return Err(ApiError::invalid(
+            "stop",
+            format!(
+                "at most {MAX_STOP_STRINGS} stop strings are allowed, got {}",
+                strings.len()
+            ),
+        ));
+    }
+    if strings.iter().any(String::is_empty) {
+        return Err(ApiError::invalid("stop", "stop strings must not be empty"));
+    }
+    if let Some(long) = strings.iter().find(|s| s.len() > MAX_STOP_STRING_BYTES) {
+        return Err(ApiError::invalid(
+            "stop",
+            format!(
+                "stop strings must be at most {MAX_STOP_STRING_BYTES} bytes long, got one of {}",
+                long.len()
+            ),
+        ));
+    }
+    Ok(StopSet::new(strings))
 }
 
 /// `response_format`: text, any JSON object, or a document conforming to a compiled schema.
@@ -270,6 +318,28 @@ fn response_format(field: Option<ResponseFormatField>) -> Result<ResponseFormat,
             "response_format type must be \"text\", \"json_object\" or \"json_schema\", got \"{other}\""
         ))),
     }
+}
+
+/// Refuses a prompt whose text cannot fit the context whatever its tokenization, before it
+/// is tokenized: `min_tokens` is [`sluice_text::Tokenizer::min_tokens_for_text_bytes`] of it.
+pub fn check_prompt_text_fits(
+    bytes: usize,
+    min_tokens: usize,
+    max_model_len: usize,
+    prompt_param: &str,
+) -> Result<(), ApiError> {
+    if min_tokens < max_model_len {
+        return Ok(());
+    }
+    Err(ApiError::InvalidRequest {
+        message: format!(
+            "This model's maximum context length is {max_model_len} tokens. However, your \
+             {prompt_param} is {bytes} bytes long, which is at least {min_tokens} tokens, leaving \
+             no room for a completion. Please reduce the length of the {prompt_param}."
+        ),
+        param: Some(prompt_param.to_string()),
+        code: Some("context_length_exceeded"),
+    })
 }
 
 impl ValidParams {

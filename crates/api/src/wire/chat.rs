@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::number::{self, WholeNumber};
+
 use super::{ChatLogprobs, GenerationOptions, UsageBody};
 
 /// A chat completion request as the client sent it (unvalidated).
@@ -12,13 +14,16 @@ pub struct ChatCompletionRequest {
     /// The conversation so far.
     pub messages: Vec<ChatMessage>,
     /// Deprecated name of `max_completion_tokens`.
-    pub max_tokens: Option<i64>,
+    #[serde(default, deserialize_with = "number::optional")]
+    pub max_tokens: Option<WholeNumber>,
     /// Upper bound on generated tokens per choice.
-    pub max_completion_tokens: Option<i64>,
+    #[serde(default, deserialize_with = "number::optional")]
+    pub max_completion_tokens: Option<WholeNumber>,
     /// Return log-probabilities of the sampled tokens.
     pub logprobs: Option<bool>,
     /// Number of alternatives per position (0..=20); needs `logprobs: true`.
-    pub top_logprobs: Option<i64>,
+    #[serde(default, deserialize_with = "number::optional")]
+    pub top_logprobs: Option<WholeNumber>,
     /// Tool definitions, handed to the chat template.
     pub tools: Option<serde_json::Value>,
     /// Sampling, stopping, streaming and scheduling fields shared with `/v1/completions`.

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::number::{self, WholeNumber};
+
 use super::{CompletionLogprobs, GenerationOptions, UsageBody};
 
 /// A text completion request as the client sent it (unvalidated).
@@ -15,11 +17,14 @@ pub struct CompletionRequest {
     /// Not supported; rejected when non-empty.
     pub suffix: Option<String>,
     /// Upper bound on generated tokens per choice.
-    pub max_tokens: Option<i64>,
+    #[serde(default, deserialize_with = "number::optional")]
+    pub max_tokens: Option<WholeNumber>,
     /// Accepted only when equal to `n`.
-    pub best_of: Option<i64>,
+    #[serde(default, deserialize_with = "number::optional")]
+    pub best_of: Option<WholeNumber>,
     /// Number of alternatives per position (0..=20) to return with each token's logprob.
-    pub logprobs: Option<i64>,
+    #[serde(default, deserialize_with = "number::optional")]
+    pub logprobs: Option<WholeNumber>,
     /// Prepend the prompt to the generated text.
     pub echo: Option<bool>,
     /// Sampling, stopping, streaming and scheduling fields shared with `/v1/chat/completions`.

@@ -7,11 +7,14 @@
 pub mod chat;
 pub mod completion;
 pub mod models;
+pub mod number;
 pub mod tokenize;
 
 use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
+
+use number::WholeNumber;
 
 /// The sampling, stopping, streaming and scheduling fields chat and text completion requests
 /// share, flattened into both: they parse the same JSON keys either way.
@@ -20,9 +23,10 @@ pub struct GenerationOptions {
     /// Sampling temperature in [0, 2].
     pub temperature: Option<f32>,
     /// Nucleus mass in (0, 1].
-    pub top_p: Option<f32>,
+    pub top_p: Option<f64>,
     /// Number of choices (per prompt).
-    pub n: Option<i64>,
+    #[serde(default, deserialize_with = "number::optional")]
+    pub n: Option<WholeNumber>,
     /// Stream the response as server-sent events.
     pub stream: Option<bool>,
     /// Streaming options; only valid with `stream: true`.
@@ -30,7 +34,8 @@ pub struct GenerationOptions {
     /// Stop strings.
     pub stop: Option<StopField>,
     /// Seed of the sampler's RNG.
-    pub seed: Option<i64>,
+    #[serde(default, deserialize_with = "number::optional")]
+    pub seed: Option<WholeNumber>,
     /// Additive penalty on tokens already present, in [-2, 2].
     pub presence_penalty: Option<f32>,
     /// Additive penalty per occurrence, in [-2, 2].
@@ -40,17 +45,20 @@ pub struct GenerationOptions {
     /// End-user id; accepted and ignored.
     pub user: Option<String>,
     /// Extension: keep only the k most likely tokens (-1 or 0 disables).
-    pub top_k: Option<i64>,
+    #[serde(default, deserialize_with = "number::optional")]
+    pub top_k: Option<WholeNumber>,
     /// Extension: minimum probability relative to the most likely token, in [0, 1].
     pub min_p: Option<f32>,
     /// Extension: multiplicative repetition penalty (> 0, 1 disables).
-    pub repetition_penalty: Option<f32>,
+    pub repetition_penalty: Option<f64>,
     /// Extension: keep generating past EOS.
     pub ignore_eos: Option<bool>,
     /// Extension: EOS and stop tokens are ignored before this many tokens.
-    pub min_tokens: Option<i64>,
+    #[serde(default, deserialize_with = "number::optional")]
+    pub min_tokens: Option<WholeNumber>,
     /// Extension: extra token ids that end generation.
-    pub stop_token_ids: Option<Vec<i64>>,
+    #[serde(default, deserialize_with = "number::optional_list")]
+    pub stop_token_ids: Option<Vec<WholeNumber>>,
     /// Extension: "high" | "normal" | "low".
     pub priority: Option<String>,
     /// The form of the output: `{"type": "text" | "json_object" | "json_schema"}`.
@@ -238,7 +246,7 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            completion.to_string().contains("expected i64"),
+            completion.to_string().contains("expected an integer"),
             "{completion}"
         );
     }

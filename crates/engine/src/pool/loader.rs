@@ -105,9 +105,21 @@ impl DirectoryLoader {
         &self.settings
     }
 
+    /// The context length served: the model's own, lowered by `--max-model-len` and then by
+    /// the KV pool, which must hold one full-length sequence (a longer context would accept
+    /// requests that fail after generating once the pool runs out).
     fn max_model_len(&self, config: &ModelConfig) -> usize {
+        self.context_limits(config).0
+    }
+
+    /// (served context length, what it would be without the KV pool's bound).
+    fn context_limits(&self, config: &ModelConfig) -> (usize, usize) {
         let own = config.max_position_embeddings;
-        self.settings.max_model_len.map_or(own, |n| n.min(own))
+        let asked = self.settings.max_model_len.map_or(own, |n| n.min(own));
+        let s = &self.settings;
+        let blocks =
+            KvCache::num_blocks_for_budget(config, self.kv_dtype(config), s.block_size, s.kv_cache_bytes);
+        (asked.min(blocks * s.block_size), asked)
     }
 
     /// The KV cache storage type for a model: as set, else following the weights (f32 when
@@ -153,7 +165,16 @@ impl ModelLoader for DirectoryLoader {
             None => Tokenizer::from_dir(dir)?,
         });
         let config = model.config().clone();
-        let max_model_len = self.max_model_len(&config);
+        let (max_model_len, unclamped) = self.context_limits(&config);
+        if max_model_len < unclamped {
+            tracing::warn!(
+                model = %dir.display(),
+                max_model_len,
+                asked = unclamped,
+                "the KV cache holds only {max_model_len} tokens: the context length is lowered to \
+                 that (raise --kv-cache-memory for more)"
+            );
+        }
         let kv = KvCache::with_budget(&config, kv_dtype, s.block_size, s.kv_cache_bytes);
         if kv.num_blocks() < 2 {
             return Err(ModelLoadError::KvCacheTooSmall {
@@ -272,6 +293,23 @@ mod tests {
         let err = loader(WeightDtype::F32).load(&dir).unwrap_err();
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(err.to_string().contains("model.safetensors"), "{err}");
+    }
+
+    #[test]
+    fn the_context_is_clamped_to_what_the_kv_pool_holds() {
+        let mut settings = loader(WeightDtype::F32).settings().clone();
+        settings.max_model_len = None;
+        let config = ModelConfig::from_dir(&fixture("llama")).unwrap();
+        let per_block = KvCache::bytes_per_block(&config, KvDtype::F32, settings.block_size);
+        settings.kv_dtype = Some(KvDtype::F32);
+        settings.kv_cache_bytes = 3 * per_block;
+        let loader = DirectoryLoader::new(settings.clone());
+        let pool_tokens = 3 * settings.block_size;
+        assert!(config.max_position_embeddings > pool_tokens);
+        assert_eq!(loader.context_length(&fixture("llama")).unwrap(), pool_tokens);
+        let loaded = loader.load(&fixture("llama")).unwrap();
+        assert_eq!(loaded.max_model_len, pool_tokens);
+        loaded.engine.shutdown();
     }
 
     #[test]
