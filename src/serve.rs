@@ -170,11 +170,50 @@ pub struct ServeArgs {
     /// Port to listen on (0 picks a free one).
     #[arg(long, default_value_t = 8000)]
     pub port: u16,
-    /// Require `Authorization: Bearer KEY` on the API.
-    #[arg(long, env = "SLUICE_API_KEY")]
-    pub api_key: Option<String>,
+    /// Require this key on the API (`Authorization: Bearer KEY` or `X-Api-Key: KEY`).
+    /// Repeatable (or comma-separated in SLUICE_API_KEY); each key gets its own prefix-cache
+    /// scope, so tenants cannot probe each other's prompts through cache hits.
+    #[arg(long = "api-key", env = "SLUICE_API_KEY", value_delimiter = ',')]
+    pub api_keys: Vec<String>,
+    /// A file of API keys, one per line (blank lines and lines starting with # are skipped);
+    /// adds to --api-key.
+    #[arg(long)]
+    pub api_keys_file: Option<PathBuf>,
+    /// Leave `usage.prompt_tokens_details.cached_tokens` out of responses (for one key shared
+    /// by many users, where the count would tell a caller what others sent).
+    #[arg(long)]
+    pub hide_cached_tokens: bool,
+    /// Let browser apps on this origin call the API (CORS); repeatable or comma-separated,
+    /// `*` for any origin.
+    #[arg(long = "allowed-origins", value_delimiter = ',')]
+    pub allowed_origins: Vec<String>,
+    /// Prompts templated and tokenized at once (more wait); default: the number of CPUs.
+    #[arg(long)]
+    pub max_concurrent_tokenizations: Option<usize>,
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+/// The keys of `--api-key` and of `--api-keys-file`; empty keys are refused (they would let
+/// anyone in who sends an empty bearer token).
+fn api_keys(flags: &[String], file: Option<&std::path::Path>) -> anyhow::Result<Vec<String>> {
+    let mut keys: Vec<String> = flags.iter().map(|k| k.trim().to_string()).collect();
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading --api-keys-file {}", path.display()))?;
+        keys.extend(
+            text.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::to_string),
+        );
+        anyhow::ensure!(!keys.is_empty(), "--api-keys-file {} has no keys", path.display());
+    }
+    anyhow::ensure!(
+        keys.iter().all(|k| !k.is_empty()),
+        "--api-key must not be empty"
+    );
+    Ok(keys)
 }
 
 /// Runs the server until SIGTERM or Ctrl-C, then drains.
@@ -227,9 +266,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         max_models = ?budget.max_models,
         "models available"
     );
+    let defaults = ApiConfig::default();
     let config = ApiConfig {
-        api_key: args.api_key.clone(),
-        ..ApiConfig::default()
+        api_keys: api_keys(&args.api_keys, args.api_keys_file.as_deref())?,
+        hide_cached_tokens: args.hide_cached_tokens,
+        allowed_origins: args.allowed_origins.clone(),
+        max_concurrent_tokenizations: args
+            .max_concurrent_tokenizations
+            .unwrap_or(defaults.max_concurrent_tokenizations)
+            .max(1),
+        ..defaults
     };
     let app = router_for(Arc::new(ModelRegistry::pooled(pool.clone())), config);
 

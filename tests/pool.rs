@@ -79,7 +79,7 @@ impl PoolServer {
         let loader = Arc::new(DirectoryLoader::new(settings()));
         let pool = ModelPool::new(specs, loader, budget).unwrap();
         let config = ApiConfig {
-            api_key: api_key.map(str::to_string),
+            api_keys: api_key.into_iter().map(str::to_string).collect(),
             ..ApiConfig::default()
         };
         let app = router_for(Arc::new(ModelRegistry::pooled(pool.clone())), config);

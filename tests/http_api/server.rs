@@ -167,7 +167,10 @@ pub async fn start(options: ServerOptions) -> TestServer {
         lease: None,
     };
     let api = ApiConfig {
-        api_key: options.api_key,
+        api_keys: options.api_key.into_iter().collect(),
+        max_concurrent_tokenizations: 2,
+        hide_cached_tokens: false,
+        allowed_origins: Vec::new(),
         max_body_bytes: options.max_body_bytes,
         request_read_timeout: Duration::from_secs(5),
         retry_after_secs: 2,

@@ -98,6 +98,7 @@ pub struct ResponseAssembler {
     /// Per prompt: its usage, once one of its choices finished.
     prompt_usage: Vec<Option<Usage>>,
     logprobs: bool,
+    hide_cached_tokens: bool,
 }
 
 impl ResponseAssembler {
@@ -131,7 +132,14 @@ impl ResponseAssembler {
             choices,
             prompt_usage: vec![None; num_prompts],
             logprobs,
+            hide_cached_tokens: false,
         }
+    }
+
+    /// Leaves the cached-token count out of [`ResponseAssembler::usage`].
+    pub fn hiding_cached_tokens(mut self, hide: bool) -> Self {
+        self.hide_cached_tokens = hide;
+        self
     }
 
     /// Total number of choices in the response.
@@ -150,7 +158,12 @@ impl ResponseAssembler {
         let prompt: u32 = known.clone().map(|u| u.prompt_tokens).sum();
         let cached: u32 = known.map(|u| u.cached_prompt_tokens).sum();
         let completion: u32 = self.choices.iter().map(|c| c.completion_tokens).sum();
-        UsageBody::new(prompt, completion, cached)
+        let usage = UsageBody::new(prompt, completion, cached);
+        if self.hide_cached_tokens {
+            usage.without_cached_tokens()
+        } else {
+            usage
+        }
     }
 
     /// Applies one engine event of prompt `prompt_index`. Errors are what the client must be

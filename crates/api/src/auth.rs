@@ -1,28 +1,94 @@
-//! `--api-key`: a bearer token on the API routes. Health, metrics and version stay open so
-//! load balancers and scrapers need no secret.
+//! `--api-key` (repeatable, or a keys file): a key on the API routes, sent as
+//! `Authorization: Bearer KEY` (the scheme in any case, as RFC 9110 has it) or `X-Api-Key: KEY`.
+//! Health, metrics and version stay open so load balancers and scrapers need no secret.
+//!
+//! Which key a request came with is its [`Caller`]: the prefix cache is scoped per key (see
+//! [`Caller::cache_salt`]), so one tenant's cache hits reveal nothing of another's prompts.
+
+use std::hash::{BuildHasher, Hash, Hasher};
 
 use axum::extract::{Request, State};
-use axum::http::header;
+use axum::http::{header, HeaderMap};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::error::ApiError;
 use crate::AppState;
 
-/// Rejects requests without `Authorization: Bearer <api key>` when a key is configured.
-pub async fn require_api_key(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    if let Some(expected) = &state.config.api_key {
-        let presented = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        if !presented.is_some_and(|key| constant_time_eq(key.as_bytes(), expected.as_bytes())) {
-            return ApiError::Unauthorized.into_response();
+/// Who sent a request, as far as the server can tell: which API key (its index in the
+/// configured list), or `None` when the server has no keys. Handlers take it as an
+/// `Extension<Caller>`; it is always present on the API routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Caller {
+    /// Index of the presented key among the configured ones.
+    pub key: Option<usize>,
+}
+
+impl Caller {
+    /// The prefix-cache scope of a request: one per API key, split further by the request's
+    /// own `cache_salt` (as in vLLM). `None` (the one shared scope) only when the server has
+    /// no keys and the request no salt. `hasher` is the server's, randomly keyed at start.
+    pub fn cache_salt(
+        &self,
+        hasher: &std::collections::hash_map::RandomState,
+        request_salt: Option<&str>,
+    ) -> Option<u64> {
+        if self.key.is_none() && request_salt.is_none() {
+            return None;
+        }
+        let mut h = hasher.build_hasher();
+        (self.key, request_salt).hash(&mut h);
+        Some(h.finish())
+    }
+}
+
+/// Rejects requests without a configured key when keys are configured; records the
+/// [`Caller`] for the handlers.
+pub async fn require_api_key(
+    State(state): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let keys = &state.config.api_keys;
+    let caller = if keys.is_empty() {
+        Caller::default()
+    } else {
+        match presented_key(req.headers()).and_then(|key| matching_key(keys, key)) {
+            Some(index) => Caller { key: Some(index) },
+            None => return ApiError::Unauthorized.into_response(),
+        }
+    };
+    req.extensions_mut().insert(caller);
+    next.run(req).await
+}
+
+/// The key in `Authorization: Bearer KEY` (scheme case-insensitive) or `X-Api-Key: KEY`.
+fn presented_key(headers: &HeaderMap) -> Option<&str> {
+    if let Some(value) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    {
+        let (scheme, key) = value.trim().split_once(' ')?;
+        return scheme
+            .eq_ignore_ascii_case("bearer")
+            .then_some(key.trim());
+    }
+    headers
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+}
+
+/// The index of the configured key equal to `presented`. Every key is compared in full, so
+/// timing reveals neither a key nor which one matched.
+fn matching_key(keys: &[String], presented: &str) -> Option<usize> {
+    let mut found = None;
+    for (index, key) in keys.iter().enumerate() {
+        if constant_time_eq(presented.as_bytes(), key.as_bytes()) && found.is_none() {
+            found = Some(index);
         }
     }
-    next.run(req).await
+    found
 }
 
 /// Compares without stopping at the first difference, so timing does not reveal the key.
@@ -36,6 +102,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::HeaderValue;
 
     #[test]
     fn keys_compare_equal_only_when_identical() {
@@ -43,5 +110,45 @@ mod tests {
         assert!(!constant_time_eq(b"secret", b"secreT"));
         assert!(!constant_time_eq(b"secret", b"secret2"));
         assert!(!constant_time_eq(b"", b"x"));
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for &(name, value) in pairs {
+            h.insert(name, HeaderValue::from_str(value).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn the_key_comes_from_a_bearer_header_in_any_case_or_from_x_api_key() {
+        for value in ["Bearer k1", "bearer k1", "BEARER  k1 "] {
+            assert_eq!(
+                presented_key(&headers(&[("authorization", value)])),
+                Some("k1")
+            );
+        }
+        assert_eq!(presented_key(&headers(&[("authorization", "Basic k1")])), None);
+        assert_eq!(presented_key(&headers(&[("x-api-key", "k2")])), Some("k2"));
+        assert_eq!(presented_key(&headers(&[])), None);
+    }
+
+    #[test]
+    fn the_matching_key_is_found_among_several() {
+        let keys = vec!["alpha".to_string(), "beta".to_string()];
+        assert_eq!(matching_key(&keys, "beta"), Some(1));
+        assert_eq!(matching_key(&keys, "gamma"), None);
+    }
+
+    #[test]
+    fn each_key_and_each_request_salt_is_its_own_cache_scope() {
+        let hasher = std::collections::hash_map::RandomState::new();
+        let a = Caller { key: Some(0) };
+        let b = Caller { key: Some(1) };
+        assert_eq!(Caller::default().cache_salt(&hasher, None), None);
+        assert_ne!(a.cache_salt(&hasher, None), b.cache_salt(&hasher, None));
+        assert_ne!(a.cache_salt(&hasher, None), a.cache_salt(&hasher, Some("s")));
+        assert_eq!(a.cache_salt(&hasher, Some("s")), a.cache_salt(&hasher, Some("s")));
+        assert_ne!(b.cache_salt(&hasher, Some("s")), a.cache_salt(&hasher, Some("s")));
     }
 }

@@ -32,6 +32,8 @@ pub struct ResponsePlan {
     pub logprobs: bool,
     /// Completions' `echo`: one text per prompt.
     pub echo: Option<Vec<String>>,
+    /// Leave `usage.prompt_tokens_details` out.
+    pub hide_cached_tokens: bool,
 }
 
 /// A fresh response id with the given prefix (`chatcmpl`, `cmpl`).
@@ -69,7 +71,8 @@ pub async fn run(
     let num_prompts = streams.len();
     let events = merge(streams);
     let assembler =
-        ResponseAssembler::new(plan.flavor, num_prompts, plan.n, plan.echo, plan.logprobs);
+        ResponseAssembler::new(plan.flavor, num_prompts, plan.n, plan.echo, plan.logprobs)
+            .hiding_cached_tokens(plan.hide_cached_tokens);
     let meta = ResponseMeta {
         id: response_id(id_prefix),
         created: unix_now(),

@@ -7,6 +7,7 @@
 
 pub mod assemble;
 pub mod auth;
+pub mod cors;
 pub mod error;
 pub mod extract;
 pub mod generation;
@@ -31,9 +32,15 @@ pub use registry::{ModelRegistry, ServedModel};
 /// HTTP-level settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiConfig {
-    /// When set, `/v1/*`, `/tokenize`, `/detokenize` and `/admin/*` need
-    /// `Authorization: Bearer <key>`.
-    pub api_key: Option<String>,
+    /// When not empty, `/v1/*`, `/tokenize`, `/detokenize` and `/admin/*` need one of these
+    /// keys (`Authorization: Bearer <key>` or `X-Api-Key: <key>`); each key is its own
+    /// prefix-cache scope.
+    pub api_keys: Vec<String>,
+    /// Leave `usage.prompt_tokens_details` out of responses: with one key shared by many
+    /// users, cached-token counts tell a caller what others sent.
+    pub hide_cached_tokens: bool,
+    /// Origins (or `*`) whose browser apps may call the API (CORS); empty: no CORS.
+    pub allowed_origins: Vec<String>,
     /// Largest accepted request body; more is a 413.
     pub max_body_bytes: usize,
     /// A client must finish sending its body within this time (408 otherwise).
@@ -47,7 +54,9 @@ pub struct ApiConfig {
 impl Default for ApiConfig {
     fn default() -> Self {
         ApiConfig {
-            api_key: None,
+            api_keys: Vec::new(),
+            hide_cached_tokens: false,
+            allowed_origins: Vec::new(),
             max_body_bytes: 4 * 1024 * 1024,
             request_read_timeout: Duration::from_secs(30),
             retry_after_secs: 1,
@@ -66,6 +75,8 @@ pub struct AppState {
     pub config: Arc<ApiConfig>,
     /// Slots for prompt tokenization (`max_concurrent_tokenizations`).
     pub tokenizing: Arc<tokio::sync::Semaphore>,
+    /// Keys the prefix-cache salts of callers ([`auth::Caller::cache_salt`]); random per start.
+    pub cache_salt_hasher: std::collections::hash_map::RandomState,
 }
 
 /// The whole HTTP API over `models`.
@@ -81,6 +92,7 @@ pub fn router_for(registry: Arc<ModelRegistry>, config: ApiConfig) -> Router {
             config.max_concurrent_tokenizations.max(1),
         )),
         config: Arc::new(config),
+        cache_salt_hasher: Default::default(),
     };
     let protected = Router::new()
         .route(
@@ -98,7 +110,8 @@ pub fn router_for(registry: Arc<ModelRegistry>, config: ApiConfig) -> Router {
         .route("/admin/models", get(routes::admin::list_models))
         .route("/admin/models/{*path}", post(routes::admin::model_action))
         .route_layer(from_fn_with_state(state.clone(), auth::require_api_key));
-    Router::new()
+    let cors = !state.config.allowed_origins.is_empty();
+    let app = Router::new()
         .route("/health", get(routes::health::health))
         .route("/version", get(routes::health::version))
         .route("/metrics", get(routes::metrics::metrics))
@@ -106,5 +119,10 @@ pub fn router_for(registry: Arc<ModelRegistry>, config: ApiConfig) -> Router {
         .merge(protected)
         .fallback(routes::route_not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
-        .with_state(state)
+        .with_state(state.clone());
+    if cors {
+        app.layer(from_fn_with_state(state, cors::cors))
+    } else {
+        app
+    }
 }

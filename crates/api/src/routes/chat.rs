@@ -3,11 +3,13 @@
 use std::sync::Arc;
 
 use axum::extract::State;
+use axum::Extension;
 use axum::response::Response;
 use serde_json::Value;
 use sluice_text::{TextError, Tokenizer};
 
 use crate::assemble::Flavor;
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
 use crate::generation::{run, tokenize_off_runtime, ResponsePlan};
@@ -18,6 +20,7 @@ use crate::AppState;
 /// Creates a chat completion.
 pub async fn create_chat_completion(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     OpenAiJson(req): OpenAiJson<ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
     let model = state.registry.get(&req.model).await?;
@@ -35,14 +38,17 @@ pub async fn create_chat_completion(
             .map_err(|e| ApiError::Internal(e.to_string()))
     })
     .await?;
-    let request = valid
+    let mut request = valid
         .params
         .request_for(prompt, model.max_model_len, "messages")?;
+    request.cache_salt =
+        caller.cache_salt(&state.cache_salt_hasher, valid.params.cache_salt.as_deref());
     let plan = ResponsePlan {
         flavor: Flavor::Chat,
         n: valid.params.n,
         stream: valid.params.stream,
         logprobs: valid.params.sampling.logprobs.is_some(),
+        hide_cached_tokens: state.config.hide_cached_tokens,
         echo: None,
     };
     run(

@@ -1,9 +1,11 @@
 //! `POST /v1/completions`.
 
 use axum::extract::State;
+use axum::Extension;
 use axum::response::Response;
 
 use crate::assemble::Flavor;
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
 use crate::generation::{run, tokenize_off_runtime, ResponsePlan};
@@ -14,6 +16,7 @@ use crate::AppState;
 /// Creates a text completion; several prompts give `prompts * n` choices.
 pub async fn create_completion(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     OpenAiJson(req): OpenAiJson<CompletionRequest>,
 ) -> Result<Response, ApiError> {
     let model = state.registry.get(&req.model).await?;
@@ -56,12 +59,14 @@ pub async fn create_completion(
     .await?;
     let mut requests = Vec::with_capacity(tokenized.len());
     let mut echo_texts = Vec::with_capacity(tokenized.len());
+    let cache_salt =
+        caller.cache_salt(&state.cache_salt_hasher, valid.params.cache_salt.as_deref());
     for (tokens, text) in tokenized {
-        requests.push(
-            valid
-                .params
-                .request_for(tokens, model.max_model_len, "prompt")?,
-        );
+        let mut request = valid
+            .params
+            .request_for(tokens, model.max_model_len, "prompt")?;
+        request.cache_salt = cache_salt;
+        requests.push(request);
         echo_texts.extend(text);
     }
     let plan = ResponsePlan {
@@ -69,6 +74,7 @@ pub async fn create_completion(
         n: valid.params.n,
         stream: valid.params.stream,
         logprobs: valid.params.sampling.logprobs.is_some(),
+        hide_cached_tokens: state.config.hide_cached_tokens,
         echo: echo.then_some(echo_texts),
     };
     run(model, requests, plan, state.config.retry_after_secs, "cmpl").await

@@ -61,6 +61,8 @@ pub struct ValidParams {
     pub priority: Priority,
     /// `Some` when the response is streamed.
     pub stream: Option<ValidStream>,
+    /// The request's own prefix-cache salt (combined with the caller's key by the handler).
+    pub cache_salt: Option<String>,
 }
 
 /// Checks that a float parameter, when given, is finite and within `[lo, hi]`.
@@ -196,7 +198,7 @@ pub(crate) fn validate_shared(
                 format!("logit_bias keys must be token ids, got '{key}'"),
             )
         })?;
-        let id = check_token_id("logit_bias", id, limits.vocab_size)?;
+        let id = check_token_id("logit_bias", id.into(), limits.vocab_size)?;
         if !(bias.is_finite() && (-100.0..=100.0).contains(&bias)) {
             return Err(ApiError::invalid(
                 "logit_bias",
@@ -257,7 +259,19 @@ pub(crate) fn validate_shared(
         },
         priority,
         stream,
+        cache_salt: cache_salt(f.cache_salt)?,
     })
+}
+
+/// `cache_salt`: a non-empty string of at most 256 bytes.
+fn cache_salt(salt: Option<String>) -> Result<Option<String>, ApiError> {
+    match salt {
+        Some(s) if s.is_empty() || s.len() > 256 => Err(ApiError::invalid(
+            "cache_salt",
+            "cache_salt must be a non-empty string of at most 256 bytes",
+        )),
+        salt => Ok(salt),
+    }
 }
 
 /// `seed`: any integer in [-2^63, 2^64); negative seeds are taken as their two's-complement
@@ -400,6 +414,8 @@ impl ValidParams {
                 ..self.stop.clone()
             },
             priority: self.priority,
+            // Set by the handler, which knows the caller.
+            cache_salt: None,
         })
     }
 }

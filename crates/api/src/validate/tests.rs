@@ -340,18 +340,82 @@ fn stop_strings_accept_one_or_many_but_not_empty() {
             .unwrap()
             .params
             .stop
-            .stop_strings,
-        vec!["\n"]
+            .stop_strings
+            .patterns(),
+        ["\n"]
     );
     assert_eq!(
         chat(json!({"stop": ["a", "b"]}))
             .unwrap()
             .params
             .stop
-            .stop_strings,
-        vec!["a", "b"]
+            .stop_strings
+            .patterns(),
+        ["a", "b"]
     );
     assert_eq!(rejected_param(chat(json!({"stop": [""]}))), "stop");
+}
+
+fn message_of(result: Result<impl std::fmt::Debug, ApiError>) -> String {
+    match result {
+        Err(e) => e.to_string(),
+        Ok(v) => panic!("expected an error, got {v:?}"),
+    }
+}
+
+#[test]
+fn stop_lists_are_bounded_in_count_and_length() {
+    let many: Vec<String> = (0..=MAX_STOP_STRINGS).map(|i| format!("s{i}")).collect();
+    let err = message_of(chat(json!({ "stop": many })));
+    assert!(err.contains(&format!("at most {MAX_STOP_STRINGS}")), "{err}");
+    let long = "x".repeat(MAX_STOP_STRING_BYTES + 1);
+    assert_eq!(rejected_param(chat(json!({ "stop": [long] }))), "stop");
+    let most: Vec<String> = (0..MAX_STOP_STRINGS).map(|i| format!("s{i}")).collect();
+    assert!(chat(json!({ "stop": most })).is_ok());
+    let ids: Vec<u32> = (0..=MAX_STOP_TOKEN_IDS as u32).map(|i| i % 100).collect();
+    let err = message_of(chat(json!({ "stop_token_ids": ids })));
+    assert!(err.contains(&format!("at most {MAX_STOP_TOKEN_IDS}")), "{err}");
+}
+
+#[test]
+fn stop_token_ids_are_sorted_and_deduplicated_for_binary_search() {
+    let params = chat(json!({"stop_token_ids": [9, 2, 9, 5]})).unwrap().params;
+    assert_eq!(params.stop.stop_token_ids, vec![2, 5, 9]);
+}
+
+#[test]
+fn integers_written_as_floats_are_accepted() {
+    let params = chat(json!({"max_tokens": 11.0, "n": 2.0, "seed": 7.0})).unwrap().params;
+    assert_eq!((params.max_tokens, params.n), (Some(11), 2));
+    assert_eq!(params.sampling.seed, Some(7));
+}
+
+#[test]
+fn seeds_cover_the_whole_u64_range_and_negative_i64() {
+    let seed = |v: serde_json::Value| chat(json!({ "seed": v })).map(|c| c.params.sampling.seed);
+    assert_eq!(seed(json!(u64::MAX)).unwrap(), Some(u64::MAX));
+    assert_eq!(seed(json!(1u64 << 63)).unwrap(), Some(1u64 << 63));
+    assert_eq!(seed(json!(-1)).unwrap(), Some(u64::MAX));
+    assert_eq!(rejected_param(seed(json!(1.8446744073709552e19_f64 * 2.0))), "seed");
+}
+
+#[test]
+fn tiny_positive_top_p_and_repetition_penalty_are_not_rounded_to_zero() {
+    let params = chat(json!({"top_p": 5e-324, "repetition_penalty": 5e-324}))
+        .unwrap()
+        .params;
+    assert!(params.sampling.top_p > 0.0);
+    assert!(params.sampling.repetition_penalty > 0.0);
+}
+
+#[test]
+fn over_large_values_name_the_real_bound() {
+    let err = message_of(chat(json!({"max_tokens": 1u64 << 40})));
+    assert!(err.contains("between 1 and 4294967295"), "{err}");
+    let err = message_of(chat(json!({"n": 1000})));
+    assert!(err.contains("between 1 and 128"), "{err}");
+    let err = message_of(chat(json!({"top_k": 1u64 << 40})));
+    assert!(err.contains("between 1 and 4294967295"), "{err}");
 }
 
 #[test]
@@ -485,7 +549,7 @@ fn request_carries_every_validated_field() {
     let req = v.params.request_for(vec![1, 2, 3], 64, "messages").unwrap();
     assert_eq!(req.n, 2);
     assert_eq!(req.stop.max_tokens, 5);
-    assert_eq!(req.stop.stop_strings, vec!["x"]);
+    assert_eq!(req.stop.stop_strings.patterns(), ["x"]);
     assert_eq!(req.sampling.temperature, 0.3);
     assert_eq!(req.sampling.seed, Some(7));
     assert_eq!(req.priority, Priority::Low);

@@ -61,6 +61,9 @@ pub struct GenerationOptions {
     pub stop_token_ids: Option<Vec<WholeNumber>>,
     /// Extension: "high" | "normal" | "low".
     pub priority: Option<String>,
+    /// Extension (vLLM's): prefix-cache hits only between requests of the same caller with
+    /// the same salt.
+    pub cache_salt: Option<String>,
     /// The form of the output: `{"type": "text" | "json_object" | "json_schema"}`.
     pub response_format: Option<ResponseFormatField>,
 }
@@ -123,8 +126,10 @@ pub struct UsageBody {
     pub completion_tokens: u32,
     /// `prompt_tokens + completion_tokens`.
     pub total_tokens: u32,
-    /// Prompt tokens served from the prefix cache.
-    pub prompt_tokens_details: PromptTokensDetails,
+    /// Prompt tokens served from the prefix cache; left out when the server hides them
+    /// (`--hide-cached-tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens_details: Option<PromptTokensDetails>,
 }
 
 /// `usage.prompt_tokens_details`.
@@ -141,7 +146,15 @@ impl UsageBody {
             prompt_tokens,
             completion_tokens,
             total_tokens: prompt_tokens + completion_tokens,
-            prompt_tokens_details: PromptTokensDetails { cached_tokens },
+            prompt_tokens_details: Some(PromptTokensDetails { cached_tokens }),
+        }
+    }
+
+    /// The same usage without the cached-token count.
+    pub fn without_cached_tokens(self) -> Self {
+        UsageBody {
+            prompt_tokens_details: None,
+            ..self
         }
     }
 }
@@ -265,6 +278,8 @@ mod tests {
         let v = serde_json::to_value(u).unwrap();
         assert_eq!(v["total_tokens"], 12);
         assert_eq!(v["prompt_tokens_details"]["cached_tokens"], 3);
+        let hidden = serde_json::to_value(u.without_cached_tokens()).unwrap();
+        assert!(hidden.get("prompt_tokens_details").is_none(), "{hidden}");
     }
 
     #[test]
