@@ -187,6 +187,10 @@ pub struct ServeArgs {
     /// `*` for any origin.
     #[arg(long = "allowed-origins", value_delimiter = ',')]
     pub allowed_origins: Vec<String>,
+    /// Tokenize special-token text inside chat messages into control tokens (the old,
+    /// injectable behaviour: a user could write a system turn). Off by default.
+    #[arg(long)]
+    pub parse_special_tokens_in_messages: bool,
     /// Prompts templated and tokenized at once (more wait); default: the number of CPUs.
     #[arg(long)]
     pub max_concurrent_tokenizations: Option<usize>,
@@ -270,6 +274,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let config = ApiConfig {
         api_keys: api_keys(&args.api_keys, args.api_keys_file.as_deref())?,
         hide_cached_tokens: args.hide_cached_tokens,
+        parse_special_tokens_in_messages: args.parse_special_tokens_in_messages,
         allowed_origins: args.allowed_origins.clone(),
         max_concurrent_tokenizations: args
             .max_concurrent_tokenizations

@@ -201,7 +201,7 @@ async fn body_over_the_limit_is_413() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_key_guards_the_api_but_not_health_or_metrics() {
     let server = start(ServerOptions {
-        api_key: Some("sekrit".into()),
+        api_keys: vec!["sekrit".into()],
         ..ServerOptions::default()
     })
     .await;

@@ -4,6 +4,7 @@
 mod chat;
 mod completions;
 mod errors;
+mod hardening;
 #[path = "../support/metrics.rs"]
 mod metrics;
 mod operations;

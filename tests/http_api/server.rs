@@ -50,7 +50,9 @@ impl Executor for SlowedExecutor {
 /// Knobs a test may turn.
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
-    pub api_key: Option<String>,
+    pub api_keys: Vec<String>,
+    pub hide_cached_tokens: bool,
+    pub allowed_origins: Vec<String>,
     pub max_num_seqs: usize,
     pub max_queue: usize,
     pub num_blocks: usize,
@@ -64,7 +66,9 @@ pub struct ServerOptions {
 impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
-            api_key: None,
+            api_keys: Vec::new(),
+            hide_cached_tokens: false,
+            allowed_origins: Vec::new(),
             max_num_seqs: 16,
             max_queue: 64,
             num_blocks: 256,
@@ -167,10 +171,11 @@ pub async fn start(options: ServerOptions) -> TestServer {
         lease: None,
     };
     let api = ApiConfig {
-        api_keys: options.api_key.into_iter().collect(),
+        api_keys: options.api_keys,
         max_concurrent_tokenizations: 2,
-        hide_cached_tokens: false,
-        allowed_origins: Vec::new(),
+        hide_cached_tokens: options.hide_cached_tokens,
+        parse_special_tokens_in_messages: false,
+        allowed_origins: options.allowed_origins,
         max_body_bytes: options.max_body_bytes,
         request_read_timeout: Duration::from_secs(5),
         retry_after_secs: 2,

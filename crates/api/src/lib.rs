@@ -47,6 +47,9 @@ pub struct ApiConfig {
     pub request_read_timeout: Duration,
     /// Seconds sent in `Retry-After` when the queue is full.
     pub retry_after_secs: u64,
+    /// Tokenize special-token text inside chat messages into control tokens, as before the
+    /// fix for prompt injection (a user could write a system turn). Off by default.
+    pub parse_special_tokens_in_messages: bool,
     /// Prompts templated and tokenized at once; more wait their turn.
     pub max_concurrent_tokenizations: usize,
 }
@@ -56,6 +59,7 @@ impl Default for ApiConfig {
         ApiConfig {
             api_keys: Vec::new(),
             hide_cached_tokens: false,
+            parse_special_tokens_in_messages: false,
             allowed_origins: Vec::new(),
             max_body_bytes: 4 * 1024 * 1024,
             request_read_timeout: Duration::from_secs(30),

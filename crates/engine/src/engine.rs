@@ -217,8 +217,10 @@ impl EngineLoop {
             if !self.scheduler.is_idle() {
                 self.step();
             }
-            self.deliver_events();
+            // Gauges first: a client that has its event and then scrapes /metrics must see the
+            // step that produced it (the other order made a test flaky under load).
             self.publish_gauges();
+            self.deliver_events();
             if self.draining && self.scheduler.is_idle() && self.requests.is_empty() {
                 break;
             }

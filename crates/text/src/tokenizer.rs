@@ -28,6 +28,10 @@ pub struct Tokenizer {
     pub(crate) end_of_generation: Vec<u32>,
     /// Bytes of the longest token, found on first use (a pass over the vocabulary).
     pub(crate) max_token_bytes: OnceLock<usize>,
+    /// The special tokens' texts, longest first (`special_literals.rs`).
+    pub(crate) special_texts: OnceLock<Vec<String>>,
+    /// A copy of `inner` reading special-token text as text, made on first use.
+    pub(crate) literal_encoder: OnceLock<tokenizers::Tokenizer>,
 }
 
 /// The parts of `tokenizer_config.json` sluice reads; everything else in it is ignored.
@@ -188,6 +192,8 @@ impl Tokenizer {
             chat_template,
             chat_template_error,
             max_token_bytes: OnceLock::new(),
+            special_texts: OnceLock::new(),
+            literal_encoder: OnceLock::new(),
         }
     }
 

@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::Extension;
 use axum::response::Response;
 use serde_json::Value;
-use sluice_text::{TextError, Tokenizer};
+use sluice_text::{MaskedSpecials, TextError, Tokenizer};
 
 use crate::assemble::Flavor;
 use crate::auth::Caller;
@@ -27,15 +27,15 @@ pub async fn create_chat_completion(
     let valid = validate_chat(req, model.limits())?;
     let tokenizer = model.tokenizer.clone();
     let (messages, tools) = (valid.messages, valid.tools);
-    let max_model_len = model.max_model_len;
+    let max_model_len = Some(model.max_model_len);
+    let parse_specials = state.config.parse_special_tokens_in_messages;
     let prompt = tokenize_off_runtime(&state, move || {
-        let text = render_chat_text(&tokenizer, &messages, tools.as_ref(), true)?;
-        let min_tokens = tokenizer.min_tokens_for_text_bytes(text.len());
-        check_prompt_text_fits(text.len(), min_tokens, max_model_len, "messages")?;
-        // The template writes BOS and the other special tokens itself.
-        tokenizer
-            .encode(&text, false)
-            .map_err(|e| ApiError::Internal(e.to_string()))
+        let conversation = Conversation {
+            messages,
+            tools,
+            add_generation_prompt: true,
+        };
+        encode_chat(&tokenizer, conversation, parse_specials, max_model_len, false)
     })
     .await?;
     let mut request = valid
@@ -59,6 +59,57 @@ pub async fn create_chat_completion(
         "chatcmpl",
     )
     .await
+}
+
+/// What a chat template renders.
+pub struct Conversation {
+    /// Messages as `template_messages` made them.
+    pub messages: Value,
+    /// Tool definitions.
+    pub tools: Option<Value>,
+    /// End with the assistant turn's opening.
+    pub add_generation_prompt: bool,
+}
+
+
+/// Renders a conversation and tokenizes it. Special-token text inside the client's strings is
+/// tokenized as text, so only the template's own markup yields control tokens, unless
+/// `parse_specials` (the server's `--parse-special-tokens-in-messages`) asks for the old,
+/// injectable behaviour. With `max_model_len`, a rendering too long for the context whatever
+/// its tokenization is refused before it is tokenized. Blocking: call off the runtime.
+pub fn encode_chat(
+    tokenizer: &Arc<Tokenizer>,
+    mut conversation: Conversation,
+    parse_specials: bool,
+    max_model_len: Option<usize>,
+    add_special_tokens: bool,
+) -> Result<Vec<u32>, ApiError> {
+    let mut masked = MaskedSpecials::default();
+    if !parse_specials {
+        tokenizer.mask_special_literals(&mut conversation.messages, &mut masked);
+        if let Some(tools) = conversation.tools.as_mut() {
+            tokenizer.mask_special_literals(tools, &mut masked);
+        }
+    }
+    let text = render_chat_text(
+        tokenizer,
+        &conversation.messages,
+        conversation.tools.as_ref(),
+        conversation.add_generation_prompt,
+    )?;
+    if let Some(max_model_len) = max_model_len {
+        let bytes = if masked.is_empty() {
+            text.len()
+        } else {
+            masked.restore(&text).len()
+        };
+        let min_tokens = tokenizer.min_tokens_for_text_bytes(bytes);
+        check_prompt_text_fits(bytes, min_tokens, max_model_len, "messages")?;
+    }
+    // The template writes BOS and the other special tokens itself.
+    tokenizer
+        .encode_rendered(&text, &masked, add_special_tokens)
+        .map_err(|e| ApiError::Internal(e.to_string()))
 }
 
 /// Renders `messages` with the model's chat template; a model without one is a 400.

@@ -3,7 +3,7 @@
 use axum::extract::State;
 use axum::Json;
 
-use super::chat::render_chat_text;
+use super::chat::{encode_chat, Conversation};
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
 use crate::generation::{off_runtime, tokenize_off_runtime};
@@ -39,12 +39,14 @@ pub async fn tokenize(
             let add_special = req.add_special_tokens.unwrap_or(false);
             let tools = req.tools;
             let tokenizer = tokenizer.clone();
+            let parse_specials = state.config.parse_special_tokens_in_messages;
             tokenize_off_runtime(&state, move || {
-                let text =
-                    render_chat_text(&tokenizer, &messages, tools.as_ref(), add_generation_prompt)?;
-                tokenizer
-                    .encode(&text, add_special)
-                    .map_err(|e| ApiError::Internal(e.to_string()))
+                let conversation = Conversation {
+                    messages,
+                    tools,
+                    add_generation_prompt,
+                };
+                encode_chat(&tokenizer, conversation, parse_specials, None, add_special)
             })
             .await?
         }
