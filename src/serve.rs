@@ -211,7 +211,11 @@ fn api_keys(flags: &[String], file: Option<&std::path::Path>) -> anyhow::Result<
                 .filter(|l| !l.is_empty() && !l.starts_with('#'))
                 .map(str::to_string),
         );
-        anyhow::ensure!(!keys.is_empty(), "--api-keys-file {} has no keys", path.display());
+        anyhow::ensure!(
+            !keys.is_empty(),
+            "--api-keys-file {} has no keys",
+            path.display()
+        );
     }
     anyhow::ensure!(
         keys.iter().all(|k| !k.is_empty()),

@@ -123,7 +123,10 @@ async fn a_group_larger_than_the_queue_runs_on_an_idle_server_or_is_a_400() {
     .await;
     assert_eq!(status, 400, "{body}");
     assert!(
-        body["error"]["message"].as_str().unwrap().contains("at most 4"),
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 4"),
         "{body}"
     );
 }
@@ -155,9 +158,16 @@ async fn prefix_cache_hits_never_cross_api_keys_or_cache_salts() {
     assert_eq!(status, 200, "{first}");
     assert_eq!(cached_tokens(&first), 0);
     let (_, again) = ask("alice", None).await;
-    assert!(cached_tokens(&again) > 0, "the owner's own repeat hits: {again}");
+    assert!(
+        cached_tokens(&again) > 0,
+        "the owner's own repeat hits: {again}"
+    );
     let (_, probe) = ask("mallory", None).await;
-    assert_eq!(cached_tokens(&probe), 0, "another key learns nothing: {probe}");
+    assert_eq!(
+        cached_tokens(&probe),
+        0,
+        "another key learns nothing: {probe}"
+    );
     let (_, salted) = ask("alice", Some("tenant-2")).await;
     assert_eq!(cached_tokens(&salted), 0, "another salt is another scope");
     let (_, salted_again) = ask("alice", Some("tenant-2")).await;
@@ -172,7 +182,8 @@ async fn the_operator_can_hide_cached_token_counts() {
     })
     .await;
     let client = reqwest::Client::new();
-    let body = json!({"model": MODEL_ID, "prompt": "same prompt twice ".repeat(8), "max_tokens": 1});
+    let body =
+        json!({"model": MODEL_ID, "prompt": "same prompt twice ".repeat(8), "max_tokens": 1});
     for _ in 0..2 {
         let (status, res) = post(&client, server.url("/v1/completions"), None, &body).await;
         assert_eq!(status, 200);
@@ -234,7 +245,12 @@ async fn keys_are_accepted_in_any_bearer_case_and_as_x_api_key() {
         ("authorization", "BEARER k2"),
         ("x-api-key", "k2"),
     ] {
-        let res = client.get(&models).header(name, value).send().await.unwrap();
+        let res = client
+            .get(&models)
+            .header(name, value)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(res.status(), 200, "{name}: {value}");
     }
     let res = client
@@ -257,13 +273,13 @@ async fn cors_preflights_are_answered_for_allowed_origins_only() {
     let client = reqwest::Client::new();
     let preflight = |origin: &'static str| {
         client
-            .request(
-                reqwest::Method::OPTIONS,
-                server.url("/v1/chat/completions"),
-            )
+            .request(reqwest::Method::OPTIONS, server.url("/v1/chat/completions"))
             .header("origin", origin)
             .header("access-control-request-method", "POST")
-            .header("access-control-request-headers", "authorization, content-type")
+            .header(
+                "access-control-request-headers",
+                "authorization, content-type",
+            )
             .send()
     };
     let ok = preflight("https://app.example").await.unwrap();

@@ -5,7 +5,7 @@
 //! Which key a request came with is its [`Caller`]: the prefix cache is scoped per key (see
 //! [`Caller::cache_salt`]), so one tenant's cache hits reveal nothing of another's prompts.
 
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap};
@@ -36,9 +36,7 @@ impl Caller {
         if self.key.is_none() && request_salt.is_none() {
             return None;
         }
-        let mut h = hasher.build_hasher();
-        (self.key, request_salt).hash(&mut h);
-        Some(h.finish())
+        Some(hasher.hash_one((self.key, request_salt)))
     }
 }
 
@@ -69,9 +67,7 @@ fn presented_key(headers: &HeaderMap) -> Option<&str> {
         .and_then(|v| v.to_str().ok())
     {
         let (scheme, key) = value.trim().split_once(' ')?;
-        return scheme
-            .eq_ignore_ascii_case("bearer")
-            .then_some(key.trim());
+        return scheme.eq_ignore_ascii_case("bearer").then_some(key.trim());
     }
     headers
         .get("x-api-key")
@@ -128,7 +124,10 @@ mod tests {
                 Some("k1")
             );
         }
-        assert_eq!(presented_key(&headers(&[("authorization", "Basic k1")])), None);
+        assert_eq!(
+            presented_key(&headers(&[("authorization", "Basic k1")])),
+            None
+        );
         assert_eq!(presented_key(&headers(&[("x-api-key", "k2")])), Some("k2"));
         assert_eq!(presented_key(&headers(&[])), None);
     }
@@ -147,8 +146,17 @@ mod tests {
         let b = Caller { key: Some(1) };
         assert_eq!(Caller::default().cache_salt(&hasher, None), None);
         assert_ne!(a.cache_salt(&hasher, None), b.cache_salt(&hasher, None));
-        assert_ne!(a.cache_salt(&hasher, None), a.cache_salt(&hasher, Some("s")));
-        assert_eq!(a.cache_salt(&hasher, Some("s")), a.cache_salt(&hasher, Some("s")));
-        assert_ne!(b.cache_salt(&hasher, Some("s")), a.cache_salt(&hasher, Some("s")));
+        assert_ne!(
+            a.cache_salt(&hasher, None),
+            a.cache_salt(&hasher, Some("s"))
+        );
+        assert_eq!(
+            a.cache_salt(&hasher, Some("s")),
+            a.cache_salt(&hasher, Some("s"))
+        );
+        assert_ne!(
+            b.cache_salt(&hasher, Some("s")),
+            a.cache_salt(&hasher, Some("s"))
+        );
     }
 }

@@ -69,7 +69,10 @@ mod tests {
     #[test]
     fn only_listed_origins_or_a_wildcard_are_allowed() {
         let mut h = HeaderMap::new();
-        h.insert(header::ORIGIN, HeaderValue::from_static("https://app.example"));
+        h.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("https://app.example"),
+        );
         let listed = vec!["https://app.example/".to_string()];
         assert!(allowed_origin(&listed, &h).is_some());
         assert!(allowed_origin(&["https://other.example".to_string()], &h).is_none());

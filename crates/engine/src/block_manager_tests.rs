@@ -101,7 +101,10 @@ fn a_hit_requires_the_whole_chain_of_parents() {
     bm.register_computed(&mut first, &a, 5);
     // Same second block, different first block: nothing is reused.
     let b = vec![9, 9, 3, 4, 5];
-    assert_eq!(bm.allocate(&b, 5, None, None).unwrap().num_cached_tokens(), 0);
+    assert_eq!(
+        bm.allocate(&b, 5, None, None).unwrap().num_cached_tokens(),
+        0
+    );
 }
 
 #[test]
@@ -112,7 +115,9 @@ fn disabled_prefix_caching_never_reuses() {
     bm.register_computed(&mut first, &prompt, 10);
     drop(first);
     assert_eq!(
-        bm.allocate(&prompt, 10, None, None).unwrap().num_cached_tokens(),
+        bm.allocate(&prompt, 10, None, None)
+            .unwrap()
+            .num_cached_tokens(),
         0
     );
 }
@@ -151,7 +156,10 @@ fn referenced_cached_block_is_never_evicted() {
     assert_eq!(bm.ref_count(ta.block_ids()[0]), 1);
     drop(ta);
     // Once unreferenced, the cached block is reusable again.
-    assert_eq!(bm.allocate(&a, 3, None, None).unwrap().num_cached_tokens(), 2);
+    assert_eq!(
+        bm.allocate(&a, 3, None, None).unwrap().num_cached_tokens(),
+        2
+    );
 }
 
 #[test]

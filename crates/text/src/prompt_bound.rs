@@ -15,7 +15,9 @@ impl Tokenizer {
     /// normalizer may delete text (BERT's, `Strip`, a `Replace` with nothing), which no length
     /// can bound.
     pub fn min_tokens_for_text_bytes(&self, bytes: usize) -> usize {
-        let per_token = *self.max_token_bytes.get_or_init(|| self.longest_token_bytes());
+        let per_token = *self
+            .max_token_bytes
+            .get_or_init(|| self.longest_token_bytes());
         let shrink = match self.inner().get_normalizer() {
             None => 1,
             Some(normalizer) => {

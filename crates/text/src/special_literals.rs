@@ -9,8 +9,8 @@
 //! literal text encoded with special-token parsing off. Text without special-token literals
 //! (nearly all of it) is encoded exactly as before.
 
-use std::hash::{BuildHasher, Hasher};
 use serde_json::Value;
+use std::hash::{BuildHasher, Hasher};
 
 use crate::{TextError, Tokenizer};
 
@@ -123,9 +123,8 @@ impl Tokenizer {
             .encode(text, false)
             .map_err(|err| TextError::Tokenizer(err.to_string()))?;
         let (ids, offsets) = (encoding.get_ids(), encoding.get_offsets());
-        let touches = |(start, end): (usize, usize)| {
-            places.iter().any(|&(p0, p1, _)| start < p1 && p0 < end)
-        };
+        let touches =
+            |(start, end): (usize, usize)| places.iter().any(|&(p0, p1, _)| start < p1 && p0 < end);
         let mut out = Vec::with_capacity(ids.len());
         let mut i = 0;
         while i < ids.len() {
@@ -164,10 +163,8 @@ impl Tokenizer {
 
 fn mask_strings(value: &mut Value, specials: &[String], nonce: u64, masked: &mut MaskedSpecials) {
     match value {
-        Value::String(s) => {
-            if specials.iter().any(|sp| s.contains(sp.as_str())) {
-                *s = mask_one(s, specials, nonce, masked);
-            }
+        Value::String(s) if specials.iter().any(|sp| s.contains(sp.as_str())) => {
+            *s = mask_one(s, specials, nonce, masked);
         }
         Value::Array(items) => {
             for item in items {

@@ -119,7 +119,8 @@ mod tests {
     use proptest::prelude::*;
 
     fn run(stops: &[&str], pieces: &[&str]) -> (String, bool) {
-        let mut matcher = StopMatcher::new(StopSet::new(stops.iter().map(|s| s.to_string()).collect()));
+        let mut matcher =
+            StopMatcher::new(StopSet::new(stops.iter().map(|s| s.to_string()).collect()));
         let mut out = String::new();
         for piece in pieces {
             let status = matcher.push(piece);

@@ -218,7 +218,10 @@ mod tests {
 
     #[test]
     fn finds_the_earliest_starting_stop_and_the_first_listed_among_equals() {
-        assert_eq!(scan(&["world", "lo w"], "hello world").first_match(), Some((3, 1)));
+        assert_eq!(
+            scan(&["world", "lo w"], "hello world").first_match(),
+            Some((3, 1))
+        );
         assert_eq!(scan(&["ab", "ab"], "xab").first_match(), Some((1, 0)));
         assert_eq!(scan(&["b", "abc"], "xabc").first_match(), Some((1, 1)));
         assert_eq!(scan(&["zz"], "abc").first_match(), None);

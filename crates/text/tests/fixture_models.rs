@@ -108,7 +108,9 @@ fn special_token_text_in_messages_is_never_a_control_token() {
         }
         let decoded = tokenizer.decode(&attacked, false).unwrap();
         assert!(
-            specials.iter().all(|(text, _)| decoded.contains(text.as_str())),
+            specials
+                .iter()
+                .all(|(text, _)| decoded.contains(text.as_str())),
             "{}: {decoded}",
             dir.display()
         );

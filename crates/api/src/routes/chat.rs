@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::Extension;
 use axum::response::Response;
+use axum::Extension;
 use serde_json::Value;
 use sluice_text::{MaskedSpecials, TextError, Tokenizer};
 
@@ -35,7 +35,13 @@ pub async fn create_chat_completion(
             tools,
             add_generation_prompt: true,
         };
-        encode_chat(&tokenizer, conversation, parse_specials, max_model_len, false)
+        encode_chat(
+            &tokenizer,
+            conversation,
+            parse_specials,
+            max_model_len,
+            false,
+        )
     })
     .await?;
     let mut request = valid
@@ -70,7 +76,6 @@ pub struct Conversation {
     /// End with the assistant turn's opening.
     pub add_generation_prompt: bool,
 }
-
 
 /// Renders a conversation and tokenizes it. Special-token text inside the client's strings is
 /// tokenized as text, so only the template's own markup yields control tokens, unless

@@ -1,8 +1,8 @@
 //! `POST /v1/completions`.
 
 use axum::extract::State;
-use axum::Extension;
 use axum::response::Response;
+use axum::Extension;
 
 use crate::assemble::Flavor;
 use crate::auth::Caller;

@@ -20,8 +20,10 @@ fn error_responses() -> Value {
         "400": with("Invalid request (bad field, malformed JSON, wrong content type, context exceeded)"),
         "401": with("Missing or wrong API key"),
         "404": with("Unknown model"),
+        "408": with("Body not received within the read deadline"),
         "413": with("Body too large"),
         "429": with("Queue full; see the Retry-After header"),
+        "500": with("Engine failure"),
         "503": with("Engine not running")
     })
 }
@@ -44,7 +46,7 @@ fn post(summary: &str, request: &str, response: &str, streams: bool) -> Value {
         success["content"]["text/event-stream"] = json!({"schema": {"type": "string", "description": "data: <chunk JSON> events, then data: [DONE]"}});
     }
     responses["200"] = success;
-    json!({"post": {"summary": summary, "security": [{"bearer": []}], "requestBody": json_body(request), "responses": responses}})
+    json!({"post": {"summary": summary, "security": [{"bearer": []}, {"apiKey": []}], "requestBody": json_body(request), "responses": responses}})
 }
 
 /// `POST /admin/models/{model}/load|unload`: no body, the model's admin view back.
@@ -54,7 +56,7 @@ fn admin_action(summary: &str) -> Value {
         json!({"description": description,
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
     };
-    json!({"post": {"summary": summary, "security": [{"bearer": []}],
+    json!({"post": {"summary": summary, "security": [{"bearer": []}, {"apiKey": []}],
         "parameters": [{"name": "model", "in": "path", "required": true, "schema": {"type": "string"}}],
         "responses": {
             "200": ok(summary, json!({"$ref": "#/components/schemas/AdminModel"})),
@@ -73,7 +75,8 @@ fn sampling_properties() -> Value {
         "n": {"type": "integer", "minimum": 1, "maximum": 128},
         "stream": {"type": "boolean"},
         "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
-        "stop": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
+        "stop": {"oneOf": [{"type": "string", "minLength": 1, "maxLength": 256},
+            {"type": "array", "maxItems": 256, "items": {"type": "string", "minLength": 1, "maxLength": 256}}]},
         "seed": {"type": "integer"},
         "presence_penalty": {"type": "number", "minimum": -2, "maximum": 2},
         "frequency_penalty": {"type": "number", "minimum": -2, "maximum": 2},
@@ -84,8 +87,10 @@ fn sampling_properties() -> Value {
         "repetition_penalty": {"type": "number", "exclusiveMinimum": 0, "maximum": 2},
         "ignore_eos": {"type": "boolean"},
         "min_tokens": {"type": "integer", "minimum": 0},
-        "stop_token_ids": {"type": "array", "items": {"type": "integer"}},
+        "stop_token_ids": {"type": "array", "maxItems": 1024, "items": {"type": "integer", "minimum": 0}},
         "priority": {"type": "string", "enum": ["high", "normal", "low"]},
+        "cache_salt": {"type": "string", "minLength": 1, "maxLength": 256,
+            "description": "prefix-cache hits only between requests of the same API key with the same salt"},
         "response_format": {"type": "object", "required": ["type"],
             "properties": {"type": {"type": "string", "enum": ["text", "json_object", "json_schema"]},
                 "json_schema": {"type": "object", "properties": {"name": {"type": "string"},
@@ -114,11 +119,13 @@ pub fn document() -> Value {
             "/v1/completions": post("Create a text completion", "CompletionRequest", "Completion", true),
             "/tokenize": post("Tokenize a prompt or a conversation", "TokenizeRequest", "TokenizeResponse", false),
             "/detokenize": post("Turn token ids into text", "DetokenizeRequest", "DetokenizeResponse", false),
-            "/v1/models": {"get": {"summary": "List served models", "security": [{"bearer": []}],
-                "responses": {"200": ok("Models", json!({"$ref": "#/components/schemas/ModelList"}))}}},
-            "/v1/models/{model}": {"get": {"summary": "Retrieve a served model", "security": [{"bearer": []}],
+            "/v1/models": {"get": {"summary": "List served models", "security": [{"bearer": []}, {"apiKey": []}],
+                "responses": {"200": ok("Models", json!({"$ref": "#/components/schemas/ModelList"})),
+                              "401": error_responses()["401"].clone()}}},
+            "/v1/models/{model}": {"get": {"summary": "Retrieve a served model", "security": [{"bearer": []}, {"apiKey": []}],
                 "parameters": [{"name": "model", "in": "path", "required": true, "schema": {"type": "string"}}],
                 "responses": {"200": ok("Model", json!({"$ref": "#/components/schemas/Model"})),
+                              "401": error_responses()["401"].clone(),
                               "404": error_responses()["404"].clone()}}},
             "/health": {"get": {"summary": "Readiness", "responses": {
                 "200": ok("Serving", json!({"type": "object"})), "503": error_responses()["503"].clone()}}},
@@ -128,13 +135,15 @@ pub fn document() -> Value {
                 "200": ok("Version", json!({"type": "object", "properties": {"version": {"type": "string"}}}))}}},
             "/openapi.json": {"get": {"summary": "This document", "responses": {"200": ok("OpenAPI document", json!({"type": "object"}))}}},
             "/admin/models": {"get": {"summary": "Every model of the pool: status, memory, requests, last use",
-                "security": [{"bearer": []}],
-                "responses": {"200": ok("Models", json!({"$ref": "#/components/schemas/AdminModelList"}))}}},
+                "security": [{"bearer": []}, {"apiKey": []}],
+                "responses": {"200": ok("Models", json!({"$ref": "#/components/schemas/AdminModelList"})),
+                              "401": error_responses()["401"].clone()}}},
             "/admin/models/{model}/load": admin_action("Load a model (unloading idle ones to make room); answers once loaded"),
             "/admin/models/{model}/unload": admin_action("Unload an idle model; 409 while it has requests, is pinned or loading")
         },
         "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"},
+                "apiKey": {"type": "apiKey", "in": "header", "name": "X-Api-Key"}},
             "schemas": {
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object",
                     "properties": {"message": {"type": "string"}, "type": {"type": "string"},
@@ -142,6 +151,7 @@ pub fn document() -> Value {
                 "ChatMessage": {"type": "object", "required": ["role"], "properties": {
                     "role": {"type": "string", "enum": ["system", "developer", "user", "assistant", "tool"]},
                     "content": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "object",
+                        "required": ["type", "text"],
                         "properties": {"type": {"const": "text"}, "text": {"type": "string"}}}}]},
                     "name": {"type": "string"}, "tool_calls": {"type": "array"}, "tool_call_id": {"type": "string"}}},
                 "ChatCompletionRequest": {"type": "object", "required": ["model", "messages"],
@@ -179,7 +189,10 @@ pub fn document() -> Value {
                             "top_logprobs": {"type": "array"}, "text_offset": {"type": "array"}}},
                         "finish_reason": {"type": "string", "enum": ["stop", "length"]}}}},
                     "usage": usage}},
-                "TokenizeRequest": {"type": "object", "properties": {
+                "TokenizeRequest": {"type": "object",
+                    "oneOf": [{"required": ["prompt"], "not": {"required": ["messages"]}},
+                              {"required": ["messages"], "not": {"required": ["prompt"]}}],
+                    "properties": {
                     "model": {"type": "string"}, "prompt": {"type": "string"},
                     "messages": {"type": "array", "items": {"$ref": "#/components/schemas/ChatMessage"}},
                     "add_special_tokens": {"type": "boolean"}, "add_generation_prompt": {"type": "boolean"},
@@ -246,5 +259,26 @@ mod tests {
             );
         }
         assert_eq!(doc["openapi"], "3.1.0");
+    }
+
+    #[test]
+    fn every_protected_route_lists_its_401_and_tokenize_needs_prompt_or_messages() {
+        let doc = document();
+        for (path, method) in [
+            ("/v1/chat/completions", "post"),
+            ("/v1/completions", "post"),
+            ("/v1/models", "get"),
+            ("/v1/models/{model}", "get"),
+            ("/tokenize", "post"),
+            ("/detokenize", "post"),
+            ("/admin/models", "get"),
+            ("/admin/models/{model}/load", "post"),
+        ] {
+            let op = &doc["paths"][path][method];
+            assert!(op["responses"].get("401").is_some(), "{path}");
+            assert_eq!(op["security"].as_array().map(Vec::len), Some(2), "{path}");
+        }
+        let tokenize = &doc["components"]["schemas"]["TokenizeRequest"];
+        assert_eq!(tokenize["oneOf"].as_array().map(Vec::len), Some(2));
     }
 }

@@ -161,8 +161,7 @@ pub(crate) fn validate_shared(
         }
     };
     let n = check_int("n", f.n, 1, MAX_N.into())?.map_or(1, |n| n as u32);
-    let max_tokens =
-        check_int(max_tokens_param, max_tokens, 1, u32::MAX.into())?.map(|m| m as u32);
+    let max_tokens = check_int(max_tokens_param, max_tokens, 1, u32::MAX.into())?.map(|m| m as u32);
     let min_tokens =
         check_int("min_tokens", f.min_tokens, 0, u32::MAX.into())?.map_or(0, |m| m as u32);
     if let Some(max) = max_tokens {

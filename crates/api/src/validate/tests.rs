@@ -367,25 +367,35 @@ fn message_of(result: Result<impl std::fmt::Debug, ApiError>) -> String {
 fn stop_lists_are_bounded_in_count_and_length() {
     let many: Vec<String> = (0..=MAX_STOP_STRINGS).map(|i| format!("s{i}")).collect();
     let err = message_of(chat(json!({ "stop": many })));
-    assert!(err.contains(&format!("at most {MAX_STOP_STRINGS}")), "{err}");
+    assert!(
+        err.contains(&format!("at most {MAX_STOP_STRINGS}")),
+        "{err}"
+    );
     let long = "x".repeat(MAX_STOP_STRING_BYTES + 1);
     assert_eq!(rejected_param(chat(json!({ "stop": [long] }))), "stop");
     let most: Vec<String> = (0..MAX_STOP_STRINGS).map(|i| format!("s{i}")).collect();
     assert!(chat(json!({ "stop": most })).is_ok());
     let ids: Vec<u32> = (0..=MAX_STOP_TOKEN_IDS as u32).map(|i| i % 100).collect();
     let err = message_of(chat(json!({ "stop_token_ids": ids })));
-    assert!(err.contains(&format!("at most {MAX_STOP_TOKEN_IDS}")), "{err}");
+    assert!(
+        err.contains(&format!("at most {MAX_STOP_TOKEN_IDS}")),
+        "{err}"
+    );
 }
 
 #[test]
 fn stop_token_ids_are_sorted_and_deduplicated_for_binary_search() {
-    let params = chat(json!({"stop_token_ids": [9, 2, 9, 5]})).unwrap().params;
+    let params = chat(json!({"stop_token_ids": [9, 2, 9, 5]}))
+        .unwrap()
+        .params;
     assert_eq!(params.stop.stop_token_ids, vec![2, 5, 9]);
 }
 
 #[test]
 fn integers_written_as_floats_are_accepted() {
-    let params = chat(json!({"max_tokens": 11.0, "n": 2.0, "seed": 7.0})).unwrap().params;
+    let params = chat(json!({"max_tokens": 11.0, "n": 2.0, "seed": 7.0}))
+        .unwrap()
+        .params;
     assert_eq!((params.max_tokens, params.n), (Some(11), 2));
     assert_eq!(params.sampling.seed, Some(7));
 }
@@ -396,7 +406,10 @@ fn seeds_cover_the_whole_u64_range_and_negative_i64() {
     assert_eq!(seed(json!(u64::MAX)).unwrap(), Some(u64::MAX));
     assert_eq!(seed(json!(1u64 << 63)).unwrap(), Some(1u64 << 63));
     assert_eq!(seed(json!(-1)).unwrap(), Some(u64::MAX));
-    assert_eq!(rejected_param(seed(json!(1.8446744073709552e19_f64 * 2.0))), "seed");
+    assert_eq!(
+        rejected_param(seed(json!(1.8446744073709552e19_f64 * 2.0))),
+        "seed"
+    );
 }
 
 #[test]

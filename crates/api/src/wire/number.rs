@@ -102,7 +102,10 @@ mod tests {
     fn integers_may_be_written_as_floats_without_a_fraction() {
         let p = probe(r#"{"n": 11.0, "ids": [1, 2.0]}"#).unwrap();
         assert_eq!((p.n, p.ids), (Some(11), Some(vec![1, 2])));
-        assert_eq!(probe(r#"{"n": 18446744073709551615}"#).unwrap().n, Some(u64::MAX as i128));
+        assert_eq!(
+            probe(r#"{"n": 18446744073709551615}"#).unwrap().n,
+            Some(u64::MAX as i128)
+        );
         assert_eq!(probe(r#"{"n": null}"#).unwrap().n, None);
         assert_eq!(probe(r#"{}"#).unwrap().ids, None);
     }

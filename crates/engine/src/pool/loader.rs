@@ -117,8 +117,12 @@ impl DirectoryLoader {
         let own = config.max_position_embeddings;
         let asked = self.settings.max_model_len.map_or(own, |n| n.min(own));
         let s = &self.settings;
-        let blocks =
-            KvCache::num_blocks_for_budget(config, self.kv_dtype(config), s.block_size, s.kv_cache_bytes);
+        let blocks = KvCache::num_blocks_for_budget(
+            config,
+            self.kv_dtype(config),
+            s.block_size,
+            s.kv_cache_bytes,
+        );
         (asked.min(blocks * s.block_size), asked)
     }
 
@@ -306,7 +310,10 @@ mod tests {
         let loader = DirectoryLoader::new(settings.clone());
         let pool_tokens = 3 * settings.block_size;
         assert!(config.max_position_embeddings > pool_tokens);
-        assert_eq!(loader.context_length(&fixture("llama")).unwrap(), pool_tokens);
+        assert_eq!(
+            loader.context_length(&fixture("llama")).unwrap(),
+            pool_tokens
+        );
         let loaded = loader.load(&fixture("llama")).unwrap();
         assert_eq!(loaded.max_model_len, pool_tokens);
         loaded.engine.shutdown();
