@@ -193,8 +193,8 @@ pub fn document() -> Value {
                     "oneOf": [{"required": ["prompt"], "not": {"required": ["messages"]}},
                               {"required": ["messages"], "not": {"required": ["prompt"]}}],
                     "properties": {
-                    "model": {"type": "string"}, "prompt": {"type": "string"},
-                    "messages": {"type": "array", "items": {"$ref": "#/components/schemas/ChatMessage"}},
+                    "model": {"type": ["string", "null"]}, "prompt": {"type": "string"},
+                    "messages": {"type": "array", "minItems": 1, "items": {"$ref": "#/components/schemas/ChatMessage"}},
                     "add_special_tokens": {"type": "boolean"}, "add_generation_prompt": {"type": "boolean"},
                     "return_token_strs": {"type": "boolean"}}},
                 "TokenizeResponse": {"type": "object", "properties": {
@@ -202,7 +202,9 @@ pub fn document() -> Value {
                     "tokens": {"type": "array", "items": {"type": "integer"}},
                     "token_strs": {"type": ["array", "null"], "items": {"type": "string"}}}},
                 "DetokenizeRequest": {"type": "object", "required": ["tokens"], "properties": {
-                    "model": {"type": "string"}, "tokens": {"type": "array", "items": {"type": "integer"}}}},
+                    "model": {"type": ["string", "null"]},
+                    "tokens": {"type": "array", "items": {"type": "integer", "minimum": 0,
+                        "description": "below the model's vocabulary size"}}}},
                 "DetokenizeResponse": {"type": "object", "properties": {"prompt": {"type": "string"}}},
                 "Model": {"type": "object", "properties": {
                     "id": {"type": "string"}, "object": {"const": "model"}, "created": {"type": "integer"},

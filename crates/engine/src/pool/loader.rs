@@ -108,21 +108,17 @@ impl DirectoryLoader {
     /// The context length served: the model's own, lowered by `--max-model-len` and then by
     /// the KV pool, which must hold one full-length sequence (a longer context would accept
     /// requests that fail after generating once the pool runs out).
-    fn max_model_len(&self, config: &ModelConfig) -> usize {
-        self.context_limits(config).0
+    fn max_model_len(&self, config: &ModelConfig, kv_dtype: KvDtype) -> usize {
+        self.context_limits(config, kv_dtype).0
     }
 
     /// (served context length, what it would be without the KV pool's bound).
-    fn context_limits(&self, config: &ModelConfig) -> (usize, usize) {
+    fn context_limits(&self, config: &ModelConfig, kv_dtype: KvDtype) -> (usize, usize) {
         let own = config.max_position_embeddings;
         let asked = self.settings.max_model_len.map_or(own, |n| n.min(own));
         let s = &self.settings;
-        let blocks = KvCache::num_blocks_for_budget(
-            config,
-            self.kv_dtype(config),
-            s.block_size,
-            s.kv_cache_bytes,
-        );
+        let blocks =
+            KvCache::num_blocks_for_budget(config, kv_dtype, s.block_size, s.kv_cache_bytes);
         (asked.min(blocks * s.block_size), asked)
     }
 
@@ -148,7 +144,15 @@ impl DirectoryLoader {
 
 impl ModelLoader for DirectoryLoader {
     fn context_length(&self, path: &Path) -> Result<usize, ModelLoadError> {
-        Ok(self.max_model_len(&ModelFiles::config_at(path)?))
+        // The KV dtype may follow the weights, which needs the files; a model whose files do
+        // not open (yet) is listed with the f32 pool's bound, the smallest.
+        Ok(match ModelFiles::open(path) {
+            Ok(files) => self.max_model_len(files.config(), self.kv_dtype(&files)),
+            Err(_) => {
+                let kv_dtype = self.settings.kv_dtype.unwrap_or(KvDtype::F32);
+                self.max_model_len(&ModelFiles::config_at(path)?, kv_dtype)
+            }
+        })
     }
 
     fn estimate_bytes(&self, path: &Path) -> Result<usize, ModelLoadError> {
@@ -169,7 +173,7 @@ impl ModelLoader for DirectoryLoader {
             None => Tokenizer::from_dir(dir)?,
         });
         let config = model.config().clone();
-        let (max_model_len, unclamped) = self.context_limits(&config);
+        let (max_model_len, unclamped) = self.context_limits(&config, kv_dtype);
         if max_model_len < unclamped {
             tracing::warn!(
                 model = %dir.display(),
