@@ -105,8 +105,65 @@ fn with_properties(mut base: Value, extra: Value) -> Value {
     base
 }
 
+/// Request fields that are not required may be `null` (serde reads it as absent), so the
+/// document says so: every optional property of a request schema, at any depth, also admits
+/// null.
+fn allow_null_for_optional(schema: &mut Value) {
+    let required: Vec<String> = schema["required"]
+        .as_array()
+        .map(|r| {
+            r.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for (name, property) in properties.iter_mut() {
+        allow_null_for_optional(property);
+        if let Some(items) = property.get_mut("items") {
+            allow_null_for_optional(items);
+        }
+        // `content`, and `/tokenize`'s `prompt` / `messages` (one of which is required), are
+        // refused when null.
+        if required.contains(name) || ["content", "prompt", "messages"].contains(&name.as_str()) {
+            continue;
+        }
+        *property = match property.get("type").cloned() {
+            Some(Value::String(t)) => {
+                let mut p = property.clone();
+                p["type"] = json!([t, "null"]);
+                p
+            }
+            Some(Value::Array(mut ts)) if !ts.contains(&json!("null")) => {
+                ts.push(json!("null"));
+                let mut p = property.clone();
+                p["type"] = Value::Array(ts);
+                p
+            }
+            Some(_) => continue,
+            None => json!({"anyOf": [property.clone(), {"type": "null"}]}),
+        };
+    }
+}
+
 /// The whole document.
 pub fn document() -> Value {
+    let mut doc = document_as_written();
+    for name in [
+        "ChatMessage",
+        "ChatCompletionRequest",
+        "CompletionRequest",
+        "TokenizeRequest",
+        "DetokenizeRequest",
+    ] {
+        allow_null_for_optional(&mut doc["components"]["schemas"][name]);
+    }
+    doc
+}
+
+fn document_as_written() -> Value {
     let usage = json!({"type": "object", "properties": {
         "prompt_tokens": {"type": "integer"}, "completion_tokens": {"type": "integer"}, "total_tokens": {"type": "integer"},
         "prompt_tokens_details": {"type": "object", "properties": {"cached_tokens": {"type": "integer"}}}}});
@@ -148,7 +205,11 @@ pub fn document() -> Value {
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object",
                     "properties": {"message": {"type": "string"}, "type": {"type": "string"},
                                    "param": {"type": ["string", "null"]}, "code": {"type": ["string", "null"]}}}}},
-                "ChatMessage": {"type": "object", "required": ["role"], "properties": {
+                "ChatMessage": {"type": "object", "required": ["role"],
+                    "anyOf": [{"required": ["content"]},
+                              {"required": ["tool_calls"], "properties": {"role": {"const": "assistant"},
+                                  "tool_calls": {"type": "array"}}}],
+                    "properties": {
                     "role": {"type": "string", "enum": ["system", "developer", "user", "assistant", "tool"]},
                     "content": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "object",
                         "required": ["type", "text"],

@@ -80,7 +80,7 @@ pub async fn detokenize(
     let tokens = req
         .tokens
         .into_iter()
-        .map(|id| check_token_id("tokens", id.into(), vocab_size))
+        .map(|id| check_token_id("tokens", id, vocab_size))
         .collect::<Result<Vec<_>, _>>()?;
     let tokenizer = model.tokenizer.clone();
     let prompt = off_runtime(move || {

@@ -80,6 +80,11 @@ pub fn optional_list<'de, D: Deserializer<'de>>(
     d.deserialize_option(ListVisitor)
 }
 
+/// `#[serde(deserialize_with = "number::list")]` on a required `Vec<WholeNumber>`.
+pub fn list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<WholeNumber>, D::Error> {
+    optional_list(d)?.ok_or_else(|| de::Error::custom("expected a list of integers, got null"))
+}
+
 use serde::Deserialize;
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::chat::ChatMessage;
+use super::number::{self, WholeNumber};
 
 /// `POST /tokenize`: either `prompt` or `messages`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -42,8 +43,9 @@ pub struct TokenizeResponse {
 pub struct DetokenizeRequest {
     /// Served model id; the first served model when absent.
     pub model: Option<String>,
-    /// Token ids to turn back into text.
-    pub tokens: Vec<i64>,
+    /// Token ids to turn back into text (integers, possibly written as `5.0`).
+    #[serde(deserialize_with = "number::list")]
+    pub tokens: Vec<WholeNumber>,
 }
 
 /// The `POST /detokenize` body.
