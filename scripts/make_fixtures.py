@@ -9,12 +9,19 @@ continuation. The Rust tests compare against these, so they need no Python.
 Weights are rounded to the dtype they are saved in (f16/bf16) before the reference runs, and the
 reference is computed in f32, so a loader that widens them exactly must match to ~1e-5.
 
-Usage: python3 scripts/make_fixtures.py   (CPU only, deterministic, takes a few seconds)
+Scoring references (scoring_reference.json in llama/ and qwen3/: final-norm hidden states, pooled
+embeddings and prompt logprobs), the embedder fixture qwen3-embedder (sentence-transformers
+modules.json with mean pooling) and the yes/no reranker fixture qwen3-reranker are computed from
+the saved fixtures; `--scoring-only` rewrites just those, leaving the generation fixtures as they
+are.
+
+Usage: python3 scripts/make_fixtures.py [--scoring-only]   (CPU only, deterministic, seconds)
 """
 
 import json
 import math
 import shutil
+import sys
 from pathlib import Path
 
 import torch
@@ -253,10 +260,144 @@ def write_fixture(name, config_cls, over, dtype, dialect, shard, tokenizer, seed
     print(f"{name}: {len(prompt_ids)} prompt tokens, greedy gap {gap:.3f}, tokens {greedy[:8]}...")
 
 
+EMBED_INPUTS = ["The quick brown fox jumps.", "Rivers run to the sea; the sea does not fill."]
+RERANK_QUERY = "Where do rivers run?"
+RERANK_DOCUMENTS = ["Rivers run to the sea.", "The quick brown fox jumps over the lazy dog."]
+RERANK_PREFIX = (
+    "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and the "
+    'Instruct provided. Note that the answer can only be "yes" or "no".<|im_end|>\n<|im_start|>user\n'
+)
+RERANK_SUFFIX = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+RERANK_INSTRUCTION = "Given a web search query, retrieve relevant passages that answer the query"
+
+
+def rounded(t):
+    return [round(float(x), 7) for x in t]
+
+
+def final_hidden_states(model, ids):
+    """The final-norm hidden state of every position (the output head's input), in f32."""
+    model.eval()
+    with torch.no_grad():
+        return model.model(torch.tensor([ids])).last_hidden_state[0].float()
+
+
+def pooled(states, mode):
+    """Sentence-transformers pooling of `states: [T, hidden]`, then L2 normalisation."""
+    v = {"mean": states.mean(0), "cls": states[0], "lasttoken": states[-1]}[mode]
+    return torch.nn.functional.normalize(v, p=2, dim=-1)
+
+
+def write_scoring_reference(name):
+    """Hidden states, pooled embeddings and prompt logprobs of the fixture's reference prompt."""
+    out = ROOT / name
+    model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32, attn_implementation="eager")
+    ids = json.loads((out / "reference.json").read_text())["prompt_ids"]
+    states = final_hidden_states(model, ids)
+    with torch.no_grad():
+        logprobs = torch.log_softmax(model(torch.tensor([ids])).logits[0].double(), dim=-1)
+    ref = {
+        "prompt_ids": ids,
+        "hidden_states": [rounded(row) for row in states],
+        "pooled": {mode: rounded(pooled(states, mode)) for mode in ("mean", "cls", "lasttoken")},
+        # Entry i: log p(prompt[i + 1] | prompt[..= i]).
+        "prompt_logprobs": [round(float(logprobs[i, ids[i + 1]]), 7) for i in range(len(ids) - 1)],
+    }
+    (out / "scoring_reference.json").write_text(json.dumps(ref) + "\n")
+    print(f"{name}: scoring reference over {len(ids)} tokens")
+
+
+def write_embedder_fixture():
+    """qwen3's weights and tokenizer with sentence-transformers files asking for mean pooling."""
+    src, out = ROOT / "qwen3", ROOT / "qwen3-embedder"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir()
+    for f in src.iterdir():
+        if f.name not in ("reference.json", "scoring_reference.json"):
+            shutil.copy(f, out / f.name)
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ]
+    (out / "modules.json").write_text(json.dumps(modules, indent=2) + "\n")
+    (out / "1_Pooling").mkdir()
+    pooling = {
+        "word_embedding_dimension": 64,
+        "pooling_mode_cls_token": False,
+        "pooling_mode_mean_tokens": True,
+        "pooling_mode_max_tokens": False,
+        "pooling_mode_mean_sqrt_len_tokens": False,
+        "pooling_mode_weightedmean_tokens": False,
+        "pooling_mode_lasttoken": False,
+        "include_prompt": True,
+    }
+    (out / "1_Pooling" / "config.json").write_text(json.dumps(pooling, indent=2) + "\n")
+    (out / "2_Normalize").mkdir()
+    model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32, attn_implementation="eager")
+    tokenizer = Tokenizer.from_file(str(out / "tokenizer.json"))
+    inputs = []
+    for text in EMBED_INPUTS:
+        ids = tokenizer.encode(text).ids
+        inputs.append({"text": text, "ids": ids, "embedding": rounded(pooled(final_hidden_states(model, ids), "mean"))})
+    (out / "embedding_reference.json").write_text(json.dumps({"pooling": "mean", "inputs": inputs}) + "\n")
+    print(f"qwen3-embedder: {len(inputs)} reference embeddings")
+
+
+def write_reranker_fixture(seed=2000):
+    """A Qwen3 model whose tokenizer has single "yes" and "no" tokens, as Qwen3-Reranker's has,
+    and the reference relevance of each document: p(yes) / (p(yes) + p(no)) after the prompt."""
+    out = ROOT / "qwen3-reranker"
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir()
+    tokenizer = Tokenizer.from_file(str(ROOT / "qwen3" / "tokenizer.json"))
+    tokenizer.add_tokens(["yes", "no"])
+    config = Qwen3Config(**base_dims(vocab_size=VOCAB_SIZE + 2, tie_word_embeddings=True, head_dim=32))
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="eager")
+    scale_init(model, seed, tied=True)
+    model.tie_weights()
+    model.save_pretrained(out)
+    GenerationConfig(bos_token_id=0, eos_token_id=[1, 3], pad_token_id=4).save_pretrained(out)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token="<|bos|>",
+        eos_token="<|im_end|>",
+        pad_token="<|pad|>",
+        additional_special_tokens=["<|eos|>", "<|im_start|>"],
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(out)
+    yes, no = tokenizer.token_to_id("yes"), tokenizer.token_to_id("no")
+    model.eval()
+    pairs = []
+    for doc in RERANK_DOCUMENTS:
+        text = f"{RERANK_PREFIX}<Instruct>: {RERANK_INSTRUCTION}\n<Query>: {RERANK_QUERY}\n<Document>: {doc}{RERANK_SUFFIX}"
+        ids = tokenizer.encode(text).ids
+        with torch.no_grad():
+            last = model(torch.tensor([ids])).logits[0, -1].double()
+        two = torch.log_softmax(torch.stack([last[no], last[yes]]), dim=0)
+        pairs.append({"document": doc, "prompt_ids": ids, "relevance": float(two[1].exp())})
+    ref = {"query": RERANK_QUERY, "yes": yes, "no": no, "results": pairs}
+    (out / "rerank_reference.json").write_text(json.dumps(ref) + "\n")
+    print(f"qwen3-reranker: relevance {[round(p['relevance'], 4) for p in pairs]}")
+
+
+def write_scoring_fixtures():
+    for name in ("llama", "qwen3"):
+        write_scoring_reference(name)
+    write_embedder_fixture()
+    write_reranker_fixture()
+
+
 def main():
-    tokenizer = train_tokenizer()
-    for i, fixture in enumerate(FIXTURES):
-        write_fixture(*fixture, tokenizer=tokenizer, seed=1000 + i)
+    if "--scoring-only" not in sys.argv[1:]:
+        tokenizer = train_tokenizer()
+        for i, fixture in enumerate(FIXTURES):
+            write_fixture(*fixture, tokenizer=tokenizer, seed=1000 + i)
+    write_scoring_fixtures()
 
 
 if __name__ == "__main__":

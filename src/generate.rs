@@ -79,6 +79,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         },
         priority: Default::default(),
         cache_salt: None,
+        prompt_outputs: sluice_engine::PromptOutputs::default(),
     };
     let started = Instant::now();
     let mut stream = launched
@@ -127,6 +128,8 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
                 );
                 break;
             }
+            // No prompt outputs are asked for.
+            Event::Prompt { .. } => {}
         }
     }
     launched.engine.shutdown();

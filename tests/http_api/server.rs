@@ -61,6 +61,8 @@ pub struct ServerOptions {
     pub step_delay: Duration,
     /// A connection must deliver its request headers within this time.
     pub header_read_timeout: Duration,
+    /// Serve this fixture directory instead of `fixtures/models/llama` (still as `llama`).
+    pub model_dir: Option<PathBuf>,
 }
 
 impl Default for ServerOptions {
@@ -75,6 +77,7 @@ impl Default for ServerOptions {
             max_body_bytes: 1 << 20,
             step_delay: Duration::ZERO,
             header_read_timeout: Duration::from_secs(30),
+            model_dir: None,
         }
     }
 }
@@ -142,7 +145,8 @@ impl Drop for TestServer {
 
 /// Loads the fixture model, starts its engine and serves the API on 127.0.0.1:0.
 pub async fn start(options: ServerOptions) -> TestServer {
-    let dir = model_dir();
+    let dir = options.model_dir.clone().unwrap_or_else(model_dir);
+    let pooling = sluice_model::pooling_of(&dir).expect("fixture pooling config reads");
     let model = Model::load(&dir, &LoadOptions::default()).expect("fixture model loads");
     let tokenizer = Arc::new(Tokenizer::from_dir(&dir).expect("fixture tokenizer loads"));
     let config = model.config().clone();
@@ -167,6 +171,7 @@ pub async fn start(options: ServerOptions) -> TestServer {
         engine: engine.clone(),
         tokenizer,
         max_model_len,
+        pooling,
         created: 1_700_000_000,
         lease: None,
     };

@@ -5,7 +5,7 @@
 //! a choice starts before it finishes, finishes exactly once, and nothing follows its finish.
 //! Streaming (`sse`) renders updates as chunks; [`ResponseCollector`] folds them into one body.
 
-use sluice_engine::{Event, FinishReason, TokenLogprob, Usage};
+use sluice_engine::{Event, FinishReason, PromptScores, TokenLogprob, Usage};
 
 use crate::error::ApiError;
 use crate::wire::chat::{AssistantMessage, ChatChoice, ChatCompletion};
@@ -99,6 +99,10 @@ pub struct ResponseAssembler {
     prompt_usage: Vec<Option<Usage>>,
     logprobs: bool,
     hide_cached_tokens: bool,
+    /// Per prompt, with `echo` and `logprobs`: its tokens, whose logprobs the echo carries.
+    echo_tokens: Vec<Option<Vec<u32>>>,
+    /// Per prompt: what the engine computed over it ([`Event::Prompt`]).
+    prompt_scores: Vec<Option<Box<PromptScores>>>,
 }
 
 impl ResponseAssembler {
@@ -133,6 +137,8 @@ impl ResponseAssembler {
             prompt_usage: vec![None; num_prompts],
             logprobs,
             hide_cached_tokens: false,
+            echo_tokens: vec![None; num_prompts],
+            prompt_scores: vec![None; num_prompts],
         }
     }
 
@@ -140,6 +146,41 @@ impl ResponseAssembler {
     pub fn hiding_cached_tokens(mut self, hide: bool) -> Self {
         self.hide_cached_tokens = hide;
         self
+    }
+
+    /// Makes each echoed prompt carry its tokens' logprobs: `tokens` has one list per prompt,
+    /// and the engine sends their scores in an [`Event::Prompt`] before the first delta.
+    pub fn with_echo_logprobs(mut self, tokens: Vec<Vec<u32>>) -> Self {
+        self.echo_tokens = tokens.into_iter().map(Some).collect();
+        self.echo_tokens.resize(self.prompt_usage.len(), None);
+        self
+    }
+
+    /// The completions logprobs of prompt `prompt_index`'s echo for choice `index`: its first
+    /// token with a null logprob, then the engine's scores. Offsets restart at 0.
+    fn echo_piece(
+        &mut self,
+        prompt_index: usize,
+        index: u32,
+        tokens: &dyn TokenTexts,
+    ) -> Result<Option<CompletionLogprobs>, ApiError> {
+        let Some(prompt) = &self.echo_tokens[prompt_index] else {
+            return Ok(None);
+        };
+        let scores = self.prompt_scores[prompt_index].as_ref().ok_or_else(|| {
+            ApiError::Internal("the engine sent no prompt logprobs for an echoed prompt".into())
+        })?;
+        let mut piece = CompletionLogprobs::default();
+        let first = tokens.token_text(prompt[0]);
+        let first_chars = first.chars().count() as u32;
+        piece.tokens.push(first);
+        piece.token_logprobs.push(None);
+        piece.top_logprobs.push(None);
+        piece.text_offset.push(0);
+        piece.extend(completion_logprobs(&scores.logprobs, tokens, first_chars));
+        let chars = piece.tokens.iter().map(|t| t.chars().count() as u32).sum();
+        self.choices[index as usize].token_text_chars = chars;
+        Ok(Some(piece))
     }
 
     /// Total number of choices in the response.
@@ -176,7 +217,9 @@ impl ResponseAssembler {
         tokens: &dyn TokenTexts,
     ) -> Result<Vec<ChoiceUpdate>, ApiError> {
         let choice = match &event {
-            Event::Delta { choice, .. } | Event::Finished { choice, .. } => *choice,
+            Event::Delta { choice, .. }
+            | Event::Finished { choice, .. }
+            | Event::Prompt { choice, .. } => *choice,
         };
         if choice >= self.n || prompt_index >= self.prompt_usage.len() {
             return Err(ApiError::Internal(format!(
@@ -206,7 +249,18 @@ impl ResponseAssembler {
                     }
                 }
                 update_text.push_str(&text);
-                let piece = self.logprobs_piece(index, &logprobs, tokens);
+                let echo_piece = match first {
+                    true => self.echo_piece(prompt_index, index, tokens)?,
+                    false => None,
+                };
+                let piece = match (echo_piece, self.logprobs_piece(index, &logprobs, tokens)) {
+                    (Some(mut echo), Some(LogprobsPiece::Completion(generated))) => {
+                        echo.extend(generated);
+                        Some(LogprobsPiece::Completion(echo))
+                    }
+                    (Some(echo), _) => Some(LogprobsPiece::Completion(echo)),
+                    (None, piece) => piece,
+                };
                 let state = &mut self.choices[index as usize];
                 state.started = true;
                 state.completion_tokens += token_ids.len() as u32;
@@ -241,11 +295,12 @@ impl ResponseAssembler {
                 };
                 if !state.started {
                     let text = self.echo[prompt_index].clone().unwrap_or_default();
+                    let echo_piece = self.echo_piece(prompt_index, index, tokens)?;
                     updates.push(ChoiceUpdate::Delta {
                         index,
                         first: true,
                         text,
-                        logprobs: None,
+                        logprobs: echo_piece.map(LogprobsPiece::Completion),
                     });
                 }
                 let state = &mut self.choices[index as usize];
@@ -256,6 +311,7 @@ impl ResponseAssembler {
                 self.prompt_usage[prompt_index].get_or_insert(usage);
                 updates.push(ChoiceUpdate::Finish { index, reason });
             }
+            Event::Prompt { scores, .. } => self.prompt_scores[prompt_index] = Some(scores),
         }
         Ok(updates)
     }

@@ -34,6 +34,8 @@ pub struct ResponsePlan {
     pub echo: Option<Vec<String>>,
     /// Leave `usage.prompt_tokens_details` out.
     pub hide_cached_tokens: bool,
+    /// With `echo` and `logprobs`: each prompt's tokens, whose logprobs the echo carries.
+    pub echo_tokens: Option<Vec<Vec<u32>>>,
 }
 
 /// A fresh response id with the given prefix (`chatcmpl`, `cmpl`).
@@ -70,9 +72,12 @@ pub async fn run(
     })?;
     let num_prompts = streams.len();
     let events = merge(streams);
-    let assembler =
+    let mut assembler =
         ResponseAssembler::new(plan.flavor, num_prompts, plan.n, plan.echo, plan.logprobs)
             .hiding_cached_tokens(plan.hide_cached_tokens);
+    if let Some(tokens) = plan.echo_tokens {
+        assembler = assembler.with_echo_logprobs(tokens);
+    }
     let meta = ResponseMeta {
         id: response_id(id_prefix),
         created: unix_now(),

@@ -14,6 +14,7 @@ pub mod generation;
 pub mod prometheus;
 pub mod registry;
 pub mod routes;
+pub mod scoring;
 pub mod server;
 pub mod sse;
 pub mod validate;
@@ -107,6 +108,13 @@ pub fn router_for(registry: Arc<ModelRegistry>, config: ApiConfig) -> Router {
             "/v1/completions",
             post(routes::completions::create_completion),
         )
+        .route(
+            "/v1/embeddings",
+            post(routes::embeddings::create_embeddings),
+        )
+        .route("/v1/rerank", post(routes::rerank::rerank))
+        .route("/rerank", post(routes::rerank::rerank))
+        .route("/v1/score", post(routes::rerank::score))
         .route("/v1/models", get(routes::models::list_models))
         .route("/v1/models/{*id}", get(routes::models::retrieve_model))
         .route("/tokenize", post(routes::tokenize::tokenize))

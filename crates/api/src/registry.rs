@@ -25,6 +25,10 @@ pub struct ServedModel {
     pub max_model_len: usize,
     /// Unix seconds when the model was loaded.
     pub created: u64,
+    /// The pooling named by the model's sentence-transformers files: `Some` marks an embedder
+    /// (embeddings pool this way; rerank and score compare embeddings). `None`: a generative
+    /// model, which embeds by its last token's state and reranks by its "yes"/"no" logits.
+    pub pooling: Option<sluice_engine::Pooling>,
     /// For a pooled model, keeps it loaded (unevictable) while this value lives; `None` for a
     /// model outside a pool.
     pub lease: Option<ModelLease>,
@@ -115,6 +119,7 @@ impl ModelRegistry {
                     engine: model.engine.clone(),
                     tokenizer: Arc::clone(&model.tokenizer),
                     max_model_len: model.max_model_len,
+                    pooling: model.pooling,
                     created: unix_seconds(lease.loaded_at()),
                     lease: Some(lease),
                 }))
@@ -151,6 +156,7 @@ impl ModelRegistry {
                         engine: model.engine.clone(),
                         tokenizer: Arc::clone(&model.tokenizer),
                         max_model_len: model.max_model_len,
+                        pooling: model.pooling,
                         created: unix_seconds(loaded_at),
                         lease: None,
                     })

@@ -89,6 +89,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 },
                 priority: Default::default(),
                 cache_salt: None,
+                prompt_outputs: sluice_engine::PromptOutputs::default(),
             })?);
         }
         // One reader thread per stream, so each token is timed when it arrives.
@@ -105,7 +106,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                                 last = Some(now);
                                 tokens += token_ids.len();
                             }
-                            Event::Delta { .. } => {}
+                            Event::Delta { .. } | Event::Prompt { .. } => {}
                             Event::Finished { .. } => break,
                         }
                     }

@@ -24,7 +24,7 @@ use crate::output_text::OutputText;
 use crate::queue::DEFAULT_AGING_RATE;
 use crate::request::{Event, FinishReason, GenerationRequest, ResponseFormat, Usage};
 use crate::sampler::sample;
-use crate::scheduler::{ModelOutput, Scheduler, SchedulerConfig, SchedulerOutput};
+use crate::scheduler::{ModelOutput, ScheduledSeq, Scheduler, SchedulerConfig, SchedulerOutput};
 use crate::sequence::{SeqId, Sequence, SequenceSpec, SequenceStatus};
 
 /// How long an otherwise idle engine waits before retrying events a slow client has not taken.
@@ -62,6 +62,14 @@ pub enum ExecutorError {
         expected_rows: usize,
         /// The executor's vocabulary size.
         expected_vocab: usize,
+    },
+    /// The model returned a different number of hidden-state rows than were asked for.
+    #[error("model returned {floats} hidden-state floats for {expected_rows} rows")]
+    WrongHiddenShape {
+        /// Floats returned.
+        floats: usize,
+        /// Rows asked for.
+        expected_rows: usize,
     },
 }
 
@@ -323,6 +331,12 @@ impl EngineLoop {
                 constraint: masks.as_ref().map(ConstraintMasks::start),
                 cache_salt: request.cache_salt,
             });
+            // The prompt is the same for every choice: the first one scores it.
+            let seq = if choice == 0 {
+                seq.with_prompt_outputs(request.prompt_outputs.clone())
+            } else {
+                seq
+            };
             if request.prompt_tokens.is_empty() {
                 self.finish_unscheduled(seq, "the prompt is empty");
             } else if !self.scheduler.has_queue_room() {
@@ -461,6 +475,15 @@ impl EngineLoop {
                 expected_vocab,
             });
         }
+        let expected_rows = out.batch.hidden_indices.len();
+        if logits.hidden.len() != expected_rows * logits.hidden_size
+            || (expected_rows > 0 && logits.hidden_size == 0)
+        {
+            return Err(ExecutorError::WrongHiddenShape {
+                floats: logits.hidden.len(),
+                expected_rows,
+            });
+        }
         Ok(logits)
     }
 
@@ -468,8 +491,21 @@ impl EngineLoop {
         let mut samples = Vec::new();
         let mut previous_token_at = Vec::new();
         for s in &out.scheduled {
-            let (Some(row), Some(seq)) = (s.logits_row, self.scheduler.sequence_mut(s.seq_id))
-            else {
+            let Some(seq) = self.scheduler.sequence_mut(s.seq_id) else {
+                continue;
+            };
+            let next_token_row = s.logits_row.filter(|_| ends_prompt(s, seq));
+            if let (Some(rows), Some(scoring)) = (&s.prompt_rows, seq.prompt_scoring_mut()) {
+                scoring.record(logits, rows, next_token_row);
+                if scoring.is_complete() {
+                    let scores = seq.take_prompt_scores().map(Box::new);
+                    let (request_id, choice) = (seq.request_id, seq.choice as usize);
+                    if let Some(r) = self.requests.get_mut(&request_id) {
+                        r.choices[choice].prompt = scores;
+                    }
+                }
+            }
+            let Some(row) = s.logits_row.filter(|_| !seq.scores_only()) else {
                 continue;
             };
             previous_token_at.push((s.seq_id, seq.last_token_at));
@@ -567,6 +603,12 @@ impl EngineLoop {
             self.scheduler.block_manager().num_used_blocks(),
         );
     }
+}
+
+/// True when the scheduled chunk's last token is the last prompt token (its logits score the
+/// token after the prompt). Read before the chunk is counted as computed.
+fn ends_prompt(s: &ScheduledSeq, seq: &Sequence) -> bool {
+    seq.num_computed_tokens() + s.num_new_tokens == seq.prompt().len()
 }
 
 #[cfg(test)]

@@ -40,6 +40,7 @@ fn request(prompt: Vec<u32>, seed: u64, max_tokens: u32) -> GenerationRequest {
         },
         priority: Priority::Normal,
         cache_salt: None,
+        prompt_outputs: crate::request::PromptOutputs::default(),
     }
 }
 
@@ -79,6 +80,7 @@ fn collect(mut stream: RequestStream, n: usize) -> Vec<Choice> {
                 c.usage = usage;
                 c.finishes += 1;
             }
+            Event::Prompt { .. } => panic!("no prompt outputs were asked for"),
         }
     }
     choices

@@ -89,12 +89,14 @@ impl Executor for HistoryExecutor {
             self.slots[slot as usize] = Some(token);
         }
         let mut data = Vec::with_capacity(batch.logits_indices.len() * self.vocab_size);
-        for seq in &batch.seqs {
-            let last = seq.token_start + seq.num_tokens - 1;
-            if !batch.logits_indices.contains(&last) {
-                continue;
-            }
-            let history = (0..seq.context_len)
+        for &row in &batch.logits_indices {
+            let seq = (batch.seqs.iter())
+                .find(|s| (s.token_start..s.token_start + s.num_tokens).contains(&row))
+                .ok_or_else(|| {
+                    ExecutorError::Forward("a logits row outside every sequence".into())
+                })?;
+            let context = seq.context_len - seq.num_tokens + (row - seq.token_start) + 1;
+            let history = (0..context)
                 .map(|p| {
                     let block = seq.block_table[p / self.block_size] as usize;
                     self.slots[block * self.block_size + p % self.block_size]
@@ -103,9 +105,22 @@ impl Executor for HistoryExecutor {
                 .ok_or_else(|| ExecutorError::Forward("read an unwritten KV slot".into()))?;
             data.extend(logits_after(&history, self.vocab_size));
         }
+        // A hidden state that depends on the token and its whole history, like a model's.
+        let hidden = (batch.hidden_indices.iter())
+            .flat_map(|&i| {
+                let (token, position) = (batch.token_ids[i], batch.positions[i]);
+                [
+                    token as f32,
+                    position as f32,
+                    (token * 31 + position) as f32 % 7.0,
+                ]
+            })
+            .collect();
         Ok(Logits {
             data,
             vocab_size: self.vocab_size,
+            hidden,
+            hidden_size: 3,
         })
     }
 

@@ -236,6 +236,7 @@ mod tests {
             stop: Default::default(),
             priority: Default::default(),
             cache_salt: None,
+            prompt_outputs: crate::request::PromptOutputs::default(),
         }
     }
 
@@ -277,6 +278,7 @@ mod tests {
             stop: Default::default(),
             priority: Default::default(),
             cache_salt: None,
+            prompt_outputs: crate::request::PromptOutputs::default(),
         };
         assert_eq!(handle.submit(req).err(), Some(SubmitError::ShutDown));
         assert_eq!(handle.num_unfinished(), 0);
@@ -296,6 +298,7 @@ mod tests {
             stop: Default::default(),
             priority: Default::default(),
             cache_salt: None,
+            prompt_outputs: crate::request::PromptOutputs::default(),
         };
         let _first = handle.submit(req.clone()).unwrap();
         assert_eq!(handle.submit(req).err(), Some(SubmitError::QueueFull));

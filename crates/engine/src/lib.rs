@@ -9,6 +9,7 @@ pub mod model_executor;
 mod outbox;
 pub mod output_text;
 pub mod pool;
+pub mod prompt_scoring;
 pub mod queue;
 pub mod request;
 pub mod sampler;
@@ -21,8 +22,8 @@ pub use handle::{EngineHandle, RequestId, RequestStream, SubmitError};
 pub use metrics::{EngineMetrics, HistogramSnapshot, MetricsSnapshot, StepTimes};
 pub use model_executor::ModelExecutor;
 pub use request::{
-    Event, FinishReason, GenerationRequest, Priority, ResponseFormat, SamplingParams, StopRules,
-    TokenLogprob, Usage,
+    Event, FinishReason, GenerationRequest, Pooling, Priority, PromptOutputs, PromptScores,
+    ResponseFormat, SamplingParams, StopRules, TokenLogprob, Usage,
 };
 
 #[cfg(test)]

@@ -77,6 +77,7 @@ fn request(prompt: Vec<u32>, sampling: SamplingParams, max_tokens: u32) -> Gener
         },
         priority: Priority::Normal,
         cache_salt: None,
+        prompt_outputs: crate::request::PromptOutputs::default(),
     }
 }
 
@@ -92,6 +93,7 @@ fn collect(mut stream: RequestStream) -> (Vec<u32>, String, Option<FinishReason>
                 text.push_str(&t);
             }
             Event::Finished { reason: r, .. } => reason = Some(r),
+            Event::Prompt { .. } => panic!("no prompt outputs were asked for"),
         }
     }
     (tokens, text, reason)

@@ -3,12 +3,14 @@
 
 use tokio::sync::mpsc::{self, error::TrySendError};
 
-use crate::request::Event;
+use crate::request::{Event, PromptScores};
 use crate::sequence::PendingOutput;
 
 /// Events of one choice not yet accepted by the request's channel.
 #[derive(Debug, Default)]
 pub(crate) struct ChoiceOutbox {
+    /// Outputs over the prompt, sent before any delta.
+    pub(crate) prompt: Option<Box<PromptScores>>,
     pub(crate) delta: PendingOutput,
     pub(crate) finished: Option<Event>,
     /// `Finished` was delivered.
@@ -35,6 +37,20 @@ pub(crate) enum Flush {
 /// Sends, in order, what the request's channel will take.
 pub(crate) fn flush(request: &mut RequestState) -> Flush {
     for (choice, outbox) in request.choices.iter_mut().enumerate() {
+        if let Some(scores) = outbox.prompt.take() {
+            let event = Event::Prompt {
+                choice: choice as u32,
+                scores,
+            };
+            match request.events.try_send(event) {
+                Ok(()) => {}
+                Err(TrySendError::Full(Event::Prompt { scores, .. })) => {
+                    outbox.prompt = Some(scores);
+                    return Flush::Pending;
+                }
+                Err(_) => return Flush::Closed,
+            }
+        }
         if !outbox.delta.is_empty() {
             if request.events.is_closed() {
                 return Flush::Closed;

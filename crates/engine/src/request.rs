@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use sluice_model::Pooling;
 use sluice_text::constraint::Schema;
 use sluice_text::StopSet;
 
@@ -133,6 +134,49 @@ pub struct GenerationRequest {
     /// salt (`None` is a scope of its own). The API derives it from the caller's API key and
     /// `cache_salt`, so one caller's cache hits reveal nothing of another's prompts.
     pub cache_salt: Option<u64>,
+    /// What is computed over the prompt itself (scoring, embeddings); nothing by default.
+    pub prompt_outputs: PromptOutputs,
+}
+
+/// Outputs computed over the prompt rather than generated: prompt logprobs (evaluation
+/// harnesses), a pooled hidden state (embeddings) and the next token's log-probabilities of
+/// chosen tokens (a reranker's "yes" and "no"). They are computed chunk by chunk as the prompt
+/// is prefilled; a request that asks for prompt logprobs or mean/CLS pooling computes every
+/// prompt token (no prefix-cache reuse), since cached rows have no logits or hidden states.
+/// Only choice 0 of a request computes them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PromptOutputs {
+    /// `Some(k)`: the log-probability of every prompt token after the first, with the top `k`
+    /// alternatives at each position.
+    pub logprobs: Option<u32>,
+    /// `Some(pooling)`: the prompt's final-norm hidden states pooled into one (unnormalised)
+    /// vector.
+    pub pooling: Option<Pooling>,
+    /// Tokens whose log-probability at the position after the prompt is reported.
+    pub next_token_candidates: Vec<u32>,
+}
+
+impl PromptOutputs {
+    /// True when nothing is asked for.
+    pub fn is_empty(&self) -> bool {
+        self.logprobs.is_none() && self.pooling.is_none() && self.next_token_candidates.is_empty()
+    }
+
+    /// True when every prompt row must be computed (cached rows would lack their outputs).
+    pub fn needs_every_prompt_row(&self) -> bool {
+        self.logprobs.is_some() || matches!(self.pooling, Some(Pooling::Mean | Pooling::Cls))
+    }
+}
+
+/// What [`PromptOutputs`] produced, delivered in an [`Event::Prompt`].
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PromptScores {
+    /// One entry per prompt token after the first (the first has no context to score it).
+    pub logprobs: Vec<TokenLogprob>,
+    /// The pooled final hidden state, unnormalised.
+    pub embedding: Option<Vec<f32>>,
+    /// `(token, log-probability)` at the position after the prompt, in the order asked.
+    pub next_token: Vec<(u32, f32)>,
 }
 
 /// Why a choice ended.
@@ -211,5 +255,13 @@ pub enum Event {
         usage: Usage,
         /// Time spent waiting in the queue before first being scheduled.
         queue_time: Duration,
+    },
+    /// What was computed over the prompt ([`PromptOutputs`]), sent once (for choice 0) as soon
+    /// as the prompt is computed: before that choice's first `Delta`.
+    Prompt {
+        /// Choice index (always 0).
+        choice: u32,
+        /// The scores and the pooled state.
+        scores: Box<PromptScores>,
     },
 }

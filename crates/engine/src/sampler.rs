@@ -409,7 +409,7 @@ fn key_token(key: u64) -> u32 {
 /// The log-normaliser comes from the same vectorised `exp` pass as sampling; the alternatives
 /// are ordered by raw score (ties by token id), selecting among the scores within 8 (then 24)
 /// nats of the best when there are at least `k` of them, among all otherwise.
-fn token_logprob(logits: &[f32], token_id: u32, k: u32) -> TokenLogprob {
+pub(crate) fn token_logprob(logits: &[f32], token_id: u32, k: u32) -> TokenLogprob {
     let Some(max) = max_finite(logits) else {
         // No finite logit: nothing has a probability to report.
         return TokenLogprob {

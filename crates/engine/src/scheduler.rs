@@ -17,6 +17,7 @@ use sluice_model::Batch;
 
 use crate::block_manager::{BlockManager, SharedPrefix};
 use crate::handle::RequestId;
+use crate::prompt_scoring::{PromptRows, PROMPT_LOGITS_ROWS_PER_STEP};
 use crate::queue::{effective_priority, QueueFull, WaitingQueue};
 use crate::request::{FinishReason, Priority};
 use crate::sampler::Sample;
@@ -51,6 +52,8 @@ pub struct ScheduledSeq {
     pub num_new_tokens: usize,
     /// Row of the step's logits to sample its next token from, once it has caught up.
     pub logits_row: Option<usize>,
+    /// Rows of the step's outputs this sequence's prompt outputs read (scoring, pooling).
+    pub prompt_rows: Option<PromptRows>,
 }
 
 /// What one step computes, and what happened while deciding it.
@@ -243,7 +246,7 @@ impl Scheduler {
             let id = self.running[i];
             let seq = &self.seqs[&id];
             let prefilling = is_prefilling(seq);
-            let mut num_new = seq.num_uncomputed_tokens().min(budget);
+            let mut num_new = seq.num_uncomputed_tokens().min(budget).min(row_cap(seq));
             if prefilling {
                 num_new = num_new.min(prefill_budget);
             }
@@ -379,18 +382,25 @@ impl Scheduler {
             SiblingPrefix::Ready(shared) => Some(shared),
             SiblingPrefix::Computing => return Admission::WaitForSibling,
         };
+        // Rows found in the cache have no logits or hidden states to score or pool: such a
+        // sequence looks nothing up (an empty lookup key reuses no block).
+        let needs_rows = seq.prompt_scoring().is_some_and(|p| p.needs_prompt_rows());
+        let (lookup, shared) = match needs_rows {
+            true => (&[][..], None),
+            false => (seq.tokens(), shared),
+        };
         let salt = seq.cache_salt;
-        let cached = self.blocks.num_reusable_tokens(seq.tokens(), shared, salt);
-        let num_new = (total - cached).min(budget);
+        let cached = self.blocks.num_reusable_tokens(lookup, shared, salt);
+        let num_new = (total - cached).min(budget).min(row_cap(seq));
         if !self
             .blocks
-            .can_allocate(seq.tokens(), cached + num_new, shared, salt)
+            .can_allocate(lookup, cached + num_new, shared, salt)
         {
             return Admission::NoBlocks;
         }
         let table = self
             .blocks
-            .allocate(seq.tokens(), cached + num_new, shared, salt)
+            .allocate(lookup, cached + num_new, shared, salt)
             .expect("checked");
         let seq = self.seqs.get_mut(&id).expect("exists");
         self.waiting.remove(seq.priority, seq.arrival, id);
@@ -406,26 +416,49 @@ impl Scheduler {
 
     fn build_batch(&self, plan: &[(SeqId, usize)], out: &mut SchedulerOutput) {
         let block_size = self.blocks.block_size();
-        let mut rows = 0;
         for &(id, num_new) in plan {
             let seq = &self.seqs[&id];
             let start = seq.num_computed_tokens();
             let catches_up = start + num_new == seq.tokens().len();
             let table = seq.block_table().expect("scheduled sequence holds blocks");
+            let token_start = out.batch.num_tokens();
             out.batch.push_sequence(
                 &seq.tokens()[start..start + num_new],
                 start,
                 table.block_ids().to_vec(),
                 block_size,
-                catches_up,
+                false,
             );
+            let batch = &mut out.batch;
+            let prompt_rows = seq.prompt_scoring().map(|scoring| {
+                let (logprob_positions, hidden_positions) = scoring.rows(start, num_new);
+                let rows = PromptRows {
+                    first_logits_row: batch.logits_indices.len(),
+                    first_hidden_row: batch.hidden_indices.len(),
+                    logprob_positions,
+                    hidden_positions,
+                };
+                let flat = |p: usize| token_start + p - start;
+                batch
+                    .logits_indices
+                    .extend(rows.logprob_positions.clone().map(flat));
+                batch
+                    .hidden_indices
+                    .extend(rows.hidden_positions.clone().map(flat));
+                rows
+            });
+            // A score-only sequence needs its last row's logits only for next-token scores.
+            let wants_last_row =
+                !seq.scores_only() || seq.prompt_scoring().is_some_and(|p| p.wants_next_token());
+            let logits_row = (catches_up && wants_last_row).then(|| {
+                batch.logits_indices.push(token_start + num_new - 1);
+                batch.logits_indices.len() - 1
+            });
             out.scheduled.push(ScheduledSeq {
                 seq_id: id,
                 num_new_tokens: num_new,
-                logits_row: catches_up.then(|| {
-                    rows += 1;
-                    rows - 1
-                }),
+                logits_row,
+                prompt_rows,
             });
         }
     }
@@ -447,6 +480,16 @@ impl Scheduler {
             seq.register_computed_blocks(&mut self.blocks);
         }
         let mut finished = Vec::new();
+        // A score-only request ends once its prompt is computed; it samples nothing.
+        for s in &out.scheduled {
+            let Some(seq) = self.seqs.get_mut(&s.seq_id) else {
+                continue;
+            };
+            if seq.scores_only() && !seq.is_finished() && seq.num_uncomputed_tokens() == 0 {
+                seq.finish(FinishReason::Length, None);
+                finished.push(s.seq_id);
+            }
+        }
         for (id, result) in model_output.samples {
             let Some(seq) = self.seqs.get_mut(&id).filter(|s| !s.is_finished()) else {
                 continue;
@@ -474,6 +517,15 @@ impl Scheduler {
         }
         self.running.retain(|id| !ids.contains(id));
         ids
+    }
+}
+
+/// Most tokens a sequence may compute in one step: a chunk whose every row is scored is cut to
+/// [`PROMPT_LOGITS_ROWS_PER_STEP`].
+fn row_cap(seq: &Sequence) -> usize {
+    match seq.prompt_scoring() {
+        Some(p) if p.wants_logprob_rows() => PROMPT_LOGITS_ROWS_PER_STEP,
+        _ => usize::MAX,
     }
 }
 

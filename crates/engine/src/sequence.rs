@@ -8,7 +8,10 @@ use crate::block_manager::{BlockManager, BlockTable};
 use crate::constraint::OutputConstraint;
 use crate::handle::RequestId;
 use crate::output_text::OutputText;
-use crate::request::{FinishReason, Priority, SamplingParams, StopRules, TokenLogprob};
+use crate::prompt_scoring::PromptScoring;
+use crate::request::{
+    FinishReason, Priority, PromptOutputs, PromptScores, SamplingParams, StopRules, TokenLogprob,
+};
 use crate::sampler::{Sample, SamplerRng, SamplingContext};
 
 /// Identifies a sequence (one choice) inside the engine; increases with arrival.
@@ -118,6 +121,8 @@ pub struct Sequence {
     /// A stop string matched: the text after it is never released.
     stopped_on_text: bool,
     pending: PendingOutput,
+    /// Outputs over the prompt still being computed, if any were asked for.
+    prompt_scoring: Option<PromptScoring>,
     /// Prompt tokens found in the prefix cache when first scheduled.
     pub num_cached_prompt_tokens: usize,
     /// First time the scheduler gave it blocks.
@@ -154,10 +159,37 @@ impl Sequence {
             constraint: spec.constraint,
             stopped_on_text: false,
             pending: PendingOutput::default(),
+            prompt_scoring: None,
             num_cached_prompt_tokens: 0,
             first_scheduled_at: None,
             last_token_at: None,
         }
+    }
+
+    /// Asks for outputs over the prompt (scoring, pooling) besides generated tokens.
+    pub fn with_prompt_outputs(mut self, wanted: PromptOutputs) -> Self {
+        self.prompt_scoring = PromptScoring::new(wanted, self.prompt());
+        self
+    }
+
+    /// Progress on the outputs over the prompt, if any were asked for.
+    pub fn prompt_scoring(&self) -> Option<&PromptScoring> {
+        self.prompt_scoring.as_ref()
+    }
+
+    /// Progress on the outputs over the prompt, mutably (to record a chunk's rows).
+    pub fn prompt_scoring_mut(&mut self) -> Option<&mut PromptScoring> {
+        self.prompt_scoring.as_mut()
+    }
+
+    /// Takes what was computed over the prompt (once, when the sequence is collected).
+    pub fn take_prompt_scores(&mut self) -> Option<PromptScores> {
+        self.prompt_scoring.take().map(PromptScoring::into_scores)
+    }
+
+    /// True when the request generates nothing (`max_tokens` 0: score or embed the prompt).
+    pub fn scores_only(&self) -> bool {
+        self.stop.max_tokens == 0
     }
 
     /// Prompt then generated tokens.

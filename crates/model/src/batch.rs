@@ -1,8 +1,9 @@
 //! The typed input of one forward pass: a flat batch of tokens from many sequences.
 //!
 //! The scheduler builds a [`Batch`] every step; the model reads it and returns [`Logits`] for the
-//! rows named in [`Batch::logits_indices`]. Decode steps (one token) and prefill chunks (many
-//! tokens) of different sequences share one batch.
+//! rows named in [`Batch::logits_indices`] (and the final hidden state of the rows named in
+//! [`Batch::hidden_indices`], which embedding requests pool). Decode steps (one token) and
+//! prefill chunks (many tokens) of different sequences share one batch.
 
 /// One sequence's share of a flat [`Batch`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +35,9 @@ pub struct Batch {
     /// Flat token indices whose logits are returned, in this order (usually each sequence's
     /// last token when it has caught up with its prompt).
     pub logits_indices: Vec<usize>,
+    /// Flat token indices whose final-norm hidden state is returned, in this order (rows an
+    /// embedding request pools). Usually empty.
+    pub hidden_indices: Vec<usize>,
 }
 
 impl Batch {
@@ -74,13 +78,20 @@ impl Batch {
     }
 }
 
-/// Logits for the rows a [`Batch`] asked for: `[rows, vocab_size]`, row-major.
-#[derive(Debug, Clone, PartialEq)]
+/// What one forward pass returns: logits for the rows a [`Batch`] asked for, `[rows,
+/// vocab_size]` row-major, and the final-norm hidden states of its `hidden_indices`,
+/// `[hidden rows, hidden_size]` row-major.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Logits {
     /// Row-major values, `rows * vocab_size` long.
     pub data: Vec<f32>,
     /// Columns per row.
     pub vocab_size: usize,
+    /// Final-norm hidden states (the input of the output head) of `Batch::hidden_indices`,
+    /// `hidden_indices.len() * hidden_size` long; empty when none were asked for.
+    pub hidden: Vec<f32>,
+    /// Columns of every hidden-state row.
+    pub hidden_size: usize,
 }
 
 impl Logits {
@@ -92,6 +103,11 @@ impl Logits {
     /// One row's logits.
     pub fn row(&self, i: usize) -> &[f32] {
         &self.data[i * self.vocab_size..(i + 1) * self.vocab_size]
+    }
+
+    /// The final hidden state of the `i`-th entry of `Batch::hidden_indices`.
+    pub fn hidden_row(&self, i: usize) -> &[f32] {
+        &self.hidden[i * self.hidden_size..(i + 1) * self.hidden_size]
     }
 }
 

@@ -118,18 +118,27 @@ impl Decoder {
         let block_size = kv.block_size();
         let mut h = vec![0f32; t * hidden]; // [T, hidden], normed input of each block
         let last_layer = self.layers.len().saturating_sub(1);
-        // Rows that need logits, when that is not every row (a prefill chunk): past the last
-        // layer's K/V write nothing else reads the other rows, so the last layer's attention
-        // output and MLP run for these rows only (as llama.cpp does).
-        let wanted = &batch.logits_indices;
+        // Rows that need an output (logits, then hidden states not already among them), when
+        // that is not every row (a prefill chunk): past the last layer's K/V write nothing else
+        // reads the other rows, so the last layer's attention output and MLP run for these rows
+        // only (as llama.cpp does).
+        let mut wanted = batch.logits_indices.clone();
+        let hidden_rows: Vec<usize> = (batch.hidden_indices.iter())
+            .map(|&r| {
+                wanted.iter().position(|&w| w == r).unwrap_or_else(|| {
+                    wanted.push(r);
+                    wanted.len() - 1
+                })
+            })
+            .collect();
         let subset = wanted.len() < t;
         let every_row: Vec<usize> = (0..t).collect();
         for (i, layer) in self.layers.iter().enumerate() {
             layer.input_layernorm.forward(&x, &mut h);
             let reduce = i == last_layer && subset;
-            let outputs = if reduce { wanted } else { &every_row };
+            let outputs = if reduce { &wanted } else { &every_row };
             if reduce {
-                x = gather_rows(&x, hidden, wanted);
+                x = gather_rows(&x, hidden, &wanted);
             }
             layer.self_attn.forward(
                 &h,
@@ -146,17 +155,20 @@ impl Decoder {
             layer.post_attention_layernorm.forward(&x, &mut h);
             layer.mlp.forward_add(&h, rows, &mut x);
         }
-        // Only the requested rows go through the final norm and the (large) output head.
-        let rows = wanted.len();
+        // Only the requested rows go through the final norm; only the logits rows through the
+        // (large) output head.
         let mut last = if subset && !self.layers.is_empty() {
             x
         } else {
-            gather_rows(&x, hidden, wanted) // [rows, hidden]
+            gather_rows(&x, hidden, &wanted) // [logits rows + hidden rows, hidden]
         };
         self.norm.forward_in_place(&mut last);
+        let rows = batch.logits_indices.len();
         Logits {
-            data: self.lm_head.forward(&last, rows),
+            data: self.lm_head.forward(&last[..rows * hidden], rows),
             vocab_size: self.lm_head.out_dim(),
+            hidden: gather_rows(&last, hidden, &hidden_rows),
+            hidden_size: hidden,
         }
     }
 

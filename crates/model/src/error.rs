@@ -137,4 +137,12 @@ pub enum ForwardError {
         /// Tokens in the batch.
         num_tokens: usize,
     },
+    /// A requested hidden-state row is not a token of the batch.
+    #[error("hidden-state index {index} is outside the batch of {num_tokens} tokens")]
+    HiddenIndexOutOfRange {
+        /// The offending index.
+        index: usize,
+        /// Tokens in the batch.
+        num_tokens: usize,
+    },
 }

@@ -18,6 +18,7 @@ pub mod kernels;
 pub mod kv_cache;
 pub mod layers;
 pub mod model;
+pub mod pooling;
 
 pub use batch::{Batch, Logits, SeqBatch};
 pub use checkpoint::{Checkpoint, RawTensor, TensorSource};
@@ -27,3 +28,4 @@ pub use files::ModelFiles;
 pub use kernels::matmul::WeightDtype;
 pub use kv_cache::{KvCache, KvDtype};
 pub use model::{LoadOptions, Model};
+pub use pooling::{pooling_of, Pooling};

@@ -90,7 +90,8 @@ impl Model {
     }
 
     /// Runs one step: writes every token's K/V into `kv` at its slot and returns logits for
-    /// `batch.logits_indices`, `[rows, vocab_size]`. A malformed batch is rejected before any
+    /// `batch.logits_indices`, `[rows, vocab_size]`, and the final-norm hidden states of
+    /// `batch.hidden_indices`. A malformed batch is rejected before any
     /// work, leaving `kv` untouched.
     pub fn forward(&self, batch: &Batch, kv: &mut KvCache) -> Result<Logits, ForwardError> {
         let token_seq = self.validate(batch, kv)?;
@@ -139,6 +140,12 @@ impl Model {
         }
         if let Some(&index) = batch.logits_indices.iter().find(|&&i| i >= n) {
             return Err(ForwardError::LogitsIndexOutOfRange {
+                index,
+                num_tokens: n,
+            });
+        }
+        if let Some(&index) = batch.hidden_indices.iter().find(|&&i| i >= n) {
+            return Err(ForwardError::HiddenIndexOutOfRange {
                 index,
                 num_tokens: n,
             });

@@ -56,6 +56,7 @@ pub async fn create_chat_completion(
         logprobs: valid.params.sampling.logprobs.is_some(),
         hide_cached_tokens: state.config.hide_cached_tokens,
         echo: None,
+        echo_tokens: None,
     };
     run(
         model,

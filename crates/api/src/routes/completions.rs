@@ -61,13 +61,17 @@ pub async fn create_completion(
     let mut echo_texts = Vec::with_capacity(tokenized.len());
     let cache_salt =
         caller.cache_salt(&state.cache_salt_hasher, valid.params.cache_salt.as_deref());
+    let mut echo_tokens = Vec::with_capacity(tokenized.len());
     for (tokens, text) in tokenized {
-        let mut request = valid
-            .params
-            .request_for(tokens, model.max_model_len, "prompt")?;
+        let mut request =
+            valid
+                .params
+                .request_for(tokens.clone(), model.max_model_len, "prompt")?;
         request.cache_salt = cache_salt;
+        request.prompt_outputs.logprobs = valid.prompt_logprobs;
         requests.push(request);
         echo_texts.extend(text);
+        echo_tokens.push(tokens);
     }
     let plan = ResponsePlan {
         flavor: Flavor::Completion,
@@ -76,6 +80,7 @@ pub async fn create_completion(
         logprobs: valid.params.sampling.logprobs.is_some(),
         hide_cached_tokens: state.config.hide_cached_tokens,
         echo: echo.then_some(echo_texts),
+        echo_tokens: valid.prompt_logprobs.map(|_| echo_tokens),
     };
     run(model, requests, plan, state.config.retry_after_secs, "cmpl").await
 }

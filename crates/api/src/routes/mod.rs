@@ -3,10 +3,12 @@
 pub mod admin;
 pub mod chat;
 pub mod completions;
+pub mod embeddings;
 pub mod health;
 pub mod metrics;
 pub mod models;
 pub mod openapi;
+pub mod rerank;
 pub mod tokenize;
 
 use axum::http::{Method, Uri};

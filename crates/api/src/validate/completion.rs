@@ -24,6 +24,9 @@ pub struct ValidCompletionRequest {
     pub prompts: Vec<PromptInput>,
     /// Prepend each prompt's text to its choices' text.
     pub echo: bool,
+    /// `Some(k)` with `echo` and `logprobs: k`: the echoed prompt carries its tokens'
+    /// logprobs (the first token's is null) and top `k` alternatives.
+    pub prompt_logprobs: Option<u32>,
     /// Sampling, stopping and streaming parameters.
     pub params: ValidParams,
 }
@@ -48,13 +51,26 @@ pub fn validate_completion(
         }
     };
     let echo = req.echo.unwrap_or(false);
-    if echo && logprobs.is_some() {
+    let prompt_logprobs = logprobs.filter(|_| echo);
+    // `max_tokens: 0` with `echo` scores the prompt without generating (evaluation harnesses).
+    let score_only = echo && req.max_tokens == Some(0);
+    let max_tokens = if score_only { None } else { req.max_tokens };
+    let mut params = validate_shared(req.options, max_tokens, "max_tokens", logprobs, limits)?;
+    if prompt_logprobs.is_some() && params.stream.is_some() {
         return Err(ApiError::invalid(
-            "echo",
-            "echo together with logprobs is not supported (prompt logprobs are not computed)",
+            "stream",
+            "echo together with logprobs is answered in one body only (stream must be false)",
         ));
     }
-    let params = validate_shared(req.options, req.max_tokens, "max_tokens", logprobs, limits)?;
+    if score_only {
+        if params.stop.min_tokens > 0 {
+            return Err(ApiError::invalid(
+                "min_tokens",
+                "min_tokens must be 0 when max_tokens is 0",
+            ));
+        }
+        params.max_tokens = Some(0);
+    }
     if let Some(best_of) = req.best_of {
         if best_of != params.n.into() {
             return Err(ApiError::invalid(
@@ -70,6 +86,7 @@ pub fn validate_completion(
         model: req.model,
         prompts,
         echo,
+        prompt_logprobs,
         params,
     })
 }

@@ -4,6 +4,7 @@
 
 pub mod chat;
 pub mod completion;
+pub mod scoring;
 
 use std::sync::Arc;
 
@@ -17,6 +18,9 @@ use crate::wire::{GenerationOptions, ResponseFormatField, StopField};
 
 pub use chat::{template_messages, validate_chat, ValidChatRequest};
 pub use completion::{validate_completion, PromptInput, ValidCompletionRequest};
+pub use scoring::{
+    validate_embeddings, validate_rerank, validate_score, ValidEmbeddingRequest, ValidRerankRequest,
+};
 
 /// Largest `n` accepted (OpenAI's limit).
 pub const MAX_N: u32 = 128;
@@ -111,6 +115,19 @@ fn check_positive(param: &str, value: Option<f64>, hi: f64) -> Result<Option<f32
         Some(v) => Err(ApiError::invalid(
             param,
             format!("{param} must be in (0, {hi}], got {v}"),
+        )),
+    }
+}
+
+/// Reads sluice's `priority` field: "high", "normal" (the default) or "low".
+pub(crate) fn parse_priority(priority: Option<&str>) -> Result<Priority, ApiError> {
+    match priority {
+        None | Some("normal") => Ok(Priority::Normal),
+        Some("high") => Ok(Priority::High),
+        Some("low") => Ok(Priority::Low),
+        Some(other) => Err(ApiError::invalid(
+            "priority",
+            format!("priority must be \"high\", \"normal\" or \"low\", got \"{other}\""),
         )),
     }
 }
@@ -221,17 +238,7 @@ pub(crate) fn validate_shared(
         }
         (false, None) => None,
     };
-    let priority = match f.priority.as_deref() {
-        None | Some("normal") => Priority::Normal,
-        Some("high") => Priority::High,
-        Some("low") => Priority::Low,
-        Some(other) => {
-            return Err(ApiError::invalid(
-                "priority",
-                format!("priority must be \"high\", \"normal\" or \"low\", got \"{other}\""),
-            ))
-        }
-    };
+    let priority = parse_priority(f.priority.as_deref())?;
     let response_format = response_format(f.response_format)?;
     Ok(ValidParams {
         n,
@@ -415,6 +422,7 @@ impl ValidParams {
             priority: self.priority,
             // Set by the handler, which knows the caller.
             cache_salt: None,
+            prompt_outputs: sluice_engine::PromptOutputs::default(),
         })
     }
 }

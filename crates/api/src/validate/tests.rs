@@ -619,11 +619,35 @@ fn suffix_is_rejected() {
 }
 
 #[test]
-fn echo_is_accepted_but_not_with_logprobs() {
+fn echo_with_logprobs_asks_for_prompt_logprobs_in_one_body() {
     assert!(completion(json!({"echo": true})).unwrap().echo);
     assert_eq!(
-        rejected_param(completion(json!({"echo": true, "logprobs": 1}))),
-        "echo"
+        completion(json!({"echo": true})).unwrap().prompt_logprobs,
+        None
+    );
+    let scored = completion(json!({"echo": true, "logprobs": 2})).unwrap();
+    assert_eq!(scored.prompt_logprobs, Some(2));
+    assert_eq!(
+        rejected_param(completion(
+            json!({"echo": true, "logprobs": 1, "stream": true})
+        )),
+        "stream"
+    );
+}
+
+#[test]
+fn max_tokens_zero_scores_an_echoed_prompt_and_is_refused_otherwise() {
+    let scored = completion(json!({"echo": true, "logprobs": 0, "max_tokens": 0})).unwrap();
+    assert_eq!(scored.params.max_tokens, Some(0));
+    assert_eq!(
+        rejected_param(completion(json!({"max_tokens": 0}))),
+        "max_tokens"
+    );
+    assert_eq!(
+        rejected_param(completion(
+            json!({"echo": true, "max_tokens": 0, "min_tokens": 1})
+        )),
+        "min_tokens"
     );
 }
 

@@ -28,6 +28,8 @@ pub struct LoadedModel {
     pub max_model_len: usize,
     /// Bytes the model holds: weights as loaded plus its KV pool.
     pub memory_bytes: usize,
+    /// The pooling its sentence-transformers files name, when it has them (an embedder).
+    pub pooling: Option<sluice_model::Pooling>,
 }
 
 /// Why a model could not be loaded.
@@ -172,6 +174,8 @@ impl ModelLoader for DirectoryLoader {
             Some(metadata) => Tokenizer::from_gguf(metadata)?,
             None => Tokenizer::from_dir(dir)?,
         });
+        // A sentence-transformers directory names its pooling (a GGUF file has no such files).
+        let pooling = sluice_model::pooling_of(dir)?;
         let config = model.config().clone();
         let (max_model_len, unclamped) = self.context_limits(&config, kv_dtype);
         if max_model_len < unclamped {
@@ -221,6 +225,7 @@ impl ModelLoader for DirectoryLoader {
             tokenizer,
             max_model_len,
             memory_bytes,
+            pooling,
         })
     }
 }

@@ -93,6 +93,7 @@ impl ModelLoader for FakeLoader {
             tokenizer: tokenizer(),
             max_model_len: 64,
             memory_bytes: Self::bytes(dir),
+            pooling: None,
         })
     }
 }

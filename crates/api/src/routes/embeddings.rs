@@ -1,0 +1,112 @@
+//! `POST /v1/embeddings`: each input's final hidden states pooled as the model's
+//! sentence-transformers config says (its last token's state without one), L2-normalised.
+
+use axum::extract::State;
+use axum::{Extension, Json};
+use sluice_engine::{Pooling, PromptOutputs};
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::extract::OpenAiJson;
+use crate::generation::off_runtime;
+use crate::registry::ServedModel;
+use crate::scoring::{base64_f32_le, fit_input, l2_normalised, score_prompts, ScoringScope};
+use crate::validate::{validate_embeddings, PromptInput};
+use crate::wire::scoring::{
+    EmbeddingData, EmbeddingRequest, EmbeddingResponse, EmbeddingVector, ScoringUsage,
+};
+use crate::AppState;
+
+/// Embeds every input.
+pub async fn create_embeddings(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    OpenAiJson(req): OpenAiJson<EmbeddingRequest>,
+) -> Result<Json<EmbeddingResponse>, ApiError> {
+    let model = state.registry.get(&req.model).await?;
+    let valid = validate_embeddings(req, model.limits())?;
+    let tokenizer = model.tokenizer.clone();
+    let inputs = valid.inputs;
+    let tokenized = off_runtime(move || {
+        (inputs.into_iter())
+            .map(|input| match input {
+                PromptInput::Text(text) => tokenizer
+                    .encode(&text, true)
+                    .map_err(|e| ApiError::Internal(e.to_string())),
+                PromptInput::Tokens(tokens) => Ok(tokens),
+            })
+            .collect::<Result<Vec<_>, ApiError>>()
+    })
+    .await?;
+    let prompts = (tokenized.into_iter())
+        .map(|t| {
+            fit_input(
+                t,
+                valid.truncate_prompt_tokens,
+                model.max_model_len,
+                "input",
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let prompt_tokens = prompts.iter().map(Vec::len).sum::<usize>() as u32;
+    let scope = ScoringScope {
+        priority: valid.priority,
+        cache_salt: caller.cache_salt(&state.cache_salt_hasher, None),
+        retry_after_secs: state.config.retry_after_secs,
+    };
+    let vectors = embed(&model, prompts, scope).await?;
+    let data = (vectors.into_iter().enumerate())
+        .map(|(index, v)| {
+            let v = truncated(v, valid.dimensions)?;
+            Ok(EmbeddingData {
+                object: "embedding".into(),
+                index: index as u32,
+                embedding: match valid.base64 {
+                    true => EmbeddingVector::Base64(base64_f32_le(&v)),
+                    false => EmbeddingVector::Float(v),
+                },
+            })
+        })
+        .collect::<Result<_, ApiError>>()?;
+    Ok(Json(EmbeddingResponse {
+        object: "list".into(),
+        data,
+        model: model.id.clone(),
+        usage: ScoringUsage::new(prompt_tokens),
+    }))
+}
+
+/// The pooled, L2-normalised embedding of each prompt, in order.
+pub async fn embed(
+    model: &ServedModel,
+    prompts: Vec<Vec<u32>>,
+    scope: ScoringScope,
+) -> Result<Vec<Vec<f32>>, ApiError> {
+    let outputs = PromptOutputs {
+        pooling: Some(model.pooling.unwrap_or(Pooling::LastToken)),
+        ..PromptOutputs::default()
+    };
+    let scores = score_prompts(model, prompts, &outputs, scope).await?;
+    (scores.into_iter())
+        .map(|s| {
+            s.embedding
+                .map(l2_normalised)
+                .ok_or_else(|| ApiError::Internal("the engine returned no pooled state".into()))
+        })
+        .collect()
+}
+
+/// The first `dimensions` components, renormalised (Matryoshka truncation).
+fn truncated(v: Vec<f32>, dimensions: Option<usize>) -> Result<Vec<f32>, ApiError> {
+    match dimensions {
+        None => Ok(v),
+        Some(d) if d <= v.len() => Ok(l2_normalised(v[..d].to_vec())),
+        Some(d) => Err(ApiError::invalid(
+            "dimensions",
+            format!(
+                "dimensions must not exceed the model's {} dimensions, got {d}",
+                v.len()
+            ),
+        )),
+    }
+}
