@@ -8,4 +8,5 @@ mod hardening;
 #[path = "../support/metrics.rs"]
 mod metrics;
 mod operations;
+mod scoring;
 mod server;
