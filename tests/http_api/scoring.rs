@@ -195,7 +195,18 @@ async fn embedding_dimensions_truncate_and_renormalise_and_long_inputs_are_refus
         json!({"model": MODEL_ID, "input": long, "truncate_prompt_tokens": 16}),
     )
     .await;
-    assert_eq!(status, 200);
+    assert_eq!(status, 200); // Four embedding requests ran (the refused ones never reached the engine).
+    let series = |task: &str| {
+        format!("vllm:request_success_total{{model_name=\"{MODEL_ID}\",task=\"{task}\"}}")
+    };
+    assert_eq!(
+        crate::metrics::scrape(&server.base, &series("embed")).await,
+        4.0
+    );
+    assert_eq!(
+        crate::metrics::scrape(&server.base, &series("generate")).await,
+        0.0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

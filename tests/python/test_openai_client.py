@@ -6,10 +6,12 @@ with logprobs) parse as the client's own types and that errors raise the client'
 exception classes.
 """
 
+import base64
 import json
 import os
 import re
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -249,3 +251,18 @@ def test_wrong_key_raises_authentication_error(base_url):
     bad = openai.OpenAI(base_url=base_url, api_key="wrong", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
         bad.models.list()
+
+
+def test_embeddings_create_float_and_base64(client):
+    floats = client.embeddings.create(model=MODEL, input=["In the beginning", "light"])
+    assert [d.index for d in floats.data] == [0, 1]
+    first = floats.data[0].embedding
+    assert abs(sum(x * x for x in first) - 1.0) < 1e-4
+    assert floats.usage.prompt_tokens == floats.usage.total_tokens > 0
+    # The client asks for base64 by default when no format is given and decodes it itself
+    # (numpy when installed); an explicit base64 request comes back as the raw string.
+    raw = client.embeddings.create(model=MODEL, input="In the beginning", encoding_format="base64")
+    data = base64.b64decode(raw.data[0].embedding)
+    assert list(struct.unpack(f"<{len(data) // 4}f", data)) == first
+    short = client.embeddings.create(model=MODEL, input="In the beginning", dimensions=8)
+    assert len(short.data[0].embedding) == 8

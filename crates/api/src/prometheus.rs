@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use sluice_engine::pool::{ModelReport, ModelStatus, PoolSnapshot};
-use sluice_engine::{HistogramSnapshot, MetricsSnapshot};
+use sluice_engine::{HistogramSnapshot, MetricsSnapshot, Task};
 
 /// The content type of the Prometheus text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -136,7 +136,26 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
         }
     }
     engine_steps(&mut out, models);
+    requests_by_task(&mut out, models);
     out
+}
+
+/// Requests that ended normally, per task (`generate`, `embed`, `score`): scoring requests ride
+/// the same engine, so every other series counts them together with generation.
+fn requests_by_task(out: &mut String, models: &[(String, MetricsSnapshot)]) {
+    let name = "vllm:request_success_total";
+    header(
+        out,
+        name,
+        "Count of successfully processed requests, per task.",
+        "counter",
+    );
+    for (model, snap) in models {
+        for (task, count) in Task::ALL.iter().zip(snap.requests_succeeded) {
+            let labels = [("model_name", model.as_str()), ("task", task.as_str())];
+            sample(out, name, &labels, count as f64);
+        }
+    }
 }
 
 /// The engine thread's seconds per step phase (with the step and token counters, a step's mean
@@ -353,6 +372,7 @@ mod tests {
             prompt_tokens: 1234,
             generation_tokens: 567,
             requests_finished: 9,
+            requests_succeeded: [7, 1, 1],
             time_to_first_token: histogram_snapshot(),
             inter_token_latency: histogram_snapshot(),
             e2e_request_latency: histogram_snapshot(),
@@ -388,6 +408,18 @@ mod tests {
         assert!(text().contains(
             "vllm:cache_config_info{block_size=\"16\",model_name=\"llama\",num_gpu_blocks=\"64\"} 1\n"
         ));
+    }
+
+    #[test]
+    fn successful_requests_are_counted_per_task() {
+        let t = text();
+        for line in [
+            "vllm:request_success_total{model_name=\"llama\",task=\"generate\"} 7\n",
+            "vllm:request_success_total{model_name=\"llama\",task=\"embed\"} 1\n",
+            "vllm:request_success_total{model_name=\"llama\",task=\"score\"} 1\n",
+        ] {
+            assert!(t.contains(line), "missing {line}");
+        }
     }
 
     #[test]

@@ -303,6 +303,7 @@ impl EngineLoop {
             id,
             RequestState {
                 events,
+                task: request.task(),
                 choices: (0..n).map(|_| ChoiceOutbox::default()).collect(),
             },
         );
@@ -565,6 +566,9 @@ impl EngineLoop {
             .map_or(now - seq.arrival, |t| t - seq.arrival);
         let pending = seq.take_pending();
         if let Some(r) = self.requests.get_mut(&seq.request_id) {
+            if matches!(reason, FinishReason::Stop | FinishReason::Length) {
+                self.shared.metrics.count_success(r.task);
+            }
             let outbox = &mut r.choices[seq.choice as usize];
             outbox.delta.merge(pending);
             outbox.finished = Some(Event::Finished {

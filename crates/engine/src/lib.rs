@@ -23,7 +23,7 @@ pub use metrics::{EngineMetrics, HistogramSnapshot, MetricsSnapshot, StepTimes};
 pub use model_executor::ModelExecutor;
 pub use request::{
     Event, FinishReason, GenerationRequest, Pooling, Priority, PromptOutputs, PromptScores,
-    ResponseFormat, SamplingParams, StopRules, TokenLogprob, Usage,
+    ResponseFormat, SamplingParams, StopRules, Task, TokenLogprob, Usage,
 };
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::request::Task;
+
 /// vLLM's `time_to_first_token_seconds` buckets.
 const TTFT_BOUNDS: &[f64] = &[
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
@@ -103,6 +105,8 @@ pub struct EngineMetrics {
     pub(crate) prompt_tokens: AtomicU64,
     pub(crate) generation_tokens: AtomicU64,
     pub(crate) requests_finished: AtomicU64,
+    /// Choices that ended with `stop` or `length`, per [`Task`] (in `Task::ALL` order).
+    pub(crate) requests_succeeded: [AtomicU64; 3],
     pub(crate) time_to_first_token: Histogram,
     pub(crate) inter_token_latency: Histogram,
     pub(crate) e2e_request_latency: Histogram,
@@ -150,6 +154,7 @@ impl Default for EngineMetrics {
             prompt_tokens: AtomicU64::new(0),
             generation_tokens: AtomicU64::new(0),
             requests_finished: AtomicU64::new(0),
+            requests_succeeded: Default::default(),
             time_to_first_token: Histogram::new(TTFT_BOUNDS),
             inter_token_latency: Histogram::new(ITL_BOUNDS),
             e2e_request_latency: Histogram::new(REQUEST_BOUNDS),
@@ -176,6 +181,7 @@ impl EngineMetrics {
             prompt_tokens: load64(&self.prompt_tokens),
             generation_tokens: load64(&self.generation_tokens),
             requests_finished: load64(&self.requests_finished),
+            requests_succeeded: self.requests_succeeded.each_ref().map(load64),
             time_to_first_token: self.time_to_first_token.snapshot(),
             inter_token_latency: self.inter_token_latency.snapshot(),
             e2e_request_latency: self.e2e_request_latency.snapshot(),
@@ -203,6 +209,15 @@ impl EngineMetrics {
 
     pub(crate) fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts a choice of a `task` request that ended normally.
+    pub(crate) fn count_success(&self, task: Task) {
+        let i = Task::ALL
+            .iter()
+            .position(|&t| t == task)
+            .expect("every task is listed");
+        Self::add(&self.requests_succeeded[i], 1);
     }
 
     pub(crate) fn set(gauge: &AtomicUsize, v: usize) {
@@ -235,6 +250,8 @@ pub struct MetricsSnapshot {
     pub generation_tokens: u64,
     /// Choices finished for any reason.
     pub requests_finished: u64,
+    /// Choices that ended with `stop` or `length`, per task in `Task::ALL` order.
+    pub requests_succeeded: [u64; 3],
     /// Arrival to first generated token.
     pub time_to_first_token: HistogramSnapshot,
     /// Time between consecutive generated tokens of one choice.

@@ -3,7 +3,7 @@
 
 use tokio::sync::mpsc::{self, error::TrySendError};
 
-use crate::request::{Event, PromptScores};
+use crate::request::{Event, PromptScores, Task};
 use crate::sequence::PendingOutput;
 
 /// Events of one choice not yet accepted by the request's channel.
@@ -21,6 +21,8 @@ pub(crate) struct ChoiceOutbox {
 #[derive(Debug)]
 pub(crate) struct RequestState {
     pub(crate) events: mpsc::Sender<Event>,
+    /// What the request is for (its metrics label).
+    pub(crate) task: Task,
     pub(crate) choices: Vec<ChoiceOutbox>,
 }
 

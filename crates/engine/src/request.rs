@@ -179,6 +179,44 @@ pub struct PromptScores {
     pub next_token: Vec<(u32, f32)>,
 }
 
+/// What a request is for, as the metrics label it (`task`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Task {
+    /// Generates tokens (chat, completions).
+    Generate,
+    /// Pools the prompt's hidden states (embeddings).
+    Embed,
+    /// Scores the prompt and generates nothing (prompt logprobs, rerank, score).
+    Score,
+}
+
+impl Task {
+    /// Every task, in the order metrics list them.
+    pub const ALL: [Task; 3] = [Task::Generate, Task::Embed, Task::Score];
+
+    /// The label value (`generate`, `embed`, `score`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Task::Generate => "generate",
+            Task::Embed => "embed",
+            Task::Score => "score",
+        }
+    }
+}
+
+impl GenerationRequest {
+    /// What the request is for: pooling makes it an embedding, generating nothing a score.
+    pub fn task(&self) -> Task {
+        if self.prompt_outputs.pooling.is_some() {
+            Task::Embed
+        } else if self.stop.max_tokens == 0 {
+            Task::Score
+        } else {
+            Task::Generate
+        }
+    }
+}
+
 /// Why a choice ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FinishReason {
