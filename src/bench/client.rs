@@ -231,6 +231,64 @@ impl Endpoint {
             })
     }
 
+    /// Embeds `inputs` copies-worth of distinct prompts in one `/embeddings` request. Each
+    /// returned embedding counts as one "output token" arriving when the response did, so the
+    /// level's output rate is embeddings per second.
+    pub async fn embed(
+        &self,
+        model: &str,
+        inputs: Vec<String>,
+        cut_at: Instant,
+        live: &LiveCounters,
+    ) -> RequestRecord {
+        let started = Instant::now();
+        let wanted = inputs.len();
+        live.in_flight.fetch_add(1, Ordering::Relaxed);
+        let body = json!({"model": model, "input": inputs});
+        let url = format!("{}/embeddings", self.base_url);
+        let answer = async {
+            let response = checked(self.post(url).json(&body).send().await?).await?;
+            let value: Value = response.json().await?;
+            let got = value["data"].as_array().map_or(0, Vec::len);
+            if got != wanted {
+                return Err(RequestError::UnexpectedResponse {
+                    endpoint: "/embeddings",
+                    detail: format!("{got} embeddings for {wanted} inputs"),
+                });
+            }
+            let prompt_tokens = value["usage"]["prompt_tokens"].as_u64();
+            Ok(prompt_tokens)
+        };
+        let outcome = tokio::time::timeout_at(cut_at, answer).await;
+        live.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let finished = Instant::now();
+        let mut record = RequestRecord {
+            started,
+            finished,
+            content_chunks: Vec::new(),
+            usage: None,
+            outcome: Outcome::Cut,
+        };
+        match outcome {
+            Ok(Ok(prompt_tokens)) => {
+                live.completed.fetch_add(1, Ordering::Relaxed);
+                live.chunks.fetch_add(wanted as u64, Ordering::Relaxed);
+                record.content_chunks = vec![finished; wanted];
+                record.usage = Some(UsageCounts {
+                    prompt_tokens,
+                    completion_tokens: Some(wanted as u64),
+                });
+                record.outcome = Outcome::Completed;
+            }
+            Ok(Err(error)) => {
+                live.failed.fetch_add(1, Ordering::Relaxed);
+                record.outcome = Outcome::Failed(error);
+            }
+            Err(_elapsed) => {}
+        }
+        record
+    }
+
     /// Streams one completion, timing every chunk. Gives up at `cut_at` with [`Outcome::Cut`].
     pub async fn stream_completion(
         &self,

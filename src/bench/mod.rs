@@ -26,7 +26,7 @@ use anyhow::{bail, Context};
 use client::Endpoint;
 use prompt::PromptFactory;
 use report::BenchReport;
-use sweep::{LevelPlan, Workload};
+use sweep::{BenchEndpoint, LevelPlan, Workload};
 
 /// Command-line arguments of `sluice bench`.
 #[derive(Debug, Clone, clap::Args)]
@@ -58,6 +58,13 @@ pub struct BenchArgs {
     /// Stop a level early once this many requests have started in its window.
     #[arg(long)]
     pub requests_per_level: Option<usize>,
+    /// The API to measure: streamed completions, or embeddings (then the rates are embeddings
+    /// per second, shown as output tokens).
+    #[arg(long, value_enum, default_value_t = BenchEndpoint::Completions)]
+    pub endpoint: BenchEndpoint,
+    /// With `--endpoint embeddings`: distinct inputs per request (the client-side batch).
+    #[arg(long, default_value_t = 1)]
+    pub inputs_per_request: usize,
     /// Sampling temperature sent with every request.
     #[arg(long, default_value_t = 0.0)]
     pub temperature: f64,
@@ -126,6 +133,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         prompts,
         output_tokens: args.output_tokens,
         temperature: args.temperature,
+        endpoint: args.endpoint,
+        inputs_per_request: args.inputs_per_request.max(1),
     });
     let mut report = BenchReport {
         label: args.label.clone(),
@@ -154,8 +163,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         let level = sweep::run_level(&endpoint, &workload, plan)
             .await
             .context("a bench client task failed")?;
+        let unit = match args.endpoint {
+            BenchEndpoint::Completions => "output tok/s",
+            BenchEndpoint::Embeddings => "embeddings/s",
+        };
         eprintln!(
-            "  => {:.1} output tok/s, {:.2} req/s, TTFT p50 {} ms, errors {}{}",
+            "  => {:.1} {unit}, {:.2} req/s, TTFT p50 {} ms, errors {}{}",
             level.output_tokens_per_s,
             level.requests_per_s,
             level

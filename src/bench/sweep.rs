@@ -23,6 +23,21 @@ pub struct Workload {
     pub output_tokens: u32,
     /// Sampling temperature.
     pub temperature: f64,
+    /// Which API the requests go to.
+    pub endpoint: BenchEndpoint,
+    /// Inputs per `/embeddings` request (distinct prompts).
+    pub inputs_per_request: usize,
+}
+
+/// The API a bench run measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum BenchEndpoint {
+    /// Streamed `/v1/completions` with a fixed output length (output tokens per second).
+    #[default]
+    Completions,
+    /// `/v1/embeddings` with `--inputs-per-request` prompts each (embeddings per second,
+    /// reported as output tokens: one per embedding).
+    Embeddings,
 }
 
 /// Timing of one level.
@@ -73,13 +88,23 @@ pub async fn run_level(
                         break;
                     }
                 }
-                let request = CompletionRequest {
-                    model: workload.model.clone(),
-                    prompt: workload.prompts.next_prompt(),
-                    max_tokens: workload.output_tokens,
-                    temperature: workload.temperature,
+                let record = match workload.endpoint {
+                    BenchEndpoint::Completions => {
+                        let request = CompletionRequest {
+                            model: workload.model.clone(),
+                            prompt: workload.prompts.next_prompt(),
+                            max_tokens: workload.output_tokens,
+                            temperature: workload.temperature,
+                        };
+                        endpoint.stream_completion(&request, cut_at, &live).await
+                    }
+                    BenchEndpoint::Embeddings => {
+                        let inputs = (0..workload.inputs_per_request)
+                            .map(|_| workload.prompts.next_prompt())
+                            .collect();
+                        endpoint.embed(&workload.model, inputs, cut_at, &live).await
+                    }
                 };
-                let record = endpoint.stream_completion(&request, cut_at, &live).await;
                 if matches!(record.outcome, Outcome::Failed(_)) {
                     // An overloaded server answers at once; do not spin on it.
                     tokio::time::sleep(Duration::from_millis(50)).await;

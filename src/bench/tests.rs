@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use super::client::{Endpoint, TokenizeApi};
 use super::prompt::PromptFactory;
 use super::report::BenchReport;
-use super::sweep::{run_level, LevelPlan, Workload};
+use super::sweep::{run_level, BenchEndpoint, LevelPlan, Workload};
 use super::{run, BenchArgs};
 
 /// Which `/tokenize` request shape the scripted server understands.
@@ -163,6 +163,8 @@ async fn workload(endpoint: &Endpoint, prompt_tokens: usize, output_tokens: u32)
         prompts,
         output_tokens,
         temperature: 0.0,
+        endpoint: BenchEndpoint::Completions,
+        inputs_per_request: 1,
     })
 }
 
@@ -309,6 +311,8 @@ async fn full_run_writes_json_and_svg_that_merge_reads_back() {
         warmup_secs: 0.1,
         drain_secs: 1.0,
         requests_per_level: None,
+        endpoint: BenchEndpoint::Completions,
+        inputs_per_request: 1,
         temperature: 0.0,
         label: "scripted".into(),
         api_key: Some("secret".into()),
