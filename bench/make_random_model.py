@@ -85,6 +85,25 @@ MODELS = {
         "tie_word_embeddings": True,
         "vocab_size": 151936,
     },
+    "qwen3-0.6b": {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "hidden_size": 1024,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "hidden_act": "silu",
+        "max_position_embeddings": 40960,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0,
+        "rope_scaling": None,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "tie_word_embeddings": True,
+        "vocab_size": 151936,
+    },
 }
 
 
@@ -178,6 +197,9 @@ def random_weights(config, generator):
         tensors[p + "self_attn.k_proj.weight"] = linear(kv_heads * head_dim, hidden)
         tensors[p + "self_attn.v_proj.weight"] = linear(kv_heads * head_dim, hidden)
         tensors[p + "self_attn.o_proj.weight"] = linear(hidden, heads * head_dim, residual_scale)
+        if config["model_type"] == "qwen3":
+            tensors[p + "self_attn.q_norm.weight"] = torch.ones(head_dim, dtype=torch.float16)
+            tensors[p + "self_attn.k_norm.weight"] = torch.ones(head_dim, dtype=torch.float16)
         if qkv_bias:
             tensors[p + "self_attn.q_proj.bias"] = normal((heads * head_dim,), 0.02)
             tensors[p + "self_attn.k_proj.bias"] = normal((kv_heads * head_dim,), 0.02)
