@@ -286,3 +286,62 @@ fn gauges_report_the_pool() {
     assert_eq!(m.inter_token_latency.count, 1);
     assert_eq!(m.request_queue_time.count, 1);
 }
+
+/// The prompt scores of a score-only request's stream, and its usage.
+fn prompt_scores(mut stream: RequestStream) -> (crate::request::PromptScores, Usage) {
+    let (mut scores, mut usage) = (None, None);
+    while let Some(event) = stream.blocking_recv() {
+        match event {
+            Event::Prompt { scores: s, .. } => scores = Some(*s),
+            Event::Finished { usage: u, .. } => usage = Some(u),
+            Event::Delta { token_ids, .. } => assert!(token_ids.is_empty()),
+        }
+    }
+    (scores.expect("a Prompt event"), usage.expect("Finished"))
+}
+
+#[test]
+fn prompt_logprobs_score_each_position_from_its_own_history_and_skip_the_prefix_cache() {
+    let exec = HistoryExecutor::new(VOCAB, 4, 64);
+    let computed = Arc::clone(&exec.tokens_computed);
+    let config = EngineConfig {
+        max_num_batched_tokens: 5,
+        ..EngineConfig::default()
+    };
+    let engine = start(exec, config);
+    let p = prompt(4, 18);
+    // A plain request first puts the prompt's blocks in the prefix cache.
+    collect(engine.submit(request(p.clone(), 1, 2)).unwrap(), 1);
+    let before = computed.load(Ordering::Relaxed);
+    let scoring = GenerationRequest {
+        stop: StopRules {
+            max_tokens: 0,
+            ..StopRules::default()
+        },
+        prompt_outputs: crate::request::PromptOutputs {
+            logprobs: Some(2),
+            ..Default::default()
+        },
+        ..request(p.clone(), 1, 0)
+    };
+    let (scores, usage) = prompt_scores(engine.submit(scoring).unwrap());
+    assert_eq!(
+        computed.load(Ordering::Relaxed) - before,
+        p.len(),
+        "every row computed"
+    );
+    assert_eq!(
+        (usage.cached_prompt_tokens, usage.completion_tokens),
+        (0, 0)
+    );
+    assert_eq!(scores.logprobs.len(), p.len() - 1);
+    for (i, lp) in scores.logprobs.iter().enumerate() {
+        let logits = crate::fake_executor::logits_after(&p[..=i], VOCAB);
+        let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let total: f64 = logits.iter().map(|&x| f64::from(x - max).exp()).sum();
+        let want = f64::from(logits[p[i + 1] as usize] - max) - total.ln();
+        assert_eq!(lp.token_id, p[i + 1]);
+        assert!((f64::from(lp.logprob) - want).abs() < 1e-5, "position {i}");
+        assert_eq!(lp.top.len(), 2);
+    }
+}
