@@ -8,7 +8,8 @@
 #   bench/embeddings-vs-llamacpp.sh [GGUF]   (default bench/out/models/qwen3-0.6b-f16.gguf)
 #   environment: SLUICE_BIN (default target/release/sluice), LLAMA_BIN_DIR (llama-server's
 #                folder; default: the one ../shared/peers/llama-server.sh built),
-#                BATCH1_SECS (measured seconds at batch 1, default 30)
+#                BATCH1_SECS (measured seconds at batch 1, default 30), SLUICE_MODEL (what sluice
+#                serves; default the GGUF itself, or the Hugging Face directory it was made from)
 #
 # Make the model first: python3 bench/make_random_model.py bench/out/models --models qwen3-0.6b
 # and python3 ../shared/peers/to-gguf.py bench/out/models/qwen3-0.6b \
@@ -44,7 +45,7 @@ measure() {  # label port
 }
 
 PORT="$(free_port)"
-"$BIN" serve --model "$GGUF" --host 127.0.0.1 --port "$PORT" --max-model-len 2048 \
+"$BIN" serve --model "${SLUICE_MODEL:-$GGUF}" --host 127.0.0.1 --port "$PORT" --max-model-len 2048 \
   > "$OUT/sluice.log" 2>&1 &
 SERVER=$!
 trap 'kill "$SERVER" 2>/dev/null || true' EXIT
