@@ -173,6 +173,9 @@ pub struct ServeArgs {
     /// Require `Authorization: Bearer KEY` on the API.
     #[arg(long, env = "SLUICE_API_KEY")]
     pub api_key: Option<String>,
+    /// Do not serve the web app (playground and dashboard) at `/` and `/ui/`.
+    #[arg(long)]
+    pub no_ui: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -231,7 +234,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         api_key: args.api_key.clone(),
         ..ApiConfig::default()
     };
-    let app = router_for(Arc::new(ModelRegistry::pooled(pool.clone())), config);
+    let mut app = router_for(Arc::new(ModelRegistry::pooled(pool.clone())), config);
+    if !args.no_ui {
+        app = app.merge(sluice_api::routes::ui::router());
+    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

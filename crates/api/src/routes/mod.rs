@@ -8,6 +8,7 @@ pub mod metrics;
 pub mod models;
 pub mod openapi;
 pub mod tokenize;
+pub mod ui;
 
 use axum::http::{Method, Uri};
 
