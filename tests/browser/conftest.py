@@ -156,12 +156,13 @@ def open_page(driver, url: str, hash_: str = "#/chat"):
 
 def set_viewport(driver, size):
     """Emulates a viewport of `size` CSS pixels (a headless window cannot be narrower than
-    500 px); PHONE also emulates a touch phone."""
+    500 px); DESKTOP returns to the window's own size."""
     if size == DESKTOP:
         driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
         return
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
-        "width": size[0], "height": size[1], "deviceScaleFactor": 2, "mobile": True,
+        "width": size[0], "height": size[1], "deviceScaleFactor": 2 if size == PHONE else 1,
+        "mobile": size == PHONE,
     })
 
 

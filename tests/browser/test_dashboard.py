@@ -3,9 +3,12 @@ admin API (a refused unload shows the 409), unloading changes /v1/models, and th
 from /metrics while a load runs."""
 
 import json
+import threading
 import time
+import urllib.request
 
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 
 from conftest import (
     CHAT_MODEL, DESKTOP, PHONE, SECOND_MODEL, console_errors, open_page, screenshot, set_viewport, wait,
@@ -23,7 +26,10 @@ def row_status(driver, model):
 
 
 def chart_points(driver, chart):
-    return int(driver.find_element(By.ID, chart).get_attribute("data-points"))
+    """Points drawn in `chart`; charts out of view are not drawn, so it is scrolled into view."""
+    el = driver.find_element(By.ID, chart)
+    driver.execute_script("arguments[0].scrollIntoView({block: 'nearest'})", el)
+    return int(el.get_attribute("data-points"))
 
 
 def click_action(driver, model, label):
@@ -56,19 +62,32 @@ def test_charts_receive_data_while_a_load_runs(server, browser):
 def test_decoding_shows_in_the_token_rate_chart(server, browser):
     open_page(browser, server.url, "#/dashboard")
     wait(browser, lambda d: chart_points(d, "chart-tokens") >= 2)
+    # A few seconds of traffic at two streams, so the charts have a shape in the screenshot.
     body = json.dumps({"model": CHAT_MODEL, "prompt": "In the beginning", "max_tokens": 400,
                        "ignore_eos": True}).encode()
-    import urllib.request
-    req = urllib.request.Request(server.url + "/v1/completions", data=body,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as res:
-        assert res.status == 200
+
+    def complete():
+        req = urllib.request.Request(server.url + "/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as res:
+            assert res.status == 200
+
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        threads = [threading.Thread(target=complete) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     # Some scrape after the request saw the generation counter move.
     wait(browser, lambda d: d.execute_script(
         "return [...document.querySelectorAll('#chart-tokens .legend span')]"
         ".some(s => s.textContent.startsWith(arguments[0]))", CHAT_MODEL))
     wait(browser, lambda d: browser.execute_script(
         "return document.querySelector('#chart-ttft .legend').textContent.includes('ms')"), timeout=10)
+    Select(browser.find_element(By.ID, "chart-window")).select_by_value("60")
+    set_viewport(browser, (1280, 1240))  # tall enough to show every chart
+    time.sleep(1.2)
     screenshot(browser, "dashboard-desktop")
     set_viewport(browser, PHONE)
     open_page(browser, server.url, "#/dashboard")

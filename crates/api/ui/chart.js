@@ -38,9 +38,12 @@ export class LineChart {
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
     ctx.clearRect(0, 0, width, height);
 
-    const values = series.flatMap((s) => s.points.map((p) => p[1]).filter((v) => v !== null));
+    const since = now - this.windowSeconds * 1000;
+    const values = series.flatMap((s) => s.points.filter((p) => p[0] >= since).map((p) => p[1]).filter((v) => v !== null));
     const max = niceMax(Math.max(0, ...values));
-    const left = 48;
+    ctx.font = "11px system-ui, sans-serif";
+    // Room for the widest y label.
+    const left = 8 + Math.max(...[0, 0.5, 1].map((f) => ctx.measureText(this.format(max * f)).width));
     const bottom = height - 18;
     const x = (t) => left + ((t - (now - this.windowSeconds * 1000)) / (this.windowSeconds * 1000)) * (width - left - 4);
     const y = (v) => bottom - (v / max) * (bottom - 6);
@@ -60,6 +63,8 @@ export class LineChart {
     }
     ctx.textAlign = "left";
     ctx.fillText(`-${Math.round(this.windowSeconds / 60)} min`, left, height - 4);
+    // Points older than the window are kept (for a wider window) but not drawn.
+    const from = now - this.windowSeconds * 1000;
     ctx.textAlign = "right";
     ctx.fillText("now", width - 4, height - 4);
 
@@ -71,7 +76,7 @@ export class LineChart {
       ctx.beginPath();
       let pen = false;
       for (const [t, v] of s.points) {
-        if (v === null) { pen = false; continue; }
+        if (v === null || t < from) { pen = false; continue; }
         if (pen) ctx.lineTo(x(t), y(v)); else ctx.moveTo(x(t), y(v));
         pen = true;
         drawn += 1;

@@ -9,7 +9,9 @@ import { LineChart } from "./chart.js";
 import { Scrape, increase, quantile, rate } from "./prometheus.js";
 import { refreshModels } from "./models.js";
 
-const WINDOW_S = 300;
+// Points are kept for the longest window the page offers; the charts show the chosen one.
+const KEEP_S = 900;
+const WINDOW_STORAGE = "sluice.chartWindow";
 const SCRAPE_MS = 1000;
 const POOL_MS = 2000;
 // Percentiles and hit rates are taken over the observations of this trailing window.
@@ -31,6 +33,7 @@ const CHARTS = [
 ];
 
 const charts = new Map();
+const onScreen = new Set(); // ids of charts scrolled into view; only these are drawn
 const series = new Map(); // "chart|label" -> {label, points, dashed, colorIndex}
 const modelOrder = [];
 let scrapes = []; // the last TRAILING_MS of scrapes, oldest first
@@ -50,7 +53,7 @@ function push(chart, label, time, value, { dashed = false, colorIndex } = {}) {
 
 function trim(now) {
   for (const s of series.values()) {
-    const from = now - WINDOW_S * 1000;
+    const from = now - KEEP_S * 1000;
     while (s.points.length && s.points[0][0] < from) s.points.shift();
   }
 }
@@ -80,6 +83,7 @@ function record(prev, cur, old) {
 
 function drawCharts(now) {
   for (const [id, chart] of charts) {
+    if (!onScreen.has(id)) continue;
     chart.draw([...series.values()].filter((s) => s.chart === id), now);
   }
 }
@@ -185,8 +189,20 @@ export async function refreshPool() {
     message(`pool unavailable (${e.status || "network"}): ${e.message}`);
     return;
   }
+  // Rebuild the table only when something but the clock moved; otherwise refresh "loaded since".
+  const shape = JSON.stringify(pool.data.map((m) => ({ ...m, last_used: 0 })));
+  const body = $("pool").tBodies[0];
+  if (body.dataset.shape === shape) {
+    for (const tr of body.rows) {
+      const m = pool.data.find((x) => x.id === tr.dataset.model);
+      if (m) tr.cells[4].textContent = m.loaded_at ? ago(m.loaded_at) : "–";
+    }
+    showMemory(pool);
+    return;
+  }
+  body.dataset.shape = shape;
   const focused = document.activeElement && document.activeElement.getAttribute("aria-label");
-  $("pool").tBodies[0].replaceChildren(...pool.data.map(poolRow));
+  body.replaceChildren(...pool.data.map(poolRow));
   // Keep keyboard focus on the same button across redraws.
   if (focused) {
     const again = $("pool").querySelector(`[aria-label="${CSS.escape(focused)}"]`);
@@ -198,11 +214,36 @@ export async function refreshPool() {
 /** Builds the charts once. */
 export function initDashboard() {
   const box = $("charts");
+  // Charts scrolled out of view are not drawn: an open dashboard should cost its browser little.
+  const seen = new IntersectionObserver((entries) => {
+    for (const e of entries) {
+      if (e.isIntersecting) {
+        onScreen.add(e.target.id);
+        const last = scrapes[scrapes.length - 1];
+        if (last) charts.get(e.target.id).draw([...series.values()].filter((x) => x.chart === e.target.id), last.time);
+      } else {
+        onScreen.delete(e.target.id);
+      }
+    }
+  });
   for (const spec of CHARTS) {
-    const chart = new LineChart({ ...spec, windowSeconds: WINDOW_S });
+    const chart = new LineChart({ ...spec, windowSeconds: Number($("chart-window").value) });
     charts.set(spec.id, chart);
     box.append(chart.el);
+    seen.observe(chart.el);
   }
+  const windowSelect = $("chart-window");
+  windowSelect.value = localStorage.getItem(WINDOW_STORAGE) || "300";
+  const applyWindow = () => {
+    for (const chart of charts.values()) chart.windowSeconds = Number(windowSelect.value);
+    const last = scrapes[scrapes.length - 1];
+    if (last) drawCharts(last.time);
+  };
+  windowSelect.addEventListener("change", () => {
+    localStorage.setItem(WINDOW_STORAGE, windowSelect.value);
+    applyWindow();
+  });
+  applyWindow();
   document.addEventListener("visibilitychange", () => {
     if (document.hidden) stopDashboard();
     else if (!$("view-dashboard").hidden) startDashboard();

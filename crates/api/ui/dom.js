@@ -36,6 +36,7 @@ export function formatBytes(bytes) {
 /** Seconds as "850 ms" or "2.31 s". */
 export function formatSeconds(s) {
   if (!Number.isFinite(s)) return "–";
+  if (s < 0.01) return `${(s * 1000).toFixed(1).replace(/\.0$/, "")} ms`;
   return s < 1 ? `${Math.round(s * 1000)} ms` : `${s.toFixed(2)} s`;
 }
 

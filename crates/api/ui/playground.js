@@ -263,7 +263,7 @@ function send(event) {
   generate();
 }
 
-/** Wires the playground; `onModelsChanged` hears of loads started here. */
+/** Wires the playground: restores settings and conversations, lists the models. */
 export async function initPlayground() {
   restoreSettings();
   conversations = store.loadAll();

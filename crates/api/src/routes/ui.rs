@@ -36,7 +36,11 @@ const ASSETS: &[Asset] = &[
     asset("api.js", JS, include_str!("../../ui/api.js")),
     asset("dom.js", JS, include_str!("../../ui/dom.js")),
     asset("markdown.js", JS, include_str!("../../ui/markdown.js")),
-    asset("conversations.js", JS, include_str!("../../ui/conversations.js")),
+    asset(
+        "conversations.js",
+        JS,
+        include_str!("../../ui/conversations.js"),
+    ),
     asset("models.js", JS, include_str!("../../ui/models.js")),
     asset("playground.js", JS, include_str!("../../ui/playground.js")),
     asset("raw.js", JS, include_str!("../../ui/raw.js")),
@@ -127,7 +131,11 @@ mod tests {
             .map(|v| v.to_str().unwrap().to_string())
             .unwrap_or_default();
         let body = res.into_body().collect().await.unwrap().to_bytes();
-        (status, content_type, String::from_utf8(body.to_vec()).unwrap())
+        (
+            status,
+            content_type,
+            String::from_utf8(body.to_vec()).unwrap(),
+        )
     }
 
     #[tokio::test]
