@@ -12,6 +12,7 @@ Needs the browser test dependencies (./scripts/test installs them) and target/de
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -51,6 +52,46 @@ def poll_like_dashboards(server, n, stop):
     return threads
 
 
+def cpu_seconds(pids):
+    """User plus system CPU seconds of these processes and all their descendants."""
+    children = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    ticks, stack = 0, list(pids)
+    while stack:
+        pid = stack.pop()
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError):
+            pass
+        stack.extend(children.get(pid, []))
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def idle_dashboard_cpu(secs):
+    """CPU share of one visible dashboard's browser and of the server it polls, no traffic."""
+    server = Server()
+    driver = make_driver()
+    try:
+        open_page(driver, server.url, "#/dashboard")
+        time.sleep(3)
+        browser_pid = driver.service.process.pid
+        b0, s0, t0 = cpu_seconds([browser_pid]), cpu_seconds([server.proc.pid]), time.time()
+        time.sleep(secs)
+        dt = time.time() - t0
+        print(f"one dashboard over {dt:.0f} s: browser {100 * (cpu_seconds([browser_pid]) - b0) / dt:.2f}% "
+              f"of a core, server {100 * (cpu_seconds([server.proc.pid]) - s0) / dt:.3f}% of a core")
+    finally:
+        driver.quit()
+        server.stop()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--tabs", type=int, default=3)
@@ -58,7 +99,12 @@ def main():
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--duration-secs", type=int, default=15)
     p.add_argument("--bin", default=str(ROOT / "target" / "debug" / "sluice"))
+    p.add_argument("--idle-cpu-secs", type=int, default=0,
+                   help="instead: measure one idle dashboard's CPU (browser and server) for this long")
     args = p.parse_args()
+    if args.idle_cpu_secs:
+        idle_dashboard_cpu(args.idle_cpu_secs)
+        return
     server = Server()
     results = {"none": [], "poll": [], "tabs": []}
     try:

@@ -91,7 +91,8 @@ def test_decoding_shows_in_the_token_rate_chart(server, browser):
     screenshot(browser, "dashboard-desktop")
     set_viewport(browser, PHONE)
     open_page(browser, server.url, "#/dashboard")
-    wait(browser, lambda d: chart_points(d, "chart-memory") >= 2)
+    wait(browser, lambda d: chart_points(d, "chart-tokens") >= 2)
+    browser.execute_script("document.querySelector('.dashboard').scrollTop = 0")
     screenshot(browser, "dashboard-phone")
     set_viewport(browser, DESKTOP)
 
