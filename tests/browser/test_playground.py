@@ -164,7 +164,8 @@ def test_raw_completion_shows_logprobs_on_hover(server, browser):
 def test_conversations_export_and_import_round_trip(server, browser):
     open_page(browser, server.url)
     conv = {"id": "cimported", "title": "Imported chat", "created": 1, "updated": 2, "model": CHAT_MODEL,
-            "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "**hello**"}]}
+            "messages": [{"role": "user", "content": "hi"},
+                         {"role": "assistant", "content": "<think>greet them back</think>**hello**"}]}
     text = browser.execute_script(
         "const s = await import('/ui/conversations.js'); return s.exportText(arguments[0]);", [conv])
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
@@ -176,4 +177,25 @@ def test_conversations_export_and_import_round_trip(server, browser):
         os.unlink(f.name)
     browser.find_element(By.XPATH, "//button[@class='open' and text()='Imported chat']").click()
     reply = last_reply(browser)
-    assert reply.find_element(By.CSS_SELECTOR, "strong").text == "hello"
+    assert reply.find_element(By.CSS_SELECTOR, ".body > p > strong").text == "hello"
+    # The reasoning is folded away, and opens on demand.
+    reasoning = reply.find_element(By.CSS_SELECTOR, "details.reasoning")
+    assert reasoning.get_attribute("open") is None
+    assert not reasoning.find_element(By.CSS_SELECTOR, "p").is_displayed()
+    reasoning.find_element(By.CSS_SELECTOR, "summary").click()
+    assert reasoning.find_element(By.CSS_SELECTOR, "p").text == "greet them back"
+
+
+def test_dark_theme_is_chosen_and_remembered(server, browser):
+    open_page(browser, server.url)
+    Select(browser.find_element(By.ID, "theme")).select_by_value("dark")
+    background = "return getComputedStyle(document.body).backgroundColor"
+    assert browser.execute_script(background) == "rgb(15, 20, 27)"
+    open_page(browser, server.url, "#/dashboard")
+    assert browser.execute_script("return document.documentElement.dataset.theme") == "dark"
+    assert browser.execute_script(background) == "rgb(15, 20, 27)"
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#pool tbody tr"))
+    wait(browser, lambda d: int(d.find_element(By.ID, "chart-tokens").get_attribute("data-points")) >= 2)
+    screenshot(browser, "dashboard-dark")
+    Select(browser.find_element(By.ID, "theme")).select_by_value("light")
+    assert browser.execute_script(background) == "rgb(247, 248, 250)"
