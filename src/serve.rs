@@ -194,6 +194,9 @@ pub struct ServeArgs {
     /// Prompts templated and tokenized at once (more wait); default: the number of CPUs.
     #[arg(long)]
     pub max_concurrent_tokenizations: Option<usize>,
+    /// Do not serve the web app (playground and dashboard) at `/` and `/ui/`.
+    #[arg(long)]
+    pub no_ui: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -286,7 +289,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .max(1),
         ..defaults
     };
-    let app = router_for(Arc::new(ModelRegistry::pooled(pool.clone())), config);
+    let mut app = router_for(Arc::new(ModelRegistry::pooled(pool.clone())), config);
+    if !args.no_ui {
+        app = app.merge(sluice_api::routes::ui::router());
+    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -10,6 +10,7 @@ pub mod models;
 pub mod openapi;
 pub mod rerank;
 pub mod tokenize;
+pub mod ui;
 
 use axum::http::{Method, Uri};
 

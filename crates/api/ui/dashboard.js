@@ -1,0 +1,266 @@
+// The operations dashboard: the model pool with load / unload buttons (admin API), the memory
+// budget, and live charts over the last five minutes computed from /metrics. It polls only
+// while it is on screen (one /metrics scrape a second, the pool every two), so an open tab costs
+// the server one cheap text render per second and a hidden tab costs nothing.
+
+import { request } from "./api.js";
+import { $, h, ago, formatBytes, formatSeconds } from "./dom.js";
+import { LineChart } from "./chart.js";
+import { Scrape, increase, quantile, rate } from "./prometheus.js";
+import { refreshModels } from "./models.js";
+
+// Points are kept for the longest window the page offers; the charts show the chosen one.
+const KEEP_S = 900;
+const WINDOW_STORAGE = "sluice.chartWindow";
+const SCRAPE_MS = 1000;
+const POOL_MS = 2000;
+// Percentiles and hit rates are taken over the observations of this trailing window.
+const TRAILING_MS = 30000;
+
+const fmtNum = (v) => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2).replace(/\.?0+$/, "") || "0");
+const fmtPct = (v) => `${(v * 100).toFixed(v < 0.1 ? 1 : 0)}%`;
+const fmtSec = (v) => formatSeconds(v);
+
+const CHARTS = [
+  { id: "chart-tokens", title: "Output tokens/s", format: fmtNum },
+  { id: "chart-requests", title: "Requests running (solid) / waiting (dashed)", format: fmtNum },
+  { id: "chart-kv", title: "KV cache usage", format: fmtPct },
+  { id: "chart-ttft", title: "Time to first token p50 / p95 (dashed)", format: fmtSec },
+  { id: "chart-itl", title: "Inter-token latency p50 / p95 (dashed)", format: fmtSec },
+  { id: "chart-preempt", title: "Preemptions per minute", format: fmtNum },
+  { id: "chart-prefix", title: "Prefix-cache hit rate", format: fmtPct },
+  { id: "chart-memory", title: "Pool memory used / budget (dashed)", format: formatBytes },
+];
+
+const charts = new Map();
+const onScreen = new Set(); // ids of charts scrolled into view; only these are drawn
+const series = new Map(); // "chart|label" -> {label, points, dashed, colorIndex}
+const modelOrder = [];
+let scrapes = []; // the last TRAILING_MS of scrapes, oldest first
+let timers = [];
+let pool = null;
+
+function colorOf(model) {
+  if (!modelOrder.includes(model)) modelOrder.push(model);
+  return modelOrder.indexOf(model);
+}
+
+function push(chart, label, time, value, { dashed = false, colorIndex } = {}) {
+  const key = `${chart}|${label}`;
+  if (!series.has(key)) series.set(key, { chart, label, points: [], dashed, colorIndex });
+  series.get(key).points.push([time, value === undefined ? null : value]);
+}
+
+function trim(now) {
+  for (const s of series.values()) {
+    const from = now - KEEP_S * 1000;
+    while (s.points.length && s.points[0][0] < from) s.points.shift();
+  }
+}
+
+function record(prev, cur, old) {
+  const t = cur.time;
+  const models = new Set([...cur.models(), ...prev.models()]);
+  for (const m of models) {
+    const c = colorOf(m);
+    push("chart-tokens", m, t, rate(prev, cur, "vllm:generation_tokens_total", m), { colorIndex: c });
+    push("chart-requests", `${m} running`, t, cur.value("vllm:num_requests_running", m), { colorIndex: c });
+    push("chart-requests", `${m} waiting`, t, cur.value("vllm:num_requests_waiting", m), { colorIndex: c, dashed: true });
+    push("chart-kv", m, t, cur.value("vllm:kv_cache_usage_perc", m), { colorIndex: c });
+    for (const [chart, name] of [["chart-ttft", "vllm:time_to_first_token_seconds"], ["chart-itl", "vllm:inter_token_latency_seconds"]]) {
+      push(chart, `${m} p50`, t, quantile(0.5, old, cur, name, m), { colorIndex: c });
+      push(chart, `${m} p95`, t, quantile(0.95, old, cur, name, m), { colorIndex: c, dashed: true });
+    }
+    const preempt = rate(prev, cur, "vllm:num_preemptions_total", m);
+    push("chart-preempt", m, t, preempt === null ? null : preempt * 60, { colorIndex: c });
+    const queries = increase(old, cur, "vllm:prefix_cache_queries_total", m);
+    const hits = increase(old, cur, "vllm:prefix_cache_hits_total", m);
+    push("chart-prefix", m, t, queries > 0 && hits !== null ? hits / queries : null, { colorIndex: c });
+  }
+  push("chart-memory", "used", t, cur.value("sluice:pool_memory_used_bytes"), { colorIndex: 0 });
+  push("chart-memory", "budget", t, cur.value("sluice:pool_memory_budget_bytes"), { colorIndex: 1, dashed: true });
+}
+
+function drawCharts(now) {
+  for (const [id, chart] of charts) {
+    if (!onScreen.has(id)) continue;
+    chart.draw([...series.values()].filter((s) => s.chart === id), now);
+  }
+}
+
+function showNow(prev, cur) {
+  const models = cur.models();
+  const sum = (f) => models.reduce((a, m) => a + (f(m) || 0), 0);
+  const rows = [
+    ["Output tokens/s", fmtNum(sum((m) => rate(prev, cur, "vllm:generation_tokens_total", m)))],
+    ["Running", String(sum((m) => cur.value("vllm:num_requests_running", m)))],
+    ["Waiting", String(sum((m) => cur.value("vllm:num_requests_waiting", m)))],
+    ["Models loaded", String(cur.value("sluice:pool_models_loaded") ?? models.length)],
+    ["Preemptions (total)", String(sum((m) => cur.value("vllm:num_preemptions_total", m)))],
+  ];
+  $("now-stats").replaceChildren(...rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+}
+
+async function scrape() {
+  try {
+    const text = await request("/metrics");
+    const cur = new Scrape(text, Date.now());
+    const prev = scrapes[scrapes.length - 1];
+    scrapes.push(cur);
+    while (scrapes.length > 2 && cur.time - scrapes[1].time > TRAILING_MS) scrapes.shift();
+    if (prev) {
+      record(prev, cur, scrapes[0]);
+      trim(cur.time);
+      drawCharts(cur.time);
+      showNow(prev, cur);
+    }
+    $("scrape-status").textContent = `updated ${new Date(cur.time).toLocaleTimeString()}`;
+  } catch (e) {
+    $("scrape-status").textContent = `metrics unavailable: ${e.message}`;
+  }
+}
+
+function showMemory(list) {
+  const budget = list.max_memory_bytes;
+  const meter = $("memory-meter");
+  const used = list.memory_used_bytes;
+  meter.replaceChildren(...list.data.filter((m) => m.memory_bytes > 0).map((m) => {
+    const seg = h("span", { title: `${m.id}: ${formatBytes(m.memory_bytes)}` });
+    seg.style.width = `${budget ? (100 * m.memory_bytes) / budget : 0}%`;
+    seg.style.background = getComputedStyle(document.documentElement).getPropertyValue(`--c${(colorOf(m.id) % 6) + 1}`);
+    return seg;
+  }));
+  meter.setAttribute("aria-label", `Memory used ${formatBytes(used)} of ${budget ? formatBytes(budget) : "no budget"}`);
+  const parts = [`${formatBytes(used)} used`];
+  if (budget) parts.push(`of ${formatBytes(budget)} (${fmtPct(used / budget)})`);
+  if (list.max_models) parts.push(`at most ${list.max_models} models`);
+  $("memory-text").textContent = parts.join(" ");
+}
+
+function message(text, ok = false) {
+  const el = $("pool-message");
+  el.textContent = text;
+  el.classList.toggle("ok", ok);
+}
+
+async function act(model, action, button) {
+  button.disabled = true;
+  message(`${action === "load" ? "Loading" : "Unloading"} ${model}…`, true);
+  try {
+    await request(`/admin/models/${encodeURIComponent(model).replace(/%2F/g, "/")}/${action}`, { method: "POST" });
+    message(`${model} ${action}ed`, true);
+  } catch (e) {
+    const why = e.status === 409 ? `Refused (409, ${e.code || "conflict"}): ${e.message}` : `${action} failed (${e.status || "network"}): ${e.message}`;
+    message(why);
+  } finally {
+    await refreshPool();
+    refreshModels().catch(() => {});
+  }
+}
+
+function poolRow(m) {
+  const actions = h("td", { class: "actions" });
+  if (m.status === "unloaded") {
+    const b = h("button", { type: "button", class: "small", "aria-label": `Load ${m.id}` }, "Load");
+    b.addEventListener("click", () => act(m.id, "load", b));
+    actions.append(b);
+  }
+  if (m.status === "loaded") {
+    const b = h("button", { type: "button", class: "small ghost", "aria-label": `Unload ${m.id}` }, "Unload");
+    b.addEventListener("click", () => act(m.id, "unload", b));
+    actions.append(b);
+  }
+  return h("tr", { dataset: { model: m.id, status: m.status } },
+    h("th", { scope: "row" }, m.id),
+    h("td", {}, h("span", { class: `badge ${m.status}` }, m.status), m.last_error ? h("div", { class: "error" }, m.last_error) : null),
+    h("td", {}, m.memory_bytes ? formatBytes(m.memory_bytes) : "–"),
+    h("td", { title: m.pinned ? "pinned with --pin: never unloaded" : "" }, m.pinned ? "pinned" : "no"),
+    h("td", {}, m.loaded_at ? ago(m.loaded_at) : "–"),
+    h("td", {}, String(m.requests)),
+    h("td", {}, `${m.loads} / ${m.unloads}${m.load_failures ? ` (${m.load_failures} failed)` : ""}`),
+    actions);
+}
+
+/** Re-reads /admin/models and redraws the pool table and the memory meter. */
+export async function refreshPool() {
+  try {
+    pool = await request("/admin/models");
+  } catch (e) {
+    message(`pool unavailable (${e.status || "network"}): ${e.message}`);
+    return;
+  }
+  // Rebuild the table only when something but the clock moved; otherwise refresh "loaded since".
+  const shape = JSON.stringify(pool.data.map((m) => ({ ...m, last_used: 0 })));
+  const body = $("pool").tBodies[0];
+  if (body.dataset.shape === shape) {
+    for (const tr of body.rows) {
+      const m = pool.data.find((x) => x.id === tr.dataset.model);
+      if (m) tr.cells[4].textContent = m.loaded_at ? ago(m.loaded_at) : "–";
+    }
+    showMemory(pool);
+    return;
+  }
+  body.dataset.shape = shape;
+  const focused = document.activeElement && document.activeElement.getAttribute("aria-label");
+  body.replaceChildren(...pool.data.map(poolRow));
+  // Keep keyboard focus on the same button across redraws.
+  if (focused) {
+    const again = $("pool").querySelector(`[aria-label="${CSS.escape(focused)}"]`);
+    if (again) again.focus();
+  }
+  showMemory(pool);
+}
+
+/** Builds the charts once. */
+export function initDashboard() {
+  const box = $("charts");
+  // Charts scrolled out of view are not drawn: an open dashboard should cost its browser little.
+  const seen = new IntersectionObserver((entries) => {
+    for (const e of entries) {
+      if (e.isIntersecting) {
+        onScreen.add(e.target.id);
+        const last = scrapes[scrapes.length - 1];
+        if (last) charts.get(e.target.id).draw([...series.values()].filter((x) => x.chart === e.target.id), last.time);
+      } else {
+        onScreen.delete(e.target.id);
+      }
+    }
+  });
+  for (const spec of CHARTS) {
+    const chart = new LineChart({ ...spec, windowSeconds: Number($("chart-window").value) });
+    charts.set(spec.id, chart);
+    box.append(chart.el);
+    seen.observe(chart.el);
+  }
+  const windowSelect = $("chart-window");
+  windowSelect.value = localStorage.getItem(WINDOW_STORAGE) || "300";
+  const applyWindow = () => {
+    for (const chart of charts.values()) chart.windowSeconds = Number(windowSelect.value);
+    const last = scrapes[scrapes.length - 1];
+    if (last) drawCharts(last.time);
+  };
+  windowSelect.addEventListener("change", () => {
+    localStorage.setItem(WINDOW_STORAGE, windowSelect.value);
+    applyWindow();
+  });
+  applyWindow();
+  document.addEventListener("visibilitychange", () => {
+    if (document.hidden) stopDashboard();
+    else if (!$("view-dashboard").hidden) startDashboard();
+  });
+}
+
+/** Starts polling (the dashboard is on screen). */
+export function startDashboard() {
+  if (timers.length) return;
+  scrape();
+  refreshPool();
+  timers = [setInterval(scrape, SCRAPE_MS), setInterval(refreshPool, POOL_MS)];
+}
+
+/** Stops polling (the dashboard is hidden). A gap in the charts shows the pause. */
+export function stopDashboard() {
+  for (const t of timers) clearInterval(t);
+  timers = [];
+  scrapes = [];
+}
