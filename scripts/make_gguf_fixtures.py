@@ -4,6 +4,8 @@
 - `<fixture>-f16.gguf` for every fixture in fixtures/models (and `llama-f32.gguf`), converted
   with llama.cpp's own converter (../shared/peers/to-gguf.py): the Rust tests check that sluice
   gives the same logits from these as from the safetensors directories.
+- `llama-split-0000N-of-00003.gguf`: the llama fixture in f16 written as a split set (the
+  converter's `--split-max-tensors`), which must load as one model equal to `llama-f16.gguf`.
 - `qwen2-q256`, a Qwen2-shaped fixture whose rows are multiples of 256 (so every K-quant
   applies), written like the others by make_fixtures.py (with reference.json), then converted
   to GGUF f16 and quantized by llama-quantize to every type sluice loads.
@@ -40,7 +42,7 @@ def llama_bin() -> Path:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
-def convert(model_dir: Path, out: Path, outtype: str) -> None:
+def convert(model_dir: Path, out: Path, outtype: str, *extra: str) -> None:
     """Runs llama.cpp's converter on a copy whose tokenizer the converter's AutoTokenizer reads as
     the plain tokenizer.json: Qwen2's tokenizer class otherwise adds an `<|endoftext|>` unknown
     token past the vocabulary."""
@@ -53,11 +55,12 @@ def convert(model_dir: Path, out: Path, outtype: str) -> None:
         cfg.setdefault("unk_token", cfg.get("pad_token"))
         cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
         subprocess.run(
-            [sys.executable, str(PEERS / "to-gguf.py"), str(copy), str(out), "--outtype", outtype],
+            [sys.executable, str(PEERS / "to-gguf.py"), str(copy), str(out), "--outtype", outtype, *extra],
             check=True,
             capture_output=True,
         )
-    print(f"{out.name}: {out.stat().st_size} bytes")
+    if out.exists():
+        print(f"{out.name}: {out.stat().st_size} bytes")
 
 
 def write_quant_model() -> None:
@@ -85,6 +88,9 @@ def main() -> None:
             convert(MODELS / name, out, "f16")
     if "--force" in sys.argv or not (OUT / "llama-f32.gguf").exists():
         convert(MODELS / "llama", OUT / "llama-f32.gguf", "f32")
+    if "--force" in sys.argv or not list(OUT.glob("llama-split-*.gguf")):
+        convert(MODELS / "llama", OUT / "llama-split.gguf", "f16", "--split-max-tensors", "8")
+        print(", ".join(sorted(p.name for p in OUT.glob("llama-split-*.gguf"))))
     quantize = llama_bin() / "llama-quantize"
     base = OUT / f"{QUANT_MODEL}-f16.gguf"
     for qtype in QUANT_TYPES:

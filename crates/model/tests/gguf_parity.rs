@@ -116,3 +116,34 @@ fn gguf_weight_bytes_estimate_is_exact() {
         );
     }
 }
+
+#[test]
+fn a_split_gguf_set_loads_as_the_one_file_it_was_split_from() {
+    // `llama-split-0000N-of-00003.gguf`: the converter's `--split-max-tensors 8` on the llama
+    // fixture; any part names the whole set.
+    let reference = reference("llama");
+    let whole = prefill_all_positions(&load_gguf("llama-f16.gguf", None), &reference.prompt_ids);
+    for part in 1..=3 {
+        let file = format!("llama-split-0000{part}-of-00003.gguf");
+        assert_eq!(ModelFiles::default_name(&gguf_path(&file)), "llama-split");
+        assert_eq!(ModelFiles::is_model(&gguf_path(&file)), part == 1, "{file}");
+        let split = prefill_all_positions(&load_gguf(&file, None), &reference.prompt_ids);
+        assert_eq!(whole.data, split.data, "{file}");
+    }
+}
+
+#[test]
+fn a_split_gguf_set_with_a_missing_part_is_a_clear_error() {
+    let dir = std::env::temp_dir().join(format!("sluice-split-missing-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for part in [1, 3] {
+        let file = format!("llama-split-0000{part}-of-00003.gguf");
+        std::fs::copy(gguf_path(&file), dir.join(&file)).unwrap();
+    }
+    let err = match ModelFiles::open(&dir.join("llama-split-00001-of-00003.gguf")) {
+        Ok(_) => panic!("a split set without its second part opened"),
+        Err(e) => e.to_string(),
+    };
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(err.contains("00002-of-00003"), "{err}");
+}
