@@ -172,7 +172,7 @@ fn tile_equals_the_f32_product_of_what_is_stored() {
         let mut panel = vec![0u8; format.panel_bytes(k)];
         format.pack_panel(&refs, k, &mut panel);
         let acts = Activations::prepare(format.activation(), &x, k);
-        for isa in [Isa::detect(), Isa::Portable] {
+        for isa in Isa::available() {
             let mut tile = [[0f32; PANEL]; TILE_ROWS];
             format.tile(isa, &panel, k, &acts, 0, rows, false, &mut tile);
             for r in 0..rows {

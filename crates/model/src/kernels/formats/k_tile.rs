@@ -41,6 +41,9 @@ pub(super) fn tile<Q: KQuant>(
         // SAFETY: `Isa::Avx2` is only detected on CPUs with avx2+fma; the panel holds
         // `2 * blocks` cells and every row `blocks` super-blocks.
         Isa::Avx2 => unsafe { avx2::tile::<Q>(panel, blocks, xs, streams, tile) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above, and `Isa::Avx512Vnni` is only detected with avx512vnni+vl.
+        Isa::Avx512Vnni => unsafe { avx2::tile_vnni::<Q>(panel, blocks, xs, streams, tile) },
         _ => portable_tile::<Q>(panel, blocks, xs, tile),
     }
 }
@@ -184,8 +187,16 @@ mod avx2 {
         _mm256_set1_epi32((ptr as *const i32).read_unaligned())
     }
 
+    /// Eight i8 values at `ptr` as eight i32 lanes: one factor per output.
     #[inline(always)]
-    unsafe fn tile_rows<Q: KQuant, const R: usize>(
+    unsafe fn scale_lanes(ptr: *const u8) -> __m256i {
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(ptr as *const __m128i))
+    }
+
+    /// With `VNNI`, a group's four quads go through `vpdpbusd` straight into 32 bits and are
+    /// scaled there (no 16-bit chain), and the bias sums use `vpdpwssd`: the same integers.
+    #[inline(always)]
+    unsafe fn tile_rows<Q: KQuant, const R: usize, const VNNI: bool>(
         panel: &[u8],
         blocks: usize,
         xs: &[&[BlockQ8K]],
@@ -215,7 +226,20 @@ mod avx2 {
                         let group = 2 * unit + half_unit;
                         let w = unpack_group::<Q>(unit_ptr, half_unit);
                         let sub = group / subs_per_group;
-                        let sc = scale_pairs(cell.add(scheme.scales_offset() + 8 * sub));
+                        let scales = cell.add(scheme.scales_offset() + 8 * sub);
+                        if VNNI {
+                            let sc = scale_lanes(scales);
+                            for r in 0..R {
+                                let q = (*xp[r].add(b)).qs.as_ptr().add(16 * group);
+                                let mut t = _mm256_setzero_si256();
+                                for (i, w) in w.iter().enumerate() {
+                                    t = _mm256_dpbusd_epi32(t, *w, broadcast4(q.add(4 * i)));
+                                }
+                                a[r] = _mm256_add_epi32(a[r], _mm256_mullo_epi32(t, sc));
+                            }
+                            continue;
+                        }
+                        let sc = scale_pairs(scales);
                         for r in 0..R {
                             let q = (*xp[r].add(b)).qs.as_ptr().add(16 * group);
                             // Pair sums of `chain` quads add up in 16 bits (exact, see
@@ -251,7 +275,11 @@ mod avx2 {
                         };
                         let s =
                             _mm256_set1_epi32((sums.add(2 * pair) as *const i32).read_unaligned());
-                        bs[r] = _mm256_add_epi32(bs[r], _mm256_madd_epi16(v, s));
+                        bs[r] = if VNNI {
+                            _mm256_dpwssd_epi32(bs[r], v, s)
+                        } else {
+                            _mm256_add_epi32(bs[r], _mm256_madd_epi16(v, s))
+                        };
                     }
                 }
                 let d = _mm256_loadu_ps(cell as *const f32);
@@ -302,13 +330,36 @@ mod avx2 {
         streams: bool,
         tile: &mut Tile,
     ) {
+        tile_with::<Q, false>(panel, blocks, xs, streams, tile)
+    }
+
+    /// Safety: needs avx2+fma+avx512vnni+avx512vl; otherwise as [`tile`].
+    #[target_feature(enable = "avx2,fma,avx512vnni,avx512vl")]
+    pub(super) unsafe fn tile_vnni<Q: KQuant>(
+        panel: &[u8],
+        blocks: usize,
+        xs: &[&[BlockQ8K]],
+        streams: bool,
+        tile: &mut Tile,
+    ) {
+        tile_with::<Q, true>(panel, blocks, xs, streams, tile)
+    }
+
+    #[inline(always)]
+    unsafe fn tile_with<Q: KQuant, const VNNI: bool>(
+        panel: &[u8],
+        blocks: usize,
+        xs: &[&[BlockQ8K]],
+        streams: bool,
+        tile: &mut Tile,
+    ) {
         match xs.len() {
-            1 => tile_rows::<Q, 1>(panel, blocks, xs, streams, tile),
-            2 => tile_rows::<Q, 2>(panel, blocks, xs, streams, tile),
-            3 => tile_rows::<Q, 3>(panel, blocks, xs, streams, tile),
-            4 => tile_rows::<Q, 4>(panel, blocks, xs, streams, tile),
-            5 => tile_rows::<Q, 5>(panel, blocks, xs, streams, tile),
-            _ => tile_rows::<Q, 6>(panel, blocks, xs, streams, tile),
+            1 => tile_rows::<Q, 1, VNNI>(panel, blocks, xs, streams, tile),
+            2 => tile_rows::<Q, 2, VNNI>(panel, blocks, xs, streams, tile),
+            3 => tile_rows::<Q, 3, VNNI>(panel, blocks, xs, streams, tile),
+            4 => tile_rows::<Q, 4, VNNI>(panel, blocks, xs, streams, tile),
+            5 => tile_rows::<Q, 5, VNNI>(panel, blocks, xs, streams, tile),
+            _ => tile_rows::<Q, 6, VNNI>(panel, blocks, xs, streams, tile),
         }
     }
 }

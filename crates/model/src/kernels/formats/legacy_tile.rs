@@ -10,7 +10,7 @@
 
 use super::act_q8_0::{BlockQ8, Q8Rows, QK};
 use super::legacy::{Offset, Scheme, CELL_OUTPUTS};
-use super::{Isa, Tile, PANEL};
+use super::{Isa, Tile, PANEL, TILE_ROWS};
 
 /// One tile against a legacy panel of `blocks` blocks, activation rows `r0..r0 + rows`.
 #[allow(clippy::too_many_arguments)]
@@ -27,16 +27,28 @@ pub(super) fn tile(
     let cell = scheme.cell_bytes();
     let panel = &panel[..2 * blocks * cell];
     const { assert!(PANEL == 2 * CELL_OUTPUTS) };
-    for (r, tile_row) in tile.iter_mut().enumerate().take(rows) {
-        let xs = &x.row(r0 + r)[..blocks];
-        for (half, out) in tile_row.chunks_exact_mut(CELL_OUTPUTS).enumerate() {
-            let out: &mut [f32; CELL_OUTPUTS] = out.try_into().expect("8 outputs");
-            match isa {
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: `Isa::Avx2` is only detected on CPUs with avx2+fma; the panel holds
-                // `2 * blocks` cells and the row `blocks` blocks.
-                Isa::Avx2 => unsafe { avx2::half_row(scheme, panel, half, xs, out) },
-                _ => portable_half_row(scheme, panel, half, xs, out),
+    let xs: [&[BlockQ8]; TILE_ROWS] = std::array::from_fn(|r| {
+        if r < rows {
+            &x.row(r0 + r)[..blocks]
+        } else {
+            &[]
+        }
+    });
+    let xs = &xs[..rows];
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx2` is only detected on CPUs with avx2+fma; the panel holds
+        // `2 * blocks` cells and every row `blocks` blocks.
+        Isa::Avx2 => unsafe { avx2::tile(scheme, panel, xs, tile) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above, and `Isa::Avx512Vnni` is only detected with avx512vnni+vl.
+        Isa::Avx512Vnni => unsafe { avx2::tile_vnni(scheme, panel, xs, tile) },
+        _ => {
+            for (tile_row, xs) in tile.iter_mut().zip(xs) {
+                for (half, out) in tile_row.chunks_exact_mut(CELL_OUTPUTS).enumerate() {
+                    let out: &mut [f32; CELL_OUTPUTS] = out.try_into().expect("8 outputs");
+                    portable_half_row(scheme, panel, half, xs, out);
+                }
             }
         }
     }
@@ -91,7 +103,7 @@ fn portable_half_row(
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
-    use super::{BlockQ8, Offset, Scheme, CELL_OUTPUTS};
+    use super::{BlockQ8, Offset, Scheme, Tile, CELL_OUTPUTS};
     use std::arch::x86_64::*;
 
     /// Group `g`'s 4 activation bytes in every 32-bit lane.
@@ -102,75 +114,164 @@ mod avx2 {
         ))
     }
 
-    /// The 8 outputs' integer dots `Σ level·q` with one block, one per 32-bit lane.
+    /// A cell's levels as eight vectors, one per group of four activations: `w[g]` holds
+    /// output `i`'s levels `4g..4g + 4` in 32-bit lane `i` (unsigned, or signed for Q8_0).
+    /// Loaded once per cell and used by every row of the tile.
     #[inline(always)]
-    unsafe fn dots(scheme: &Scheme, levels: *const u8, x: &BlockQ8) -> __m256i {
+    unsafe fn levels(scheme: &Scheme, cell: *const u8) -> [__m256i; 8] {
+        let load = |g: usize| _mm256_loadu_si256(cell.add(32 * g) as *const __m256i);
+        let mut w = [_mm256_setzero_si256(); 8];
+        if scheme.bits == 4 {
+            let mask = _mm256_set1_epi8(0x0F);
+            for u in 0..4 {
+                let packed = load(u);
+                w[u] = _mm256_and_si256(packed, mask);
+                w[u + 4] = _mm256_and_si256(_mm256_srli_epi16::<4>(packed), mask);
+            }
+        } else {
+            for (g, w) in w.iter_mut().enumerate() {
+                *w = load(g);
+            }
+        }
+        w
+    }
+
+    /// The 8 outputs' integer dots `Σ level·q` with one block, one per 32-bit lane. With
+    /// `VNNI` each byte product, pair sum and accumulation is one `vpdpbusd`, and Q8_0's
+    /// levels arrive as `|w|` in `w` with their signs in `signs`; without, `maddubs` pairs add
+    /// up in 16 bits where they fit (see the module's bounds) and widen with `madd`, and Q8_0's
+    /// `w` holds the signed levels (sixteen registers would not hold both). The same integers
+    /// either way. Every loop has constant bounds, so `w` stays in registers.
+    #[inline(always)]
+    unsafe fn dots<const VNNI: bool>(
+        scheme: &Scheme,
+        w: &[__m256i; 8],
+        signs: &[__m256i; 8],
+        x: &BlockQ8,
+    ) -> __m256i {
+        let signed = matches!(scheme.offset, Offset::Signed);
+        let mut total = _mm256_setzero_si256();
+        if VNNI {
+            for g in 0..8 {
+                let q = if signed {
+                    _mm256_sign_epi8(group(x, g), signs[g])
+                } else {
+                    group(x, g)
+                };
+                total = _mm256_dpbusd_epi32(total, w[g], q);
+            }
+            return total;
+        }
         let ones = _mm256_set1_epi16(1);
-        match (scheme.bits, scheme.offset) {
-            (4, _) => {
-                let mask = _mm256_set1_epi8(0x0F);
+        if signed {
+            for (g, w) in w.iter().enumerate() {
+                let q = _mm256_sign_epi8(group(x, g), *w);
+                let pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(*w), q);
+                total = _mm256_add_epi32(total, _mm256_madd_epi16(pairs, ones));
+            }
+        } else if scheme.bits == 4 {
+            // 4-bit levels: all eight groups add up in 16 bits.
+            let mut sum = _mm256_setzero_si256();
+            for (g, w) in w.iter().enumerate() {
+                sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(*w, group(x, g)));
+            }
+            total = _mm256_madd_epi16(sum, ones);
+        } else {
+            // 5-bit levels: two chains of four groups.
+            for (c, four) in w.chunks_exact(4).enumerate() {
                 let mut sum = _mm256_setzero_si256();
-                for u in 0..4 {
-                    let packed = _mm256_loadu_si256(levels.add(32 * u) as *const __m256i);
-                    let lo = _mm256_and_si256(packed, mask);
-                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(packed), mask);
-                    sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(lo, group(x, u)));
-                    sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(hi, group(x, u + 4)));
+                for (i, w) in four.iter().enumerate() {
+                    sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(*w, group(x, 4 * c + i)));
                 }
-                _mm256_madd_epi16(sum, ones)
+                total = _mm256_add_epi32(total, _mm256_madd_epi16(sum, ones));
             }
-            (_, Offset::Signed) => {
-                let mut total = _mm256_setzero_si256();
-                for g in 0..8 {
-                    let w = _mm256_loadu_si256(levels.add(32 * g) as *const __m256i);
-                    let q = _mm256_sign_epi8(group(x, g), w);
-                    let pairs = _mm256_maddubs_epi16(_mm256_abs_epi8(w), q);
-                    total = _mm256_add_epi32(total, _mm256_madd_epi16(pairs, ones));
-                }
-                total
-            }
-            _ => {
-                let mut total = _mm256_setzero_si256();
-                for four in 0..2 {
-                    let mut sum = _mm256_setzero_si256();
-                    for g in 4 * four..4 * four + 4 {
-                        let w = _mm256_loadu_si256(levels.add(32 * g) as *const __m256i);
-                        sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(w, group(x, g)));
-                    }
-                    total = _mm256_add_epi32(total, _mm256_madd_epi16(sum, ones));
-                }
-                total
-            }
+        }
+        total
+    }
+
+    /// Safety: needs avx2+fma; `panel` holds `2 * blocks` cells, each of `xs` (1 to 6 rows)
+    /// `blocks` blocks.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn tile(scheme: &Scheme, panel: &[u8], xs: &[&[BlockQ8]], tile: &mut Tile) {
+        tile_with::<false>(scheme, panel, xs, tile)
+    }
+
+    /// Safety: needs avx2+fma+avx512vnni+avx512vl; otherwise as [`tile`].
+    #[target_feature(enable = "avx2,fma,avx512vnni,avx512vl")]
+    pub(super) unsafe fn tile_vnni(
+        scheme: &Scheme,
+        panel: &[u8],
+        xs: &[&[BlockQ8]],
+        tile: &mut Tile,
+    ) {
+        tile_with::<true>(scheme, panel, xs, tile)
+    }
+
+    #[inline(always)]
+    unsafe fn tile_with<const VNNI: bool>(
+        scheme: &Scheme,
+        panel: &[u8],
+        xs: &[&[BlockQ8]],
+        tile: &mut Tile,
+    ) {
+        match xs.len() {
+            1 => tile_rows::<1, VNNI>(scheme, panel, xs, tile),
+            2 => tile_rows::<2, VNNI>(scheme, panel, xs, tile),
+            3 => tile_rows::<3, VNNI>(scheme, panel, xs, tile),
+            4 => tile_rows::<4, VNNI>(scheme, panel, xs, tile),
+            5 => tile_rows::<5, VNNI>(scheme, panel, xs, tile),
+            _ => tile_rows::<6, VNNI>(scheme, panel, xs, tile),
         }
     }
 
-    /// Safety: needs avx2+fma; `panel` holds `2 * xs.len()` cells.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn half_row(
+    /// Half by half (8 outputs), block by block: a cell's levels are loaded and unpacked once
+    /// for all `R` rows. Each output's accumulator sees its blocks in order with the portable
+    /// kernel's operations, so the rows sharing a tile change no bit.
+    #[inline(always)]
+    unsafe fn tile_rows<const R: usize, const VNNI: bool>(
         scheme: &Scheme,
         panel: &[u8],
-        half: usize,
-        xs: &[BlockQ8],
-        out: &mut [f32; CELL_OUTPUTS],
+        xs: &[&[BlockQ8]],
+        tile: &mut Tile,
     ) {
         let cell_bytes = scheme.cell_bytes();
         let level_bytes = scheme.level_bytes();
-        let mut acc = _mm256_setzero_ps();
-        for (b, x) in xs.iter().enumerate() {
-            let cell = panel.as_ptr().add((2 * b + half) * cell_bytes);
-            let mut dot = dots(scheme, cell, x);
-            if let Offset::Centre(c) = scheme.offset {
-                dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(c * x.sum));
+        let blocks = xs[0].len();
+        let xp: [*const BlockQ8; R] = std::array::from_fn(|r| xs[r].as_ptr());
+        let signed = matches!(scheme.offset, Offset::Signed);
+        for half in 0..2 {
+            let mut acc = [_mm256_setzero_ps(); R];
+            for b in 0..blocks {
+                let cell = panel.as_ptr().add((2 * b + half) * cell_bytes);
+                let mut w = levels(scheme, cell);
+                let signs = w;
+                if signed && VNNI {
+                    for w in &mut w {
+                        *w = _mm256_abs_epi8(*w);
+                    }
+                }
+                let d = _mm256_loadu_ps(cell.add(level_bytes) as *const f32);
+                let m = _mm256_loadu_ps(
+                    cell.add(level_bytes + 32 * usize::from(scheme.offset == Offset::Min))
+                        as *const f32,
+                );
+                for r in 0..R {
+                    let x = &*xp[r].add(b);
+                    let mut dot = dots::<VNNI>(scheme, &w, &signs, x);
+                    if let Offset::Centre(c) = scheme.offset {
+                        dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(c * x.sum));
+                    }
+                    let dx = _mm256_set1_ps(x.d);
+                    acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(dot), acc[r]);
+                    if scheme.offset == Offset::Min {
+                        let sum = _mm256_set1_ps(x.sum as f32);
+                        acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(m, dx), sum, acc[r]);
+                    }
+                }
             }
-            let dx = _mm256_set1_ps(x.d);
-            let d = _mm256_loadu_ps(cell.add(level_bytes) as *const f32);
-            acc = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(dot), acc);
-            if scheme.offset == Offset::Min {
-                let m = _mm256_loadu_ps(cell.add(level_bytes + 32) as *const f32);
-                let sum = _mm256_set1_ps(x.sum as f32);
-                acc = _mm256_fmadd_ps(_mm256_mul_ps(m, dx), sum, acc);
+            for r in 0..R {
+                _mm256_storeu_ps(tile[r].as_mut_ptr().add(half * CELL_OUTPUTS), acc[r]);
             }
         }
-        _mm256_storeu_ps(out.as_mut_ptr(), acc);
     }
 }

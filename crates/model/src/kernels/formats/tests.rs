@@ -26,16 +26,18 @@ fn packed_panel(format: &dyn WeightFormat, w: &[f32], rows: usize) -> Vec<u8> {
 }
 
 #[test]
-fn portable_kernel_agrees_bit_for_bit_with_the_detected_one() {
+fn every_available_kernel_agrees_bit_for_bit_with_the_portable_one() {
     let w = test_values(PANEL * K, 5);
     let x = test_values(TILE_ROWS * K, 6);
     for format in formats() {
         let panel = packed_panel(format, &w, PANEL);
         let acts = Activations::prepare(format.activation(), &x, K);
-        for rows in 1..=TILE_ROWS {
+        for (rows, isa) in
+            (1..=TILE_ROWS).flat_map(|r| Isa::available().into_iter().map(move |i| (r, i)))
+        {
             let mut fast = [[0f32; PANEL]; TILE_ROWS];
             let mut portable = [[0f32; PANEL]; TILE_ROWS];
-            format.tile(Isa::detect(), &panel, K, &acts, 0, rows, true, &mut fast);
+            format.tile(isa, &panel, K, &acts, 0, rows, true, &mut fast);
             format.tile(
                 Isa::Portable,
                 &panel,
@@ -46,7 +48,12 @@ fn portable_kernel_agrees_bit_for_bit_with_the_detected_one() {
                 false,
                 &mut portable,
             );
-            assert_eq!(fast, portable, "{:?}, {rows} rows", format.ggml_type());
+            assert_eq!(
+                fast,
+                portable,
+                "{:?} {isa:?}, {rows} rows",
+                format.ggml_type()
+            );
         }
     }
 }
