@@ -5,7 +5,9 @@
 # bench/out/, and prints the markdown.
 #
 #   bench/compare-llamacpp.sh [options]
-#     --models LIST          comma-separated (default smollm2-135m,qwen2.5-0.5b)
+#     --models LIST          comma-separated (default smollm2-135m,qwen2.5-0.5b; also qwen3-0.6b
+#                            and llama3.1-8b, a Llama-3.1-8B-shaped GGUF written by
+#                            bench/make_large_gguf.py: ~15 GiB f16 on disk)
 #     --concurrency LIST     levels to sweep (default 1,4,16,64)
 #     --prompt-tokens N      (default 128)        --output-tokens N   (default 128)
 #     --warmup-secs S        per level (default 10)
@@ -63,7 +65,7 @@ while [ $# -gt 0 ]; do
     --rounds) ROUNDS="$2"; shift 2 ;;
     --only) ONLY="$2"; shift 2 ;;
     --skip-llama-bench) LLAMA_BENCH=0; shift ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -122,7 +124,13 @@ fi
 # 3. models and their GGUF files, one per weight type
 for model in ${MODELS//,/ }; do
   dir="$OUT/models/$model"
-  if [ ! -f "$dir/model.safetensors" ]; then
+  if [ "$model" = llama3.1-8b ] && [ ! -f "$dir.f16.gguf" ]; then
+    # Too large for a safetensors round trip: written as GGUF f16 directly, tensor by tensor.
+    log "making random-weight $model (GGUF f16, ~15 GiB)"
+    python3 "$ROOT/bench/make_large_gguf.py" "$dir.f16.gguf.tmp" >"$LOGS/make-$model.log" 2>&1
+    mv "$dir.f16.gguf.tmp" "$dir.f16.gguf"
+  fi
+  if [ ! -f "$dir.f16.gguf" ] && [ ! -f "$dir/model.safetensors" ]; then
     log "making random-weight $model"
     python3 "$ROOT/bench/make_random_model.py" "$OUT/models" --models "$model" >/dev/null
   fi
@@ -207,6 +215,9 @@ for model in ${MODELS//,/ }; do
           serve_llama "$model" "$OUT/models/$model.$w.gguf"
           run_sweep "llama-server-r$round" "$LLAMA_PORT" "$model" "$dir"
         fi
+        # Peak resident memory of the server process over its whole life (load included).
+        echo "$server-r$round $(awk '/VmHWM/ {print $2}' "/proc/$SERVER_PID/status" 2>/dev/null)" \
+          >>"$dir/peak-rss-kib.txt"
         stop_server
       done
       index=$((index + 1))
@@ -241,6 +252,10 @@ REPORT="$OUT/comparison.md"
           --title "$model ($w, random weights): sluice vs llama-server" >/dev/null
         echo
         echo "![$model $w chart]($model/$w/comparison.svg)"
+      fi
+      if [ -f "$dir/peak-rss-kib.txt" ]; then
+        echo
+        echo "Peak RSS (VmHWM, MiB): $(awk '{printf "%s%s %.0f", NR > 1 ? ", " : "", $1, $2 / 1024}' "$dir/peak-rss-kib.txt")"
       fi
       if [ -f "$OUT/llama-bench-$model-$w.md" ]; then
         echo

@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release -p sluice-model --example forward_bench -- [smollm2|qwen2.5|all] [f32|f16|all]
 //! cargo run --release -p sluice-model --example forward_bench -- --model-dir DIR [f32|f16]
+//! cargo run --release -p sluice-model --example forward_bench -- --model-dir FILE.gguf  (as stored)
 //! cargo run --release -p sluice-model --example forward_bench -- matmul [M,N,K ...]
 //! cargo run --release -p sluice-model --example forward_bench -- formats [f32,f16,q4_k,...]
 //! ```
@@ -212,12 +213,34 @@ fn bench(label: &str, model: &Model, kv_dtype: KvDtype) {
         .collect();
     let tokens: Vec<u32> = (0..PROMPT).map(|i| (i as u32 * 31) % vocab).collect();
     let mut batch = Batch::default();
-    batch.push_sequence(&tokens, 0, prompt_blocks, BLOCK, true);
+    batch.push_sequence(&tokens, 0, prompt_blocks.clone(), BLOCK, true);
     let t = measure(2 * repeat, || {
         model.forward(&batch, &mut kv).expect("prefill");
     });
     println!(
         "  prefill {PROMPT} tokens: {t}, {:>8.1} tok/s",
+        PROMPT as f64 / t.wall.as_secs_f64()
+    );
+    // The same prompt as the server runs it: chunks of its default step budget (256 tokens),
+    // the second attending to the first's keys.
+    const CHUNK: usize = 256;
+    let t = measure(2 * repeat, || {
+        for start in (0..PROMPT).step_by(CHUNK) {
+            let mut batch = Batch::default();
+            let end = (start + CHUNK).min(PROMPT);
+            let last = end == PROMPT;
+            batch.push_sequence(
+                &tokens[start..end],
+                start,
+                prompt_blocks[..end.div_ceil(BLOCK)].to_vec(),
+                BLOCK,
+                last,
+            );
+            model.forward(&batch, &mut kv).expect("chunked prefill");
+        }
+    });
+    println!(
+        "  prefill {PROMPT} tokens in {CHUNK}-token chunks: {t}, {:>8.1} tok/s",
         PROMPT as f64 / t.wall.as_secs_f64()
     );
 }
@@ -263,9 +286,14 @@ fn ours_matmul(m: usize, n: usize, k: usize) {
 }
 
 /// The weight formats `formats` times by default.
-const FORMAT_TYPES: [GgmlType; 7] = [
+const FORMAT_TYPES: [GgmlType; 12] = [
     GgmlType::F32,
     GgmlType::F16,
+    GgmlType::Q8_0,
+    GgmlType::Q5_0,
+    GgmlType::Q4_0,
+    GgmlType::Q5_1,
+    GgmlType::Q4_1,
     GgmlType::Q4_K,
     GgmlType::Q6_K,
     GgmlType::Q5_K,
@@ -274,7 +302,7 @@ const FORMAT_TYPES: [GgmlType; 7] = [
 ];
 
 /// Kernel micro-benchmark: GOP/s (2·m·n·k per product, activation preparation included) of
-/// every format on Qwen2.5-0.5B's MLP shapes at m = 1, 16, 64, 512. K-quant types need rows of
+/// every format on Qwen2.5-0.5B's MLP shapes at m = 1, 16, 64, 256, 512. K-quant types need rows of
 /// whole 256-weight super-blocks, so for them 4864x896 is replaced by 4864x1024. The formats
 /// take turns (one product each, round after round) and each keeps its fastest product, so a
 /// noisy neighbour on the shared host slows them alike.
@@ -296,10 +324,10 @@ fn bench_formats(types: &[GgmlType]) {
             packed.push((ty, matrix, start.elapsed()));
         }
         let mut gops = vec![Vec::new(); packed.len()];
-        for m in [1, 16, 64, 512] {
+        for m in [1, 16, 64, 256, 512] {
             let mut y = vec![0f32; m * n];
             let mut fastest = vec![Duration::MAX; packed.len()];
-            let rounds = if m == 512 { 8 } else { 40 };
+            let rounds = if m >= 256 { 8 } else { 40 };
             for _ in 0..rounds {
                 for ((_, matrix, _), best) in packed.iter().zip(&mut fastest) {
                     let start = Instant::now();
@@ -314,12 +342,13 @@ fn bench_formats(types: &[GgmlType]) {
         for ((ty, matrix, pack), g) in packed.iter().zip(gops) {
             let bytes_per_weight = matrix.bytes() as f64 / (n * k) as f64;
             println!(
-                "  {n}x{k} {:<5} {bytes_per_weight:.4} B/w: m=1 {:6.1}  m=16 {:6.1}  m=64 {:6.1}  m=512 {:6.1} GOP/s (quantize+pack {:.0} ms)",
+                "  {n}x{k} {:<5} {bytes_per_weight:.4} B/w: m=1 {:6.1}  m=16 {:6.1}  m=64 {:6.1}  m=256 {:6.1}  m=512 {:6.1} GOP/s (quantize+pack {:.0} ms)",
                 ty.name(),
                 g[0],
                 g[1],
                 g[2],
                 g[3],
+                g[4],
                 pack.as_secs_f64() * 1e3
             );
         }
@@ -336,6 +365,16 @@ fn main() {
     println!("rayon threads: {}", rayon::current_num_threads());
     if args.first().map(String::as_str) == Some("--model-dir") {
         let dir = Path::new(args.get(1).expect("--model-dir DIR"));
+        if dir.extension().is_some_and(|e| e == "gguf") && args.get(2).is_none() {
+            // A GGUF file's weights as stored (quantized types stay quantized), f16 KV.
+            let model = Model::load(dir, &LoadOptions { dtype: None }).expect("load");
+            bench(
+                &format!("{} as stored", dir.display()),
+                &model,
+                KvDtype::F16,
+            );
+            return;
+        }
         for dtype in dtypes(args.get(2)) {
             let model = Model::load(dir, &LoadOptions { dtype: Some(dtype) }).expect("load");
             bench(
