@@ -8,7 +8,10 @@
 //! the levels of its 8 outputs interleaved in groups of 4 (byte `4·i + t` of group `g` is level
 //! `4g + t` of output `i`), so one 32-byte vector times one broadcast group of 4 activation bytes
 //! gives all 8 outputs' partial sums; 4-bit levels stay packed two groups to a byte (`g` in the
-//! low nibble, `g + 4` in the high). Then 8 f32 scales, and 8 f32 minimums for the `_1` types.
+//! low nibble, `g + 4` in the high), and 5-bit levels are their low nibbles packed so followed
+//! by a plane of fifth bits (bit `g` of byte `4·i + t`). Then 8 f32 scales, and 8 f32 minimums
+//! for the `_1` types. Panels so hold 5 (Q4_0), 6 (Q5_0), 6 (Q4_1), 7 (Q5_1) and 9 (Q8_0) bits a
+//! weight against 4.5, 5.5, 5, 6 and 8.5 stored.
 
 use std::marker::PhantomData;
 
@@ -34,19 +37,49 @@ pub(super) enum Offset {
 /// A type's level width and offset.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Scheme {
-    /// Bits a level: 4 (kept packed in panels), 5 or 8.
+    /// Bits a level: 4, 5 or 8.
     pub bits: u32,
     /// How levels become weights.
     pub offset: Offset,
 }
 
+/// Bytes of a cell's low nibbles (4- and 5-bit levels).
+pub(super) const NIBBLE_BYTES: usize = CELL_OUTPUTS * QK / 2;
+
 impl Scheme {
     /// Bytes of the levels of one cell.
     pub const fn level_bytes(&self) -> usize {
-        if self.bits == 4 {
-            CELL_OUTPUTS * QK / 2
+        match self.bits {
+            4 => NIBBLE_BYTES,
+            5 => NIBBLE_BYTES + CELL_OUTPUTS * QK / 8,
+            _ => CELL_OUTPUTS * QK,
+        }
+    }
+
+    /// Level `e` of output `i` in a cell's levels (Q8_0's as `i8` bits).
+    pub fn level(&self, levels: &[u8], i: usize, e: usize) -> u8 {
+        let (g, t) = (e / 4, e % 4);
+        if self.bits == 8 {
+            return levels[32 * g + 4 * i + t];
+        }
+        let low = (levels[32 * (g % 4) + 4 * i + t] >> (4 * (g / 4))) & 0xF;
+        if self.bits == 5 {
+            low | (((levels[NIBBLE_BYTES + 4 * i + t] >> g) & 1) << 4)
         } else {
-            CELL_OUTPUTS * QK
+            low
+        }
+    }
+
+    /// Sets level `e` of output `i` in a cell's levels, which start zeroed.
+    fn set_level(&self, levels: &mut [u8], i: usize, e: usize, level: u8) {
+        let (g, t) = (e / 4, e % 4);
+        if self.bits == 8 {
+            levels[32 * g + 4 * i + t] = level;
+            return;
+        }
+        levels[32 * (g % 4) + 4 * i + t] |= (level & 0xF) << (4 * (g / 4));
+        if self.bits == 5 {
+            levels[NIBBLE_BYTES + 4 * i + t] |= ((level >> 4) & 1) << g;
         }
     }
 
@@ -124,13 +157,7 @@ fn write_cell(scheme: &Scheme, blocks: &[LBlock], cell: &mut [u8]) {
     let (levels, floats) = cell.split_at_mut(scheme.level_bytes());
     for (i, block) in blocks.iter().enumerate() {
         for (e, &level) in block.levels.iter().enumerate() {
-            let (g, t) = (e / 4, e % 4);
-            if scheme.bits == 4 {
-                let byte = 32 * (g % 4) + 4 * i + t;
-                levels[byte] |= (level & 0xF) << (4 * (g / 4));
-            } else {
-                levels[32 * g + 4 * i + t] = level;
-            }
+            scheme.set_level(levels, i, e, level);
         }
         floats[4 * i..][..4].copy_from_slice(&block.d.to_le_bytes());
         if matches!(scheme.offset, Offset::Min) {
@@ -144,12 +171,7 @@ fn read_cell(scheme: &Scheme, cell: &[u8], i: usize) -> LBlock {
     let (levels, floats) = cell.split_at(scheme.level_bytes());
     let mut block = LBlock::ZERO;
     for (e, level) in block.levels.iter_mut().enumerate() {
-        let (g, t) = (e / 4, e % 4);
-        *level = if scheme.bits == 4 {
-            (levels[32 * (g % 4) + 4 * i + t] >> (4 * (g / 4))) & 0xF
-        } else {
-            levels[32 * g + 4 * i + t]
-        };
+        *level = scheme.level(levels, i, e);
     }
     let float = |at: usize| f32::from_le_bytes(floats[at..at + 4].try_into().expect("4 bytes"));
     block.d = float(4 * i);

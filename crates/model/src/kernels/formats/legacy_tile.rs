@@ -54,15 +54,13 @@ pub(super) fn tile(
     }
 }
 
-/// Level `e` of output `i` in a cell's levels.
+/// Level `e` of output `i` as the integer the kernel multiplies.
 fn level(scheme: &Scheme, levels: &[u8], i: usize, e: usize) -> i32 {
-    let (g, t) = (e / 4, e % 4);
-    if scheme.bits == 4 {
-        i32::from((levels[32 * (g % 4) + 4 * i + t] >> (4 * (g / 4))) & 0xF)
-    } else if matches!(scheme.offset, Offset::Signed) {
-        i32::from(levels[32 * g + 4 * i + t] as i8)
+    let level = scheme.level(levels, i, e);
+    if matches!(scheme.offset, Offset::Signed) {
+        i32::from(level as i8)
     } else {
-        i32::from(levels[32 * g + 4 * i + t])
+        i32::from(level)
     }
 }
 
@@ -121,12 +119,22 @@ mod avx2 {
     unsafe fn levels(scheme: &Scheme, cell: *const u8) -> [__m256i; 8] {
         let load = |g: usize| _mm256_loadu_si256(cell.add(32 * g) as *const __m256i);
         let mut w = [_mm256_setzero_si256(); 8];
-        if scheme.bits == 4 {
+        if scheme.bits != 8 {
             let mask = _mm256_set1_epi8(0x0F);
             for u in 0..4 {
                 let packed = load(u);
                 w[u] = _mm256_and_si256(packed, mask);
                 w[u + 4] = _mm256_and_si256(_mm256_srli_epi16::<4>(packed), mask);
+            }
+            if scheme.bits == 5 {
+                // Bit `g` of each byte of the plane is the fifth bit of group `g`'s level.
+                let plane = load(4);
+                let one = _mm256_set1_epi8(1);
+                for (g, w) in w.iter_mut().enumerate() {
+                    let bit = _mm256_srl_epi16(plane, _mm_cvtsi32_si128(g as i32));
+                    let fifth = _mm256_slli_epi16::<4>(_mm256_and_si256(bit, one));
+                    *w = _mm256_or_si256(*w, fifth);
+                }
             }
         } else {
             for (g, w) in w.iter_mut().enumerate() {
