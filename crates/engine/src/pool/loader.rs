@@ -200,6 +200,7 @@ impl ModelLoader for DirectoryLoader {
             model = %dir.display(),
             architecture = %config.architecture,
             weights_mib = model.weight_bytes() / (1 << 20),
+            kernels = sluice_model::kernels::formats::Isa::detect().name(),
             kv_blocks = kv.num_blocks(),
             block_size = s.block_size,
             max_model_len,
