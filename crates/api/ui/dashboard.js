@@ -1,7 +1,7 @@
-// The operations dashboard: the model pool with load / unload / pin buttons (admin API), the memory
-// budget, and live charts over the last five minutes computed from /metrics. It polls only
-// while it is on screen (one /metrics scrape a second, the pool every two), so an open tab costs
-// the server one cheap text render per second and a hidden tab costs nothing.
+// The operations dashboard: the model pool with load / unload / pin buttons (admin API), the
+// memory budget, and live charts over the last 1, 5 or 15 minutes computed from /metrics. It
+// polls only while it is on screen (one /metrics scrape a second, the pool every two), so an
+// open tab costs the server one cheap text render per second and a hidden tab costs nothing.
 
 import { request } from "./api.js";
 import { $, h, ago, formatBytes, formatSeconds } from "./dom.js";
@@ -38,7 +38,6 @@ const series = new Map(); // "chart|label" -> {label, points, dashed, colorIndex
 const modelOrder = [];
 let scrapes = []; // the last TRAILING_MS of scrapes, oldest first
 let timers = [];
-let pool = null;
 
 function colorOf(model) {
   if (!modelOrder.includes(model)) modelOrder.push(model);
@@ -209,6 +208,7 @@ function poolRow(m) {
 
 /** Re-reads /admin/models and redraws the pool table and the memory meter. */
 export async function refreshPool() {
+  let pool;
   try {
     pool = await request("/admin/models");
   } catch (e) {
