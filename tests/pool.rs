@@ -285,6 +285,37 @@ async fn a_pinned_model_is_never_unloaded() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_pin_and_unpin_routes_change_what_may_be_unloaded() {
+    let server = PoolServer::start(&three_fixtures(), &[], roomy()).await;
+    server.text("llama", PROMPTS[0]).await;
+    let (status, body) = server.admin("llama", "pin").await;
+    assert_eq!(
+        (status, &body["pinned"], &body["status"]),
+        (200, &json!(true), &json!("loaded"))
+    );
+    let (status, body) = server.admin("llama", "unload").await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "model_state_conflict");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("pinned"));
+    assert_eq!(server.status("llama").await, "loaded");
+    let (status, body) = server.admin("llama", "unpin").await;
+    assert_eq!((status, &body["pinned"]), (200, &json!(false)));
+    let (status, body) = server.admin("llama", "unload").await;
+    assert_eq!(
+        (status, &body["status"]),
+        (200, &json!("unloaded")),
+        "{body}"
+    );
+    // Pinning loads nothing; an unknown model is the usual 404.
+    let (status, body) = server.admin("qwen2", "pin").await;
+    assert_eq!((status, &body["status"]), (200, &json!("unloaded")));
+    assert_eq!(server.admin("nope", "pin").await.0, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_first_requests_trigger_exactly_one_load() {
     let server = Arc::new(PoolServer::start(&three_fixtures(), &[], roomy()).await);
     let tasks: Vec<_> = (0..8)

@@ -121,14 +121,17 @@ def chromium_paths():
     return browser, driver
 
 
-def make_driver(size=DESKTOP):
+def make_driver(size=DESKTOP, network_log=False):
     browser, driver_path = chromium_paths()
     options = webdriver.ChromeOptions()
     options.binary_location = browser
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                 "--disable-extensions", "--no-first-run", f"--window-size={size[0]},{size[1]}"):
         options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    prefs = {"browser": "ALL"}
+    if network_log:
+        prefs["performance"] = "ALL"  # DevTools events: what the page really sent
+    options.set_capability("goog:loggingPrefs", prefs)
     # Selenium Manager would try the network; the system chromedriver is given explicitly.
     return webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
 
@@ -138,6 +141,68 @@ def browser():
     driver = make_driver()
     yield driver
     driver.quit()
+
+
+@pytest.fixture
+def logged_browser():
+    """A browser that records its network traffic (read with `sent_bodies`)."""
+    driver = make_driver(network_log=True)
+    yield driver
+    driver.quit()
+
+
+def sent_bodies(driver, path: str):
+    """The JSON bodies of the POSTs the page sent to `path` since the last call, in order,
+    read from Chromium's DevTools network events."""
+    bodies = []
+    for entry in driver.get_log("performance"):
+        event = json.loads(entry["message"])["message"]
+        if event.get("method") != "Network.requestWillBeSent":
+            continue
+        req = event["params"]["request"]
+        if req["method"] == "POST" and req["url"].split("?")[0].endswith(path) and "postData" in req:
+            bodies.append(json.loads(req["postData"]))
+    return bodies
+
+
+def counter(driver, element_id: str, name: str) -> int:
+    """A counter the page keeps in `data-<name>` (scrapes and pool polls drawn so far)."""
+    return int(driver.execute_script(
+        "const e = document.getElementById(arguments[0]); return (e && e.dataset[arguments[1]]) || 0;",
+        element_id, name))
+
+
+def wait_for_scrapes(driver, more: int = 1, timeout=30):
+    """Waits until the dashboard has drawn `more` further /metrics scrapes."""
+    start = counter(driver, "scrape-status", "scrapes")
+    wait(driver, lambda d: counter(d, "scrape-status", "scrapes") >= start + more, timeout,
+         f"no {more} more scrapes")
+
+
+def wait_for_polls(driver, more: int = 1, timeout=30):
+    """Waits until the dashboard has drawn `more` further /admin/models polls."""
+    start = counter(driver, "pool", "polls")
+    wait(driver, lambda d: counter(d, "pool", "polls") >= start + more, timeout, f"no {more} more pool polls")
+
+
+def pool_row(driver, model: str):
+    """The pool table row of `model` as its data attributes ({model, status, pinned}), read in
+    one step (the table is redrawn while we look), or None."""
+    return driver.execute_script(
+        "const r = [...document.querySelectorAll('#pool tbody tr')].find(r => r.dataset.model === arguments[0]);"
+        "return r ? {...r.dataset} : null;", model)
+
+
+def download_to(driver, folder: str):
+    """Makes the page's downloads land in `folder`."""
+    driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": folder})
+
+
+def no_horizontal_scroll(driver) -> bool:
+    """Nothing sticks out sideways: the page is as wide as the viewport."""
+    return driver.execute_script(
+        "return document.documentElement.scrollWidth <= window.innerWidth"
+        " && document.body.scrollWidth <= window.innerWidth")
 
 
 def wait(driver, condition, timeout=30, message=""):

@@ -14,7 +14,8 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
 from conftest import (
-    CHAT_MODEL, DESKTOP, PHONE, SECOND_MODEL, console_errors, open_page, screenshot, set_viewport, throttle, wait,
+    CHAT_MODEL, DESKTOP, PHONE, SECOND_MODEL, console_errors, download_to, open_page, screenshot, set_viewport,
+    throttle, wait, wait_for_polls, wait_for_scrapes,
 )
 
 
@@ -49,7 +50,8 @@ def test_page_loads_without_console_errors_and_lists_models(server, browser):
     assert any(o.startswith(f"{SECOND_MODEL} (unloaded)") for o in options), options
     browser.find_element(By.ID, "nav-dashboard").click()
     wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#pool tbody tr"))
-    time.sleep(2.5)  # a few scrapes and pool polls
+    wait_for_scrapes(browser, 3)
+    wait_for_polls(browser, 2)
     assert console_errors(browser) == []
 
 
@@ -93,10 +95,9 @@ def test_stop_cuts_the_reply_short_and_frees_the_engine(server, browser):
     browser.find_element(By.ID, "stop").click()
     wait(browser, lambda d: "stopped" in reply_part(d, "meta"))
     text = reply_part(browser, "body")
-    time.sleep(1.0)
-    assert reply_part(browser, "body") == text
     assert browser.find_element(By.ID, "send").is_enabled()
     assert not browser.find_element(By.ID, "stop").is_enabled()
+    # The server saw the closed stream and freed the sequence long before its 400 tokens.
     deadline = time.time() + 20
     while True:
         _, metrics = server.get("/metrics")
@@ -105,6 +106,11 @@ def test_stop_cuts_the_reply_short_and_frees_the_engine(server, browser):
             break
         assert time.time() < deadline, running
         time.sleep(0.1)
+    # Nothing arrived after the stop: the reply is what it was when Stop was pressed.
+    assert reply_part(browser, "body") == text
+    stored = json.loads(browser.execute_script("return localStorage.getItem('sluice.conversations')"))
+    assert stored[0]["messages"][-1]["stats"]["stopped"] is True
+    assert console_errors(browser) == []
 
 
 def test_regenerate_replaces_the_reply_and_edit_branches(server, browser):
@@ -162,19 +168,31 @@ def test_raw_completion_shows_logprobs_on_hover(server, browser):
 
 
 def test_conversations_export_and_import_round_trip(server, browser):
-    open_page(browser, server.url)
     conv = {"id": "cimported", "title": "Imported chat", "created": 1, "updated": 2, "model": CHAT_MODEL,
             "messages": [{"role": "user", "content": "hi"},
                          {"role": "assistant", "content": "<think>greet them back</think>**hello**"}]}
-    text = browser.execute_script(
-        "const s = await import('/ui/conversations.js'); return s.exportText(arguments[0]);", [conv])
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        f.write(text)
-    try:
-        browser.find_element(By.ID, "import-chats").send_keys(f.name)
+    open_page(browser, server.url)
+    browser.execute_script("localStorage.setItem('sluice.conversations', JSON.stringify([arguments[0]]))", conv)
+    open_page(browser, server.url)
+    with tempfile.TemporaryDirectory() as folder:
+        download_to(browser, folder)
+        browser.find_element(By.ID, "export-chats").click()
+
+        def exported(_):
+            done = [f for f in os.listdir(folder) if f.endswith(".json")]
+            return os.path.join(folder, done[0]) if done else None
+
+        path = wait(browser, exported, message="Export wrote no file")
+        with open(path) as f:
+            data = json.load(f)
+        assert data["format"] == "sluice.conversations.v1"
+        assert [c["id"] for c in data["conversations"]] == ["cimported"]
+        # A fresh browser profile: nothing stored; importing the file brings the chat back.
+        browser.execute_script("localStorage.removeItem('sluice.conversations')")
+        open_page(browser, server.url)
+        assert not browser.find_elements(By.XPATH, "//button[@class='open' and text()='Imported chat']")
+        browser.find_element(By.ID, "import-chats").send_keys(path)
         wait(browser, lambda d: "Imported 1 conversation" in d.find_element(By.ID, "model-status").text)
-    finally:
-        os.unlink(f.name)
     browser.find_element(By.XPATH, "//button[@class='open' and text()='Imported chat']").click()
     reply = last_reply(browser)
     assert reply.find_element(By.CSS_SELECTOR, ".body > p > strong").text == "hello"
@@ -184,6 +202,9 @@ def test_conversations_export_and_import_round_trip(server, browser):
     assert not reasoning.find_element(By.CSS_SELECTOR, "p").is_displayed()
     reasoning.find_element(By.CSS_SELECTOR, "summary").click()
     assert reasoning.find_element(By.CSS_SELECTOR, "p").text == "greet them back"
+    stored = json.loads(browser.execute_script("return localStorage.getItem('sluice.conversations')"))
+    assert any(c["id"] == "cimported" for c in stored)
+    assert console_errors(browser) == []
 
 
 def test_dark_theme_is_chosen_and_remembered(server, browser):

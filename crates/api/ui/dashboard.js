@@ -1,7 +1,7 @@
-// The operations dashboard: the model pool with load / unload buttons (admin API), the memory
-// budget, and live charts over the last five minutes computed from /metrics. It polls only
-// while it is on screen (one /metrics scrape a second, the pool every two), so an open tab costs
-// the server one cheap text render per second and a hidden tab costs nothing.
+// The operations dashboard: the model pool with load / unload / pin buttons (admin API), the
+// memory budget, and live charts over the last 1, 5 or 15 minutes computed from /metrics. It
+// polls only while it is on screen (one /metrics scrape a second, the pool every two), so an
+// open tab costs the server one cheap text render per second and a hidden tab costs nothing.
 
 import { request } from "./api.js";
 import { $, h, ago, formatBytes, formatSeconds } from "./dom.js";
@@ -38,7 +38,6 @@ const series = new Map(); // "chart|label" -> {label, points, dashed, colorIndex
 const modelOrder = [];
 let scrapes = []; // the last TRAILING_MS of scrapes, oldest first
 let timers = [];
-let pool = null;
 
 function colorOf(model) {
   if (!modelOrder.includes(model)) modelOrder.push(model);
@@ -114,7 +113,10 @@ async function scrape() {
       drawCharts(cur.time);
       showNow(prev, cur);
     }
-    $("scrape-status").textContent = `updated ${new Date(cur.time).toLocaleTimeString()}`;
+    const status = $("scrape-status");
+    status.textContent = `updated ${new Date(cur.time).toLocaleTimeString()}`;
+    // Counts the scrapes drawn, for whoever waits on the next one (the browser tests do).
+    status.dataset.scrapes = String(Number(status.dataset.scrapes || 0) + 1);
   } catch (e) {
     $("scrape-status").textContent = `metrics unavailable: ${e.message}`;
   }
@@ -143,38 +145,61 @@ function message(text, ok = false) {
   el.classList.toggle("ok", ok);
 }
 
+const DOING = { load: "Loading", unload: "Unloading", pin: "Pinning", unpin: "Unpinning" };
+const DONE = { load: "loaded", unload: "unloaded", pin: "pinned", unpin: "unpinned" };
+
+// Each action's opposite: after Pin the row shows Unpin where Pin was.
+const OPPOSITE = { Pin: "Unpin", Unpin: "Pin", Load: "Unload", Unload: "Load" };
+
+/** Focuses the button labelled `label` in `model`'s row, or the one that replaced it (Pin
+ * turning into Unpin), or the row's first action: keyboard focus survives the redraws. */
+function focusRowAction(model, label) {
+  const row = [...$("pool").tBodies[0].rows].find((tr) => tr.dataset.model === model);
+  if (!row) return;
+  const verb = (label || "").split(" ")[0];
+  const candidates = [label, OPPOSITE[verb] && `${OPPOSITE[verb]} ${model}`].filter(Boolean);
+  const button = candidates.map((l) => row.querySelector(`[aria-label="${CSS.escape(l)}"]`)).find(Boolean)
+    || row.querySelector("td.actions button");
+  if (button) button.focus();
+}
+
 async function act(model, action, button) {
+  // Disabling the focused button drops its focus; it comes back to the row once redrawn.
+  const hadFocus = document.activeElement === button;
   button.disabled = true;
-  message(`${action === "load" ? "Loading" : "Unloading"} ${model}…`, true);
+  message(`${DOING[action]} ${model}…`, true);
   try {
     await request(`/admin/models/${encodeURIComponent(model).replace(/%2F/g, "/")}/${action}`, { method: "POST" });
-    message(`${model} ${action}ed`, true);
+    message(`${model} ${DONE[action]}`, true);
   } catch (e) {
+    // A 409 is the pool refusing the change (busy, pinned or loading), not a failure.
     const why = e.status === 409 ? `Refused (409, ${e.code || "conflict"}): ${e.message}` : `${action} failed (${e.status || "network"}): ${e.message}`;
     message(why);
   } finally {
     await refreshPool();
+    if (hadFocus && (!document.activeElement || document.activeElement === document.body || !document.activeElement.isConnected)) {
+      focusRowAction(model, button.getAttribute("aria-label"));
+    }
     refreshModels().catch(() => {});
   }
 }
 
+function actionButton(m, action, label, ghost) {
+  const b = h("button", { type: "button", class: ghost ? "small ghost" : "small", "aria-label": `${label} ${m.id}` }, label);
+  b.addEventListener("click", () => act(m.id, action, b));
+  return b;
+}
+
 function poolRow(m) {
   const actions = h("td", { class: "actions" });
-  if (m.status === "unloaded") {
-    const b = h("button", { type: "button", class: "small", "aria-label": `Load ${m.id}` }, "Load");
-    b.addEventListener("click", () => act(m.id, "load", b));
-    actions.append(b);
-  }
-  if (m.status === "loaded") {
-    const b = h("button", { type: "button", class: "small ghost", "aria-label": `Unload ${m.id}` }, "Unload");
-    b.addEventListener("click", () => act(m.id, "unload", b));
-    actions.append(b);
-  }
-  return h("tr", { dataset: { model: m.id, status: m.status } },
+  if (m.status === "unloaded") actions.append(actionButton(m, "load", "Load", false));
+  if (m.status === "loaded") actions.append(actionButton(m, "unload", "Unload", true));
+  actions.append(m.pinned ? actionButton(m, "unpin", "Unpin", true) : actionButton(m, "pin", "Pin", true));
+  return h("tr", { dataset: { model: m.id, status: m.status, pinned: String(m.pinned) } },
     h("th", { scope: "row" }, m.id),
     h("td", {}, h("span", { class: `badge ${m.status}` }, m.status), m.last_error ? h("div", { class: "error" }, m.last_error) : null),
     h("td", {}, m.memory_bytes ? formatBytes(m.memory_bytes) : "–"),
-    h("td", { title: m.pinned ? "pinned with --pin: never unloaded" : "" }, m.pinned ? "pinned" : "no"),
+    h("td", { title: m.pinned ? "pinned: never unloaded, neither to make room nor by Unload" : "" }, m.pinned ? "pinned" : "no"),
     h("td", {}, m.loaded_at ? ago(m.loaded_at) : "–"),
     h("td", {}, String(m.requests)),
     h("td", {}, `${m.loads} / ${m.unloads}${m.load_failures ? ` (${m.load_failures} failed)` : ""}`),
@@ -183,32 +208,37 @@ function poolRow(m) {
 
 /** Re-reads /admin/models and redraws the pool table and the memory meter. */
 export async function refreshPool() {
+  let pool;
   try {
     pool = await request("/admin/models");
   } catch (e) {
     message(`pool unavailable (${e.status || "network"}): ${e.message}`);
     return;
   }
+  drawPool(pool);
+  // Counts the polls drawn, for whoever waits on the next one (the browser tests do).
+  $("pool").dataset.polls = String(Number($("pool").dataset.polls || 0) + 1);
+}
+
+function drawPool(list) {
   // Rebuild the table only when something but the clock moved; otherwise refresh "loaded since".
-  const shape = JSON.stringify(pool.data.map((m) => ({ ...m, last_used: 0 })));
+  const shape = JSON.stringify(list.data.map((m) => ({ ...m, last_used: 0 })));
   const body = $("pool").tBodies[0];
   if (body.dataset.shape === shape) {
     for (const tr of body.rows) {
-      const m = pool.data.find((x) => x.id === tr.dataset.model);
+      const m = list.data.find((x) => x.id === tr.dataset.model);
       if (m) tr.cells[4].textContent = m.loaded_at ? ago(m.loaded_at) : "–";
     }
-    showMemory(pool);
+    showMemory(list);
     return;
   }
   body.dataset.shape = shape;
-  const focused = document.activeElement && document.activeElement.getAttribute("aria-label");
-  body.replaceChildren(...pool.data.map(poolRow));
-  // Keep keyboard focus on the same button across redraws.
-  if (focused) {
-    const again = $("pool").querySelector(`[aria-label="${CSS.escape(focused)}"]`);
-    if (again) again.focus();
-  }
-  showMemory(pool);
+  const active = document.activeElement;
+  const focusedLabel = body.contains(active) ? active.getAttribute("aria-label") : null;
+  const focusedRow = body.contains(active) ? active.closest("tr").dataset.model : null;
+  body.replaceChildren(...list.data.map(poolRow));
+  if (focusedRow !== null) focusRowAction(focusedRow, focusedLabel);
+  showMemory(list);
 }
 
 /** Builds the charts once. */

@@ -6,6 +6,8 @@
 //! - `POST /admin/models/{id}/unload`: unloads an idle model and answers once its memory is
 //!   freed. It never waits for or cuts off requests: a model with requests in flight, a pinned
 //!   model or one still loading is refused with 409, and the caller retries when it is idle.
+//! - `POST /admin/models/{id}/pin` and `.../unpin`: a pinned model is never unloaded, neither
+//!   to make room nor by an admin; pinning neither loads nor unloads anything.
 
 use axum::extract::{Path, State};
 use axum::http::{Method, StatusCode, Uri};
@@ -68,8 +70,8 @@ pub async fn list_models(State(state): State<AppState>) -> Json<AdminModelList> 
     Json(admin_list(&state))
 }
 
-/// `POST /admin/models/{id}/load` and `POST /admin/models/{id}/unload`; ids may contain
-/// slashes (`org/name`), so the action is the last path segment.
+/// `POST /admin/models/{id}/{load,unload,pin,unpin}`; ids may contain slashes (`org/name`),
+/// so the action is the last path segment.
 pub async fn model_action(
     State(state): State<AppState>,
     Path(path): Path<String>,
@@ -86,12 +88,14 @@ pub async fn model_action(
     match (action, state.registry.pool()) {
         ("load", Some(pool)) => pool.load(id).await?,
         ("unload", Some(pool)) => pool.unload(id).await?,
-        // A fixed list: every model is loaded for good.
-        ("load", None) => drop(state.registry.get(id).await?),
-        ("unload", None) => {
+        ("pin", Some(pool)) => pool.set_pinned(id, true)?,
+        ("unpin", Some(pool)) => pool.set_pinned(id, false)?,
+        // A fixed list: every model is loaded and pinned for good.
+        ("load" | "pin", None) => drop(state.registry.get(id).await?),
+        ("unload" | "unpin", None) => {
             state.registry.card(id)?;
             return Err(AdminError::Conflict(format!(
-                "model '{id}' is not in a model pool and cannot be unloaded"
+                "model '{id}' is not in a model pool and cannot be {action}ed"
             )));
         }
         _ => return Err(not_found()),

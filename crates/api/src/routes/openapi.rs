@@ -50,20 +50,28 @@ fn post(summary: &str, request: &str, response: &str, streams: bool) -> Value {
 }
 
 /// `POST /admin/models/{model}/load|unload`: no body, the model's admin view back.
-fn admin_action(summary: &str) -> Value {
+/// An admin model action: its 409 (where the model's state can refuse it) and, for actions that
+/// load, the load's own failures.
+fn admin_action(summary: &str, conflict: Option<&str>, loads: bool) -> Value {
     let errors = error_responses();
     let error = |description: &str| {
         json!({"description": description,
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
     };
+    let mut responses = json!({
+        "200": ok(summary, json!({"$ref": "#/components/schemas/AdminModel"})),
+        "401": errors["401"].clone(), "404": errors["404"].clone()});
+    if let Some(conflict) = conflict {
+        responses["409"] = error(conflict);
+    }
+    if loads {
+        responses["500"] = error("The model's files could not be loaded");
+        responses["503"] =
+            error("The model does not fit the memory budget, or the server is stopping");
+    }
     json!({"post": {"summary": summary, "security": [{"bearer": []}, {"apiKey": []}],
         "parameters": [{"name": "model", "in": "path", "required": true, "schema": {"type": "string"}}],
-        "responses": {
-            "200": ok(summary, json!({"$ref": "#/components/schemas/AdminModel"})),
-            "401": errors["401"].clone(), "404": errors["404"].clone(),
-            "409": error("The model is busy, pinned or loading"),
-            "500": error("The model's files could not be loaded"),
-            "503": error("The model does not fit the memory budget, or the server is stopping")}}})
+        "responses": responses}})
 }
 
 fn sampling_properties() -> Value {
@@ -276,8 +284,14 @@ fn document_as_written() -> Value {
                 "security": [{"bearer": []}, {"apiKey": []}],
                 "responses": {"200": ok("Models", json!({"$ref": "#/components/schemas/AdminModelList"})),
                               "401": error_responses()["401"].clone()}}},
-            "/admin/models/{model}/load": admin_action("Load a model (unloading idle ones to make room); answers once loaded"),
-            "/admin/models/{model}/unload": admin_action("Unload an idle model; 409 while it has requests, is pinned or loading")
+            "/admin/models/{model}/load": admin_action("Load a model (unloading idle ones to make room); answers once loaded",
+                None, true),
+            "/admin/models/{model}/unload": admin_action("Unload an idle model; 409 while it has requests, is pinned or loading",
+                Some("The model is busy, pinned or loading"), true),
+            "/admin/models/{model}/pin": admin_action("Pin a model: never unloaded, neither to make room nor by an admin; loads nothing",
+                None, false),
+            "/admin/models/{model}/unpin": admin_action("Unpin a model, so it can be unloaded again",
+                Some("The server serves a fixed list of models (no pool), which stay loaded"), false)
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"},
@@ -391,6 +405,8 @@ mod tests {
             "/admin/models",
             "/admin/models/{model}/load",
             "/admin/models/{model}/unload",
+            "/admin/models/{model}/pin",
+            "/admin/models/{model}/unpin",
             "/v1/embeddings",
             "/v1/rerank",
             "/rerank",
@@ -421,6 +437,8 @@ mod tests {
             ("/detokenize", "post"),
             ("/admin/models", "get"),
             ("/admin/models/{model}/load", "post"),
+            ("/admin/models/{model}/pin", "post"),
+            ("/admin/models/{model}/unpin", "post"),
         ] {
             let op = &doc["paths"][path][method];
             assert!(op["responses"].get("401").is_some(), "{path}");

@@ -39,7 +39,8 @@ pub struct ModelSpec {
     pub id: String,
     /// Its Hugging Face directory.
     pub dir: PathBuf,
-    /// Never unloaded, neither to make room nor by an admin.
+    /// Never unloaded, neither to make room nor by an admin, until unpinned
+    /// ([`ModelPool::set_pinned`]).
     pub pinned: bool,
 }
 
@@ -99,7 +100,7 @@ pub enum PoolError {
         requests: usize,
     },
     /// An unload was asked for a pinned model.
-    #[error("model '{0}' is pinned (--pin) and is never unloaded")]
+    #[error("model '{0}' is pinned and is never unloaded; unpin it first")]
     Pinned(String),
     /// An unload was asked for while the model is loading.
     #[error("model '{0}' is loading; unload it once the load has finished")]
@@ -324,6 +325,22 @@ impl ModelPool {
                 message: "the unloader thread ended without a result".into(),
             })
         })
+    }
+
+    /// Pins `id` (never unloaded, neither to make room nor by an admin) or unpins it. Takes
+    /// effect at once, whatever state the model is in; pinning does not load it.
+    pub fn set_pinned(&self, id: &str, pinned: bool) -> Result<(), PoolError> {
+        let mut state = self.inner.lock();
+        let entry = state
+            .entries
+            .iter_mut()
+            .find(|e| e.spec.id == id)
+            .ok_or_else(|| PoolError::UnknownModel(id.to_string()))?;
+        if entry.spec.pinned != pinned {
+            tracing::info!(model = id, pinned, "pin changed");
+        }
+        entry.spec.pinned = pinned;
+        Ok(())
     }
 
     /// Every model's state, memory and counters, and the pool's totals.

@@ -261,6 +261,34 @@ async fn a_pinned_model_is_never_unloaded() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pinning_at_run_time_keeps_a_model_until_it_is_unpinned() {
+    let (pool, _) = three_models(false);
+    pool.load("a").await.unwrap();
+    pool.set_pinned("a", true).unwrap();
+    assert!(report(&pool, "a").pinned);
+    // Neither room for newer models nor an admin unload takes it out.
+    for _ in 0..2 {
+        pool.load("b").await.unwrap();
+        pool.load("c").await.unwrap();
+    }
+    assert_eq!(status(&pool, "a"), ModelStatus::Loaded);
+    let err = pool.unload("a").await.unwrap_err();
+    assert!(matches!(err, PoolError::Pinned(_)), "{err}");
+    assert!(err.to_string().contains("unpin"), "{err}");
+    pool.set_pinned("a", false).unwrap();
+    assert!(!report(&pool, "a").pinned);
+    pool.unload("a").await.unwrap();
+    assert_eq!(status(&pool, "a"), ModelStatus::Unloaded);
+    // Pinning an unloaded model does not load it; unknown ids are an error.
+    pool.set_pinned("a", true).unwrap();
+    assert_eq!(status(&pool, "a"), ModelStatus::Unloaded);
+    assert!(matches!(
+        pool.set_pinned("nope", true),
+        Err(PoolError::UnknownModel(_))
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_model_in_use_is_never_unloaded_and_no_room_is_a_clear_error() {
     let (pool, _) = three_models(false);
     let a = pool.acquire("a").await.unwrap();
