@@ -6,6 +6,7 @@
 //! cargo run --release -p sluice-model --example forward_bench -- --model-dir FILE.gguf  (as stored)
 //! cargo run --release -p sluice-model --example forward_bench -- matmul [M,N,K ...]
 //! cargo run --release -p sluice-model --example forward_bench -- formats [f32,f16,q4_k,...]
+//! cargo run --release -p sluice-model --example forward_bench -- bandwidth
 //! ```
 //!
 //! Prints the time (fastest wall clock, and mean process CPU time) of one decode step with 1, 16 and 64 sequences (each with a 128-token
@@ -401,6 +402,10 @@ fn main() {
         bench_formats(&types);
         return;
     }
+    if args.first().map(String::as_str) == Some("bandwidth") {
+        bandwidth();
+        return;
+    }
     if args.first().map(String::as_str) == Some("matmul") {
         // `matmul M,N,K ...` times the given shapes instead of the default list.
         let given: Vec<(usize, usize, usize)> = args[1..]
@@ -448,4 +453,29 @@ fn main() {
             bench(&format!("{shape} {dtype:?}"), &model, KvDtype::from(dtype));
         }
     }
+}
+
+/// Memory read bandwidth with every rayon thread streaming its share of a 2 GiB buffer (far
+/// beyond the caches), the best of 5 passes: the bound on single-stream decode, which reads
+/// every weight once per token.
+fn bandwidth() {
+    use rayon::prelude::*;
+    const BYTES: usize = 2 << 30;
+    let buffer: Vec<u64> = (0..BYTES / 8).map(|i| i as u64).collect();
+    let chunk = buffer.len().div_ceil(rayon::current_num_threads() * 16);
+    let mut best = Duration::MAX;
+    let mut checksum = 0u64;
+    for _ in 0..5 {
+        let start = Instant::now();
+        checksum = buffer
+            .par_chunks(chunk)
+            .map(|c| c.iter().fold(0u64, |a, &v| a.wrapping_add(v)))
+            .reduce(|| 0, u64::wrapping_add);
+        best = best.min(start.elapsed());
+    }
+    println!(
+        "  read bandwidth: {:.1} GB/s ({} threads, 2 GiB, checksum {checksum:x})",
+        BYTES as f64 / best.as_secs_f64() / 1e9,
+        rayon::current_num_threads()
+    );
 }
