@@ -9,7 +9,7 @@ use anyhow::Context;
 use sluice_api::server::ServeOptions;
 use sluice_api::{router_for, ApiConfig, ModelRegistry};
 use sluice_engine::pool::{Budget, DirectoryLoader, LoadSettings, ModelPool};
-use sluice_engine::EngineConfig;
+use sluice_engine::{EngineConfig, FairShareConfig};
 use sluice_model::{KvDtype, WeightDtype};
 
 use crate::launch::{bundled_model_dir, default_max_memory_bytes, model_specs};
@@ -103,6 +103,24 @@ pub struct EngineArgs {
     /// Turn automatic prefix caching off.
     #[arg(long)]
     pub no_prefix_caching: bool,
+    /// Share running sequences fairly between callers (API keys; the `user` field when there
+    /// is one key or none): while a caller waits below its share (--max-num-seqs divided by the
+    /// callers with work), others over theirs are not admitted and may be preempted for it. A
+    /// caller alone may use every seat.
+    #[arg(long, value_enum, default_value_t = Switch::On)]
+    pub fair_share: Switch,
+    /// Most sequences one caller may run at once, even on an idle server (default: no cap).
+    #[arg(long)]
+    pub max_seqs_per_caller: Option<usize>,
+}
+
+/// An on/off flag value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
 }
 
 impl EngineArgs {
@@ -113,6 +131,10 @@ impl EngineArgs {
         anyhow::ensure!(
             self.max_num_batched_tokens > 0,
             "--max-num-batched-tokens must be at least 1"
+        );
+        anyhow::ensure!(
+            self.max_seqs_per_caller != Some(0),
+            "--max-seqs-per-caller must be at least 1"
         );
         anyhow::ensure!(
             self.kv_cache_memory.is_finite() && self.kv_cache_memory > 0.0,
@@ -131,6 +153,10 @@ impl EngineArgs {
                 enable_prefix_caching: !self.no_prefix_caching,
                 step_time_target: (self.step_time_target_ms > 0)
                     .then(|| Duration::from_millis(self.step_time_target_ms)),
+                fair_share: FairShareConfig {
+                    enabled: self.fair_share == Switch::On,
+                    max_seqs_per_caller: self.max_seqs_per_caller,
+                },
                 ..EngineConfig::default()
             },
         })

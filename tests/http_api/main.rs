@@ -4,6 +4,7 @@
 mod chat;
 mod completions;
 mod errors;
+mod fair_share;
 mod hardening;
 #[path = "../support/metrics.rs"]
 mod metrics;

@@ -134,6 +134,10 @@ pub struct GenerationRequest {
     /// salt (`None` is a scope of its own). The API derives it from the caller's API key and
     /// `cache_salt`, so one caller's cache hits reveal nothing of another's prompts.
     pub cache_salt: Option<u64>,
+    /// Who sent it, for fair sharing of running seats between callers (`None` is one
+    /// anonymous caller). The API derives it from the API key, or from the request's `user`
+    /// when the server has one key or none; it is an opaque hash, never the key itself.
+    pub caller: Option<u64>,
     /// What is computed over the prompt itself (scoring, embeddings); nothing by default.
     pub prompt_outputs: PromptOutputs,
 }

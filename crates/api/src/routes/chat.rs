@@ -49,6 +49,11 @@ pub async fn create_chat_completion(
         .request_for(prompt, model.max_model_len, "messages")?;
     request.cache_salt =
         caller.cache_salt(&state.cache_salt_hasher, valid.params.cache_salt.as_deref());
+    request.caller = caller.fair_share_id(
+        &state.cache_salt_hasher,
+        state.config.api_keys.len(),
+        valid.params.user.as_deref(),
+    );
     let plan = ResponsePlan {
         flavor: Flavor::Chat,
         n: valid.params.n,

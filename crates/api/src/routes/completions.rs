@@ -61,6 +61,11 @@ pub async fn create_completion(
     let mut echo_texts = Vec::with_capacity(tokenized.len());
     let cache_salt =
         caller.cache_salt(&state.cache_salt_hasher, valid.params.cache_salt.as_deref());
+    let fair_share_id = caller.fair_share_id(
+        &state.cache_salt_hasher,
+        state.config.api_keys.len(),
+        valid.params.user.as_deref(),
+    );
     let mut echo_tokens = Vec::with_capacity(tokenized.len());
     for (tokens, text) in tokenized {
         let mut request =
@@ -68,6 +73,7 @@ pub async fn create_completion(
                 .params
                 .request_for(tokens.clone(), model.max_model_len, "prompt")?;
         request.cache_salt = cache_salt;
+        request.caller = fair_share_id;
         request.prompt_outputs.logprobs = valid.prompt_logprobs;
         requests.push(request);
         echo_texts.extend(text);

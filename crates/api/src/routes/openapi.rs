@@ -81,7 +81,7 @@ fn sampling_properties() -> Value {
         "presence_penalty": {"type": "number", "minimum": -2, "maximum": 2},
         "frequency_penalty": {"type": "number", "minimum": -2, "maximum": 2},
         "logit_bias": {"type": "object", "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100}},
-        "user": {"type": "string"},
+        "user": {"type": "string", "description": "End-user id: who the request counts as for fair sharing of running sequences when the server has one API key or none."},
         "top_k": {"type": "integer"},
         "min_p": {"type": "number", "minimum": 0, "maximum": 1},
         "repetition_penalty": {"type": "number", "exclusiveMinimum": 0, "maximum": 2},

@@ -67,6 +67,9 @@ pub struct ValidParams {
     pub stream: Option<ValidStream>,
     /// The request's own prefix-cache salt (combined with the caller's key by the handler).
     pub cache_salt: Option<String>,
+    /// OpenAI's end-user id: who the request counts as for fair sharing when the server has
+    /// one API key or none.
+    pub user: Option<String>,
 }
 
 /// Checks that a float parameter, when given, is finite and within `[lo, hi]`.
@@ -266,6 +269,7 @@ pub(crate) fn validate_shared(
         priority,
         stream,
         cache_salt: cache_salt(f.cache_salt)?,
+        user: f.user,
     })
 }
 
@@ -422,6 +426,7 @@ impl ValidParams {
             priority: self.priority,
             // Set by the handler, which knows the caller.
             cache_salt: None,
+            caller: None,
             prompt_outputs: sluice_engine::PromptOutputs::default(),
         })
     }

@@ -43,7 +43,8 @@ pub struct GenerationOptions {
     pub frequency_penalty: Option<f32>,
     /// Token id (as a string) to bias in [-100, 100].
     pub logit_bias: Option<HashMap<String, f32>>,
-    /// End-user id; accepted and ignored.
+    /// End-user id: who the request counts as for fair sharing of the engine's seats when the
+    /// server has one API key or none.
     pub user: Option<String>,
     /// Extension: keep only the k most likely tokens (-1 or 0 disables).
     #[serde(default, deserialize_with = "number::optional")]
