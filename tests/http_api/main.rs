@@ -9,5 +9,6 @@ mod hardening;
 #[path = "../support/metrics.rs"]
 mod metrics;
 mod operations;
+mod prompt_logprobs;
 mod scoring;
 mod server;

@@ -177,6 +177,9 @@ impl PromptOutputs {
 pub struct PromptScores {
     /// One entry per prompt token after the first (the first has no context to score it).
     pub logprobs: Vec<TokenLogprob>,
+    /// Parallel to `logprobs`: each prompt token's rank in its position's distribution (1 is
+    /// the most likely; ties share the worse rank), as vLLM's `prompt_logprobs` report it.
+    pub ranks: Vec<u32>,
     /// The pooled final hidden state, unnormalised.
     pub embedding: Option<Vec<f32>>,
     /// `(token, log-probability)` at the position after the prompt, in the order asked.

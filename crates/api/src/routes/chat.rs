@@ -54,6 +54,7 @@ pub async fn create_chat_completion(
         state.config.api_keys.len(),
         valid.params.user.as_deref(),
     );
+    let prompt_tokens = vec![request.prompt_tokens.clone()];
     let plan = ResponsePlan {
         flavor: Flavor::Chat,
         n: valid.params.n,
@@ -61,7 +62,9 @@ pub async fn create_chat_completion(
         logprobs: valid.params.sampling.logprobs.is_some(),
         hide_cached_tokens: state.config.hide_cached_tokens,
         echo: None,
-        echo_tokens: None,
+        echo_logprobs: None,
+        prompt_logprobs: valid.params.prompt_logprobs,
+        prompt_tokens,
     };
     run(
         model,

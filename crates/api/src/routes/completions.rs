@@ -74,7 +74,8 @@ pub async fn create_completion(
                 .request_for(tokens.clone(), model.max_model_len, "prompt")?;
         request.cache_salt = cache_salt;
         request.caller = fair_share_id;
-        request.prompt_outputs.logprobs = valid.prompt_logprobs;
+        // Echoed logprobs and vLLM's `prompt_logprobs` share one scoring pass (the larger k).
+        request.prompt_outputs.logprobs = valid.prompt_logprobs.max(valid.params.prompt_logprobs);
         requests.push(request);
         echo_texts.extend(text);
         echo_tokens.push(tokens);
@@ -86,7 +87,9 @@ pub async fn create_completion(
         logprobs: valid.params.sampling.logprobs.is_some(),
         hide_cached_tokens: state.config.hide_cached_tokens,
         echo: echo.then_some(echo_texts),
-        echo_tokens: valid.prompt_logprobs.map(|_| echo_tokens),
+        echo_logprobs: valid.prompt_logprobs,
+        prompt_logprobs: valid.params.prompt_logprobs,
+        prompt_tokens: echo_tokens,
     };
     run(model, requests, plan, state.config.retry_after_secs, "cmpl").await
 }

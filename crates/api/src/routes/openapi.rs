@@ -89,6 +89,8 @@ fn sampling_properties() -> Value {
         "min_tokens": {"type": "integer", "minimum": 0},
         "stop_token_ids": {"type": "array", "maxItems": 1024, "items": {"type": "integer", "minimum": 0}},
         "priority": {"type": "string", "enum": ["high", "normal", "low"]},
+        "prompt_logprobs": {"type": "integer", "minimum": 0, "maximum": 20,
+            "description": "vLLM's: the log-probability, rank and top k alternatives of every prompt token, returned as prompt_logprobs (not with stream)"},
         "cache_salt": {"type": "string", "minLength": 1, "maxLength": 256,
             "description": "prefix-cache hits only between requests of the same API key with the same salt"},
         "response_format": {"type": "object", "required": ["type"],
@@ -248,6 +250,12 @@ fn document_as_written() -> Value {
     let usage = json!({"type": "object", "properties": {
         "prompt_tokens": {"type": "integer"}, "completion_tokens": {"type": "integer"}, "total_tokens": {"type": "integer"},
         "prompt_tokens_details": {"type": "object", "properties": {"cached_tokens": {"type": "integer"}}}}});
+    // vLLM's shape: null for the first prompt token, then token id -> {logprob, rank, decoded_token}.
+    let prompt_logprobs = json!({"type": "array", "items": {"oneOf": [{"type": "null"},
+        {"type": "object", "additionalProperties": {"type": "object",
+            "required": ["logprob", "rank", "decoded_token"],
+            "properties": {"logprob": {"type": ["number", "null"]}, "rank": {"type": "integer", "minimum": 1},
+                "decoded_token": {"type": "string"}}}}]}});
     json!({
         "openapi": "3.1.0",
         "info": {"title": "sluice", "version": env!("CARGO_PKG_VERSION"),
@@ -320,7 +328,8 @@ fn document_as_written() -> Value {
                         "message": {"type": "object", "properties": {"role": {"const": "assistant"}, "content": {"type": "string"}}},
                         "logprobs": {"type": ["object", "null"]},
                         "finish_reason": {"type": "string", "enum": ["stop", "length"]}}}},
-                    "usage": usage.clone()}},
+                    "usage": usage.clone(),
+                    "prompt_logprobs": prompt_logprobs.clone()}},
                 "Completion": {"type": "object", "properties": {
                     "id": {"type": "string"}, "object": {"const": "text_completion"}, "created": {"type": "integer"},
                     "model": {"type": "string"}, "system_fingerprint": {"type": "string"},
@@ -329,7 +338,8 @@ fn document_as_written() -> Value {
                         "logprobs": {"type": ["object", "null"], "properties": {
                             "tokens": {"type": "array"}, "token_logprobs": {"type": "array"},
                             "top_logprobs": {"type": "array"}, "text_offset": {"type": "array"}}},
-                        "finish_reason": {"type": "string", "enum": ["stop", "length"]}}}},
+                        "finish_reason": {"type": "string", "enum": ["stop", "length"]},
+                        "prompt_logprobs": prompt_logprobs}}},
                     "usage": usage}},
                 "TokenizeRequest": {"type": "object",
                     "oneOf": [{"required": ["prompt"], "not": {"required": ["messages"]}},

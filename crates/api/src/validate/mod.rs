@@ -70,6 +70,9 @@ pub struct ValidParams {
     /// OpenAI's end-user id: who the request counts as for fair sharing when the server has
     /// one API key or none.
     pub user: Option<String>,
+    /// vLLM's `prompt_logprobs`: the top this many alternatives at every prompt position
+    /// (only without `stream`).
+    pub prompt_logprobs: Option<u32>,
 }
 
 /// Checks that a float parameter, when given, is finite and within `[lo, hi]`.
@@ -243,6 +246,19 @@ pub(crate) fn validate_shared(
     };
     let priority = parse_priority(f.priority.as_deref())?;
     let response_format = response_format(f.response_format)?;
+    let prompt_logprobs = check_int(
+        "prompt_logprobs",
+        f.prompt_logprobs,
+        0,
+        MAX_TOP_LOGPROBS.into(),
+    )?
+    .map(|k| k as u32);
+    if prompt_logprobs.is_some() && stream.is_some() {
+        return Err(ApiError::invalid(
+            "prompt_logprobs",
+            "prompt_logprobs is answered in one body only (stream must be false), as in vLLM",
+        ));
+    }
     Ok(ValidParams {
         n,
         max_tokens,
@@ -270,6 +286,7 @@ pub(crate) fn validate_shared(
         stream,
         cache_salt: cache_salt(f.cache_salt)?,
         user: f.user,
+        prompt_logprobs,
     })
 }
 
@@ -427,7 +444,10 @@ impl ValidParams {
             // Set by the handler, which knows the caller.
             cache_salt: None,
             caller: None,
-            prompt_outputs: sluice_engine::PromptOutputs::default(),
+            prompt_outputs: sluice_engine::PromptOutputs {
+                logprobs: self.prompt_logprobs,
+                ..Default::default()
+            },
         })
     }
 }

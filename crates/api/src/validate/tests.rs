@@ -636,6 +636,31 @@ fn echo_with_logprobs_asks_for_prompt_logprobs_in_one_body() {
 }
 
 #[test]
+fn vllm_prompt_logprobs_are_bounded_and_not_streamed() {
+    assert_eq!(
+        completion(json!({"prompt_logprobs": 5}))
+            .unwrap()
+            .params
+            .prompt_logprobs,
+        Some(5)
+    );
+    assert_eq!(
+        chat(json!({"prompt_logprobs": 0}))
+            .unwrap()
+            .params
+            .prompt_logprobs,
+        Some(0)
+    );
+    for bad in [
+        json!({"prompt_logprobs": 21}),
+        json!({"prompt_logprobs": -1}),
+        json!({"prompt_logprobs": 1, "stream": true}),
+    ] {
+        assert_eq!(rejected_param(completion(bad)), "prompt_logprobs");
+    }
+}
+
+#[test]
 fn max_tokens_zero_scores_an_echoed_prompt_and_is_refused_otherwise() {
     let scored = completion(json!({"echo": true, "logprobs": 0, "max_tokens": 0})).unwrap();
     assert_eq!(scored.params.max_tokens, Some(0));

@@ -68,6 +68,10 @@ pub struct GenerationOptions {
     pub cache_salt: Option<String>,
     /// The form of the output: `{"type": "text" | "json_object" | "json_schema"}`.
     pub response_format: Option<ResponseFormatField>,
+    /// Extension (vLLM's): return the log-probability of every prompt token and its top this
+    /// many alternatives (0..=20) as `prompt_logprobs`; not with `stream`.
+    #[serde(default, deserialize_with = "number::optional")]
+    pub prompt_logprobs: Option<WholeNumber>,
 }
 
 /// `response_format`.
@@ -214,6 +218,22 @@ impl CompletionLogprobs {
         self.text_offset.extend(other.text_offset);
     }
 }
+
+/// One entry of vLLM's `prompt_logprobs`: a token's log-probability at a prompt position, its
+/// rank there (1 is the most likely) and its text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PromptLogprob {
+    /// Log-probability given the prompt tokens before the position.
+    pub logprob: f32,
+    /// 1 + the number of other tokens at least as likely.
+    pub rank: u32,
+    /// The token's text.
+    pub decoded_token: String,
+}
+
+/// vLLM's `prompt_logprobs`: one entry per prompt token, `null` for the first (nothing precedes
+/// it), else the prompt token and the top `k` alternatives keyed by token id.
+pub type PromptLogprobs = Vec<Option<std::collections::BTreeMap<String, PromptLogprob>>>;
 
 /// The `system_fingerprint` every response carries: it changes only with the server build.
 pub fn system_fingerprint() -> String {
