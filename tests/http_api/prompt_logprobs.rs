@@ -1,9 +1,10 @@
-//! vLLM's `prompt_logprobs` on `/v1/completions` and `/v1/chat/completions`: equal to the
-//! echoed prompt logprobs of one body, which `scoring.rs` checks against transformers.
+//! vLLM's `prompt_logprobs` on `/v1/completions` and `/v1/chat/completions`, and streamed
+//! `echo` with `logprobs`: each equal to the echoed prompt logprobs of one body, which
+//! `scoring.rs` checks against transformers.
 
 use serde_json::{json, Value};
 
-use crate::server::{model_dir, start, ServerOptions, MODEL_ID};
+use crate::server::{model_dir, sse_payloads, start, ServerOptions, MODEL_ID};
 
 async fn post(base: &str, path: &str, body: &Value) -> (u16, Value) {
     let res = reqwest::Client::new()
@@ -138,5 +139,71 @@ async fn prompt_logprobs_are_refused_out_of_range_or_streamed() {
         let (status, error) = post(&server.base, "/v1/completions", &body).await;
         assert_eq!(status, 400, "{body}: {error}");
         assert_eq!(error["error"]["param"], param);
+    }
+}
+
+/// The streamed choices of a completion, folded: text and logprobs lists per index.
+fn fold_stream(body: &str) -> Vec<Value> {
+    let mut choices: Vec<Value> = Vec::new();
+    for payload in sse_payloads(body) {
+        if payload == "[DONE]" {
+            continue;
+        }
+        let chunk: Value = serde_json::from_str(&payload).unwrap();
+        for c in chunk["choices"].as_array().unwrap() {
+            let index = c["index"].as_u64().unwrap() as usize;
+            if choices.len() <= index {
+                choices.resize(
+                    index + 1,
+                    json!({"text": "", "logprobs": {
+                    "tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}}),
+                );
+            }
+            let folded = &mut choices[index];
+            let text = folded["text"].as_str().unwrap().to_string() + c["text"].as_str().unwrap();
+            folded["text"] = json!(text);
+            if let Some(lp) = c["logprobs"].as_object() {
+                for key in ["tokens", "token_logprobs", "top_logprobs", "text_offset"] {
+                    let list = folded["logprobs"][key].as_array_mut().unwrap();
+                    list.extend(lp[key].as_array().unwrap().iter().cloned());
+                }
+            }
+            if !c["finish_reason"].is_null() {
+                folded["finish_reason"] = c["finish_reason"].clone();
+            }
+        }
+    }
+    choices
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_echo_with_logprobs_equals_the_one_body() {
+    let server = start(ServerOptions::default()).await;
+    for max_tokens in [0, 5] {
+        let body = json!({"model": MODEL_ID, "prompt": ["Let there be light", "And God said"],
+            "echo": true, "logprobs": 2, "max_tokens": max_tokens, "temperature": 0, "ignore_eos": true, "n": 2});
+        let (status, whole) = post(&server.base, "/v1/completions", &body).await;
+        assert_eq!(status, 200, "{whole}");
+        let mut streamed = body.clone();
+        streamed["stream"] = json!(true);
+        let res = reqwest::Client::new()
+            .post(server.url("/v1/completions"))
+            .json(&streamed)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        let folded = fold_stream(&res.text().await.unwrap());
+        let want = whole["choices"].as_array().unwrap();
+        assert_eq!(folded.len(), want.len());
+        for (got, want) in folded.iter().zip(want) {
+            assert_eq!(got["text"], want["text"], "max_tokens {max_tokens}");
+            assert_eq!(got["logprobs"], want["logprobs"], "max_tokens {max_tokens}");
+            assert_eq!(got["finish_reason"], want["finish_reason"]);
+            assert!(
+                got["logprobs"]["token_logprobs"][0].is_null(),
+                "the first prompt token"
+            );
+        }
     }
 }
