@@ -24,6 +24,7 @@ pub async fn create_chat_completion(
     OpenAiJson(req): OpenAiJson<ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
     let model = state.registry.get(&req.model).await?;
+    model.check_serves("generation")?;
     let valid = validate_chat(req, model.limits())?;
     let tokenizer = model.tokenizer.clone();
     let (messages, tools) = (valid.messages, valid.tools);

@@ -20,6 +20,7 @@ pub async fn create_completion(
     OpenAiJson(req): OpenAiJson<CompletionRequest>,
 ) -> Result<Response, ApiError> {
     let model = state.registry.get(&req.model).await?;
+    model.check_serves("generation")?;
     let valid = validate_completion(req, model.limits())?;
     let tokenizer = model.tokenizer.clone();
     let (prompts, echo) = (valid.prompts, valid.echo);

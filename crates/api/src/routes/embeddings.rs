@@ -24,6 +24,7 @@ pub async fn create_embeddings(
     OpenAiJson(req): OpenAiJson<EmbeddingRequest>,
 ) -> Result<Json<EmbeddingResponse>, ApiError> {
     let model = state.registry.get(&req.model).await?;
+    model.check_serves("embeddings")?;
     let valid = validate_embeddings(req, model.limits())?;
     let tokenizer = model.tokenizer.clone();
     let inputs = valid.inputs;

@@ -360,7 +360,10 @@ fn document_as_written() -> Value {
                 "DetokenizeResponse": {"type": "object", "properties": {"prompt": {"type": "string"}}},
                 "Model": {"type": "object", "properties": {
                     "id": {"type": "string"}, "object": {"const": "model"}, "created": {"type": "integer"},
-                    "owned_by": {"type": "string"}, "root": {"type": "string"}, "max_model_len": {"type": "integer"}}},
+                    "owned_by": {"type": "string"}, "root": {"type": "string"}, "max_model_len": {"type": "integer"},
+                    "status": {"type": "string", "enum": ["loaded", "loading", "unloading", "unloaded"]},
+                    "task": {"type": "string", "enum": ["auto", "generate", "embed", "score"],
+                        "description": "what the model is served for (--task); auto until an auto model is loaded"}}},
                 "ModelList": {"type": "object", "properties": {"object": {"const": "list"},
                     "data": {"type": "array", "items": {"$ref": "#/components/schemas/Model"}}}},
                 "AdminModel": {"type": "object", "properties": {
