@@ -1,15 +1,17 @@
 //! `sluice serve`: offer the models through a model pool (loaded on demand within a memory
 //! budget), preload the ones asked for, serve the HTTP API, drain on SIGTERM.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use sluice_api::registry::ModelTask;
 use sluice_api::server::ServeOptions;
 use sluice_api::{router_for, ApiConfig, ModelRegistry};
 use sluice_engine::pool::{Budget, DirectoryLoader, LoadSettings, ModelPool};
-use sluice_engine::EngineConfig;
+use sluice_engine::{EngineConfig, FairShareConfig};
 use sluice_model::{KvDtype, WeightDtype};
 
 use crate::launch::{bundled_model_dir, default_max_memory_bytes, model_specs};
@@ -103,6 +105,24 @@ pub struct EngineArgs {
     /// Turn automatic prefix caching off.
     #[arg(long)]
     pub no_prefix_caching: bool,
+    /// Share running sequences fairly between callers (API keys; the `user` field when there
+    /// is one key or none): while a caller waits below its share (--max-num-seqs divided by the
+    /// callers with work), others over theirs are not admitted and may be preempted for it. A
+    /// caller alone may use every seat.
+    #[arg(long, value_enum, default_value_t = Switch::On)]
+    pub fair_share: Switch,
+    /// Most sequences one caller may run at once, even on an idle server (default: no cap).
+    #[arg(long)]
+    pub max_seqs_per_caller: Option<usize>,
+}
+
+/// An on/off flag value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
 }
 
 impl EngineArgs {
@@ -113,6 +133,10 @@ impl EngineArgs {
         anyhow::ensure!(
             self.max_num_batched_tokens > 0,
             "--max-num-batched-tokens must be at least 1"
+        );
+        anyhow::ensure!(
+            self.max_seqs_per_caller != Some(0),
+            "--max-seqs-per-caller must be at least 1"
         );
         anyhow::ensure!(
             self.kv_cache_memory.is_finite() && self.kv_cache_memory > 0.0,
@@ -131,6 +155,10 @@ impl EngineArgs {
                 enable_prefix_caching: !self.no_prefix_caching,
                 step_time_target: (self.step_time_target_ms > 0)
                     .then(|| Duration::from_millis(self.step_time_target_ms)),
+                fair_share: FairShareConfig {
+                    enabled: self.fair_share == Switch::On,
+                    max_seqs_per_caller: self.max_seqs_per_caller,
+                },
                 ..EngineConfig::default()
             },
         })
@@ -197,8 +225,61 @@ pub struct ServeArgs {
     /// Do not serve the web app (playground and dashboard) at `/` and `/ui/`.
     #[arg(long)]
     pub no_ui: bool,
+    /// What the models are served for: `embed` marks an embedder (generation requests are a
+    /// 400), `score` a reranker, `generate` a generative model; `auto` lets each model's files
+    /// decide (sentence-transformers pooling files make an embedder). Once for every model, or
+    /// once per --model in order.
+    #[arg(long = "task", value_enum)]
+    pub tasks: Vec<TaskArg>,
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+/// `--task` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TaskArg {
+    /// Each model's files decide.
+    Auto,
+    /// Chat and completions only.
+    Generate,
+    /// Embeddings (rerank and score by cosine similarity); no generation.
+    Embed,
+    /// Rerank and score by "yes"/"no" logits; no generation or embeddings.
+    Score,
+}
+
+impl TaskArg {
+    fn task(self) -> ModelTask {
+        match self {
+            TaskArg::Auto => ModelTask::Auto,
+            TaskArg::Generate => ModelTask::Generate,
+            TaskArg::Embed => ModelTask::Embed,
+            TaskArg::Score => ModelTask::Score,
+        }
+    }
+}
+
+/// The task of each served id: one `--task` for every model, or one per `--model` in order
+/// (those are the first specs).
+fn model_tasks(
+    tasks: &[TaskArg],
+    specs: &[sluice_engine::pool::ModelSpec],
+    num_models: usize,
+) -> anyhow::Result<HashMap<String, ModelTask>> {
+    match tasks {
+        [] => Ok(HashMap::new()),
+        [one] => Ok(specs.iter().map(|s| (s.id.clone(), one.task())).collect()),
+        many => {
+            anyhow::ensure!(
+                many.len() == num_models,
+                "{} --task given for {num_models} --model (give one for all, or one per --model)",
+                many.len()
+            );
+            Ok((specs.iter().zip(many))
+                .map(|(s, t)| (s.id.clone(), t.task()))
+                .collect())
+        }
+    }
 }
 
 /// The keys of `--api-key` and of `--api-keys-file`; empty keys are refused (they would let
@@ -269,6 +350,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             "--preload {name}: no model is served under that name"
         );
     }
+    let tasks = model_tasks(&args.tasks, &specs, models.len())?;
     let loader = DirectoryLoader::new(args.engine.launch_options()?);
     let pool = ModelPool::new(specs, Arc::new(loader), budget)?;
     tracing::info!(
@@ -289,7 +371,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .max(1),
         ..defaults
     };
-    let mut app = router_for(Arc::new(ModelRegistry::pooled(pool.clone())), config);
+    let registry = ModelRegistry::pooled(pool.clone()).with_tasks(tasks);
+    let mut app = router_for(Arc::new(registry), config);
     if !args.no_ui {
         app = app.merge(sluice_api::routes::ui::router());
     }

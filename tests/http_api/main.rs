@@ -4,9 +4,12 @@
 mod chat;
 mod completions;
 mod errors;
+mod fair_share;
 mod hardening;
 #[path = "../support/metrics.rs"]
 mod metrics;
+mod model_task;
 mod operations;
+mod prompt_logprobs;
 mod scoring;
 mod server;

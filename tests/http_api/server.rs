@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sluice_api::registry::ModelTask;
 use sluice_api::server::ServeOptions;
 use sluice_api::{ApiConfig, ServedModel};
 use sluice_engine::{Engine, EngineConfig, EngineHandle, Executor, ExecutorError, ModelExecutor};
@@ -63,6 +64,8 @@ pub struct ServerOptions {
     pub header_read_timeout: Duration,
     /// Serve this fixture directory instead of `fixtures/models/llama` (still as `llama`).
     pub model_dir: Option<PathBuf>,
+    /// What the model is served for (`--task`).
+    pub task: ModelTask,
 }
 
 impl Default for ServerOptions {
@@ -78,6 +81,7 @@ impl Default for ServerOptions {
             step_delay: Duration::ZERO,
             header_read_timeout: Duration::from_secs(30),
             model_dir: None,
+            task: ModelTask::Auto,
         }
     }
 }
@@ -172,6 +176,7 @@ pub async fn start(options: ServerOptions) -> TestServer {
         tokenizer,
         max_model_len,
         pooling,
+        task: options.task,
         created: 1_700_000_000,
         lease: None,
     };

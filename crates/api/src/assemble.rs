@@ -5,12 +5,17 @@
 //! a choice starts before it finishes, finishes exactly once, and nothing follows its finish.
 //! Streaming (`sse`) renders updates as chunks; [`ResponseCollector`] folds them into one body.
 
+use std::collections::BTreeMap;
+
 use sluice_engine::{Event, FinishReason, PromptScores, TokenLogprob, Usage};
 
 use crate::error::ApiError;
 use crate::wire::chat::{AssistantMessage, ChatChoice, ChatCompletion};
 use crate::wire::completion::{Completion, CompletionChoice};
-use crate::wire::{ChatLogprobs, ChatTokenLogprob, CompletionLogprobs, TopLogprob, UsageBody};
+use crate::wire::{
+    ChatLogprobs, ChatTokenLogprob, CompletionLogprobs, PromptLogprob, PromptLogprobs, TopLogprob,
+    UsageBody,
+};
 
 /// Text of single tokens, for logprobs (the tokenizer in production, a table in tests).
 pub trait TokenTexts: Send + Sync {
@@ -99,8 +104,12 @@ pub struct ResponseAssembler {
     prompt_usage: Vec<Option<Usage>>,
     logprobs: bool,
     hide_cached_tokens: bool,
-    /// Per prompt, with `echo` and `logprobs`: its tokens, whose logprobs the echo carries.
-    echo_tokens: Vec<Option<Vec<u32>>>,
+    /// Per prompt, with echoed logprobs or `prompt_logprobs`: its tokens.
+    prompt_tokens: Vec<Option<Vec<u32>>>,
+    /// `Some(k)`: each echoed prompt carries its tokens' logprobs and top `k`.
+    echo_logprobs: Option<u32>,
+    /// `Some(k)`: vLLM's `prompt_logprobs` with the top `k` at each position.
+    prompt_logprobs: Option<u32>,
     /// Per prompt: what the engine computed over it ([`Event::Prompt`]).
     prompt_scores: Vec<Option<Box<PromptScores>>>,
 }
@@ -137,7 +146,9 @@ impl ResponseAssembler {
             prompt_usage: vec![None; num_prompts],
             logprobs,
             hide_cached_tokens: false,
-            echo_tokens: vec![None; num_prompts],
+            prompt_tokens: vec![None; num_prompts],
+            echo_logprobs: None,
+            prompt_logprobs: None,
             prompt_scores: vec![None; num_prompts],
         }
     }
@@ -148,12 +159,73 @@ impl ResponseAssembler {
         self
     }
 
-    /// Makes each echoed prompt carry its tokens' logprobs: `tokens` has one list per prompt,
-    /// and the engine sends their scores in an [`Event::Prompt`] before the first delta.
-    pub fn with_echo_logprobs(mut self, tokens: Vec<Vec<u32>>) -> Self {
-        self.echo_tokens = tokens.into_iter().map(Some).collect();
-        self.echo_tokens.resize(self.prompt_usage.len(), None);
+    /// The tokens of each prompt (one list per prompt), which the engine scores and sends in an
+    /// [`Event::Prompt`] before the first delta: needed by echoed logprobs and `prompt_logprobs`.
+    pub fn with_prompt_tokens(mut self, tokens: Vec<Vec<u32>>) -> Self {
+        self.prompt_tokens = tokens.into_iter().map(Some).collect();
+        self.prompt_tokens.resize(self.prompt_usage.len(), None);
         self
+    }
+
+    /// Makes each echoed prompt carry its tokens' logprobs and top `k` (needs
+    /// [`ResponseAssembler::with_prompt_tokens`]).
+    pub fn with_echo_logprobs(mut self, k: u32) -> Self {
+        self.echo_logprobs = Some(k);
+        self
+    }
+
+    /// Answers vLLM's `prompt_logprobs` with the top `k` (needs
+    /// [`ResponseAssembler::with_prompt_tokens`]); see [`ResponseAssembler::prompt_logprobs`].
+    pub fn with_prompt_logprobs(mut self, k: u32) -> Self {
+        self.prompt_logprobs = Some(k);
+        self
+    }
+
+    /// vLLM's `prompt_logprobs` of prompt `prompt_index`: `null` for its first token, then at
+    /// each position the prompt token and the top `k`, keyed by token id, each with its
+    /// logprob, rank and text. `None` when not asked for.
+    pub fn prompt_logprobs(
+        &self,
+        prompt_index: usize,
+        tokens: &dyn TokenTexts,
+    ) -> Option<PromptLogprobs> {
+        let k = self.prompt_logprobs? as usize;
+        let prompt = self.prompt_tokens.get(prompt_index)?.as_ref()?;
+        let scores = self.prompt_scores.get(prompt_index)?.as_ref()?;
+        let entry = |id: u32, logprob: f32, rank: u32| {
+            let decoded_token = tokens.token_text(id);
+            let value = PromptLogprob {
+                logprob,
+                rank,
+                decoded_token,
+            };
+            (id.to_string(), value)
+        };
+        let positions = scores
+            .logprobs
+            .iter()
+            .zip(&scores.ranks)
+            .map(|(lp, &rank)| {
+                let mut position: BTreeMap<String, PromptLogprob> = (lp.top.iter().take(k))
+                    .enumerate()
+                    .map(|(i, &(id, logprob))| entry(id, logprob, i as u32 + 1))
+                    .collect();
+                let (id, own) = entry(lp.token_id, lp.logprob, rank);
+                position.insert(id, own);
+                Some(position)
+            });
+        let out: PromptLogprobs = std::iter::once(None).chain(positions).collect();
+        debug_assert_eq!(out.len(), prompt.len());
+        Some(out)
+    }
+
+    /// [`ResponseAssembler::prompt_logprobs`] of the prompt choice `index` belongs to.
+    pub fn prompt_logprobs_of_choice(
+        &self,
+        index: usize,
+        tokens: &dyn TokenTexts,
+    ) -> Option<PromptLogprobs> {
+        self.prompt_logprobs(index / self.n.max(1) as usize, tokens)
     }
 
     /// The completions logprobs of prompt `prompt_index`'s echo for choice `index`: its first
@@ -164,7 +236,8 @@ impl ResponseAssembler {
         index: u32,
         tokens: &dyn TokenTexts,
     ) -> Result<Option<CompletionLogprobs>, ApiError> {
-        let Some(prompt) = &self.echo_tokens[prompt_index] else {
+        let (Some(k), Some(prompt)) = (self.echo_logprobs, &self.prompt_tokens[prompt_index])
+        else {
             return Ok(None);
         };
         let scores = self.prompt_scores[prompt_index].as_ref().ok_or_else(|| {
@@ -177,7 +250,14 @@ impl ResponseAssembler {
         piece.token_logprobs.push(None);
         piece.top_logprobs.push(None);
         piece.text_offset.push(0);
-        piece.extend(completion_logprobs(&scores.logprobs, tokens, first_chars));
+        // The scores may hold more alternatives than the echo asked for (`prompt_logprobs`).
+        let logprobs: Vec<TokenLogprob> = (scores.logprobs.iter())
+            .map(|lp| TokenLogprob {
+                top: lp.top.iter().take(k as usize).copied().collect(),
+                ..lp.clone()
+            })
+            .collect();
+        piece.extend(completion_logprobs(&logprobs, tokens, first_chars));
         let chars = piece.tokens.iter().map(|t| t.chars().count() as u32).sum();
         self.choices[index as usize].token_text_chars = chars;
         Ok(Some(piece))
@@ -479,6 +559,7 @@ impl ResponseCollector {
                 })
                 .collect(),
             usage,
+            prompt_logprobs: None,
         }
     }
 
@@ -508,6 +589,7 @@ impl ResponseCollector {
                         _ => None,
                     },
                     finish_reason: Some(c.finish_reason.unwrap_or("stop").to_string()),
+                    prompt_logprobs: None,
                 })
                 .collect(),
             usage,

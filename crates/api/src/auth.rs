@@ -3,7 +3,8 @@
 //! Health, metrics and version stay open so load balancers and scrapers need no secret.
 //!
 //! Which key a request came with is its [`Caller`]: the prefix cache is scoped per key (see
-//! [`Caller::cache_salt`]), so one tenant's cache hits reveal nothing of another's prompts.
+//! [`Caller::cache_salt`]), so one tenant's cache hits reveal nothing of another's prompts, and
+//! the engine shares its running seats fairly between callers (see [`Caller::fair_share_id`]).
 
 use std::hash::BuildHasher;
 
@@ -37,6 +38,25 @@ impl Caller {
             return None;
         }
         Some(hasher.hash_one((self.key, request_salt)))
+    }
+}
+
+impl Caller {
+    /// Who the request counts as for fair sharing of the engine's seats: its API key when the
+    /// server has several, else the request's `user` field (one key shared by many users),
+    /// else `None`, the one anonymous caller. An opaque hash keyed by `hasher` (random per
+    /// start), never the key itself.
+    pub fn fair_share_id(
+        &self,
+        hasher: &std::collections::hash_map::RandomState,
+        num_keys: usize,
+        user: Option<&str>,
+    ) -> Option<u64> {
+        match (self.key, user) {
+            (Some(key), _) if num_keys > 1 => Some(hasher.hash_one(("key", key))),
+            (_, Some(user)) => Some(hasher.hash_one(("user", user))),
+            _ => None,
+        }
     }
 }
 
@@ -137,6 +157,32 @@ mod tests {
         let keys = vec!["alpha".to_string(), "beta".to_string()];
         assert_eq!(matching_key(&keys, "beta"), Some(1));
         assert_eq!(matching_key(&keys, "gamma"), None);
+    }
+
+    #[test]
+    fn the_fair_share_caller_is_the_key_when_there_are_several_else_the_user() {
+        let hasher = std::collections::hash_map::RandomState::new();
+        let (a, b) = (Caller { key: Some(0) }, Caller { key: Some(1) });
+        // Several keys: the key decides, whatever `user` says.
+        assert_ne!(
+            a.fair_share_id(&hasher, 2, Some("u")),
+            b.fair_share_id(&hasher, 2, Some("u"))
+        );
+        assert_eq!(
+            a.fair_share_id(&hasher, 2, Some("u")),
+            a.fair_share_id(&hasher, 2, Some("v"))
+        );
+        // One key or none: the user decides; no user is the anonymous caller.
+        assert_ne!(
+            a.fair_share_id(&hasher, 1, Some("u")),
+            a.fair_share_id(&hasher, 1, Some("v"))
+        );
+        let anonymous = Caller::default();
+        assert_eq!(
+            anonymous.fair_share_id(&hasher, 0, Some("u")),
+            a.fair_share_id(&hasher, 1, Some("u"))
+        );
+        assert_eq!(anonymous.fair_share_id(&hasher, 0, None), None);
     }
 
     #[test]

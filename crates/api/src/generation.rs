@@ -34,8 +34,12 @@ pub struct ResponsePlan {
     pub echo: Option<Vec<String>>,
     /// Leave `usage.prompt_tokens_details` out.
     pub hide_cached_tokens: bool,
-    /// With `echo` and `logprobs`: each prompt's tokens, whose logprobs the echo carries.
-    pub echo_tokens: Option<Vec<Vec<u32>>>,
+    /// With `echo` and `logprobs: k`: `Some(k)`, the echo carries its tokens' logprobs.
+    pub echo_logprobs: Option<u32>,
+    /// vLLM's `prompt_logprobs: k` (not streamed).
+    pub prompt_logprobs: Option<u32>,
+    /// Each prompt's tokens (what echoed logprobs and `prompt_logprobs` describe).
+    pub prompt_tokens: Vec<Vec<u32>>,
 }
 
 /// A fresh response id with the given prefix (`chatcmpl`, `cmpl`).
@@ -75,8 +79,14 @@ pub async fn run(
     let mut assembler =
         ResponseAssembler::new(plan.flavor, num_prompts, plan.n, plan.echo, plan.logprobs)
             .hiding_cached_tokens(plan.hide_cached_tokens);
-    if let Some(tokens) = plan.echo_tokens {
-        assembler = assembler.with_echo_logprobs(tokens);
+    if plan.echo_logprobs.is_some() || plan.prompt_logprobs.is_some() {
+        assembler = assembler.with_prompt_tokens(plan.prompt_tokens);
+    }
+    if let Some(k) = plan.echo_logprobs {
+        assembler = assembler.with_echo_logprobs(k);
+    }
+    if let Some(k) = plan.prompt_logprobs {
+        assembler = assembler.with_prompt_logprobs(k);
     }
     let meta = ResponseMeta {
         id: response_id(id_prefix),
@@ -127,10 +137,19 @@ async fn collect(
         }
     }
     let usage = assembler.usage();
+    let tokens = model.tokenizer.as_ref();
     Ok(match flavor {
-        Flavor::Chat => axum::Json(collector.into_chat(meta, usage, logprobs)).into_response(),
+        Flavor::Chat => {
+            let mut body = collector.into_chat(meta, usage, logprobs);
+            body.prompt_logprobs = assembler.prompt_logprobs(0, tokens);
+            axum::Json(body).into_response()
+        }
         Flavor::Completion => {
-            axum::Json(collector.into_completion(meta, usage, logprobs)).into_response()
+            let mut body = collector.into_completion(meta, usage, logprobs);
+            for (index, choice) in body.choices.iter_mut().enumerate() {
+                choice.prompt_logprobs = assembler.prompt_logprobs_of_choice(index, tokens);
+            }
+            axum::Json(body).into_response()
         }
     })
 }

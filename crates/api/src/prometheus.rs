@@ -25,7 +25,7 @@ type HistogramSpec = (
 /// Renders every model's metrics; each sample carries a `model_name` label.
 pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
     let mut out = String::with_capacity(4096 + models.len() * 4096);
-    let gauges: [GaugeSpec; 3] = [
+    let gauges: [GaugeSpec; 5] = [
         (
             "vllm:num_requests_running",
             "Number of requests in model execution batches.",
@@ -40,6 +40,16 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
             "vllm:kv_cache_usage_perc",
             "KV-cache usage. 1 means 100 percent usage.",
             kv_cache_usage,
+        ),
+        (
+            "sluice:fair_share_active_callers",
+            "Callers (API keys, or users under one key) with running or waiting sequences.",
+            |s| s.active_callers as f64,
+        ),
+        (
+            "sluice:fair_share_max_running_per_caller",
+            "Most running sequences held by one caller.",
+            |s| s.max_running_per_caller as f64,
         ),
     ];
     for (name, help, value) in gauges {
@@ -64,7 +74,7 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
         ];
         sample(&mut out, "vllm:cache_config_info", &labels, 1.0);
     }
-    let counters: [CounterSpec; 7] = [
+    let counters: [CounterSpec; 9] = [
         (
             "vllm:prompt_tokens_total",
             "Number of prefill tokens processed.",
@@ -89,6 +99,16 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
             "vllm:prefix_cache_hits_total",
             "Prefix cache hits, in terms of number of cached tokens.",
             |s| s.prefix_cache_hits,
+        ),
+        (
+            "sluice:fair_share_deferred_total",
+            "Waiting sequences passed over for another caller's fair share (each counted once).",
+            |s| s.fair_share_deferred,
+        ),
+        (
+            "sluice:fair_share_preemptions_total",
+            "Sequences preempted to give a caller waiting below its share a seat.",
+            |s| s.fair_share_preempted,
         ),
         (
             "sluice:engine_steps_total",
@@ -369,6 +389,10 @@ mod tests {
             prefix_cache_queries: 100,
             prefix_cache_hits: 40,
             preemptions: 3,
+            fair_share_deferred: 5,
+            fair_share_preempted: 2,
+            active_callers: 2,
+            max_running_per_caller: 4,
             prompt_tokens: 1234,
             generation_tokens: 567,
             requests_finished: 9,
@@ -429,6 +453,10 @@ mod tests {
             "vllm:prompt_tokens_total{model_name=\"llama\"} 1234",
             "vllm:generation_tokens_total{model_name=\"llama\"} 567",
             "vllm:num_preemptions_total{model_name=\"llama\"} 3",
+            "sluice:fair_share_deferred_total{model_name=\"llama\"} 5",
+            "sluice:fair_share_preemptions_total{model_name=\"llama\"} 2",
+            "sluice:fair_share_active_callers{model_name=\"llama\"} 2",
+            "sluice:fair_share_max_running_per_caller{model_name=\"llama\"} 4",
             "vllm:prefix_cache_queries_total{model_name=\"llama\"} 100",
             "vllm:prefix_cache_hits_total{model_name=\"llama\"} 40",
         ] {
@@ -481,7 +509,9 @@ mod tests {
         for line in text().lines().filter(|l| !l.starts_with('#')) {
             let (series, value) = line.rsplit_once(' ').unwrap();
             assert!(
-                (series.starts_with("vllm:") || series.starts_with("sluice:engine_"))
+                (series.starts_with("vllm:")
+                    || series.starts_with("sluice:engine_")
+                    || series.starts_with("sluice:fair_share_"))
                     && series.ends_with('}'),
                 "{line}"
             );

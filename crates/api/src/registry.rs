@@ -13,6 +13,34 @@ use crate::error::ApiError;
 use crate::validate::ModelLimits;
 use crate::wire::models::ModelCard;
 
+/// What a model is served for (`--task`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ModelTask {
+    /// Decided by the model's files: sentence-transformers pooling files make an embedder,
+    /// anything else a generative model (which also embeds by its last token and reranks by
+    /// its "yes"/"no" logits).
+    #[default]
+    Auto,
+    /// Chat and completions; embeddings, rerank and score are refused.
+    Generate,
+    /// Embeddings (rerank and score by cosine similarity); generation is refused.
+    Embed,
+    /// Rerank and score by the "yes"/"no" logits; generation and embeddings are refused.
+    Score,
+}
+
+impl ModelTask {
+    /// The name `--task` and `/v1/models` use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelTask::Auto => "auto",
+            ModelTask::Generate => "generate",
+            ModelTask::Embed => "embed",
+            ModelTask::Score => "score",
+        }
+    }
+}
+
 /// One model being served: its engine and its tokenizer.
 pub struct ServedModel {
     /// The id clients put in `model` (the directory name unless `--served-model-name`).
@@ -29,6 +57,8 @@ pub struct ServedModel {
     /// (embeddings pool this way; rerank and score compare embeddings). `None`: a generative
     /// model, which embeds by its last token's state and reranks by its "yes"/"no" logits.
     pub pooling: Option<sluice_engine::Pooling>,
+    /// What it is served for, as configured (`--task`; `Auto` by default).
+    pub task: ModelTask,
     /// For a pooled model, keeps it loaded (unevictable) while this value lives; `None` for a
     /// model outside a pool.
     pub lease: Option<ModelLease>,
@@ -45,7 +75,44 @@ impl ServedModel {
 
     /// The model's `/v1/models` entry.
     pub fn card(&self) -> ModelCard {
-        ModelCard::new(&self.id, self.created, self.max_model_len)
+        ModelCard::new(&self.id, self.created, self.max_model_len).with_task(self.task())
+    }
+
+    /// What the model is served for: its `--task`, or for `auto` what its files say.
+    pub fn task(&self) -> ModelTask {
+        match (self.task, self.pooling) {
+            (ModelTask::Auto, Some(_)) => ModelTask::Embed,
+            (ModelTask::Auto, None) => ModelTask::Generate,
+            (task, _) => task,
+        }
+    }
+
+    /// True when embeddings (and rerank by cosine similarity) are this model's task.
+    pub fn is_embedder(&self) -> bool {
+        self.task() == ModelTask::Embed
+    }
+
+    /// A 400 unless the model may answer a request of `kind` ("generation", "embeddings",
+    /// "rerank"): an embedder generates nothing, a scorer neither generates nor embeds, and a
+    /// model served with `--task generate` only generates. `auto` allows all as before.
+    pub fn check_serves(&self, kind: &str) -> Result<(), ApiError> {
+        let allowed = match (self.task, kind) {
+            (ModelTask::Auto, _) => true,
+            (ModelTask::Generate, k) => k == "generation",
+            (ModelTask::Embed, k) => k != "generation",
+            (ModelTask::Score, k) => k == "rerank",
+        };
+        if allowed {
+            return Ok(());
+        }
+        Err(ApiError::invalid(
+            "model",
+            format!(
+                "model '{}' is served for --task {}: it does not answer {kind} requests",
+                self.id,
+                self.task.as_str()
+            ),
+        ))
     }
 }
 
@@ -74,6 +141,8 @@ enum Models {
 /// Finds served models by id.
 pub struct ModelRegistry {
     models: Models,
+    /// `--task` of pooled models, by id (absent: `auto`).
+    tasks: std::collections::HashMap<String, ModelTask>,
 }
 
 impl ModelRegistry {
@@ -81,6 +150,7 @@ impl ModelRegistry {
     pub fn new(models: Vec<ServedModel>) -> Self {
         ModelRegistry {
             models: Models::Fixed(models.into_iter().map(Arc::new).collect()),
+            tasks: Default::default(),
         }
     }
 
@@ -91,7 +161,18 @@ impl ModelRegistry {
                 pool,
                 registered: unix_seconds(SystemTime::now()),
             },
+            tasks: Default::default(),
         }
+    }
+
+    /// Serves the pooled models named in `tasks` for those tasks (the others: `auto`).
+    pub fn with_tasks(mut self, tasks: std::collections::HashMap<String, ModelTask>) -> Self {
+        self.tasks = tasks;
+        self
+    }
+
+    fn task_of(&self, id: &str) -> ModelTask {
+        self.tasks.get(id).copied().unwrap_or_default()
     }
 
     /// The pool behind this registry, if any.
@@ -120,6 +201,7 @@ impl ModelRegistry {
                     tokenizer: Arc::clone(&model.tokenizer),
                     max_model_len: model.max_model_len,
                     pooling: model.pooling,
+                    task: self.task_of(id),
                     created: unix_seconds(lease.loaded_at()),
                     lease: Some(lease),
                 }))
@@ -152,6 +234,7 @@ impl ModelRegistry {
                 .into_iter()
                 .map(|(id, model, loaded_at)| {
                     Arc::new(ServedModel {
+                        task: self.task_of(&id),
                         id,
                         engine: model.engine.clone(),
                         tokenizer: Arc::clone(&model.tokenizer),
@@ -172,15 +255,22 @@ impl ModelRegistry {
                 .iter()
                 .map(|m| m.card().with_status(ModelStatus::Loaded.as_str()))
                 .collect(),
-            Models::Pooled { pool, registered } => pool
-                .snapshot()
-                .models
-                .into_iter()
-                .map(|m| {
-                    let created = m.loaded_at.map_or(*registered, unix_seconds);
-                    ModelCard::new(&m.id, created, m.max_model_len).with_status(m.status.as_str())
-                })
-                .collect(),
+            Models::Pooled { pool, registered } => {
+                // An `auto` model's task is known once it is loaded (its files decide).
+                let loaded = self.models();
+                pool.snapshot()
+                    .models
+                    .into_iter()
+                    .map(|m| {
+                        let created = m.loaded_at.map_or(*registered, unix_seconds);
+                        let task = (loaded.iter().find(|l| l.id == m.id))
+                            .map_or(self.task_of(&m.id), |l| l.task());
+                        ModelCard::new(&m.id, created, m.max_model_len)
+                            .with_status(m.status.as_str())
+                            .with_task(task)
+                    })
+                    .collect()
+            }
         }
     }
 

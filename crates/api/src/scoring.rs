@@ -48,6 +48,8 @@ pub struct ScoringScope {
     pub priority: Priority,
     /// Prefix-cache scope, from the caller's API key.
     pub cache_salt: Option<u64>,
+    /// Who sent it, for fair sharing (see `GenerationRequest::caller`).
+    pub caller: Option<u64>,
     /// Seconds sent in `Retry-After` when the queue is full.
     pub retry_after_secs: u64,
 }
@@ -63,6 +65,7 @@ pub async fn score_prompts(
     let ScoringScope {
         priority,
         cache_salt,
+        caller,
         retry_after_secs,
     } = scope;
     let mut streams = Vec::with_capacity(prompts.len());
@@ -77,6 +80,7 @@ pub async fn score_prompts(
             },
             priority,
             cache_salt,
+            caller,
             prompt_outputs: outputs.clone(),
         };
         let stream = model.engine.submit(request).map_err(|e| match e {

@@ -71,12 +71,14 @@ pub fn render_update(flavor: Flavor, meta: &ResponseMeta, update: ChoiceUpdate) 
                         _ => None,
                     },
                     finish_reason: None,
+                    prompt_logprobs: None,
                 },
                 ChoiceUpdate::Finish { index, reason } => CompletionChoice {
                     text: String::new(),
                     index,
                     logprobs: None,
                     finish_reason: Some(reason.to_string()),
+                    prompt_logprobs: None,
                 },
             };
             to_json(&completion_chunk(meta, vec![choice], None))

@@ -89,6 +89,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 },
                 priority: Default::default(),
                 cache_salt: None,
+                caller: None,
                 prompt_outputs: sluice_engine::PromptOutputs::default(),
             })?);
         }

@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 
 use crate::block_manager::BlockManager;
 use crate::constraint::ConstraintMasks;
+use crate::fair_share::FairShareConfig;
 use crate::handle::{Command, EngineHandle, RequestId, Shared};
 use crate::metrics::EngineMetrics;
 use crate::outbox::{flush, ChoiceOutbox, Flush, RequestState};
@@ -99,6 +100,8 @@ pub struct EngineConfig {
     /// from measured steps): bounds the inter-token latency a new prompt causes. `None`: steps
     /// are bounded by `max_num_batched_tokens` alone.
     pub step_time_target: Option<Duration>,
+    /// How running seats are shared between callers (`GenerationRequest::caller`).
+    pub fair_share: FairShareConfig,
 }
 
 impl Default for EngineConfig {
@@ -113,6 +116,7 @@ impl Default for EngineConfig {
             max_model_len: 4096,
             eos_token_ids: Vec::new(),
             step_time_target: Some(DEFAULT_STEP_TIME_TARGET),
+            fair_share: FairShareConfig::default(),
         }
     }
 }
@@ -197,6 +201,7 @@ impl EngineLoop {
                 max_queue: usize::MAX,
                 aging_rate: config.aging_rate,
                 step_time_target: config.step_time_target.filter(|t| !t.is_zero()),
+                fair_share: config.fair_share,
             },
             blocks,
         );
@@ -333,6 +338,7 @@ impl EngineLoop {
                 cache_salt: request.cache_salt,
             });
             // The prompt is the same for every choice: the first one scores it.
+            let seq = seq.with_caller(request.caller);
             let seq = if choice == 0 {
                 seq.with_prompt_outputs(request.prompt_outputs.clone())
             } else {
@@ -419,6 +425,8 @@ impl EngineLoop {
         EngineMetrics::add(&m.preemptions, out.preempted.len() as u64);
         EngineMetrics::add(&m.prefix_cache_queries, out.prefix_cache_queries);
         EngineMetrics::add(&m.prefix_cache_hits, out.prefix_cache_hits);
+        EngineMetrics::add(&m.fair_share_deferred, out.fair_share_deferred);
+        EngineMetrics::add(&m.fair_share_preempted, out.fair_share_preempted);
         for &id in &out.first_scheduled {
             self.shared.queued_seqs.fetch_sub(1, Ordering::AcqRel);
             if let Some(seq) = self.scheduler.sequence(id) {
@@ -602,6 +610,9 @@ impl EngineLoop {
         let m = &self.shared.metrics;
         EngineMetrics::set(&m.running, self.scheduler.num_running());
         EngineMetrics::set(&m.waiting, self.scheduler.num_waiting());
+        let callers = self.scheduler.callers();
+        EngineMetrics::set(&m.active_callers, callers.active_callers());
+        EngineMetrics::set(&m.max_running_per_caller, callers.max_running());
         EngineMetrics::set(
             &m.kv_blocks_used,
             self.scheduler.block_manager().num_used_blocks(),

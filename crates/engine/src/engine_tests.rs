@@ -40,6 +40,7 @@ fn request(prompt: Vec<u32>, seed: u64, max_tokens: u32) -> GenerationRequest {
         },
         priority: Priority::Normal,
         cache_salt: None,
+        caller: None,
         prompt_outputs: crate::request::PromptOutputs::default(),
     }
 }

@@ -236,6 +236,7 @@ mod tests {
             stop: Default::default(),
             priority: Default::default(),
             cache_salt: None,
+            caller: None,
             prompt_outputs: crate::request::PromptOutputs::default(),
         }
     }
@@ -278,6 +279,7 @@ mod tests {
             stop: Default::default(),
             priority: Default::default(),
             cache_salt: None,
+            caller: None,
             prompt_outputs: crate::request::PromptOutputs::default(),
         };
         assert_eq!(handle.submit(req).err(), Some(SubmitError::ShutDown));
@@ -298,6 +300,7 @@ mod tests {
             stop: Default::default(),
             priority: Default::default(),
             cache_salt: None,
+            caller: None,
             prompt_outputs: crate::request::PromptOutputs::default(),
         };
         let _first = handle.submit(req.clone()).unwrap();

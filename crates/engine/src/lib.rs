@@ -3,6 +3,7 @@
 pub mod block_manager;
 pub mod constraint;
 pub mod engine;
+pub mod fair_share;
 pub mod handle;
 pub mod metrics;
 pub mod model_executor;
@@ -18,6 +19,7 @@ pub mod sequence;
 pub mod step_cost;
 
 pub use engine::{Engine, EngineConfig, Executor, ExecutorError};
+pub use fair_share::{CallerId, FairShareConfig};
 pub use handle::{EngineHandle, RequestId, RequestStream, SubmitError};
 pub use metrics::{EngineMetrics, HistogramSnapshot, MetricsSnapshot, StepTimes};
 pub use model_executor::ModelExecutor;

@@ -102,6 +102,10 @@ pub struct EngineMetrics {
     pub(crate) prefix_cache_queries: AtomicU64,
     pub(crate) prefix_cache_hits: AtomicU64,
     pub(crate) preemptions: AtomicU64,
+    pub(crate) fair_share_deferred: AtomicU64,
+    pub(crate) fair_share_preempted: AtomicU64,
+    pub(crate) active_callers: AtomicUsize,
+    pub(crate) max_running_per_caller: AtomicUsize,
     pub(crate) prompt_tokens: AtomicU64,
     pub(crate) generation_tokens: AtomicU64,
     pub(crate) requests_finished: AtomicU64,
@@ -151,6 +155,10 @@ impl Default for EngineMetrics {
             prefix_cache_queries: AtomicU64::new(0),
             prefix_cache_hits: AtomicU64::new(0),
             preemptions: AtomicU64::new(0),
+            fair_share_deferred: AtomicU64::new(0),
+            fair_share_preempted: AtomicU64::new(0),
+            active_callers: AtomicUsize::new(0),
+            max_running_per_caller: AtomicUsize::new(0),
             prompt_tokens: AtomicU64::new(0),
             generation_tokens: AtomicU64::new(0),
             requests_finished: AtomicU64::new(0),
@@ -178,6 +186,10 @@ impl EngineMetrics {
             prefix_cache_queries: load64(&self.prefix_cache_queries),
             prefix_cache_hits: load64(&self.prefix_cache_hits),
             preemptions: load64(&self.preemptions),
+            fair_share_deferred: load64(&self.fair_share_deferred),
+            fair_share_preempted: load64(&self.fair_share_preempted),
+            active_callers: load(&self.active_callers),
+            max_running_per_caller: load(&self.max_running_per_caller),
             prompt_tokens: load64(&self.prompt_tokens),
             generation_tokens: load64(&self.generation_tokens),
             requests_finished: load64(&self.requests_finished),
@@ -244,6 +256,14 @@ pub struct MetricsSnapshot {
     pub prefix_cache_hits: u64,
     /// Sequences preempted (by recompute) so far.
     pub preemptions: u64,
+    /// Waiting sequences fair sharing passed over at least once (each counted once).
+    pub fair_share_deferred: u64,
+    /// Sequences preempted to give a starving caller its share (also in `preemptions`).
+    pub fair_share_preempted: u64,
+    /// Callers with running or waiting sequences at the last step.
+    pub active_callers: usize,
+    /// Most sequences one caller ran at the last step.
+    pub max_running_per_caller: usize,
     /// Prompt tokens of admitted requests (once per request).
     pub prompt_tokens: u64,
     /// Tokens generated, all choices.

@@ -77,6 +77,7 @@ fn request(prompt: Vec<u32>, sampling: SamplingParams, max_tokens: u32) -> Gener
         },
         priority: Priority::Normal,
         cache_salt: None,
+        caller: None,
         prompt_outputs: crate::request::PromptOutputs::default(),
     }
 }

@@ -116,9 +116,9 @@ impl PromptScoring {
                     continue;
                 }
                 let row = logits.row(rows.first_logits_row + i);
-                self.scores
-                    .logprobs
-                    .push(token_logprob(row, self.prompt[p + 1], k));
+                let token = self.prompt[p + 1];
+                self.scores.logprobs.push(token_logprob(row, token, k));
+                self.scores.ranks.push(rank_of(row, token));
             }
         }
         for (i, p) in rows.hidden_positions.clone().enumerate() {
@@ -171,6 +171,13 @@ impl PromptScoring {
     }
 }
 
+/// 1 + the number of other tokens at least as likely as `token` in `row` (logits order as the
+/// probabilities do).
+fn rank_of(row: &[f32], token: u32) -> u32 {
+    let own = row[token as usize];
+    row.iter().filter(|&&x| x >= own).count().max(1) as u32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +215,14 @@ mod tests {
     }
 
     #[test]
+    fn a_rank_counts_the_tokens_at_least_as_likely() {
+        let row = [0.5, 2.0, -1.0, 2.0];
+        assert_eq!(rank_of(&row, 1), 2, "a tie takes the worse rank");
+        assert_eq!(rank_of(&row, 0), 3);
+        assert_eq!(rank_of(&row, 2), 4);
+    }
+
+    #[test]
     fn recomputed_positions_are_recorded_once() {
         let mut s = wanting(Some(0), Some(Pooling::Mean));
         // Two rows of a 2-token vocabulary and hidden size 1.
@@ -226,6 +241,7 @@ mod tests {
         s.record(&logits, &rows, None);
         s.record(&logits, &rows, None); // the same chunk again, after a preemption
         assert_eq!(s.scores.logprobs.len(), 2);
+        assert_eq!(s.scores.ranks.len(), 2);
         assert_eq!(s.pooled, 2);
         assert_eq!(s.pooled_sum, vec![4.0]);
     }

@@ -147,6 +147,24 @@ impl<T> WaitingQueue<T> {
         self.classes[c].first_key_value().map(|(_, e)| &e.item)
     }
 
+    /// The entry served next at `now` among those `eligible` accepts, without removing it.
+    /// O(n) in the entries passed over.
+    pub fn peek_where(&self, now: Instant, mut eligible: impl FnMut(&T) -> bool) -> Option<&T> {
+        let mut best: Option<(&T, f64, Instant)> = None;
+        for (c, priority) in CLASSES.iter().enumerate() {
+            let Some((&(arrival, _), entry)) =
+                self.classes[c].iter().find(|(_, e)| eligible(&e.item))
+            else {
+                continue;
+            };
+            let eff = effective_priority(*priority, arrival, now, self.aging_rate);
+            if best.is_none_or(|(_, b_eff, b_arr)| served_before((eff, arrival), (b_eff, b_arr))) {
+                best = Some((&entry.item, eff, arrival));
+            }
+        }
+        best.map(|(item, _, _)| item)
+    }
+
     /// Removes and returns the entry served next at `now`. O(log n).
     pub fn pop(&mut self, now: Instant) -> Option<T> {
         let c = self.best_class(now)?;
@@ -246,6 +264,23 @@ mod tests {
         assert_eq!(q.len(), 2);
         assert_eq!(q.pop(t0), Some("a"));
         q.push(Priority::Normal, t0, 4, "c").unwrap();
+    }
+
+    #[test]
+    fn peek_where_passes_over_ineligible_entries_in_serving_order() {
+        let t0 = Instant::now();
+        let mut q = queue();
+        q.push(Priority::High, t0, 1, "high a").unwrap();
+        q.push(Priority::Normal, t0, 2, "normal b").unwrap();
+        q.push(Priority::Normal, t0, 3, "normal a").unwrap();
+        q.push(Priority::Low, t0, 4, "low a").unwrap();
+        let from_a = |s: &&str| s.ends_with(" a");
+        assert_eq!(q.peek_where(t0, from_a), Some(&"high a"));
+        let not_high = |s: &&str| !s.starts_with("high");
+        assert_eq!(q.peek_where(t0, not_high), Some(&"normal b"));
+        q.remove(Priority::High, t0, 1);
+        assert_eq!(q.peek_where(t0, from_a), Some(&"normal a"));
+        assert_eq!(q.peek_where(t0, |s| s.starts_with('x')), None);
     }
 
     #[test]

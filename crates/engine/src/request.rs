@@ -134,6 +134,10 @@ pub struct GenerationRequest {
     /// salt (`None` is a scope of its own). The API derives it from the caller's API key and
     /// `cache_salt`, so one caller's cache hits reveal nothing of another's prompts.
     pub cache_salt: Option<u64>,
+    /// Who sent it, for fair sharing of running seats between callers (`None` is one
+    /// anonymous caller). The API derives it from the API key, or from the request's `user`
+    /// when the server has one key or none; it is an opaque hash, never the key itself.
+    pub caller: Option<u64>,
     /// What is computed over the prompt itself (scoring, embeddings); nothing by default.
     pub prompt_outputs: PromptOutputs,
 }
@@ -173,6 +177,9 @@ impl PromptOutputs {
 pub struct PromptScores {
     /// One entry per prompt token after the first (the first has no context to score it).
     pub logprobs: Vec<TokenLogprob>,
+    /// Parallel to `logprobs`: each prompt token's rank in its position's distribution (1 is
+    /// the most likely; ties share the worse rank), as vLLM's `prompt_logprobs` report it.
+    pub ranks: Vec<u32>,
     /// The pooled final hidden state, unnormalised.
     pub embedding: Option<Vec<f32>>,
     /// `(token, log-probability)` at the position after the prompt, in the order asked.

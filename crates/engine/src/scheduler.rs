@@ -9,6 +9,9 @@
 //! While sequences are decoding, prompt tokens also spend a second budget sized from the
 //! learned step cost ([`StepCostModel`]) so that a step lasts about `step_time_target`: a long
 //! prompt then arrives in chunks instead of stalling every running stream for seconds.
+//!
+//! Seats are shared between callers ([`crate::fair_share`]): while one caller waits below its
+//! share, others over theirs are not admitted and may be preempted for it.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -16,12 +19,13 @@ use std::time::{Duration, Instant};
 use sluice_model::Batch;
 
 use crate::block_manager::{BlockManager, SharedPrefix};
+use crate::fair_share::{FairShareConfig, Shares};
 use crate::handle::RequestId;
 use crate::prompt_scoring::{PromptRows, PROMPT_LOGITS_ROWS_PER_STEP};
 use crate::queue::{effective_priority, QueueFull, WaitingQueue};
 use crate::request::{FinishReason, Priority};
 use crate::sampler::Sample;
-use crate::sequence::{SeqId, Sequence};
+use crate::sequence::{SeqId, Sequence, SequenceStatus};
 use crate::step_cost::StepCostModel;
 
 /// Limits of one step and of the queue.
@@ -41,6 +45,8 @@ pub struct SchedulerConfig {
     /// (but prompts always get at least as much time as the decodes); `None`: only
     /// `max_num_batched_tokens` bounds a step.
     pub step_time_target: Option<Duration>,
+    /// How seats are shared between callers.
+    pub fair_share: FairShareConfig,
 }
 
 /// One sequence's share of a step.
@@ -73,6 +79,10 @@ pub struct SchedulerOutput {
     pub prefix_cache_queries: u64,
     /// Of which found.
     pub prefix_cache_hits: u64,
+    /// Waiting sequences fair sharing passed over for the first time this step.
+    pub fair_share_deferred: u64,
+    /// Of the preempted, those preempted to give a starving caller its share.
+    pub fair_share_preempted: u64,
 }
 
 impl SchedulerOutput {
@@ -203,8 +213,20 @@ impl Scheduler {
             .collect()
     }
 
-    /// Orders running sequences best-first: effective priority, then arrival, then id.
-    fn sort_running(&mut self, now: Instant) {
+    /// The census of callers with work, for fair sharing (and the metrics).
+    pub fn callers(&self) -> Shares {
+        let unfinished = self.seqs.values().filter(|s| !s.is_finished());
+        Shares::new(
+            self.config.fair_share,
+            self.config.max_num_seqs,
+            unfinished.map(|s| (s.caller, s.status() == &SequenceStatus::Running)),
+        )
+    }
+
+    /// Orders running sequences best-first: effective priority, then arrival, then id. With
+    /// several callers sharing seats, every caller's sequences beyond its share come after
+    /// all within-share ones, so the first to be preempted are the over-share ones.
+    fn sort_running(&mut self, now: Instant, shares: &Shares) {
         let rate = self.config.aging_rate;
         let seqs = &self.seqs;
         let key = |id: &SeqId| {
@@ -221,11 +243,27 @@ impl Scheduler {
                 .then(ka.1.cmp(&kb.1))
                 .then(ka.2.cmp(&kb.2))
         });
+        if shares.ranks_running() {
+            let mut seen: HashMap<_, usize> = HashMap::new();
+            let beyond: HashSet<SeqId> = self
+                .running
+                .iter()
+                .filter(|id| {
+                    let count = seen.entry(self.seqs[id].caller).or_default();
+                    *count += 1;
+                    *count > shares.share()
+                })
+                .copied()
+                .collect();
+            // Stable: the priority order holds within each half.
+            self.running.sort_by_key(|id| beyond.contains(id));
+        }
     }
 
-    fn preempt(&mut self, id: SeqId, preempted: &mut Vec<SeqId>) {
+    fn preempt(&mut self, id: SeqId, preempted: &mut Vec<SeqId>, shares: &mut Shares) {
         self.running.retain(|&r| r != id);
         let seq = self.seqs.get_mut(&id).expect("running sequence exists");
+        shares.on_preempt(seq.caller);
         seq.preempt();
         self.waiting.requeue(seq.priority, seq.arrival, id, id);
         preempted.push(id);
@@ -237,7 +275,8 @@ impl Scheduler {
         let mut budget = self.config.max_num_batched_tokens;
         let mut prefill_budget = self.prefill_budget();
         let mut plan: Vec<(SeqId, usize)> = Vec::new();
-        self.sort_running(now);
+        let mut shares = self.callers();
+        self.sort_running(now, &shares);
 
         // Running sequences first. Victims come from the end (the worst), which is never a
         // sequence already planned this step.
@@ -271,7 +310,7 @@ impl Scheduler {
                     .running
                     .last()
                     .expect("the current sequence is running");
-                self.preempt(victim, &mut out.preempted);
+                self.preempt(victim, &mut out.preempted, &mut shares);
             }
         }
 
@@ -279,7 +318,7 @@ impl Scheduler {
         let room_left = out.preempted.is_empty();
         let mut admitted: HashSet<SeqId> = HashSet::new();
         while room_left && budget > 0 && prefill_budget > 0 {
-            let Some(&id) = self.waiting.peek(now) else {
+            let Some(id) = self.next_admissible(now, &shares, &mut out) else {
                 break;
             };
             let admission = if self.running.len() < self.config.max_num_seqs {
@@ -289,18 +328,27 @@ impl Scheduler {
             };
             match admission {
                 Admission::Admitted(num_new) => {
+                    shares.on_admit(self.seqs[&id].caller);
                     admitted.insert(id);
                     plan.push((id, num_new));
                     budget -= num_new;
                     prefill_budget -= num_new;
                 }
-                Admission::Rejected => out.rejected.push(id),
+                Admission::Rejected => {
+                    shares.on_reject(self.seqs[&id].caller);
+                    out.rejected.push(id);
+                }
                 Admission::WaitForSibling => break,
                 Admission::NoBlocks | Admission::NoSeat => {
                     let waiting_priority = self.seqs[&id].priority;
-                    let Some(victim) = self.low_victim(waiting_priority, &admitted) else {
+                    let fair_victim = self.fair_victim(id, &shares, &admitted);
+                    let Some(victim) = self.low_victim(waiting_priority, &admitted).or(fair_victim)
+                    else {
                         break;
                     };
+                    if fair_victim == Some(victim) {
+                        out.fair_share_preempted += 1;
+                    }
                     if let Some(pos) = plan.iter().position(|&(p, _)| p == victim) {
                         let freed = plan.remove(pos).1;
                         budget += freed;
@@ -308,13 +356,54 @@ impl Scheduler {
                             prefill_budget = prefill_budget.saturating_add(freed);
                         }
                     }
-                    self.preempt(victim, &mut out.preempted);
+                    self.preempt(victim, &mut out.preempted, &mut shares);
                 }
             }
         }
 
         self.build_batch(&plan, &mut out);
         out
+    }
+
+    /// The best waiting sequence fair sharing lets in now. When it passes over the queue's
+    /// head, the head is counted as deferred (once per sequence).
+    fn next_admissible(
+        &mut self,
+        now: Instant,
+        shares: &Shares,
+        out: &mut SchedulerOutput,
+    ) -> Option<SeqId> {
+        let head = *self.waiting.peek(now)?;
+        if shares.may_admit(self.seqs[&head].caller) {
+            return Some(head);
+        }
+        let seqs = &self.seqs;
+        let chosen = self
+            .waiting
+            .peek_where(now, |id| shares.may_admit(seqs[id].caller))
+            .copied();
+        let head_seq = self.seqs.get_mut(&head).expect("waiting sequence exists");
+        if !head_seq.deferred_by_fair_share {
+            head_seq.deferred_by_fair_share = true;
+            out.fair_share_deferred += 1;
+        }
+        chosen
+    }
+
+    /// A running sequence that waiting sequence `id` may preempt for its fair share: the worst
+    /// one of a caller over its share, not of better priority, never one admitted in this step.
+    fn fair_victim(&self, id: SeqId, shares: &Shares, admitted: &HashSet<SeqId>) -> Option<SeqId> {
+        let waiting = &self.seqs[&id];
+        self.running.iter().rev().copied().find(|v| {
+            let victim = &self.seqs[v];
+            !admitted.contains(v)
+                && shares.may_preempt_for(
+                    waiting.caller,
+                    waiting.priority,
+                    victim.caller,
+                    victim.priority,
+                )
+        })
     }
 
     /// Prompt tokens (prefill chunks, admissions) this step may compute. Unbounded unless a step

@@ -1,4 +1,5 @@
-//! Random workloads over a tiny block pool: nothing lost, nothing leaked, outputs as if alone.
+//! Random workloads over a tiny block pool: nothing lost, nothing leaked, outputs as if alone,
+//! with callers sharing seats fairly (or not) and an optional per-caller cap.
 
 use std::collections::HashMap;
 
@@ -14,6 +15,7 @@ struct Arrival {
     max_tokens: u32,
     n: u32,
     cancel_at_step: Option<usize>,
+    caller: Option<u64>,
 }
 
 fn arrival() -> impl Strategy<Value = Arrival> {
@@ -29,15 +31,17 @@ fn arrival() -> impl Strategy<Value = Arrival> {
         1u32..8,
         1u32..3,
         prop::option::weighted(0.2, 0usize..30),
+        prop::option::weighted(0.8, 0u64..3),
     )
         .prop_map(
-            |(at_step, priority, prompt, max_tokens, n, cancel_at_step)| Arrival {
+            |(at_step, priority, prompt, max_tokens, n, cancel_at_step, caller)| Arrival {
                 at_step,
                 priority,
                 prompt,
                 max_tokens,
                 n,
                 cancel_at_step,
+                caller,
             },
         )
 }
@@ -51,12 +55,15 @@ proptest! {
         prefix_caching in any::<bool>(),
         budget in 1usize..12,
         step_target_ms in prop::option::of(1u64..8),
+        fair_share in any::<bool>(),
+        max_seqs_per_caller in prop::option::weighted(0.3, 1usize..4),
     ) {
         let (block_size, num_blocks) = (2, 8);
         let t0 = Instant::now();
         let mut s = Scheduler::new(
             SchedulerConfig {
                 step_time_target: step_target_ms.map(Duration::from_millis),
+                fair_share: FairShareConfig { enabled: fair_share, max_seqs_per_caller },
                 ..config(4, budget)
             },
             BlockManager::new(num_blocks, block_size, prefix_caching),
@@ -81,7 +88,7 @@ proptest! {
                             arrival: now,
                             prompt: a.prompt.clone(),
                             max_tokens: a.max_tokens,
-                        })).unwrap();
+                        }).with_caller(a.caller)).unwrap();
                         next_id += 1;
                     }
                 }
@@ -97,6 +104,10 @@ proptest! {
                 break;
             }
             let (out, done) = step(&mut s, &mut exec, now);
+            if let Some(cap) = max_seqs_per_caller {
+                let census = s.callers();
+                prop_assert!(census.max_running() <= cap, "a caller runs past the cap");
+            }
             // A made-up machine: 1 ms per token, 0.3 ms more per logits row.
             let cost_us = 1000 * out.batch.num_tokens() + 300 * out.batch.logits_indices.len();
             s.observe_step(&out, Duration::from_micros(cost_us as u64));

@@ -18,6 +18,7 @@ fn config(max_num_seqs: usize, max_num_batched_tokens: usize) -> SchedulerConfig
         max_queue: 1024,
         aging_rate: 0.1,
         step_time_target: None,
+        fair_share: FairShareConfig::default(),
     }
 }
 
@@ -488,6 +489,9 @@ fn the_fake_model_sees_every_token_through_the_block_tables() {
 
 #[path = "scheduler_proptest.rs"]
 mod proptests;
+
+#[path = "scheduler_fair_tests.rs"]
+mod fair_share_tests;
 
 /// A scheduler whose steps have been measured at 1 ms per token (logits rows cost nothing extra)
 /// and that aims at `target_ms` per step.

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use crate::block_manager::{BlockManager, BlockTable};
 use crate::constraint::OutputConstraint;
+use crate::fair_share::CallerId;
 use crate::handle::RequestId;
 use crate::output_text::OutputText;
 use crate::prompt_scoring::PromptScoring;
@@ -102,6 +103,10 @@ pub struct Sequence {
     pub arrival: Instant,
     /// Scope of the prefix cache (see `GenerationRequest::cache_salt`).
     pub cache_salt: Option<u64>,
+    /// Who sent it, for fair sharing of seats (see `GenerationRequest::caller`).
+    pub caller: CallerId,
+    /// Fair sharing has passed it over at least once (counted once in the metrics).
+    pub(crate) deferred_by_fair_share: bool,
     /// Prompt then generated tokens.
     tokens: Vec<u32>,
     prompt_len: usize,
@@ -145,6 +150,8 @@ impl Sequence {
             priority: spec.priority,
             arrival: spec.arrival,
             cache_salt: spec.cache_salt,
+            caller: None,
+            deferred_by_fair_share: false,
             prompt_len: spec.prompt.len(),
             tokens: spec.prompt,
             num_computed_tokens: 0,
@@ -164,6 +171,12 @@ impl Sequence {
             first_scheduled_at: None,
             last_token_at: None,
         }
+    }
+
+    /// Belongs to `caller` for fair sharing (anonymous by default).
+    pub fn with_caller(mut self, caller: CallerId) -> Self {
+        self.caller = caller;
+        self
     }
 
     /// Asks for outputs over the prompt (scoring, pooling) besides generated tokens.

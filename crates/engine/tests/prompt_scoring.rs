@@ -59,6 +59,7 @@ fn scoring(prompt: Vec<u32>, outputs: PromptOutputs) -> GenerationRequest {
         },
         priority: Priority::Normal,
         cache_salt: None,
+        caller: None,
         prompt_outputs: outputs,
     }
 }

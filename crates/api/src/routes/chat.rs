@@ -24,6 +24,7 @@ pub async fn create_chat_completion(
     OpenAiJson(req): OpenAiJson<ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
     let model = state.registry.get(&req.model).await?;
+    model.check_serves("generation")?;
     let valid = validate_chat(req, model.limits())?;
     let tokenizer = model.tokenizer.clone();
     let (messages, tools) = (valid.messages, valid.tools);
@@ -49,6 +50,12 @@ pub async fn create_chat_completion(
         .request_for(prompt, model.max_model_len, "messages")?;
     request.cache_salt =
         caller.cache_salt(&state.cache_salt_hasher, valid.params.cache_salt.as_deref());
+    request.caller = caller.fair_share_id(
+        &state.cache_salt_hasher,
+        state.config.api_keys.len(),
+        valid.params.user.as_deref(),
+    );
+    let prompt_tokens = vec![request.prompt_tokens.clone()];
     let plan = ResponsePlan {
         flavor: Flavor::Chat,
         n: valid.params.n,
@@ -56,7 +63,9 @@ pub async fn create_chat_completion(
         logprobs: valid.params.sampling.logprobs.is_some(),
         hide_cached_tokens: state.config.hide_cached_tokens,
         echo: None,
-        echo_tokens: None,
+        echo_logprobs: None,
+        prompt_logprobs: valid.params.prompt_logprobs,
+        prompt_tokens,
     };
     run(
         model,

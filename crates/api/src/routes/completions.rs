@@ -20,6 +20,7 @@ pub async fn create_completion(
     OpenAiJson(req): OpenAiJson<CompletionRequest>,
 ) -> Result<Response, ApiError> {
     let model = state.registry.get(&req.model).await?;
+    model.check_serves("generation")?;
     let valid = validate_completion(req, model.limits())?;
     let tokenizer = model.tokenizer.clone();
     let (prompts, echo) = (valid.prompts, valid.echo);
@@ -61,6 +62,11 @@ pub async fn create_completion(
     let mut echo_texts = Vec::with_capacity(tokenized.len());
     let cache_salt =
         caller.cache_salt(&state.cache_salt_hasher, valid.params.cache_salt.as_deref());
+    let fair_share_id = caller.fair_share_id(
+        &state.cache_salt_hasher,
+        state.config.api_keys.len(),
+        valid.params.user.as_deref(),
+    );
     let mut echo_tokens = Vec::with_capacity(tokenized.len());
     for (tokens, text) in tokenized {
         let mut request =
@@ -68,7 +74,9 @@ pub async fn create_completion(
                 .params
                 .request_for(tokens.clone(), model.max_model_len, "prompt")?;
         request.cache_salt = cache_salt;
-        request.prompt_outputs.logprobs = valid.prompt_logprobs;
+        request.caller = fair_share_id;
+        // Echoed logprobs and vLLM's `prompt_logprobs` share one scoring pass (the larger k).
+        request.prompt_outputs.logprobs = valid.prompt_logprobs.max(valid.params.prompt_logprobs);
         requests.push(request);
         echo_texts.extend(text);
         echo_tokens.push(tokens);
@@ -80,7 +88,9 @@ pub async fn create_completion(
         logprobs: valid.params.sampling.logprobs.is_some(),
         hide_cached_tokens: state.config.hide_cached_tokens,
         echo: echo.then_some(echo_texts),
-        echo_tokens: valid.prompt_logprobs.map(|_| echo_tokens),
+        echo_logprobs: valid.prompt_logprobs,
+        prompt_logprobs: valid.params.prompt_logprobs,
+        prompt_tokens: echo_tokens,
     };
     run(model, requests, plan, state.config.retry_after_secs, "cmpl").await
 }

@@ -24,6 +24,7 @@ pub async fn create_embeddings(
     OpenAiJson(req): OpenAiJson<EmbeddingRequest>,
 ) -> Result<Json<EmbeddingResponse>, ApiError> {
     let model = state.registry.get(&req.model).await?;
+    model.check_serves("embeddings")?;
     let valid = validate_embeddings(req, model.limits())?;
     let tokenizer = model.tokenizer.clone();
     let inputs = valid.inputs;
@@ -52,6 +53,11 @@ pub async fn create_embeddings(
     let scope = ScoringScope {
         priority: valid.priority,
         cache_salt: caller.cache_salt(&state.cache_salt_hasher, None),
+        caller: caller.fair_share_id(
+            &state.cache_salt_hasher,
+            state.config.api_keys.len(),
+            valid.user.as_deref(),
+        ),
         retry_after_secs: state.config.retry_after_secs,
     };
     let vectors = embed(&model, prompts, scope).await?;

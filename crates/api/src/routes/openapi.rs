@@ -89,7 +89,7 @@ fn sampling_properties() -> Value {
         "presence_penalty": {"type": "number", "minimum": -2, "maximum": 2},
         "frequency_penalty": {"type": "number", "minimum": -2, "maximum": 2},
         "logit_bias": {"type": "object", "additionalProperties": {"type": "number", "minimum": -100, "maximum": 100}},
-        "user": {"type": "string"},
+        "user": {"type": "string", "description": "End-user id: who the request counts as for fair sharing of running sequences when the server has one API key or none."},
         "top_k": {"type": "integer"},
         "min_p": {"type": "number", "minimum": 0, "maximum": 1},
         "repetition_penalty": {"type": "number", "exclusiveMinimum": 0, "maximum": 2},
@@ -97,6 +97,8 @@ fn sampling_properties() -> Value {
         "min_tokens": {"type": "integer", "minimum": 0},
         "stop_token_ids": {"type": "array", "maxItems": 1024, "items": {"type": "integer", "minimum": 0}},
         "priority": {"type": "string", "enum": ["high", "normal", "low"]},
+        "prompt_logprobs": {"type": "integer", "minimum": 0, "maximum": 20,
+            "description": "vLLM's: the log-probability, rank and top k alternatives of every prompt token, returned as prompt_logprobs (not with stream)"},
         "cache_salt": {"type": "string", "minLength": 1, "maxLength": 256,
             "description": "prefix-cache hits only between requests of the same API key with the same salt"},
         "response_format": {"type": "object", "required": ["type"],
@@ -256,6 +258,12 @@ fn document_as_written() -> Value {
     let usage = json!({"type": "object", "properties": {
         "prompt_tokens": {"type": "integer"}, "completion_tokens": {"type": "integer"}, "total_tokens": {"type": "integer"},
         "prompt_tokens_details": {"type": "object", "properties": {"cached_tokens": {"type": "integer"}}}}});
+    // vLLM's shape: null for the first prompt token, then token id -> {logprob, rank, decoded_token}.
+    let prompt_logprobs = json!({"type": "array", "items": {"oneOf": [{"type": "null"},
+        {"type": "object", "additionalProperties": {"type": "object",
+            "required": ["logprob", "rank", "decoded_token"],
+            "properties": {"logprob": {"type": ["number", "null"]}, "rank": {"type": "integer", "minimum": 1},
+                "decoded_token": {"type": "string"}}}}]}});
     json!({
         "openapi": "3.1.0",
         "info": {"title": "sluice", "version": env!("CARGO_PKG_VERSION"),
@@ -334,7 +342,8 @@ fn document_as_written() -> Value {
                         "message": {"type": "object", "properties": {"role": {"const": "assistant"}, "content": {"type": "string"}}},
                         "logprobs": {"type": ["object", "null"]},
                         "finish_reason": {"type": "string", "enum": ["stop", "length"]}}}},
-                    "usage": usage.clone()}},
+                    "usage": usage.clone(),
+                    "prompt_logprobs": prompt_logprobs.clone()}},
                 "Completion": {"type": "object", "properties": {
                     "id": {"type": "string"}, "object": {"const": "text_completion"}, "created": {"type": "integer"},
                     "model": {"type": "string"}, "system_fingerprint": {"type": "string"},
@@ -343,7 +352,8 @@ fn document_as_written() -> Value {
                         "logprobs": {"type": ["object", "null"], "properties": {
                             "tokens": {"type": "array"}, "token_logprobs": {"type": "array"},
                             "top_logprobs": {"type": "array"}, "text_offset": {"type": "array"}}},
-                        "finish_reason": {"type": "string", "enum": ["stop", "length"]}}}},
+                        "finish_reason": {"type": "string", "enum": ["stop", "length"]},
+                        "prompt_logprobs": prompt_logprobs}}},
                     "usage": usage}},
                 "TokenizeRequest": {"type": "object",
                     "oneOf": [{"required": ["prompt"], "not": {"required": ["messages"]}},
@@ -364,7 +374,10 @@ fn document_as_written() -> Value {
                 "DetokenizeResponse": {"type": "object", "properties": {"prompt": {"type": "string"}}},
                 "Model": {"type": "object", "properties": {
                     "id": {"type": "string"}, "object": {"const": "model"}, "created": {"type": "integer"},
-                    "owned_by": {"type": "string"}, "root": {"type": "string"}, "max_model_len": {"type": "integer"}}},
+                    "owned_by": {"type": "string"}, "root": {"type": "string"}, "max_model_len": {"type": "integer"},
+                    "status": {"type": "string", "enum": ["loaded", "loading", "unloading", "unloaded"]},
+                    "task": {"type": "string", "enum": ["auto", "generate", "embed", "score"],
+                        "description": "what the model is served for (--task); auto until an auto model is loaded"}}},
                 "ModelList": {"type": "object", "properties": {"object": {"const": "list"},
                     "data": {"type": "array", "items": {"$ref": "#/components/schemas/Model"}}}},
                 "AdminModel": {"type": "object", "properties": {

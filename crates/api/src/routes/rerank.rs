@@ -45,6 +45,7 @@ pub async fn rerank(
     OpenAiJson(req): OpenAiJson<RerankRequest>,
 ) -> Result<Json<RerankResponse>, ApiError> {
     let model = state.registry.get(&req.model).await?;
+    model.check_serves("rerank")?;
     let valid = validate_rerank(req)?;
     let scope = scope_of(&state, &caller, &valid);
     let (scores, tokens) = score_pairs(&model, &valid, scope).await?;
@@ -76,6 +77,7 @@ pub async fn score(
     OpenAiJson(req): OpenAiJson<ScoreRequest>,
 ) -> Result<Json<ScoreResponse>, ApiError> {
     let model = state.registry.get(&req.model).await?;
+    model.check_serves("rerank")?;
     let valid = validate_score(req)?;
     let scope = scope_of(&state, &caller, &valid);
     let (scores, tokens) = score_pairs(&model, &valid, scope).await?;
@@ -100,6 +102,7 @@ fn scope_of(state: &AppState, caller: &Caller, valid: &ValidRerankRequest) -> Sc
     ScoringScope {
         priority: valid.priority,
         cache_salt: caller.cache_salt(&state.cache_salt_hasher, None),
+        caller: caller.fair_share_id(&state.cache_salt_hasher, state.config.api_keys.len(), None),
         retry_after_secs: state.config.retry_after_secs,
     }
 }
@@ -111,7 +114,7 @@ async fn score_pairs(
     scope: ScoringScope,
 ) -> Result<(Vec<f32>, u32), ApiError> {
     let tokenizer = model.tokenizer.clone();
-    let embedder = model.pooling.is_some();
+    let embedder = model.is_embedder();
     // An embedder embeds every distinct text once; a judge reads each pair in one prompt.
     let texts: Vec<String> = if embedder {
         let mut texts: Vec<String> = Vec::new();

@@ -25,7 +25,8 @@ pub struct ValidCompletionRequest {
     /// Prepend each prompt's text to its choices' text.
     pub echo: bool,
     /// `Some(k)` with `echo` and `logprobs: k`: the echoed prompt carries its tokens'
-    /// logprobs (the first token's is null) and top `k` alternatives.
+    /// logprobs (the first token's is null) and top `k` alternatives, streamed or not (a
+    /// stream's first chunk of each choice carries the echo and its logprobs).
     pub prompt_logprobs: Option<u32>,
     /// Sampling, stopping and streaming parameters.
     pub params: ValidParams,
@@ -56,12 +57,6 @@ pub fn validate_completion(
     let score_only = echo && req.max_tokens == Some(0);
     let max_tokens = if score_only { None } else { req.max_tokens };
     let mut params = validate_shared(req.options, max_tokens, "max_tokens", logprobs, limits)?;
-    if prompt_logprobs.is_some() && params.stream.is_some() {
-        return Err(ApiError::invalid(
-            "stream",
-            "echo together with logprobs is answered in one body only (stream must be false)",
-        ));
-    }
     if score_only {
         if params.stop.min_tokens > 0 {
             return Err(ApiError::invalid(

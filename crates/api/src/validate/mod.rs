@@ -67,6 +67,12 @@ pub struct ValidParams {
     pub stream: Option<ValidStream>,
     /// The request's own prefix-cache salt (combined with the caller's key by the handler).
     pub cache_salt: Option<String>,
+    /// OpenAI's end-user id: who the request counts as for fair sharing when the server has
+    /// one API key or none.
+    pub user: Option<String>,
+    /// vLLM's `prompt_logprobs`: the top this many alternatives at every prompt position
+    /// (only without `stream`).
+    pub prompt_logprobs: Option<u32>,
 }
 
 /// Checks that a float parameter, when given, is finite and within `[lo, hi]`.
@@ -240,6 +246,19 @@ pub(crate) fn validate_shared(
     };
     let priority = parse_priority(f.priority.as_deref())?;
     let response_format = response_format(f.response_format)?;
+    let prompt_logprobs = check_int(
+        "prompt_logprobs",
+        f.prompt_logprobs,
+        0,
+        MAX_TOP_LOGPROBS.into(),
+    )?
+    .map(|k| k as u32);
+    if prompt_logprobs.is_some() && stream.is_some() {
+        return Err(ApiError::invalid(
+            "prompt_logprobs",
+            "prompt_logprobs is answered in one body only (stream must be false), as in vLLM",
+        ));
+    }
     Ok(ValidParams {
         n,
         max_tokens,
@@ -266,6 +285,8 @@ pub(crate) fn validate_shared(
         priority,
         stream,
         cache_salt: cache_salt(f.cache_salt)?,
+        user: f.user,
+        prompt_logprobs,
     })
 }
 
@@ -422,7 +443,11 @@ impl ValidParams {
             priority: self.priority,
             // Set by the handler, which knows the caller.
             cache_salt: None,
-            prompt_outputs: sluice_engine::PromptOutputs::default(),
+            caller: None,
+            prompt_outputs: sluice_engine::PromptOutputs {
+                logprobs: self.prompt_logprobs,
+                ..Default::default()
+            },
         })
     }
 }

@@ -23,6 +23,8 @@ pub struct ValidEmbeddingRequest {
     pub truncate_prompt_tokens: Option<usize>,
     /// Scheduling priority.
     pub priority: Priority,
+    /// OpenAI's end-user id (fair sharing, when the server has one key or none).
+    pub user: Option<String>,
 }
 
 /// Validates an embeddings request.
@@ -57,6 +59,7 @@ pub fn validate_embeddings(
         dimensions: positive("dimensions", req.dimensions)?,
         truncate_prompt_tokens: positive("truncate_prompt_tokens", req.truncate_prompt_tokens)?,
         priority: parse_priority(req.priority.as_deref())?,
+        user: req.user,
     })
 }
 

@@ -619,7 +619,7 @@ fn suffix_is_rejected() {
 }
 
 #[test]
-fn echo_with_logprobs_asks_for_prompt_logprobs_in_one_body() {
+fn echo_with_logprobs_asks_for_prompt_logprobs_streamed_or_not() {
     assert!(completion(json!({"echo": true})).unwrap().echo);
     assert_eq!(
         completion(json!({"echo": true})).unwrap().prompt_logprobs,
@@ -627,12 +627,33 @@ fn echo_with_logprobs_asks_for_prompt_logprobs_in_one_body() {
     );
     let scored = completion(json!({"echo": true, "logprobs": 2})).unwrap();
     assert_eq!(scored.prompt_logprobs, Some(2));
+    let streamed = completion(json!({"echo": true, "logprobs": 1, "stream": true})).unwrap();
+    assert_eq!(streamed.prompt_logprobs, Some(1));
+}
+
+#[test]
+fn vllm_prompt_logprobs_are_bounded_and_not_streamed() {
     assert_eq!(
-        rejected_param(completion(
-            json!({"echo": true, "logprobs": 1, "stream": true})
-        )),
-        "stream"
+        completion(json!({"prompt_logprobs": 5}))
+            .unwrap()
+            .params
+            .prompt_logprobs,
+        Some(5)
     );
+    assert_eq!(
+        chat(json!({"prompt_logprobs": 0}))
+            .unwrap()
+            .params
+            .prompt_logprobs,
+        Some(0)
+    );
+    for bad in [
+        json!({"prompt_logprobs": 21}),
+        json!({"prompt_logprobs": -1}),
+        json!({"prompt_logprobs": 1, "stream": true}),
+    ] {
+        assert_eq!(rejected_param(completion(bad)), "prompt_logprobs");
+    }
 }
 
 #[test]

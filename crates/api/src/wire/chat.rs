@@ -83,6 +83,9 @@ pub struct ChatCompletion {
     pub choices: Vec<ChatChoice>,
     /// Token counts over all choices.
     pub usage: UsageBody,
+    /// vLLM's `prompt_logprobs` of the rendered conversation, when the request asked for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_logprobs: Option<super::PromptLogprobs>,
 }
 
 /// One choice of a chat completion.

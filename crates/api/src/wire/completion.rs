@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::number::{self, WholeNumber};
 
-use super::{CompletionLogprobs, GenerationOptions, UsageBody};
+use super::{CompletionLogprobs, GenerationOptions, PromptLogprobs, UsageBody};
 
 /// A text completion request as the client sent it (unvalidated).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -62,6 +62,9 @@ pub struct CompletionChoice {
     pub logprobs: Option<CompletionLogprobs>,
     /// "stop" or "length"; null on stream chunks before the choice's last.
     pub finish_reason: Option<String>,
+    /// vLLM's `prompt_logprobs` of the choice's prompt, when the request asked for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_logprobs: Option<PromptLogprobs>,
 }
 
 /// One server-sent event of a streaming text completion.
@@ -115,8 +118,10 @@ mod tests {
             index: 3,
             logprobs: None,
             finish_reason: None,
+            prompt_logprobs: None,
         };
         let v = serde_json::to_value(c).unwrap();
+        assert!(v.get("prompt_logprobs").is_none(), "only when asked for");
         assert!(v["finish_reason"].is_null());
         assert!(v["logprobs"].is_null());
         assert_eq!(v["index"], 3);

@@ -43,7 +43,8 @@ pub struct GenerationOptions {
     pub frequency_penalty: Option<f32>,
     /// Token id (as a string) to bias in [-100, 100].
     pub logit_bias: Option<HashMap<String, f32>>,
-    /// End-user id; accepted and ignored.
+    /// End-user id: who the request counts as for fair sharing of the engine's seats when the
+    /// server has one API key or none.
     pub user: Option<String>,
     /// Extension: keep only the k most likely tokens (-1 or 0 disables).
     #[serde(default, deserialize_with = "number::optional")]
@@ -67,6 +68,10 @@ pub struct GenerationOptions {
     pub cache_salt: Option<String>,
     /// The form of the output: `{"type": "text" | "json_object" | "json_schema"}`.
     pub response_format: Option<ResponseFormatField>,
+    /// Extension (vLLM's): return the log-probability of every prompt token and its top this
+    /// many alternatives (0..=20) as `prompt_logprobs`; not with `stream`.
+    #[serde(default, deserialize_with = "number::optional")]
+    pub prompt_logprobs: Option<WholeNumber>,
 }
 
 /// `response_format`.
@@ -213,6 +218,22 @@ impl CompletionLogprobs {
         self.text_offset.extend(other.text_offset);
     }
 }
+
+/// One entry of vLLM's `prompt_logprobs`: a token's log-probability at a prompt position, its
+/// rank there (1 is the most likely) and its text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PromptLogprob {
+    /// Log-probability given the prompt tokens before the position.
+    pub logprob: f32,
+    /// 1 + the number of other tokens at least as likely.
+    pub rank: u32,
+    /// The token's text.
+    pub decoded_token: String,
+}
+
+/// vLLM's `prompt_logprobs`: one entry per prompt token, `null` for the first (nothing precedes
+/// it), else the prompt token and the top `k` alternatives keyed by token id.
+pub type PromptLogprobs = Vec<Option<std::collections::BTreeMap<String, PromptLogprob>>>;
 
 /// The `system_fingerprint` every response carries: it changes only with the server build.
 pub fn system_fingerprint() -> String {

@@ -20,6 +20,10 @@ pub struct ModelCard {
     /// sluice's extension: `loaded`, `loading`, `unloading` or `unloaded` (models load on demand).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
+    /// sluice's extension: `generate`, `embed` or `score` (`--task`); `auto` for a model
+    /// whose files decide and that is not loaded yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
 }
 
 /// The `GET /v1/models` body.
@@ -42,7 +46,14 @@ impl ModelCard {
             root: id.to_string(),
             max_model_len,
             status: None,
+            task: None,
         }
+    }
+
+    /// The card with what the model is served for.
+    pub fn with_task(mut self, task: crate::registry::ModelTask) -> Self {
+        self.task = Some(task.as_str().to_string());
+        self
     }
 
     /// The card with the model's load status.

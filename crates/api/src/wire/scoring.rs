@@ -19,7 +19,8 @@ pub struct EmbeddingRequest {
     pub truncate_prompt_tokens: Option<i64>,
     /// Scheduling priority: "high", "normal" or "low".
     pub priority: Option<String>,
-    /// Accepted and ignored (OpenAI's end-user id).
+    /// OpenAI's end-user id: who the request counts as for fair sharing of the engine's
+    /// seats when the server has one API key or none.
     pub user: Option<String>,
 }
 

@@ -1,0 +1,94 @@
+//! Fair sharing of the engine's seats between API keys: one request with many choices does
+//! not keep another key's request waiting for all of them, and loses none of its own tokens.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::metrics::scrape;
+use crate::server::{sse_payloads, start, ServerOptions, MODEL_ID};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_key_runs_while_a_large_n_request_holds_every_seat() {
+    let server = start(ServerOptions {
+        api_keys: vec!["alice".into(), "bob".into()],
+        max_num_seqs: 4,
+        step_delay: Duration::from_millis(10),
+        ..ServerOptions::default()
+    })
+    .await;
+    let client = reqwest::Client::new();
+    // Alice: 8 greedy choices of 150 tokens on 4 seats; her first wave alone takes 150 steps.
+    let mut alice = client
+        .post(server.url("/v1/completions"))
+        .bearer_auth("alice")
+        .json(&json!({
+            "model": MODEL_ID, "prompt": "Once upon a time", "n": 8, "max_tokens": 150,
+            "ignore_eos": true, "temperature": 0, "stream": true,
+            "stream_options": {"include_usage": true},
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(alice.status(), 200);
+    let mut alice_body = String::from_utf8(alice.chunk().await.unwrap().unwrap().to_vec()).unwrap();
+    server
+        .wait_for_metric("vllm:num_requests_running", 4.0, Duration::from_secs(10))
+        .await;
+
+    // Bob: one short request while Alice holds every seat and has four choices waiting.
+    let bob: Value = client
+        .post(server.url("/v1/completions"))
+        .bearer_auth("bob")
+        .json(&json!({"model": MODEL_ID, "prompt": "Hello", "max_tokens": 8, "ignore_eos": true}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(bob["choices"][0]["finish_reason"], "length", "{bob}");
+    // Bob is done before any of Alice's choices is: he took a seat at once rather than
+    // queueing behind her four waiting choices (which need her first wave to finish).
+    let succeeded = r#"vllm:request_success_total{model_name="llama",task="generate"}"#;
+    assert_eq!(
+        scrape(&server.base, succeeded).await,
+        1.0,
+        "only Bob's choice"
+    );
+    assert!(server.metric("sluice:fair_share_preemptions_total").await >= 1.0);
+    assert!(server.metric("sluice:fair_share_deferred_total").await >= 1.0);
+
+    // Alice loses nothing: every choice ends with its 150 tokens, all equal (greedy), the
+    // preempted one recomputed.
+    while let Some(chunk) = alice.chunk().await.unwrap() {
+        alice_body.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    let mut texts: BTreeMap<u64, String> = BTreeMap::new();
+    let mut finished = 0;
+    let mut usage = Value::Null;
+    for payload in sse_payloads(&alice_body) {
+        if payload == "[DONE]" {
+            continue;
+        }
+        let chunk: Value = serde_json::from_str(&payload).unwrap();
+        if !chunk["usage"].is_null() {
+            usage = chunk["usage"].clone();
+        }
+        for choice in chunk["choices"].as_array().unwrap() {
+            let index = choice["index"].as_u64().unwrap();
+            let text = choice["text"].as_str().unwrap_or_default();
+            texts.entry(index).or_default().push_str(text);
+            if choice["finish_reason"] == "length" {
+                finished += 1;
+            }
+        }
+    }
+    assert_eq!(finished, 8);
+    assert_eq!(usage["completion_tokens"], 8 * 150, "{usage}");
+    assert_eq!(texts.len(), 8);
+    let first = &texts[&0];
+    assert!(texts.values().all(|t| t == first), "greedy choices differ");
+    server.wait_until_idle(Duration::from_secs(10)).await;
+}
