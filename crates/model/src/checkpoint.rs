@@ -296,3 +296,30 @@ fn stored_type(dtype: &str) -> Option<GgmlType> {
         _ => return None,
     })
 }
+
+/// Hands the pages of memory-mapped tensor bytes that lie wholly inside `bytes` back to the
+/// kernel once they have been copied out (packed, converted), so a model's resident memory
+/// during loading stays near its final size instead of growing by the whole file: the pages
+/// stay in the page cache, and a later read faults them back in from the file. For bytes that
+/// are not a read-only file mapping (an owned copy) it does nothing harmful: callers pass
+/// only borrowed mapped bytes.
+pub fn release_mapped(bytes: &[u8]) {
+    #[cfg(unix)]
+    {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        let page = usize::try_from(page).unwrap_or(4096).max(1);
+        let start = (bytes.as_ptr() as usize).next_multiple_of(page);
+        let end = (bytes.as_ptr() as usize + bytes.len()) / page * page;
+        if end > start {
+            // SAFETY: [start, end) lies inside `bytes`, a read-only shared file mapping that
+            // nothing writes: MADV_DONTNEED only drops this process's pages of it, and the
+            // next read maps the file's contents again. A failure changes nothing.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED);
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = bytes;
+}

@@ -146,6 +146,9 @@ fn unpermute_rows(raw: RawTensor<'_>, heads: usize) -> RawTensor<'_> {
             }
         }
     }
+    if let Cow::Borrowed(mapped) = raw.bytes {
+        crate::checkpoint::release_mapped(mapped);
+    }
     RawTensor {
         bytes: Cow::Owned(out),
         ..raw

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use sluice_gguf::GgmlType;
 
-use crate::checkpoint::TensorSource;
+use crate::checkpoint::{release_mapped, TensorSource};
 use crate::error::LoadError;
 use crate::kernels::formats::{format_for, WeightFormat};
 use crate::kernels::matmul::{PackedMatrix, WeightDtype};
@@ -18,6 +18,16 @@ pub struct EncodedRows<'a> {
     pub format: &'static dyn WeightFormat,
     /// `[out_dim]` rows of `format.row_bytes(in_dim)` bytes.
     pub bytes: Cow<'a, [u8]>,
+}
+
+impl Drop for EncodedRows<'_> {
+    /// Rows used as mapped have been packed by now: their pages go back (see
+    /// [`release_mapped`]).
+    fn drop(&mut self) {
+        if let Cow::Borrowed(bytes) = self.bytes {
+            release_mapped(bytes);
+        }
+    }
 }
 
 /// The format a matrix stored as `stored` with rows of `in_dim` weights is kept in. `dtype`
@@ -60,7 +70,12 @@ pub fn load_rows<'a>(
             bytes: raw.bytes,
         });
     }
+    let mapped = match raw.bytes {
+        Cow::Borrowed(bytes) => Some(bytes),
+        Cow::Owned(_) => None,
+    };
     let values = raw.to_f32(name)?;
+    mapped.map(release_mapped);
     let row_bytes = format.row_bytes(in_dim);
     let mut bytes = vec![0u8; out_dim * row_bytes];
     {
