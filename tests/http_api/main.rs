@@ -10,3 +10,4 @@ mod metrics;
 mod operations;
 mod scoring;
 mod server;
+mod slow_clients;
