@@ -26,7 +26,8 @@ pub async fn openapi(State(state): State<AppState>) -> Json<Value> {
 /// the smallest vocabulary among the models in memory, so every id the document allows is
 /// valid for each of them.
 fn bound_token_ids(doc: &mut Value, vocab_size: usize) {
-    let ids = &mut doc["components"]["schemas"]["DetokenizeRequest"]["properties"]["tokens"]["items"];
+    let ids =
+        &mut doc["components"]["schemas"]["DetokenizeRequest"]["properties"]["tokens"]["items"];
     ids["maximum"] = json!(vocab_size.saturating_sub(1));
 }
 
