@@ -222,6 +222,24 @@ pub struct ServeArgs {
     /// Prompts templated and tokenized at once (more wait); default: the number of CPUs.
     #[arg(long)]
     pub max_concurrent_tokenizations: Option<usize>,
+    /// Seconds a connection has to send a complete request head: from being accepted (whatever
+    /// it sends meanwhile, an HTTP/2 preface included) and, on a kept-alive connection, from the
+    /// end of its previous response. A connection that misses it is closed.
+    #[arg(long, default_value_t = 30.0, value_parser = parse_seconds)]
+    pub header_timeout: f64,
+    /// Seconds a response may find the client's socket full (the client not reading) before
+    /// the connection is dropped and its request cancelled, freeing its KV blocks.
+    #[arg(long, default_value_t = 20.0, value_parser = parse_seconds)]
+    pub write_timeout: f64,
+    /// Connections open at once; one more is answered 503 (with `Retry-After: 1`) and closed.
+    /// Keep it below the process's open-file limit (`ulimit -n`).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: u64,
+    /// Also accept HTTP/2 over cleartext (prior knowledge, "h2c"). Off by default: OpenAI
+    /// clients speak HTTP/1.1. When on, idle connections are pinged every 20 s and closed when
+    /// the peer does not answer within 20 s.
+    #[arg(long)]
+    pub h2c: bool,
     /// Do not serve the web app (playground and dashboard) at `/` and `/ui/`.
     #[arg(long)]
     pub no_ui: bool,
@@ -279,6 +297,14 @@ fn model_tasks(
                 .map(|(s, t)| (s.id.clone(), t.task()))
                 .collect())
         }
+    }
+}
+
+/// A positive number of seconds (fractions allowed).
+fn parse_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs > 0.0 && secs < 1e9 => Ok(secs),
+        _ => Err(format!("`{text}` is not a positive number of seconds")),
     }
 }
 
@@ -377,6 +403,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         app = app.merge(sluice_api::routes::ui::router());
     }
 
+    let serve_options = ServeOptions {
+        header_read_timeout: Duration::from_secs_f64(args.header_timeout),
+        write_timeout: Duration::from_secs_f64(args.write_timeout),
+        max_connections: args.max_connections as usize,
+        http2: args.h2c,
+    };
+
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -396,11 +429,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         // Graceful shutdown waits for open responses (running streams) to finish; the deadline
         // bounds that wait.
         let (stopping_tx, mut stopping_rx) = tokio::sync::watch::channel(false);
-        let server =
-            sluice_api::server::serve(listener, app, ServeOptions::default(), async move {
-                shutdown_signal().await;
-                let _ = stopping_tx.send(true);
-            });
+        let server = sluice_api::server::serve(listener, app, serve_options, async move {
+            shutdown_signal().await;
+            let _ = stopping_tx.send(true);
+        });
         let deadline = async move {
             let _ = stopping_rx.wait_for(|stopping| *stopping).await;
             tokio::time::sleep(DRAIN_TIMEOUT).await;

@@ -13,3 +13,4 @@ mod operations;
 mod prompt_logprobs;
 mod scoring;
 mod server;
+mod slow_clients;

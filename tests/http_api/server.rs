@@ -62,6 +62,8 @@ pub struct ServerOptions {
     pub step_delay: Duration,
     /// A connection must deliver its request headers within this time.
     pub header_read_timeout: Duration,
+    /// A response whose socket takes no bytes for this long is dropped.
+    pub write_timeout: Duration,
     /// Serve this fixture directory instead of `fixtures/models/llama` (still as `llama`).
     pub model_dir: Option<PathBuf>,
     /// What the model is served for (`--task`).
@@ -80,6 +82,7 @@ impl Default for ServerOptions {
             max_body_bytes: 1 << 20,
             step_delay: Duration::ZERO,
             header_read_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(20),
             model_dir: None,
             task: ModelTask::Auto,
         }
@@ -195,6 +198,8 @@ pub async fn start(options: ServerOptions) -> TestServer {
     let addr = listener.local_addr().unwrap();
     let serve_options = ServeOptions {
         header_read_timeout: options.header_read_timeout,
+        write_timeout: options.write_timeout,
+        ..ServeOptions::default()
     };
     let server = tokio::spawn(sluice_api::server::serve(
         listener,

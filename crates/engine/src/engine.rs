@@ -20,7 +20,7 @@ use crate::constraint::ConstraintMasks;
 use crate::fair_share::FairShareConfig;
 use crate::handle::{Command, EngineHandle, RequestId, Shared};
 use crate::metrics::EngineMetrics;
-use crate::outbox::{flush, ChoiceOutbox, Flush, RequestState};
+use crate::outbox::{flush, Flush, RequestState};
 use crate::output_text::OutputText;
 use crate::queue::DEFAULT_AGING_RATE;
 use crate::request::{Event, FinishReason, GenerationRequest, ResponseFormat, Usage};
@@ -304,14 +304,8 @@ impl EngineLoop {
             &self.shared.metrics.prompt_tokens,
             request.prompt_tokens.len() as u64,
         );
-        self.requests.insert(
-            id,
-            RequestState {
-                events,
-                task: request.task(),
-                choices: (0..n).map(|_| ChoiceOutbox::default()).collect(),
-            },
-        );
+        self.requests
+            .insert(id, RequestState::new(events, request.task(), n as usize));
         let masks = self.constraint_masks(&request.sampling.response_format);
         let sampling = Arc::new(request.sampling);
         let stop = Arc::new(request.stop);

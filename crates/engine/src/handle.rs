@@ -9,6 +9,7 @@ use thiserror::Error;
 use tokio::sync::mpsc;
 
 use crate::metrics::EngineMetrics;
+use crate::outbox::FINAL_EVENTS_PER_CHOICE;
 use crate::request::{Event, GenerationRequest};
 
 /// Events buffered per request before the engine starts coalescing deltas.
@@ -148,7 +149,10 @@ impl EngineHandle {
 
     /// Hands one request, whose queue room is reserved, to the engine thread.
     fn send(&self, request: GenerationRequest) -> Result<RequestStream, SubmitError> {
-        let (events, rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
+        // Room for the streaming events plus the final slots the engine reserves per choice.
+        let choices = request.n.max(1) as usize;
+        let (events, rx) =
+            mpsc::channel(EVENT_CHANNEL_CAPACITY + FINAL_EVENTS_PER_CHOICE * choices);
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         self.shared.unfinished.fetch_add(1, Ordering::AcqRel);
         let command = Command::Add {

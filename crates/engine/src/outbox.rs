@@ -1,7 +1,14 @@
 //! Events a request's channel has not taken yet. The engine never blocks on a slow client: deltas
 //! wait here, merged into one, and go out at a later loop; a closed channel is reported.
+//!
+//! A request is done for the engine once every choice has finished computing, whether or not
+//! its client reads: each request's channel holds [`FINAL_EVENTS_PER_CHOICE`] slots per choice
+//! reserved from the start, so the last events of a finished request always fit, and the
+//! request leaves the engine (and stops counting as unfinished, which keeps a pooled model busy)
+//! at once. A client that stopped reading then holds only its few buffered events, never the
+//! model: with `--max-models 1` another model can be loaded in its place.
 
-use tokio::sync::mpsc::{self, error::TrySendError};
+use tokio::sync::mpsc::{self, error::TrySendError, OwnedPermit};
 
 use crate::request::{Event, PromptScores, Task};
 use crate::sequence::PendingOutput;
@@ -17,6 +24,10 @@ pub(crate) struct ChoiceOutbox {
     done: bool,
 }
 
+/// Channel slots reserved per choice for the events left when it finishes computing: the
+/// prompt's scores, the merged undelivered delta and `Finished`.
+pub(crate) const FINAL_EVENTS_PER_CHOICE: usize = 3;
+
 /// A request's event channel and the undelivered events of each choice.
 #[derive(Debug)]
 pub(crate) struct RequestState {
@@ -24,6 +35,43 @@ pub(crate) struct RequestState {
     /// What the request is for (its metrics label).
     pub(crate) task: Task,
     pub(crate) choices: Vec<ChoiceOutbox>,
+    /// Slots kept free for the final events, used once every choice finished computing.
+    reserved: Vec<OwnedPermit<Event>>,
+}
+
+impl RequestState {
+    /// The state of a request with `n` choices; reserves their final slots in `events` (made
+    /// with room for them, see `EngineHandle`).
+    pub(crate) fn new(events: mpsc::Sender<Event>, task: Task, n: usize) -> Self {
+        let reserved = (0..n * FINAL_EVENTS_PER_CHOICE)
+            .map_while(|_| events.clone().try_reserve_owned().ok())
+            .collect();
+        RequestState {
+            events,
+            task,
+            choices: (0..n).map(|_| ChoiceOutbox::default()).collect(),
+            reserved,
+        }
+    }
+
+    /// Every choice has finished computing: only delivery is left.
+    fn computed(&self) -> bool {
+        self.choices.iter().all(|c| c.done || c.finished.is_some())
+    }
+
+    /// Sends `event`, into a reserved slot when the channel is full and `final_events`.
+    fn send(&mut self, event: Event, final_events: bool) -> Result<(), TrySendError<Event>> {
+        match self.events.try_send(event) {
+            Err(TrySendError::Full(event)) if final_events => match self.reserved.pop() {
+                Some(slot) => {
+                    slot.send(event);
+                    Ok(())
+                }
+                None => Err(TrySendError::Full(event)),
+            },
+            sent => sent,
+        }
+    }
 }
 
 /// What a flush achieved.
@@ -38,45 +86,48 @@ pub(crate) enum Flush {
 
 /// Sends, in order, what the request's channel will take.
 pub(crate) fn flush(request: &mut RequestState) -> Flush {
-    for (choice, outbox) in request.choices.iter_mut().enumerate() {
-        if let Some(scores) = outbox.prompt.take() {
+    let final_events = request.computed();
+    for choice in 0..request.choices.len() {
+        if let Some(scores) = request.choices[choice].prompt.take() {
             let event = Event::Prompt {
                 choice: choice as u32,
                 scores,
             };
-            match request.events.try_send(event) {
+            match request.send(event, final_events) {
                 Ok(()) => {}
                 Err(TrySendError::Full(Event::Prompt { scores, .. })) => {
-                    outbox.prompt = Some(scores);
+                    request.choices[choice].prompt = Some(scores);
                     return Flush::Pending;
                 }
                 Err(_) => return Flush::Closed,
             }
         }
-        if !outbox.delta.is_empty() {
+        if !request.choices[choice].delta.is_empty() {
             if request.events.is_closed() {
                 return Flush::Closed;
             }
-            // The engine is the only sender, so room seen here is still there for `try_send`.
-            if request.events.capacity() == 0 {
+            // The engine is the only sender, so room seen here is still there for `send`.
+            let room =
+                request.events.capacity() > 0 || (final_events && !request.reserved.is_empty());
+            if !room {
                 return Flush::Pending;
             }
-            let delta = std::mem::take(&mut outbox.delta);
+            let delta = std::mem::take(&mut request.choices[choice].delta);
             let event = Event::Delta {
                 choice: choice as u32,
                 text: delta.text,
                 token_ids: delta.token_ids,
                 logprobs: delta.logprobs,
             };
-            if request.events.try_send(event).is_err() {
+            if request.send(event, final_events).is_err() {
                 return Flush::Closed;
             }
         }
-        if let Some(event) = outbox.finished.take() {
-            match request.events.try_send(event) {
-                Ok(()) => outbox.done = true,
+        if let Some(event) = request.choices[choice].finished.take() {
+            match request.send(event, final_events) {
+                Ok(()) => request.choices[choice].done = true,
                 Err(TrySendError::Full(event)) => {
-                    outbox.finished = Some(event);
+                    request.choices[choice].finished = Some(event);
                     return Flush::Pending;
                 }
                 Err(TrySendError::Closed(_)) => return Flush::Closed,

@@ -1,12 +1,34 @@
 //! `GET /openapi.json`: an OpenAPI 3.1 description of this server's routes, written by hand
 //! from the wire types (kept next to them in spirit: change both together).
 
+use axum::extract::State;
 use axum::Json;
 use serde_json::{json, Value};
 
-/// The OpenAPI document.
-pub async fn openapi() -> Json<Value> {
-    Json(document())
+use crate::AppState;
+
+/// The OpenAPI document, with the token-id bound of the models in memory now.
+pub async fn openapi(State(state): State<AppState>) -> Json<Value> {
+    let mut doc = document();
+    let smallest_vocab = state
+        .registry
+        .models()
+        .iter()
+        .map(|m| m.tokenizer.vocab_size())
+        .min();
+    if let Some(vocab) = smallest_vocab {
+        bound_token_ids(&mut doc, vocab);
+    }
+    Json(doc)
+}
+
+/// States the largest token id `/detokenize` accepts (an id outside the vocabulary is a 400):
+/// the smallest vocabulary among the models in memory, so every id the document allows is
+/// valid for each of them.
+fn bound_token_ids(doc: &mut Value, vocab_size: usize) {
+    let ids =
+        &mut doc["components"]["schemas"]["DetokenizeRequest"]["properties"]["tokens"]["items"];
+    ids["maximum"] = json!(vocab_size.saturating_sub(1));
 }
 
 fn error_responses() -> Value {
@@ -17,7 +39,7 @@ fn error_responses() -> Value {
         e
     };
     json!({
-        "400": with("Invalid request (bad field, malformed JSON, wrong content type, context exceeded)"),
+        "400": with("Invalid request (bad field, malformed JSON, wrong content type, context exceeded, a token id outside the vocabulary)"),
         "401": with("Missing or wrong API key"),
         "404": with("Unknown model"),
         "408": with("Body not received within the read deadline"),
@@ -135,8 +157,8 @@ fn allow_null_for_optional(schema: &mut Value) {
         if let Some(items) = property.get_mut("items") {
             allow_null_for_optional(items);
         }
-        // `content`, and `/tokenize`'s `prompt` / `messages` (one of which is required), are
-        // refused when null.
+        // `content` is refused when null; `/tokenize`'s `prompt` / `messages` (exactly one of
+        // which is given, the other absent or null) say so themselves.
         if required.contains(name) || ["content", "prompt", "messages"].contains(&name.as_str()) {
             continue;
         }
@@ -228,7 +250,7 @@ fn add_scoring(doc: &mut Value) {
         "RerankRequest": {"type": "object", "required": ["model", "query", "documents"], "properties": {
             "model": {"type": "string"}, "query": {"type": "string"},
             "documents": {"type": "array", "items": {"oneOf": [{"type": "string"},
-                {"type": "object", "properties": {"text": {"type": "string"}}}]}},
+                {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}]}},
             "top_n": {"type": "integer", "minimum": 1}, "return_documents": {"type": "boolean"},
             "instruction": {"type": "string"},
             "priority": {"type": "string", "enum": ["high", "normal", "low"]}}},
@@ -356,11 +378,12 @@ fn document_as_written() -> Value {
                         "prompt_logprobs": prompt_logprobs}}},
                     "usage": usage}},
                 "TokenizeRequest": {"type": "object",
-                    "oneOf": [{"required": ["prompt"], "not": {"required": ["messages"]}},
-                              {"required": ["messages"], "not": {"required": ["prompt"]}}],
+                    // Exactly one of the two, the other absent or null (null reads as absent).
+                    "oneOf": [{"required": ["prompt"], "properties": {"prompt": {"type": "string"}, "messages": {"type": "null"}}},
+                              {"required": ["messages"], "properties": {"messages": {"type": "array"}, "prompt": {"type": "null"}}}],
                     "properties": {
-                    "model": {"type": ["string", "null"]}, "prompt": {"type": "string"},
-                    "messages": {"type": "array", "minItems": 1, "items": {"$ref": "#/components/schemas/ChatMessage"}},
+                    "model": {"type": ["string", "null"]}, "prompt": {"type": ["string", "null"]},
+                    "messages": {"type": ["array", "null"], "minItems": 1, "items": {"$ref": "#/components/schemas/ChatMessage"}},
                     "add_special_tokens": {"type": "boolean"}, "add_generation_prompt": {"type": "boolean"},
                     "return_token_strs": {"type": "boolean"}}},
                 "TokenizeResponse": {"type": "object", "properties": {

@@ -113,6 +113,12 @@ pub fn template_messages(messages: &[ChatMessage]) -> Result<Value, ApiError> {
             msg.insert("name".into(), json!(name));
         }
         if let Some(calls) = &m.tool_calls {
+            if !calls.is_array() {
+                return Err(ApiError::invalid(
+                    &format!("messages[{i}].tool_calls"),
+                    "tool_calls must be a list",
+                ));
+            }
             msg.insert("tool_calls".into(), calls.clone());
         }
         if let Some(id) = &m.tool_call_id {

@@ -44,9 +44,9 @@ pub fn validate_embeddings(
             ))
         }
     };
-    let positive = |param: &str, v: Option<i64>| match v {
+    let positive = |param: &str, v: Option<i128>| match v {
         None => Ok(None),
-        Some(n) if n >= 1 => Ok(Some(n as usize)),
+        Some(n) if n >= 1 => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
         Some(n) => Err(ApiError::invalid(
             param,
             format!("{param} must be at least 1, got {n}"),
@@ -94,7 +94,7 @@ pub fn validate_rerank(req: RerankRequest) -> Result<ValidRerankRequest, ApiErro
     }
     let top_n = match req.top_n {
         None => None,
-        Some(n) if n >= 1 => Some(n as usize),
+        Some(n) if n >= 1 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
         Some(n) => {
             return Err(ApiError::invalid(
                 "top_n",

@@ -13,10 +13,12 @@ pub struct EmbeddingRequest {
     /// "float" (the default) or "base64" (little-endian f32 bytes).
     pub encoding_format: Option<String>,
     /// Keep only the first `dimensions` components (then renormalised).
-    pub dimensions: Option<i64>,
+    #[serde(default, deserialize_with = "super::number::optional")]
+    pub dimensions: Option<super::number::WholeNumber>,
     /// Keep only the last this many tokens of each input instead of refusing a long one
     /// (vLLM's field).
-    pub truncate_prompt_tokens: Option<i64>,
+    #[serde(default, deserialize_with = "super::number::optional")]
+    pub truncate_prompt_tokens: Option<super::number::WholeNumber>,
     /// Scheduling priority: "high", "normal" or "low".
     pub priority: Option<String>,
     /// OpenAI's end-user id: who the request counts as for fair sharing of the engine's
@@ -109,7 +111,8 @@ pub struct RerankRequest {
     /// The documents.
     pub documents: Option<Vec<RerankDocument>>,
     /// Return only the best `top_n` results.
-    pub top_n: Option<i64>,
+    #[serde(default, deserialize_with = "super::number::optional")]
+    pub top_n: Option<super::number::WholeNumber>,
     /// Include each document in its result (default true).
     pub return_documents: Option<bool>,
     /// A yes/no reranker's task instruction (Qwen3-Reranker's `<Instruct>`).
