@@ -255,7 +255,7 @@ REPORT="$OUT/comparison.md"
       fi
       if [ -f "$dir/peak-rss-kib.txt" ]; then
         echo
-        echo "Peak RSS (VmHWM, MiB): $(awk '{printf "%s%s %.0f", NR > 1 ? ", " : "", $1, $2 / 1024}' "$dir/peak-rss-kib.txt")"
+        echo "Peak RSS (VmHWM, MiB): $(awk '{printf "%s%s %.0f", (NR > 1 ? ", " : ""), $1, $2 / 1024}' "$dir/peak-rss-kib.txt")"
       fi
       if [ -f "$OUT/llama-bench-$model-$w.md" ]; then
         echo
