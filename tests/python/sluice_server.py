@@ -1,0 +1,61 @@
+"""Starts a real `sluice serve` for the Python tests: the binary ($SLUICE_BIN, default
+target/debug/sluice) on the tiny llama fixture model, on a free loopback port."""
+
+import contextlib
+import os
+import re
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL_DIR = ROOT / "fixtures" / "models" / "llama"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve(*args: str):
+    """Runs `sluice serve --model fixtures/models/llama ARGS...` until the block ends; yields
+    its base URL (`http://127.0.0.1:PORT`) once it listens, fails the test if it never does."""
+    binary = os.environ.get("SLUICE_BIN", str(ROOT / "target" / "debug" / "sluice"))
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, "serve", "--model", str(MODEL_DIR), "--host", "127.0.0.1", "--port", str(port),
+         *args],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    listening = threading.Event()
+    log = []
+
+    def drain():
+        for line in proc.stderr:
+            log.append(line)
+            if re.search(r"listening on http://", line):
+                listening.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    deadline = time.time() + 120
+    while not listening.is_set():
+        if proc.poll() is not None or time.time() > deadline:
+            proc.kill()
+            pytest.fail("sluice serve did not start:\n" + "".join(log))
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
