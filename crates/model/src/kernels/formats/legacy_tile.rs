@@ -1,8 +1,9 @@
 //! The tile kernel of the 32-weight block types: for each block, output `j` and activation row
 //! `r`, the exact integer `A = Σ level·q` (less `c·Σq` for a centred type), then
 //! `acc = fma(d_w·d_x, A, acc)` and, for the `_1` types, `acc = fma(m_w·d_x, Σq, acc)`, block by
-//! block. Integer sums are exact in any order, so the AVX2 kernel and the portable one give the
-//! same bits and a row's result never depends on the tile it is in.
+//! block. Integer sums are exact in any order, so the AVX2 kernel, the AVX-512 VNNI one and the
+//! portable one give the same bits and a row's result never depends on the tile it is in. The
+//! vector kernels load and unpack each cell once for all rows of the tile.
 //!
 //! The 16-bit sums fit: a `maddubs` pair is at most `2·15·127` for 4-bit levels (8 added in 16
 //! bits: 30,480), `2·31·127` for 5-bit ones (4 added: 31,496) and `2·128·127` for Q8_0's signed
@@ -259,10 +260,10 @@ mod avx2 {
                     }
                 }
                 let d = _mm256_loadu_ps(cell.add(level_bytes) as *const f32);
-                let m = _mm256_loadu_ps(
-                    cell.add(level_bytes + 32 * usize::from(scheme.offset == Offset::Min))
-                        as *const f32,
-                );
+                // The minimums follow the scales in `_1` cells; other cells have none (and
+                // never use `m`), so they read their scales again rather than past the cell.
+                let min_at = level_bytes + 32 * usize::from(scheme.offset == Offset::Min);
+                let m = _mm256_loadu_ps(cell.add(min_at) as *const f32);
                 for r in 0..R {
                     let x = &*xp[r].add(b);
                     let mut dot = dots::<VNNI>(scheme, &w, &signs, x);
