@@ -11,6 +11,10 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+#[path = "support/binary.rs"]
+mod binary;
+use binary::spawn_serve;
+
 /// The real server, killed on drop.
 struct Server {
     child: std::process::Child,
@@ -28,26 +32,8 @@ impl Drop for Server {
 impl Server {
     /// `sluice serve --port 0 ARGS` from the source tree, once it listens.
     fn spawn(args: &[&str]) -> Server {
-        use std::io::{BufRead, BufReader};
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(["serve", "--port", "0", "--no-ui"])
-            .args(args)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let mut lines = BufReader::new(stderr).lines();
-        let base = loop {
-            let line = lines
-                .next()
-                .expect("the server exited before listening")
-                .unwrap();
-            if let Some((_, url)) = line.split_once("listening on ") {
-                break url.trim().to_string();
-            }
-        };
-        std::thread::spawn(move || lines.for_each(drop));
+        let args: Vec<&str> = ["--no-ui"].iter().chain(args).copied().collect();
+        let (child, base) = spawn_serve(&args);
         let addr = base.trim_start_matches("http://").to_string();
         Server { child, base, addr }
     }

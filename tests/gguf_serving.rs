@@ -3,10 +3,13 @@
 //! template and weights all read from the file), and a broken file is a clean error while the
 //! other models keep serving.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 
 use serde_json::{json, Value};
+
+#[path = "support/binary.rs"]
+mod binary;
+use binary::spawn_serve;
 
 /// The real binary serving `args` on a free port; killed on drop.
 struct Server {
@@ -16,25 +19,12 @@ struct Server {
 
 impl Server {
     fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(["serve", "--port", "0", "--kv-cache-memory", "0.01"])
-            .args(args)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let base = loop {
-            let line = lines
-                .next()
-                .expect("the server exited before listening")
-                .unwrap();
-            if let Some((_, url)) = line.split_once("listening on ") {
-                break url.trim().to_string();
-            }
-        };
-        // Keep draining stderr so the child never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
+        let args: Vec<&str> = ["--kv-cache-memory", "0.01"]
+            .iter()
+            .chain(args)
+            .copied()
+            .collect();
+        let (child, base) = spawn_serve(&args);
         Self { child, base }
     }
 

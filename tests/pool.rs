@@ -14,8 +14,11 @@ use sluice_engine::pool::{
 use sluice_engine::EngineConfig;
 use sluice_model::WeightDtype;
 
+#[path = "support/binary.rs"]
+mod binary;
 #[path = "support/metrics.rs"]
 mod metrics;
+use binary::spawn_serve;
 
 const KV_CACHE_BYTES: usize = 1 << 20;
 
@@ -523,35 +526,9 @@ async fn unloading_frees_the_memory_over_many_cycles() {
     server.text("llama", PROMPTS[0]).await;
 }
 
-/// Starts the real binary with `args` on a free port; returns the child and its base URL.
-fn spawn_binary(args: &[&str]) -> (std::process::Child, String) {
-    use std::io::{BufRead, BufReader};
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["serve", "--port", "0"])
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let base = loop {
-        let line = lines
-            .next()
-            .expect("the server exited before listening")
-            .unwrap();
-        if let Some((_, url)) = line.split_once("listening on ") {
-            break url.trim().to_string();
-        }
-    };
-    // Keep draining stderr so the child never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    (child, base)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sluice_serve_with_no_flags_serves_the_bundled_model_preloaded() {
-    let (mut child, base) = spawn_binary(&[]);
+    let (mut child, base) = spawn_serve(&[]);
     let models: Value = reqwest::get(format!("{base}/v1/models"))
         .await
         .unwrap()
@@ -566,7 +543,7 @@ async fn sluice_serve_with_no_flags_serves_the_bundled_model_preloaded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sluice_serve_pool_flags_preload_pin_and_bound_the_pool() {
-    let (mut child, base) = spawn_binary(&[
+    let (mut child, base) = spawn_serve(&[
         "--models-dir",
         "fixtures/models",
         "--preload",
