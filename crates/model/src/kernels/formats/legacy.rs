@@ -43,6 +43,10 @@ pub(super) struct Scheme {
     pub offset: Offset,
 }
 
+/// Q8_0's signed levels are stored in cells as `level + 128` (this xor): the bytes a VNNI
+/// `vpdpbusd` multiplies as unsigned, the dot corrected by `128·Σq` after.
+pub(super) const SIGNED_BIAS: u8 = 0x80;
+
 /// Bytes of a cell's low nibbles (4- and 5-bit levels).
 pub(super) const NIBBLE_BYTES: usize = CELL_OUTPUTS * QK / 2;
 
@@ -56,11 +60,12 @@ impl Scheme {
         }
     }
 
-    /// Level `e` of output `i` in a cell's levels (Q8_0's as `i8` bits).
+    /// Level `e` of output `i` in a cell's levels (Q8_0's as `i8` bits). Q8_0's are kept
+    /// offset by 128 in the cell (unsigned bytes, `vpdpbusd`'s unsigned operand).
     pub fn level(&self, levels: &[u8], i: usize, e: usize) -> u8 {
         let (g, t) = (e / 4, e % 4);
         if self.bits == 8 {
-            return levels[32 * g + 4 * i + t];
+            return levels[32 * g + 4 * i + t] ^ SIGNED_BIAS;
         }
         let low = (levels[32 * (g % 4) + 4 * i + t] >> (4 * (g / 4))) & 0xF;
         if self.bits == 5 {
@@ -74,7 +79,7 @@ impl Scheme {
     fn set_level(&self, levels: &mut [u8], i: usize, e: usize, level: u8) {
         let (g, t) = (e / 4, e % 4);
         if self.bits == 8 {
-            levels[32 * g + 4 * i + t] = level;
+            levels[32 * g + 4 * i + t] = level ^ SIGNED_BIAS;
             return;
         }
         levels[32 * (g % 4) + 4 * i + t] |= (level & 0xF) << (4 * (g / 4));

@@ -114,7 +114,7 @@ mod avx2 {
     }
 
     /// A cell's levels as eight vectors, one per group of four activations: `w[g]` holds
-    /// output `i`'s levels `4g..4g + 4` in 32-bit lane `i` (unsigned, or signed for Q8_0).
+    /// output `i`'s levels `4g..4g + 4` in 32-bit lane `i` (unsigned; Q8_0's offset by 128).
     /// Loaded once per cell and used by every row of the tile.
     #[inline(always)]
     unsafe fn levels(scheme: &Scheme, cell: *const u8) -> [__m256i; 8] {
@@ -146,28 +146,22 @@ mod avx2 {
     }
 
     /// The 8 outputs' integer dots `Σ level·q` with one block, one per 32-bit lane. With
-    /// `VNNI` each byte product, pair sum and accumulation is one `vpdpbusd`, and Q8_0's
-    /// levels arrive as `|w|` in `w` with their signs in `signs`; without, `maddubs` pairs add
-    /// up in 16 bits where they fit (see the module's bounds) and widen with `madd`, and Q8_0's
-    /// `w` holds the signed levels (sixteen registers would not hold both). The same integers
-    /// either way. Every loop has constant bounds, so `w` stays in registers.
+    /// `VNNI` each byte product, pair sum and accumulation is one `vpdpbusd` (Q8_0's levels
+    /// arrive offset by 128, as stored, and `128·Σq` is taken off after); without, `maddubs`
+    /// pairs add up in 16 bits where they fit (see the module's bounds) and widen with `madd`,
+    /// and Q8_0's `w` holds the signed levels. The same integers either way. Every loop has
+    /// constant bounds, so `w` stays in registers.
     #[inline(always)]
-    unsafe fn dots<const VNNI: bool>(
-        scheme: &Scheme,
-        w: &[__m256i; 8],
-        signs: &[__m256i; 8],
-        x: &BlockQ8,
-    ) -> __m256i {
+    unsafe fn dots<const VNNI: bool>(scheme: &Scheme, w: &[__m256i; 8], x: &BlockQ8) -> __m256i {
         let signed = matches!(scheme.offset, Offset::Signed);
         let mut total = _mm256_setzero_si256();
         if VNNI {
-            for g in 0..8 {
-                let q = if signed {
-                    _mm256_sign_epi8(group(x, g), signs[g])
-                } else {
-                    group(x, g)
-                };
-                total = _mm256_dpbusd_epi32(total, w[g], q);
+            for (g, w) in w.iter().enumerate() {
+                total = _mm256_dpbusd_epi32(total, *w, group(x, g));
+            }
+            if signed {
+                let bias = i32::from(super::super::legacy::SIGNED_BIAS) * x.sum;
+                total = _mm256_sub_epi32(total, _mm256_set1_epi32(bias));
             }
             return total;
         }
@@ -253,10 +247,10 @@ mod avx2 {
             for b in 0..blocks {
                 let cell = panel.as_ptr().add((2 * b + half) * cell_bytes);
                 let mut w = levels(scheme, cell);
-                let signs = w;
-                if signed && VNNI {
+                if signed && !VNNI {
+                    // Back to signed levels for the `maddubs` sign transfer.
                     for w in &mut w {
-                        *w = _mm256_abs_epi8(*w);
+                        *w = _mm256_xor_si256(*w, _mm256_set1_epi8(0x80u8 as i8));
                     }
                 }
                 let d = _mm256_loadu_ps(cell.add(level_bytes) as *const f32);
@@ -266,7 +260,7 @@ mod avx2 {
                 let m = _mm256_loadu_ps(cell.add(min_at) as *const f32);
                 for r in 0..R {
                     let x = &*xp[r].add(b);
-                    let mut dot = dots::<VNNI>(scheme, &w, &signs, x);
+                    let mut dot = dots::<VNNI>(scheme, &w, x);
                     if let Offset::Centre(c) = scheme.offset {
                         dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(c * x.sum));
                     }
