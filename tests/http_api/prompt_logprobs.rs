@@ -4,18 +4,8 @@
 
 use serde_json::{json, Value};
 
+use crate::server::post_json as post;
 use crate::server::{model_dir, sse_payloads, start, ServerOptions, MODEL_ID};
-
-async fn post(base: &str, path: &str, body: &Value) -> (u16, Value) {
-    let res = reqwest::Client::new()
-        .post(format!("{base}{path}"))
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    let status = res.status().as_u16();
-    (status, res.json().await.unwrap())
-}
 
 /// Every position's entries of a `prompt_logprobs` list: `(token id, logprob, rank, text)`.
 fn entries(position: &Value) -> Vec<(u32, f64, u64, String)> {

@@ -4,18 +4,8 @@
 
 use serde_json::{json, Value};
 
+use crate::server::post_json as post;
 use crate::server::{model_dir, start, ServerOptions, MODEL_ID};
-
-async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
-    let res = reqwest::Client::new()
-        .post(format!("{base}{path}"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = res.status().as_u16();
-    (status, res.json().await.unwrap())
-}
 
 fn reference(fixture: &str, file: &str) -> Value {
     let path = model_dir().join("..").join(fixture).join(file);

@@ -15,6 +15,22 @@ use sluice_text::Tokenizer;
 /// The model every test serves.
 pub const MODEL_ID: &str = "llama";
 
+/// POSTs `body` as JSON to `{base}{path}`; the status and the JSON answer.
+pub async fn post_json(
+    base: &str,
+    path: &str,
+    body: impl serde::Serialize,
+) -> (u16, serde_json::Value) {
+    let res = reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    (status, res.json().await.unwrap())
+}
+
 /// The fixture model directory.
 pub fn model_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models/llama")
