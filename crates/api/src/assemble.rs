@@ -10,8 +10,6 @@ use std::collections::BTreeMap;
 use sluice_engine::{Event, FinishReason, PromptScores, TokenLogprob, Usage};
 
 use crate::error::ApiError;
-use crate::wire::chat::{AssistantMessage, ChatChoice, ChatCompletion};
-use crate::wire::completion::{Completion, CompletionChoice};
 use crate::wire::{
     ChatLogprobs, ChatTokenLogprob, CompletionLogprobs, PromptLogprob, PromptLogprobs, TopLogprob,
     UsageBody,
@@ -29,10 +27,10 @@ pub trait TokenTexts: Send + Sync {
     }
 }
 
-/// Which OpenAI API a response belongs to; decides the logprobs shape.
+/// The shape logprobs take on the wire: chat's token list or completions' parallel arrays.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flavor {
-    /// `/v1/chat/completions`.
+pub enum LogprobsShape {
+    /// `/v1/chat/completions` (and the chat-like dialects).
     Chat,
     /// `/v1/completions`.
     Completion,
@@ -94,7 +92,7 @@ struct ChoiceState {
 
 /// Validates and translates the event streams of one response.
 pub struct ResponseAssembler {
-    flavor: Flavor,
+    shape: LogprobsShape,
     n: u32,
     /// Per prompt: text to put in front of each choice (completions' `echo`).
     echo: Vec<Option<String>>,
@@ -118,7 +116,7 @@ impl ResponseAssembler {
     /// An assembler for `num_prompts` engine requests of `n` choices each. `echo`, when given,
     /// has one text per prompt.
     pub fn new(
-        flavor: Flavor,
+        shape: LogprobsShape,
         num_prompts: usize,
         n: u32,
         echo: Option<Vec<String>>,
@@ -139,7 +137,7 @@ impl ResponseAssembler {
             })
             .collect();
         ResponseAssembler {
-            flavor,
+            shape,
             n,
             echo,
             choices,
@@ -405,9 +403,9 @@ impl ResponseAssembler {
         if !self.logprobs || logprobs.is_empty() {
             return None;
         }
-        Some(match self.flavor {
-            Flavor::Chat => LogprobsPiece::Chat(chat_logprobs(logprobs, tokens)),
-            Flavor::Completion => {
+        Some(match self.shape {
+            LogprobsShape::Chat => LogprobsPiece::Chat(chat_logprobs(logprobs, tokens)),
+            LogprobsShape::Completion => {
                 // Offsets count characters of token texts, starting after the echoed prompt.
                 let state = &mut self.choices[index as usize];
                 let start = state.token_text_chars;
@@ -481,11 +479,15 @@ pub fn completion_logprobs(
     out
 }
 
+/// One choice of a response, folded from its updates.
 #[derive(Debug, Clone, Default)]
-struct CollectedChoice {
-    text: String,
-    logprobs: Option<LogprobsPiece>,
-    finish_reason: Option<&'static str>,
+pub struct CollectedChoice {
+    /// All its text.
+    pub text: String,
+    /// All its logprobs, when requested and any were sent.
+    pub logprobs: Option<LogprobsPiece>,
+    /// Its finish reason, once finished.
+    pub finish_reason: Option<&'static str>,
 }
 
 /// Folds the updates of a non-streaming response into its one body.
@@ -522,7 +524,7 @@ impl ResponseCollector {
                         Some(LogprobsPiece::Completion(all)),
                         Some(LogprobsPiece::Completion(more)),
                     ) => all.extend(more),
-                    (Some(_), Some(_)) => unreachable!("one response has one logprobs flavor"),
+                    (Some(_), Some(_)) => unreachable!("one response has one logprobs shape"),
                 }
             }
             ChoiceUpdate::Finish { index, reason } => {
@@ -531,69 +533,9 @@ impl ResponseCollector {
         }
     }
 
-    /// The chat completion body. `logprobs` says whether they were requested (then every
-    /// choice carries a list, possibly empty).
-    pub fn into_chat(self, meta: ResponseMeta, usage: UsageBody, logprobs: bool) -> ChatCompletion {
-        ChatCompletion {
-            id: meta.id,
-            object: "chat.completion".into(),
-            created: meta.created,
-            model: meta.model,
-            system_fingerprint: meta.system_fingerprint,
-            choices: self
-                .choices
-                .into_iter()
-                .enumerate()
-                .map(|(i, c)| ChatChoice {
-                    index: i as u32,
-                    message: AssistantMessage {
-                        role: "assistant".into(),
-                        content: c.text,
-                    },
-                    logprobs: match c.logprobs {
-                        Some(LogprobsPiece::Chat(lp)) => Some(lp),
-                        _ if logprobs => Some(ChatLogprobs::default()),
-                        _ => None,
-                    },
-                    finish_reason: c.finish_reason.unwrap_or("stop").to_string(),
-                })
-                .collect(),
-            usage,
-            prompt_logprobs: None,
-        }
-    }
-
-    /// The text completion body.
-    pub fn into_completion(
-        self,
-        meta: ResponseMeta,
-        usage: UsageBody,
-        logprobs: bool,
-    ) -> Completion {
-        Completion {
-            id: meta.id,
-            object: "text_completion".into(),
-            created: meta.created,
-            model: meta.model,
-            system_fingerprint: meta.system_fingerprint,
-            choices: self
-                .choices
-                .into_iter()
-                .enumerate()
-                .map(|(i, c)| CompletionChoice {
-                    text: c.text,
-                    index: i as u32,
-                    logprobs: match c.logprobs {
-                        Some(LogprobsPiece::Completion(lp)) => Some(lp),
-                        _ if logprobs => Some(CompletionLogprobs::default()),
-                        _ => None,
-                    },
-                    finish_reason: Some(c.finish_reason.unwrap_or("stop").to_string()),
-                    prompt_logprobs: None,
-                })
-                .collect(),
-            usage,
-        }
+    /// What each choice collected, by global index.
+    pub fn into_choices(self) -> Vec<CollectedChoice> {
+        self.choices
     }
 }
 

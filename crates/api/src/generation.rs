@@ -5,15 +5,16 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, select_all, Stream, StreamExt};
 use sluice_engine::{Event, GenerationRequest, RequestStream, SubmitError};
 
-use crate::assemble::{Flavor, ResponseAssembler, ResponseCollector, ResponseMeta};
+use crate::assemble::{ResponseAssembler, ResponseMeta};
+use crate::dialect::{Dialect, Ending};
 use crate::error::ApiError;
 use crate::registry::ServedModel;
 use crate::sse::{sse_response, StreamSpec};
-use crate::validate::ValidStream;
 use crate::wire::system_fingerprint;
 use crate::AppState;
 
@@ -22,12 +23,12 @@ type MergedEvents = stream::SelectAll<Pin<Box<dyn Stream<Item = (usize, Event)> 
 
 /// How the answer is shaped, besides the engine requests themselves.
 pub struct ResponsePlan {
-    /// Chat or completion.
-    pub flavor: Flavor,
+    /// The endpoint's wire shapes.
+    pub dialect: Box<dyn Dialect>,
     /// Choices per engine request.
     pub n: u32,
-    /// `Some` to stream.
-    pub stream: Option<ValidStream>,
+    /// Answer with server-sent events rather than one body.
+    pub stream: bool,
     /// Whether logprobs were requested (then every choice carries a logprobs object).
     pub logprobs: bool,
     /// Completions' `echo`: one text per prompt.
@@ -47,6 +48,18 @@ pub fn response_id(prefix: &str) -> String {
     format!("{prefix}-{:032x}", rand::random::<u128>())
 }
 
+impl ResponseMeta {
+    /// A new response of `model`, its id made from `id_prefix`, created now.
+    pub fn new(id_prefix: &str, model: &str) -> Self {
+        ResponseMeta {
+            id: response_id(id_prefix),
+            created: unix_now(),
+            model: model.to_string(),
+            system_fingerprint: system_fingerprint(),
+        }
+    }
+}
+
 /// Seconds since the Unix epoch.
 pub fn unix_now() -> u64 {
     SystemTime::now()
@@ -61,7 +74,6 @@ pub async fn run(
     requests: Vec<GenerationRequest>,
     plan: ResponsePlan,
     retry_after_secs: u64,
-    id_prefix: &str,
 ) -> Result<Response, ApiError> {
     let streams = model.engine.submit_all(requests).map_err(|e| match e {
         SubmitError::QueueFull => ApiError::Overloaded { retry_after_secs },
@@ -76,8 +88,9 @@ pub async fn run(
     })?;
     let num_prompts = streams.len();
     let events = merge(streams);
+    let shape = plan.dialect.logprobs_shape();
     let mut assembler =
-        ResponseAssembler::new(plan.flavor, num_prompts, plan.n, plan.echo, plan.logprobs)
+        ResponseAssembler::new(shape, num_prompts, plan.n, plan.echo, plan.logprobs)
             .hiding_cached_tokens(plan.hide_cached_tokens);
     if plan.echo_logprobs.is_some() || plan.prompt_logprobs.is_some() {
         assembler = assembler.with_prompt_tokens(plan.prompt_tokens);
@@ -88,24 +101,15 @@ pub async fn run(
     if let Some(k) = plan.prompt_logprobs {
         assembler = assembler.with_prompt_logprobs(k);
     }
-    let meta = ResponseMeta {
-        id: response_id(id_prefix),
-        created: unix_now(),
-        model: model.id.clone(),
-        system_fingerprint: system_fingerprint(),
-    };
-    match plan.stream {
-        Some(options) => {
-            let spec = StreamSpec {
-                flavor: plan.flavor,
-                meta,
-                include_usage: options.include_usage,
-                tokens: model.tokenizer.clone(),
-            };
-            Ok(sse_response(events, assembler, spec).into_response())
-        }
-        None => collect(events, assembler, meta, plan.flavor, plan.logprobs, &model).await,
+    let tokens = model.tokenizer.clone();
+    if plan.stream {
+        let spec = StreamSpec {
+            dialect: plan.dialect,
+            tokens,
+        };
+        return Ok(sse_response(events, assembler, spec).into_response());
     }
+    collect(events, assembler, plan.dialect, tokens.as_ref()).await
 }
 
 /// One stream over several engine requests' events. Dropping it drops every `RequestStream`.
@@ -122,36 +126,25 @@ fn merge(streams: Vec<RequestStream>) -> MergedEvents {
 async fn collect(
     mut events: MergedEvents,
     mut assembler: ResponseAssembler,
-    meta: ResponseMeta,
-    flavor: Flavor,
-    logprobs: bool,
-    model: &ServedModel,
+    mut dialect: Box<dyn Dialect>,
+    tokens: &dyn crate::assemble::TokenTexts,
 ) -> Result<Response, ApiError> {
-    let mut collector = ResponseCollector::new(assembler.num_choices());
     while !assembler.is_complete() {
         let (prompt, event) = events.next().await.ok_or_else(|| {
             ApiError::Internal("the engine stopped before the response was complete".into())
         })?;
-        for update in assembler.apply(prompt, event, model.tokenizer.as_ref())? {
-            collector.add(update);
+        for update in assembler.apply(prompt, event, tokens)? {
+            // The frames are for streaming; the dialect folds the update into its state.
+            dialect.update(update);
         }
     }
-    let usage = assembler.usage();
-    let tokens = model.tokenizer.as_ref();
-    Ok(match flavor {
-        Flavor::Chat => {
-            let mut body = collector.into_chat(meta, usage, logprobs);
-            body.prompt_logprobs = assembler.prompt_logprobs(0, tokens);
-            axum::Json(body).into_response()
-        }
-        Flavor::Completion => {
-            let mut body = collector.into_completion(meta, usage, logprobs);
-            for (index, choice) in body.choices.iter_mut().enumerate() {
-                choice.prompt_logprobs = assembler.prompt_logprobs_of_choice(index, tokens);
-            }
-            axum::Json(body).into_response()
-        }
-    })
+    let ending = Ending {
+        usage: assembler.usage(),
+        assembler: &assembler,
+        tokens,
+    };
+    let body = dialect.body(ending);
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 /// [`off_runtime`] for a request's prompt, holding one of the server's tokenizing slots

@@ -8,6 +8,7 @@
 pub mod assemble;
 pub mod auth;
 pub mod cors;
+pub mod dialect;
 pub mod error;
 pub mod extract;
 pub mod generation;

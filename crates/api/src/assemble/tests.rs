@@ -3,6 +3,8 @@
 use std::time::Duration;
 
 use super::*;
+use crate::dialect::chat::ChatDialect;
+use crate::dialect::completion::CompletionDialect;
 
 /// Token `i` reads as `t{i}`.
 pub(crate) struct NumberedTokens;
@@ -47,7 +49,7 @@ pub(crate) fn meta() -> ResponseMeta {
 
 #[test]
 fn first_delta_of_a_choice_is_marked_first_and_later_ones_are_not() {
-    let mut a = ResponseAssembler::new(Flavor::Chat, 1, 1, None, false);
+    let mut a = ResponseAssembler::new(LogprobsShape::Chat, 1, 1, None, false);
     let u = a.apply(0, delta(0, "He", &[1]), &NumberedTokens).unwrap();
     assert!(matches!(&u[..], [ChoiceUpdate::Delta { first: true, .. }]));
     let u = a.apply(0, delta(0, "llo", &[2]), &NumberedTokens).unwrap();
@@ -56,7 +58,7 @@ fn first_delta_of_a_choice_is_marked_first_and_later_ones_are_not() {
 
 #[test]
 fn empty_later_deltas_without_logprobs_produce_nothing() {
-    let mut a = ResponseAssembler::new(Flavor::Chat, 1, 1, None, false);
+    let mut a = ResponseAssembler::new(LogprobsShape::Chat, 1, 1, None, false);
     a.apply(0, delta(0, "a", &[1]), &NumberedTokens).unwrap();
     assert!(a
         .apply(0, delta(0, "", &[2]), &NumberedTokens)
@@ -66,7 +68,7 @@ fn empty_later_deltas_without_logprobs_produce_nothing() {
 
 #[test]
 fn finish_without_any_delta_still_starts_the_choice_first() {
-    let mut a = ResponseAssembler::new(Flavor::Chat, 1, 1, None, false);
+    let mut a = ResponseAssembler::new(LogprobsShape::Chat, 1, 1, None, false);
     let u = a
         .apply(0, finished(0, FinishReason::Stop, 3, 0), &NumberedTokens)
         .unwrap();
@@ -90,7 +92,7 @@ fn finish_without_any_delta_still_starts_the_choice_first() {
 
 #[test]
 fn events_after_a_finish_are_an_error() {
-    let mut a = ResponseAssembler::new(Flavor::Chat, 1, 1, None, false);
+    let mut a = ResponseAssembler::new(LogprobsShape::Chat, 1, 1, None, false);
     a.apply(0, finished(0, FinishReason::Length, 3, 1), &NumberedTokens)
         .unwrap();
     assert!(a.apply(0, delta(0, "x", &[1]), &NumberedTokens).is_err());
@@ -101,14 +103,14 @@ fn events_after_a_finish_are_an_error() {
 
 #[test]
 fn choice_outside_n_is_an_error() {
-    let mut a = ResponseAssembler::new(Flavor::Chat, 1, 2, None, false);
+    let mut a = ResponseAssembler::new(LogprobsShape::Chat, 1, 2, None, false);
     assert!(a.apply(0, delta(2, "x", &[1]), &NumberedTokens).is_err());
     assert!(a.apply(1, delta(0, "x", &[1]), &NumberedTokens).is_err());
 }
 
 #[test]
 fn engine_error_and_cancellation_become_api_errors() {
-    let mut a = ResponseAssembler::new(Flavor::Chat, 1, 1, None, false);
+    let mut a = ResponseAssembler::new(LogprobsShape::Chat, 1, 1, None, false);
     let mut failed = finished(0, FinishReason::Error, 3, 0);
     if let Event::Finished { error, .. } = &mut failed {
         *error = Some("kernel exploded".into());
@@ -117,7 +119,7 @@ fn engine_error_and_cancellation_become_api_errors() {
         a.apply(0, failed, &NumberedTokens),
         Err(ApiError::Internal("kernel exploded".into()))
     );
-    let mut b = ResponseAssembler::new(Flavor::Chat, 1, 1, None, false);
+    let mut b = ResponseAssembler::new(LogprobsShape::Chat, 1, 1, None, false);
     let err = b
         .apply(
             0,
@@ -130,7 +132,7 @@ fn engine_error_and_cancellation_become_api_errors() {
 
 #[test]
 fn multiple_prompts_index_choices_by_prompt_times_n_plus_choice() {
-    let mut a = ResponseAssembler::new(Flavor::Completion, 2, 3, None, false);
+    let mut a = ResponseAssembler::new(LogprobsShape::Completion, 2, 3, None, false);
     let u = a.apply(1, delta(2, "x", &[1]), &NumberedTokens).unwrap();
     assert!(matches!(&u[..], [ChoiceUpdate::Delta { index: 5, .. }]));
     assert_eq!(a.num_choices(), 6);
@@ -138,7 +140,7 @@ fn multiple_prompts_index_choices_by_prompt_times_n_plus_choice() {
 
 #[test]
 fn usage_counts_prompts_once_and_sums_completions() {
-    let mut a = ResponseAssembler::new(Flavor::Completion, 2, 2, None, false);
+    let mut a = ResponseAssembler::new(LogprobsShape::Completion, 2, 2, None, false);
     for (p, prompt_len) in [(0, 4), (1, 6)] {
         for c in 0..2 {
             a.apply(p, delta(c, "ab", &[1, 2]), &NumberedTokens)
@@ -163,21 +165,23 @@ fn usage_counts_prompts_once_and_sums_completions() {
 
 #[test]
 fn echo_puts_the_prompt_in_front_of_each_choice_once() {
-    let mut a = ResponseAssembler::new(Flavor::Completion, 1, 2, Some(vec!["Q: ".into()]), false);
-    let mut collector = ResponseCollector::new(2);
-    for event in [
+    let a = ResponseAssembler::new(
+        LogprobsShape::Completion,
+        1,
+        2,
+        Some(vec!["Q: ".into()]),
+        false,
+    );
+    let dialect = CompletionDialect::new(meta(), 2, false, false);
+    let events = vec![
         delta(0, "a", &[1]),
         delta(0, "b", &[2]),
         finished(0, FinishReason::Stop, 2, 2),
         finished(1, FinishReason::Stop, 2, 0),
-    ] {
-        for u in a.apply(0, event, &NumberedTokens).unwrap() {
-            collector.add(u);
-        }
-    }
-    let body = collector.into_completion(meta(), a.usage(), false);
-    assert_eq!(body.choices[0].text, "Q: ab");
-    assert_eq!(body.choices[1].text, "Q: ");
+    ];
+    let body = body_of(a, Box::new(dialect), events);
+    assert_eq!(body["choices"][0]["text"], "Q: ab");
+    assert_eq!(body["choices"][1]["text"], "Q: ");
 }
 
 #[test]
@@ -197,13 +201,12 @@ fn chat_logprobs_carry_token_bytes_and_alternatives() {
 
 #[test]
 fn completion_logprobs_offsets_run_over_token_texts_across_deltas() {
-    let mut a = ResponseAssembler::new(Flavor::Completion, 1, 1, None, true);
+    let a = ResponseAssembler::new(LogprobsShape::Completion, 1, 1, None, true);
     let lp = |id| TokenLogprob {
         token_id: id,
         logprob: -1.0,
         top: vec![(id, -1.0)],
     };
-    let mut collector = ResponseCollector::new(1);
     let d1 = Event::Delta {
         choice: 0,
         text: "t1t22".into(),
@@ -216,13 +219,14 @@ fn completion_logprobs_offsets_run_over_token_texts_across_deltas() {
         token_ids: vec![3],
         logprobs: vec![lp(3)],
     };
-    for e in [d1, d2, finished(0, FinishReason::Length, 1, 3)] {
-        for u in a.apply(0, e, &NumberedTokens).unwrap() {
-            collector.add(u);
-        }
-    }
-    let body = collector.into_completion(meta(), a.usage(), true);
-    let lp = body.choices[0].logprobs.clone().unwrap();
+    let events = vec![d1, d2, finished(0, FinishReason::Length, 1, 3)];
+    let body = body_of(
+        a,
+        Box::new(CompletionDialect::new(meta(), 1, false, true)),
+        events,
+    );
+    let lp: CompletionLogprobs =
+        serde_json::from_value(body["choices"][0]["logprobs"].clone()).unwrap();
     assert_eq!(lp.tokens, vec!["t1", "t22", "t3"]);
     assert_eq!(lp.text_offset, vec![0, 2, 5]);
     assert_eq!(lp.token_logprobs, vec![Some(-1.0); 3]);
@@ -231,21 +235,20 @@ fn completion_logprobs_offsets_run_over_token_texts_across_deltas() {
 
 #[test]
 fn non_stream_chat_body_joins_text_and_reports_finish_reasons() {
-    let mut a = ResponseAssembler::new(Flavor::Chat, 1, 2, None, false);
-    let mut collector = ResponseCollector::new(2);
-    let events = [
+    let a = ResponseAssembler::new(LogprobsShape::Chat, 1, 2, None, false);
+    let events = vec![
         delta(1, "x", &[5]),
         delta(0, "He", &[1]),
         delta(0, "llo", &[2]),
         finished(0, FinishReason::Stop, 4, 2),
         finished(1, FinishReason::Length, 4, 1),
     ];
-    for e in events {
-        for u in a.apply(0, e, &NumberedTokens).unwrap() {
-            collector.add(u);
-        }
-    }
-    let body = collector.into_chat(meta(), a.usage(), false);
+    let body = body_of(
+        a,
+        Box::new(ChatDialect::new(meta(), 2, false, false)),
+        events,
+    );
+    let body: crate::wire::chat::ChatCompletion = serde_json::from_value(body).unwrap();
     assert_eq!(body.object, "chat.completion");
     assert_eq!(body.choices[0].message.content, "Hello");
     assert_eq!(body.choices[0].finish_reason, "stop");
@@ -255,4 +258,23 @@ fn non_stream_chat_body_joins_text_and_reports_finish_reasons() {
     assert_eq!(body.usage.prompt_tokens, 4);
     assert_eq!(body.usage.completion_tokens, 3);
     assert_eq!(body.system_fingerprint, "fp");
+}
+
+/// Folds `events` (all of prompt 0) through the assembler and `dialect`; the one body.
+fn body_of(
+    mut a: ResponseAssembler,
+    mut dialect: Box<dyn crate::dialect::Dialect>,
+    events: Vec<Event>,
+) -> serde_json::Value {
+    for e in events {
+        for u in a.apply(0, e, &NumberedTokens).unwrap() {
+            dialect.update(u);
+        }
+    }
+    let body = dialect.body(crate::dialect::Ending {
+        usage: a.usage(),
+        assembler: &a,
+        tokens: &NumberedTokens,
+    });
+    serde_json::from_str(&body).unwrap()
 }

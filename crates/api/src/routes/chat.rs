@@ -8,8 +8,9 @@ use axum::Extension;
 use serde_json::Value;
 use sluice_text::{MaskedSpecials, TextError, Tokenizer};
 
-use crate::assemble::Flavor;
+use crate::assemble::ResponseMeta;
 use crate::auth::Caller;
+use crate::dialect::chat::ChatDialect;
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
 use crate::generation::{run, tokenize_off_runtime, ResponsePlan};
@@ -56,25 +57,25 @@ pub async fn create_chat_completion(
         valid.params.user.as_deref(),
     );
     let prompt_tokens = vec![request.prompt_tokens.clone()];
+    let logprobs = valid.params.sampling.logprobs.is_some();
+    let dialect = ChatDialect::new(
+        ResponseMeta::new("chatcmpl", &model.id),
+        valid.params.n as usize,
+        valid.params.stream.is_some_and(|s| s.include_usage),
+        logprobs,
+    );
     let plan = ResponsePlan {
-        flavor: Flavor::Chat,
+        dialect: Box::new(dialect),
         n: valid.params.n,
-        stream: valid.params.stream,
-        logprobs: valid.params.sampling.logprobs.is_some(),
+        stream: valid.params.stream.is_some(),
+        logprobs,
         hide_cached_tokens: state.config.hide_cached_tokens,
         echo: None,
         echo_logprobs: None,
         prompt_logprobs: valid.params.prompt_logprobs,
         prompt_tokens,
     };
-    run(
-        model,
-        vec![request],
-        plan,
-        state.config.retry_after_secs,
-        "chatcmpl",
-    )
-    .await
+    run(model, vec![request], plan, state.config.retry_after_secs).await
 }
 
 /// What a chat template renders.

@@ -4,8 +4,9 @@ use axum::extract::State;
 use axum::response::Response;
 use axum::Extension;
 
-use crate::assemble::Flavor;
+use crate::assemble::ResponseMeta;
 use crate::auth::Caller;
+use crate::dialect::completion::CompletionDialect;
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
 use crate::generation::{run, tokenize_off_runtime, ResponsePlan};
@@ -81,16 +82,23 @@ pub async fn create_completion(
         echo_texts.extend(text);
         echo_tokens.push(tokens);
     }
+    let logprobs = valid.params.sampling.logprobs.is_some();
+    let dialect = CompletionDialect::new(
+        ResponseMeta::new("cmpl", &model.id),
+        requests.len() * valid.params.n as usize,
+        valid.params.stream.is_some_and(|s| s.include_usage),
+        logprobs,
+    );
     let plan = ResponsePlan {
-        flavor: Flavor::Completion,
+        dialect: Box::new(dialect),
         n: valid.params.n,
-        stream: valid.params.stream,
-        logprobs: valid.params.sampling.logprobs.is_some(),
+        stream: valid.params.stream.is_some(),
+        logprobs,
         hide_cached_tokens: state.config.hide_cached_tokens,
         echo: echo.then_some(echo_texts),
         echo_logprobs: valid.prompt_logprobs,
         prompt_logprobs: valid.params.prompt_logprobs,
         prompt_tokens: echo_tokens,
     };
-    run(model, requests, plan, state.config.retry_after_secs, "cmpl").await
+    run(model, requests, plan, state.config.retry_after_secs).await
 }

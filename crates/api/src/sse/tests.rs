@@ -6,21 +6,45 @@ use sluice_engine::FinishReason;
 
 use super::*;
 use crate::assemble::tests::{delta, finished, meta, NumberedTokens};
+use crate::assemble::LogprobsShape;
+use crate::dialect::chat::ChatDialect;
+use crate::dialect::completion::CompletionDialect;
+use crate::dialect::DONE;
 
-fn run(flavor: Flavor, n: u32, include_usage: bool, events: Vec<(usize, Event)>) -> Vec<String> {
+fn dialect(shape: LogprobsShape, choices: usize, include_usage: bool) -> Box<dyn Dialect> {
+    match shape {
+        LogprobsShape::Chat => Box::new(ChatDialect::new(meta(), choices, include_usage, false)),
+        LogprobsShape::Completion => Box::new(CompletionDialect::new(
+            meta(),
+            choices,
+            include_usage,
+            false,
+        )),
+    }
+}
+
+fn run(
+    shape: LogprobsShape,
+    n: u32,
+    include_usage: bool,
+    events: Vec<(usize, Event)>,
+) -> Vec<String> {
     let num_prompts = events.iter().map(|(p, _)| p + 1).max().unwrap_or(1);
-    let assembler = ResponseAssembler::new(flavor, num_prompts, n, None, false);
+    let assembler = ResponseAssembler::new(shape, num_prompts, n, None, false);
     let spec = StreamSpec {
-        flavor,
-        meta: meta(),
-        include_usage,
+        dialect: dialect(shape, num_prompts * n as usize, include_usage),
         tokens: Arc::new(NumberedTokens),
     };
     let chunks = chunk_stream(stream::iter(events), assembler, spec);
-    tokio::runtime::Builder::new_current_thread()
+    let frames = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap()
-        .block_on(chunks.collect::<Vec<_>>())
+        .block_on(chunks.collect::<Vec<_>>());
+    assert!(
+        frames.iter().all(|f| f.event.is_none()),
+        "OpenAI streams name no events"
+    );
+    frames.into_iter().map(|f| f.data).collect()
 }
 
 fn json(chunks: &[String]) -> Vec<Value> {
@@ -34,7 +58,7 @@ fn json(chunks: &[String]) -> Vec<Value> {
 #[test]
 fn chat_stream_has_role_first_then_content_then_one_finish_then_done() {
     let out = run(
-        Flavor::Chat,
+        LogprobsShape::Chat,
         1,
         false,
         vec![
@@ -70,7 +94,7 @@ fn chat_stream_has_role_first_then_content_then_one_finish_then_done() {
 #[test]
 fn n_choices_interleave_and_each_finishes_exactly_once_last() {
     let out = run(
-        Flavor::Chat,
+        LogprobsShape::Chat,
         3,
         false,
         vec![
@@ -107,7 +131,7 @@ fn n_choices_interleave_and_each_finishes_exactly_once_last() {
 #[test]
 fn usage_chunk_has_empty_choices_and_comes_just_before_done() {
     let out = run(
-        Flavor::Chat,
+        LogprobsShape::Chat,
         1,
         true,
         vec![
@@ -130,7 +154,7 @@ fn engine_error_mid_stream_becomes_an_error_event_then_done() {
         *error = Some("out of memory".into());
     }
     let out = run(
-        Flavor::Chat,
+        LogprobsShape::Chat,
         1,
         true,
         vec![(0, delta(0, "a", &[1])), (0, failed)],
@@ -144,7 +168,7 @@ fn engine_error_mid_stream_becomes_an_error_event_then_done() {
 #[test]
 fn engine_stream_ending_early_is_reported_as_an_error() {
     let out = run(
-        Flavor::Completion,
+        LogprobsShape::Completion,
         2,
         false,
         vec![
@@ -163,7 +187,7 @@ fn engine_stream_ending_early_is_reported_as_an_error() {
 #[test]
 fn completion_chunks_have_text_and_null_finish_until_the_end() {
     let out = run(
-        Flavor::Completion,
+        LogprobsShape::Completion,
         1,
         false,
         vec![
@@ -191,7 +215,7 @@ fn stream_text_equals_collected_text() {
         (0, delta(0, "lo", &[3])),
         (0, finished(0, FinishReason::Stop, 3, 3)),
     ];
-    let streamed: String = json(&run(Flavor::Chat, 1, false, events.clone()))
+    let streamed: String = json(&run(LogprobsShape::Chat, 1, false, events.clone()))
         .iter()
         .filter_map(|c| {
             c["choices"][0]["delta"]["content"]
@@ -199,17 +223,18 @@ fn stream_text_equals_collected_text() {
                 .map(str::to_string)
         })
         .collect();
-    let mut a = ResponseAssembler::new(Flavor::Chat, 1, 1, None, false);
-    let mut collector = crate::assemble::ResponseCollector::new(1);
+    let mut a = ResponseAssembler::new(LogprobsShape::Chat, 1, 1, None, false);
+    let mut d = dialect(LogprobsShape::Chat, 1, false);
     for (p, e) in events {
         for u in a.apply(p, e, &NumberedTokens).unwrap() {
-            collector.add(u);
+            d.update(u);
         }
     }
-    assert_eq!(
-        streamed,
-        collector.into_chat(meta(), a.usage(), false).choices[0]
-            .message
-            .content
-    );
+    let ending = crate::dialect::Ending {
+        usage: a.usage(),
+        assembler: &a,
+        tokens: &NumberedTokens,
+    };
+    let body: Value = serde_json::from_str(&d.body(ending)).unwrap();
+    assert_eq!(streamed, body["choices"][0]["message"]["content"]);
 }

@@ -1,0 +1,92 @@
+//! Endpoint dialects: how one API shapes a response from the assembled choice updates.
+//!
+//! Every generating endpoint runs the same engine requests and the same
+//! [`ResponseAssembler`](crate::assemble::ResponseAssembler); what differs is the wire: the
+//! chunk and body shapes, the server-sent-event names, how a stream opens, ends and reports an
+//! error. A [`Dialect`] is that difference, one file per API (`chat.rs`, `completion.rs`, ...),
+//! so a new protocol is a new file rather than an arm in every match.
+//!
+//! A dialect sees every update whether the response streams or not. Streaming sends the
+//! frames it returns; a one-body response drops them and asks for [`Dialect::body`] at the
+//! end. Both fold the same updates through the same state, so the streamed and the collected
+//! answers agree by construction.
+
+pub mod chat;
+pub mod completion;
+
+use crate::assemble::{ChoiceUpdate, LogprobsShape, ResponseAssembler, TokenTexts};
+use crate::error::ApiError;
+use crate::wire::UsageBody;
+
+/// The `data:` payload that ends an OpenAI stream.
+pub const DONE: &str = "[DONE]";
+
+/// One server-sent event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// The `event:` name, for protocols that use them.
+    pub event: Option<&'static str>,
+    /// The `data:` payload.
+    pub data: String,
+}
+
+impl Frame {
+    /// A frame with no event name.
+    pub fn data(data: impl Into<String>) -> Self {
+        Frame {
+            event: None,
+            data: data.into(),
+        }
+    }
+
+    /// A named event carrying `value` as JSON.
+    pub fn named(event: &'static str, value: &impl serde::Serialize) -> Self {
+        Frame {
+            event: Some(event),
+            data: to_json(value),
+        }
+    }
+}
+
+/// What the dialect may look at when the response is over.
+pub struct Ending<'a> {
+    /// Token counts of the whole response.
+    pub usage: UsageBody,
+    /// The assembler, for what it computed besides updates (`prompt_logprobs`).
+    pub assembler: &'a ResponseAssembler,
+    /// Token texts for logprobs.
+    pub tokens: &'a dyn TokenTexts,
+}
+
+/// How one API renders a response. See the module docs.
+pub trait Dialect: Send {
+    /// The shape the assembler gives logprobs in.
+    fn logprobs_shape(&self) -> LogprobsShape {
+        LogprobsShape::Chat
+    }
+
+    /// Frames that open a stream, before any update.
+    fn open(&mut self) -> Vec<Frame> {
+        Vec::new()
+    }
+
+    /// The frames of one update (also called, frames dropped, for one-body responses).
+    fn update(&mut self, update: ChoiceUpdate) -> Vec<Frame>;
+
+    /// The frames that end a stream once every choice finished.
+    fn close(&mut self, ending: Ending<'_>) -> Vec<Frame>;
+
+    /// The frames that end a stream an error cut short (the HTTP status is already sent).
+    fn error(&mut self, err: &ApiError) -> Vec<Frame> {
+        vec![Frame::data(err.stream_event_data()), Frame::data(DONE)]
+    }
+
+    /// The one JSON body of a response that does not stream, after every update went through
+    /// [`Dialect::update`]. Text, not a `Value`: a `Value` would widen the f32 logprobs.
+    fn body(self: Box<Self>, ending: Ending<'_>) -> String;
+}
+
+/// `value` as JSON text.
+pub fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> String {
+    serde_json::to_string(value).expect("wire types always serialize")
+}
