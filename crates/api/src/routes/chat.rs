@@ -28,13 +28,15 @@ pub async fn create_chat_completion(
     model.check_serves("generation")?;
     let valid = validate_chat(req, model.limits())?;
     let tokenizer = model.tokenizer.clone();
-    let (messages, tools) = (valid.messages, valid.tools);
+    let (messages, tools) = (valid.messages, valid.tools.template_tools());
+    let template_kwargs = valid.template_kwargs;
     let max_model_len = Some(model.max_model_len);
     let parse_specials = state.config.parse_special_tokens_in_messages;
     let prompt = tokenize_off_runtime(&state, move || {
         let conversation = Conversation {
             messages,
             tools,
+            template_kwargs,
             add_generation_prompt: true,
         };
         encode_chat(
@@ -84,6 +86,8 @@ pub struct Conversation {
     pub messages: Value,
     /// Tool definitions.
     pub tools: Option<Value>,
+    /// Extra template variables (a JSON object).
+    pub template_kwargs: Option<Value>,
     /// End with the assistant turn's opening.
     pub add_generation_prompt: bool,
 }
@@ -107,12 +111,7 @@ pub fn encode_chat(
             tokenizer.mask_special_literals(tools, &mut masked);
         }
     }
-    let text = render_chat_text(
-        tokenizer,
-        &conversation.messages,
-        conversation.tools.as_ref(),
-        conversation.add_generation_prompt,
-    )?;
+    let text = render_chat_text(tokenizer, &conversation)?;
     if let Some(max_model_len) = max_model_len {
         let bytes = if masked.is_empty() {
             text.len()
@@ -132,9 +131,7 @@ pub fn encode_chat(
 /// Blocking: call through `off_runtime`.
 pub fn render_chat_text(
     tokenizer: &Arc<Tokenizer>,
-    messages: &Value,
-    tools: Option<&Value>,
-    add_generation_prompt: bool,
+    conversation: &Conversation,
 ) -> Result<String, ApiError> {
     let template = tokenizer.chat_template().ok_or_else(|| {
         ApiError::invalid(
@@ -149,7 +146,12 @@ pub fn render_chat_text(
         )
     })?;
     template
-        .render(messages, add_generation_prompt, tools)
+        .render_with_kwargs(
+            &conversation.messages,
+            conversation.add_generation_prompt,
+            conversation.tools.as_ref(),
+            conversation.template_kwargs.as_ref(),
+        )
         .map_err(|e| match e {
             TextError::Template(m) | TextError::InvalidMessages(m) => {
                 ApiError::invalid("messages", m)

@@ -7,7 +7,7 @@ use super::chat::{encode_chat, Conversation};
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
 use crate::generation::{off_runtime, tokenize_off_runtime};
-use crate::validate::chat::template_messages;
+use crate::validate::chat::{template_kwargs, template_messages};
 use crate::validate::check_token_id;
 use crate::wire::tokenize::{
     DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse,
@@ -38,12 +38,14 @@ pub async fn tokenize(
             let add_generation_prompt = req.add_generation_prompt.unwrap_or(true);
             let add_special = req.add_special_tokens.unwrap_or(false);
             let tools = req.tools;
+            let template_kwargs = template_kwargs(req.chat_template_kwargs, None)?;
             let tokenizer = tokenizer.clone();
             let parse_specials = state.config.parse_special_tokens_in_messages;
             tokenize_off_runtime(&state, move || {
                 let conversation = Conversation {
                     messages,
                     tools,
+                    template_kwargs,
                     add_generation_prompt,
                 };
                 encode_chat(&tokenizer, conversation, parse_specials, None, add_special)

@@ -2,6 +2,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::tools::{openai_tool_choice, openai_tools, ToolRequest};
 use super::{validate_shared, ModelLimits, ValidParams, MAX_TOP_LOGPROBS};
 use crate::error::ApiError;
 use crate::wire::chat::{ChatCompletionRequest, ChatMessage, MessageContent};
@@ -13,8 +14,11 @@ pub struct ValidChatRequest {
     pub model: String,
     /// `[{role, content, ...}]` ready for `ChatTemplate::render`.
     pub messages: Value,
-    /// Tool definitions for the template.
-    pub tools: Option<Value>,
+    /// The functions the model may call and what it must do with them.
+    pub tools: ToolRequest,
+    /// Extra chat-template variables (a JSON object), from `chat_template_kwargs` and
+    /// `reasoning_effort`.
+    pub template_kwargs: Option<Value>,
     /// Sampling, stopping and streaming parameters.
     pub params: ValidParams,
 }
@@ -47,12 +51,59 @@ pub fn validate_chat(
         (None, m) => (m, "max_tokens"),
     };
     let params = validate_shared(req.options, max_tokens, max_tokens_param, logprobs, limits)?;
+    let specs = openai_tools(req.tools.as_ref())?;
+    let choice = openai_tool_choice(req.tool_choice.as_ref(), !specs.is_empty())?;
+    let tools = ToolRequest {
+        tools: specs,
+        choice,
+        parallel: req.parallel_tool_calls.unwrap_or(true),
+    };
+    tools.check("tool_choice")?;
+    let template_kwargs =
+        template_kwargs(req.chat_template_kwargs, req.reasoning_effort.as_deref())?;
     Ok(ValidChatRequest {
         model: req.model,
         messages,
-        tools: req.tools,
+        tools,
+        template_kwargs,
         params,
     })
+}
+
+/// The template variables a request sets: its `chat_template_kwargs`, and for
+/// `reasoning_effort` that name (gpt-oss templates read it) plus `enable_thinking: false` for
+/// `none` (Qwen3, SmolLM3, Granite and others switch thinking with it) unless the kwargs set it.
+pub fn template_kwargs(
+    kwargs: Option<Value>,
+    reasoning_effort: Option<&str>,
+) -> Result<Option<Value>, ApiError> {
+    let mut vars = match kwargs {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(map)) => map,
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "chat_template_kwargs",
+                "chat_template_kwargs must be an object",
+            ))
+        }
+    };
+    if let Some(effort) = reasoning_effort {
+        const EFFORTS: [&str; 5] = ["none", "minimal", "low", "medium", "high"];
+        if !EFFORTS.contains(&effort) {
+            return Err(ApiError::invalid(
+                "reasoning_effort",
+                format!(
+                    "reasoning_effort must be one of {}; got '{effort}'",
+                    EFFORTS.join(", ")
+                ),
+            ));
+        }
+        vars.entry("reasoning_effort").or_insert(json!(effort));
+        if effort == "none" {
+            vars.entry("enable_thinking").or_insert(json!(false));
+        }
+    }
+    Ok((!vars.is_empty()).then_some(Value::Object(vars)))
 }
 
 /// Turns the wire messages into the list a chat template iterates over: every `content` a
@@ -119,7 +170,12 @@ pub fn template_messages(messages: &[ChatMessage]) -> Result<Value, ApiError> {
                     "tool_calls must be a list",
                 ));
             }
-            msg.insert("tool_calls".into(), calls.clone());
+            msg.insert("tool_calls".into(), template_tool_calls(calls));
+        }
+        if let Some(reasoning) = m.reasoning_content.as_ref().or(m.reasoning.as_ref()) {
+            if role == "assistant" {
+                msg.insert("reasoning_content".into(), json!(reasoning));
+            }
         }
         if let Some(id) = &m.tool_call_id {
             msg.insert("tool_call_id".into(), json!(id));
@@ -127,4 +183,21 @@ pub fn template_messages(messages: &[ChatMessage]) -> Result<Value, ApiError> {
         out.push(Value::Object(msg));
     }
     Ok(Value::Array(out))
+}
+
+/// Tool calls as chat templates expect them: `function.arguments` an object (templates iterate
+/// it or `tojson` it), parsed from the JSON string the OpenAI wire carries. Arguments that do
+/// not parse as an object (a model's botched call, sent back in the history) stay the string.
+pub fn template_tool_calls(calls: &Value) -> Value {
+    let mut calls = calls.clone();
+    for call in calls.as_array_mut().into_iter().flatten() {
+        if let Some(args) = call.pointer_mut("/function/arguments") {
+            if let Some(Ok(parsed @ Value::Object(_))) =
+                args.as_str().map(serde_json::from_str::<Value>)
+            {
+                *args = parsed;
+            }
+        }
+    }
+    calls
 }

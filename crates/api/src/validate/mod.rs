@@ -5,6 +5,7 @@
 pub mod chat;
 pub mod completion;
 pub mod scoring;
+pub mod tools;
 
 use std::sync::Arc;
 

@@ -24,8 +24,17 @@ pub struct ChatCompletionRequest {
     /// Number of alternatives per position (0..=20); needs `logprobs: true`.
     #[serde(default, deserialize_with = "number::optional")]
     pub top_logprobs: Option<WholeNumber>,
-    /// Tool definitions, handed to the chat template.
+    /// Tool definitions: `[{"type": "function", "function": {...}}]`.
     pub tools: Option<serde_json::Value>,
+    /// `none` | `auto` | `required` | `{"type": "function", "function": {"name": ...}}`.
+    pub tool_choice: Option<serde_json::Value>,
+    /// Whether several calls may come back in one turn (default true).
+    pub parallel_tool_calls: Option<bool>,
+    /// Extra chat-template variables (vLLM), e.g. `{"enable_thinking": false}`.
+    pub chat_template_kwargs: Option<serde_json::Value>,
+    /// `none` | `minimal` | `low` | `medium` | `high`: `none` turns thinking off where the
+    /// template supports it; the value reaches the template as `reasoning_effort`.
+    pub reasoning_effort: Option<String>,
     /// Sampling, stopping, streaming and scheduling fields shared with `/v1/completions`.
     #[serde(flatten)]
     pub options: GenerationOptions,
@@ -44,6 +53,10 @@ pub struct ChatMessage {
     pub tool_calls: Option<serde_json::Value>,
     /// The call a tool message answers.
     pub tool_call_id: Option<String>,
+    /// An assistant message's reasoning (vLLM's and DeepSeek's name).
+    pub reasoning_content: Option<String>,
+    /// An assistant message's reasoning (OpenRouter's and newer vLLM's name).
+    pub reasoning: Option<String>,
 }
 
 /// `content`: a plain string or a list of typed parts.

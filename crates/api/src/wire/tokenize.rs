@@ -21,6 +21,8 @@ pub struct TokenizeRequest {
     pub add_generation_prompt: Option<bool>,
     /// With `messages`: tool definitions for the template.
     pub tools: Option<serde_json::Value>,
+    /// Extra chat-template variables, as on chat requests.
+    pub chat_template_kwargs: Option<serde_json::Value>,
     /// Also return each token's text.
     pub return_token_strs: Option<bool>,
 }
