@@ -115,7 +115,8 @@ fn response(s: &str, start: usize, snapshot: &mut Snapshot) -> Option<usize> {
 }
 
 /// Decodes the inside of a JSON string so far, stopping before an escape that is not whole
-/// yet (a high surrogate waits for its low half). Lone surrogates become U+FFFD.
+/// yet (a high surrogate waits for its low half). Lone surrogates become U+FFFD, except a
+/// high one at the very end, which is dropped.
 fn decode_prefix(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -141,18 +142,17 @@ fn decode_prefix(text: &str) -> String {
             return out;
         };
         if (0xD800..0xDC00).contains(&unit) {
-            let low = rest.get(6..).filter(|r| r.starts_with("\\u"));
-            match low.map(|low| (low.len() >= 6, hex4(low, 2))) {
-                None if rest.len() > 6 => {}
-                None => return out,
-                Some((false, _)) => return out,
-                Some((true, Some(low))) if (0xDC00..0xE000).contains(&low) => {
+            let after = &rest[6..];
+            if "\\u".starts_with(after) || (after.starts_with("\\u") && after.len() < 6) {
+                return out;
+            }
+            if let Some(low) = after.strip_prefix("\\u").and_then(|_| hex4(after, 2)) {
+                if (0xDC00..0xE000).contains(&low) {
                     let code = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
                     out.push(char::from_u32(code).unwrap_or('\u{FFFD}'));
                     rest = &rest[12..];
                     continue;
                 }
-                Some(_) => {}
             }
         }
         out.push(char::from_u32(unit).unwrap_or('\u{FFFD}'));

@@ -7,7 +7,7 @@
 //! After the calls, text other than `;` and whitespace is content.
 
 use super::envelope::{envelope_call, EnvelopeCall};
-use super::json_scan::{skip_ws, Scan};
+use super::json_scan::{scan_value, skip_ws, Scan};
 use super::markup::{may_become, push_call};
 use super::snapshot::Snapshot;
 
@@ -18,6 +18,7 @@ const NAME_KEY: &str = "\"name\"";
 pub(super) fn parse(s: &str, start: usize, finished: bool, snapshot: &mut Snapshot) {
     let at = skip_ws(s, start);
     let rest = &s[at..];
+    let tagged = rest.starts_with(PYTHON_TAG);
     let body = if let Some(after) = rest.strip_prefix(PYTHON_TAG) {
         s.len() - after.len()
     } else if rest.starts_with('{') {
@@ -56,7 +57,11 @@ pub(super) fn parse(s: &str, start: usize, finished: bool, snapshot: &mut Snapsh
         let call = match call {
             EnvelopeCall::Pending => return,
             EnvelopeCall::NotCall { .. } => {
-                snapshot.malformed();
+                // A whole JSON object that is no call is an answer, not a broken call.
+                let answer = first && !tagged && matches!(scan_value(s, at), Scan::Complete(_));
+                if !answer {
+                    snapshot.malformed();
+                }
                 return snapshot.content(if first { &s[start..] } else { &s[at..] });
             }
             EnvelopeCall::Call(call) => call,

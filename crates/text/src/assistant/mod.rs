@@ -44,6 +44,8 @@ mod snapshot;
 mod tests;
 #[cfg(test)]
 mod tests_formats;
+#[cfg(test)]
+mod tests_json_formats;
 
 use std::collections::BTreeMap;
 
