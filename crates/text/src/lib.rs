@@ -8,9 +8,12 @@
 //! - [`IncrementalDecoder`]: streams generated token ids as text, never half a character.
 //! - [`StopMatcher`]: cuts streamed text at the first stop string, across token boundaries.
 //! - [`constraint`]: constrained decoding (JSON mode): which tokens keep the output valid.
+//! - [`assistant`]: a generated assistant turn split into reasoning, content and tool calls, at
+//!   once or as a stream ([`assistant::parse_turn`], [`assistant::TurnStream`]).
 
 #![warn(missing_docs)]
 
+pub mod assistant;
 mod chat_template;
 pub mod constraint;
 mod error;
