@@ -24,11 +24,13 @@ const NAMES: [&str; 5] = ["hermes", "qwen3_coder", "llama3_json", "mistral", "ge
 
 impl ToolCallFormat {
     /// The format a chat template writes tool calls in, from its Jinja source; `GenericJson`
-    /// when it shows none we read (GLM's `<arg_key>`, Kimi's, DeepSeek's, gpt-oss's and other
-    /// formats included).
+    /// when it shows none we read (GLM's `<arg_key>`, MiniMax's `<invoke>`, Kimi's,
+    /// DeepSeek's, gpt-oss's and other formats included).
     pub fn detect(template_source: &str) -> ToolCallFormat {
         let has = |marker: &str| template_source.contains(marker);
-        if has("<arg_key>") {
+        // GLM's `<arg_key>` lists and MiniMax's `<invoke name=...>` also sit inside a
+        // `<tool_call>` marker; they are not Hermes JSON.
+        if has("<arg_key>") || has("<invoke name=") {
             ToolCallFormat::GenericJson
         } else if has("<tool_call>") && has("<function=") && has("<parameter=") {
             ToolCallFormat::QwenXml

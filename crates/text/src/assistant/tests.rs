@@ -263,3 +263,38 @@ fn garbled_text_never_panics_and_streams_like_one_shot() {
         parse_every_way(&text, &opts);
     }
 }
+
+use proptest::strategy::Strategy as _;
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Any text (markers spliced among arbitrary characters), any format: no panic, and every
+    /// split streams to the one-shot turn.
+    #[test]
+    fn arbitrary_text_streams_like_one_shot(
+        parts in proptest::collection::vec(
+            proptest::prop_oneof![
+                "\\PC{0,6}",
+                proptest::sample::select(vec![
+                    "<tool_call>", "</tool_call>", "{\"name\": \"f\", \"arguments\": ", "[TOOL_CALLS]",
+                    "[ARGS]", "<function=f>", "<parameter=p>", "</parameter>", "</function>",
+                    "<think>", "</think>", "<|python_tag|>", "{\"tool_calls\": [", "{\"response\": \"",
+                ]).prop_map(String::from),
+            ],
+            0..8,
+        ),
+        format in 0usize..6,
+        think in proptest::bool::ANY,
+    ) {
+        let formats = [
+            ToolCallFormat::Hermes,
+            ToolCallFormat::QwenXml,
+            ToolCallFormat::Llama3Json,
+            ToolCallFormat::MistralArgs,
+            ToolCallFormat::MistralList,
+            ToolCallFormat::GenericJson,
+        ];
+        parse_every_way(&parts.concat(), &options(Some(formats[format]), think));
+    }
+}
