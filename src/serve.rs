@@ -222,6 +222,10 @@ pub struct ServeArgs {
     /// Prompts templated and tokenized at once (more wait); default: the number of CPUs.
     #[arg(long)]
     pub max_concurrent_tokenizations: Option<usize>,
+    /// The format models write tool calls in: hermes, qwen3_coder, llama3_json, mistral or
+    /// generic. Default: detected from each model's chat template.
+    #[arg(long, value_parser = parse_tool_call_parser)]
+    pub tool_call_parser: Option<String>,
     /// Seconds a connection has to send a complete request head: from being accepted (whatever
     /// it sends meanwhile, an HTTP/2 preface included) and, on a kept-alive connection, from the
     /// end of its previous response. A connection that misses it is closed.
@@ -395,6 +399,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .max_concurrent_tokenizations
             .unwrap_or(defaults.max_concurrent_tokenizations)
             .max(1),
+        tool_call_parser: args.tool_call_parser.clone(),
         ..defaults
     };
     let registry = ModelRegistry::pooled(pool.clone()).with_tasks(tasks);
@@ -468,4 +473,9 @@ async fn shutdown_signal() {
         _ = term => {},
     }
     tracing::info!("shutting down: no new connections, finishing running requests");
+}
+
+/// A `--tool-call-parser` name, checked at startup.
+fn parse_tool_call_parser(name: &str) -> Result<String, String> {
+    sluice_text::assistant::ToolCallFormat::from_name(name).map(|_| name.to_string())
 }

@@ -208,6 +208,7 @@ pub async fn start(options: ServerOptions) -> TestServer {
         max_body_bytes: options.max_body_bytes,
         request_read_timeout: Duration::from_secs(5),
         retry_after_secs: 2,
+        tool_call_parser: None,
     };
     let app = sluice_api::router(vec![served], api);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

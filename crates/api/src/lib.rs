@@ -5,6 +5,7 @@
 //! (request-header deadline, graceful shutdown); bounding the drain and stopping the engines
 //! is the binary's.
 
+pub mod api_metrics;
 pub mod assemble;
 pub mod auth;
 pub mod cors;
@@ -54,6 +55,10 @@ pub struct ApiConfig {
     pub parse_special_tokens_in_messages: bool,
     /// Prompts templated and tokenized at once; more wait their turn.
     pub max_concurrent_tokenizations: usize,
+    /// `--tool-call-parser`: the tool-call format of every model's output, by name (`hermes`,
+    /// `qwen3_coder`, `llama3_json`, `mistral`, `generic`); `None` detects it from each
+    /// model's chat template.
+    pub tool_call_parser: Option<String>,
 }
 
 impl Default for ApiConfig {
@@ -68,6 +73,7 @@ impl Default for ApiConfig {
             retry_after_secs: 1,
             max_concurrent_tokenizations: std::thread::available_parallelism()
                 .map_or(2, |n| n.get()),
+            tool_call_parser: None,
         }
     }
 }

@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 use super::*;
-use crate::dialect::chat::ChatDialect;
+use crate::dialect::chat::ChatRenderer;
 use crate::dialect::completion::CompletionDialect;
+use crate::dialect::turn_parse::{CallIds, TurnDialect};
 
 /// Token `i` reads as `t{i}`.
 pub(crate) struct NumberedTokens;
@@ -245,14 +246,19 @@ fn non_stream_chat_body_joins_text_and_reports_finish_reasons() {
     ];
     let body = body_of(
         a,
-        Box::new(ChatDialect::new(meta(), 2, false, false)),
+        Box::new(TurnDialect::new(
+            ChatRenderer::new(meta(), 2, false, false),
+            2,
+            Default::default(),
+            CallIds::OpenAi,
+        )),
         events,
     );
     let body: crate::wire::chat::ChatCompletion = serde_json::from_value(body).unwrap();
     assert_eq!(body.object, "chat.completion");
-    assert_eq!(body.choices[0].message.content, "Hello");
+    assert_eq!(body.choices[0].message.content.as_deref(), Some("Hello"));
     assert_eq!(body.choices[0].finish_reason, "stop");
-    assert_eq!(body.choices[1].message.content, "x");
+    assert_eq!(body.choices[1].message.content.as_deref(), Some("x"));
     assert_eq!(body.choices[1].finish_reason, "length");
     assert!(body.choices[0].logprobs.is_none());
     assert_eq!(body.usage.prompt_tokens, 4);

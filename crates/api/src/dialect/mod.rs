@@ -14,6 +14,7 @@
 pub mod chat;
 pub mod completion;
 pub mod turn;
+pub mod turn_parse;
 
 use crate::assemble::{ChoiceUpdate, LogprobsShape, ResponseAssembler, TokenTexts};
 use crate::error::ApiError;

@@ -108,11 +108,23 @@ pub trait TurnRenderer: Send {
     /// The frames of one update.
     fn update(&mut self, update: TurnUpdate) -> Vec<super::Frame>;
 
+    /// The frames of what one engine delta produced (the updates of one choice, in order);
+    /// a protocol may coalesce them.
+    fn updates(&mut self, updates: Vec<TurnUpdate>) -> Vec<super::Frame> {
+        updates.into_iter().flat_map(|u| self.update(u)).collect()
+    }
+
     /// The frames that end a stream once every choice finished.
     fn close(&mut self, ending: super::Ending<'_>) -> Vec<super::Frame>;
 
-    /// The frames that end a stream an error cut short.
-    fn error(&mut self, err: &ApiError) -> Vec<super::Frame>;
+    /// The frames that end a stream an error cut short (by default OpenAI's: a `data:` error
+    /// object, then `[DONE]`).
+    fn error(&mut self, err: &ApiError) -> Vec<super::Frame> {
+        vec![
+            super::Frame::data(err.stream_event_data()),
+            super::Frame::data(super::DONE),
+        ]
+    }
 
     /// The one JSON body of a response that does not stream.
     fn body(self: Box<Self>, ending: super::Ending<'_>) -> String;

@@ -10,7 +10,8 @@ use sluice_text::{MaskedSpecials, TextError, Tokenizer};
 
 use crate::assemble::ResponseMeta;
 use crate::auth::Caller;
-use crate::dialect::chat::ChatDialect;
+use crate::dialect::chat::ChatRenderer;
+use crate::dialect::turn_parse::{OutputSyntax, TurnDialect};
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
 use crate::generation::{run, tokenize_off_runtime, ResponsePlan};
@@ -28,11 +29,12 @@ pub async fn create_chat_completion(
     model.check_serves("generation")?;
     let valid = validate_chat(req, model.limits())?;
     let tokenizer = model.tokenizer.clone();
+    let syntax = OutputSyntax::of(&tokenizer, state.config.tool_call_parser.as_deref())?;
     let (messages, tools) = (valid.messages, valid.tools.template_tools());
     let template_kwargs = valid.template_kwargs;
     let max_model_len = Some(model.max_model_len);
     let parse_specials = state.config.parse_special_tokens_in_messages;
-    let prompt = tokenize_off_runtime(&state, move || {
+    let (prompt, rendered) = tokenize_off_runtime(&state, move || {
         let conversation = Conversation {
             messages,
             tools,
@@ -60,12 +62,16 @@ pub async fn create_chat_completion(
     );
     let prompt_tokens = vec![request.prompt_tokens.clone()];
     let logprobs = valid.params.sampling.logprobs.is_some();
-    let dialect = ChatDialect::new(
+    let n = valid.params.n as usize;
+    let renderer = ChatRenderer::new(
         ResponseMeta::new("chatcmpl", &model.id),
-        valid.params.n as usize,
+        n,
         valid.params.stream.is_some_and(|s| s.include_usage),
         logprobs,
     );
+    let options = syntax.turn_options(&valid.tools, &rendered);
+    drop(rendered);
+    let dialect = TurnDialect::new(renderer, n, options, syntax.call_ids());
     let plan = ResponsePlan {
         dialect: Box::new(dialect),
         n: valid.params.n,
@@ -92,7 +98,7 @@ pub struct Conversation {
     pub add_generation_prompt: bool,
 }
 
-/// Renders a conversation and tokenizes it. Special-token text inside the client's strings is
+/// Renders a conversation and tokenizes it; returns the tokens and the rendered text. Special-token text inside the client's strings is
 /// tokenized as text, so only the template's own markup yields control tokens, unless
 /// `parse_specials` (the server's `--parse-special-tokens-in-messages`) asks for the old,
 /// injectable behaviour. With `max_model_len`, a rendering too long for the context whatever
@@ -103,7 +109,7 @@ pub fn encode_chat(
     parse_specials: bool,
     max_model_len: Option<usize>,
     add_special_tokens: bool,
-) -> Result<Vec<u32>, ApiError> {
+) -> Result<(Vec<u32>, String), ApiError> {
     let mut masked = MaskedSpecials::default();
     if !parse_specials {
         tokenizer.mask_special_literals(&mut conversation.messages, &mut masked);
@@ -122,9 +128,10 @@ pub fn encode_chat(
         check_prompt_text_fits(bytes, min_tokens, max_model_len, "messages")?;
     }
     // The template writes BOS and the other special tokens itself.
-    tokenizer
+    let tokens = tokenizer
         .encode_rendered(&text, &masked, add_special_tokens)
-        .map_err(|e| ApiError::Internal(e.to_string()))
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok((tokens, text))
 }
 
 /// Renders `messages` with the model's chat template; a model without one is a 400.

@@ -19,5 +19,6 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     if let Some(pool) = state.registry.pool() {
         prometheus::render_pool(&mut text, &pool.snapshot());
     }
+    crate::api_metrics::render(&mut text);
     ([(header::CONTENT_TYPE, prometheus::CONTENT_TYPE)], text)
 }

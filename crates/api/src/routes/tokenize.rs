@@ -49,6 +49,7 @@ pub async fn tokenize(
                     add_generation_prompt,
                 };
                 encode_chat(&tokenizer, conversation, parse_specials, None, add_special)
+                    .map(|(tokens, _)| tokens)
             })
             .await?
         }

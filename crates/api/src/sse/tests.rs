@@ -7,13 +7,19 @@ use sluice_engine::FinishReason;
 use super::*;
 use crate::assemble::tests::{delta, finished, meta, NumberedTokens};
 use crate::assemble::LogprobsShape;
-use crate::dialect::chat::ChatDialect;
+use crate::dialect::chat::ChatRenderer;
 use crate::dialect::completion::CompletionDialect;
+use crate::dialect::turn_parse::{CallIds, TurnDialect};
 use crate::dialect::DONE;
 
 fn dialect(shape: LogprobsShape, choices: usize, include_usage: bool) -> Box<dyn Dialect> {
     match shape {
-        LogprobsShape::Chat => Box::new(ChatDialect::new(meta(), choices, include_usage, false)),
+        LogprobsShape::Chat => Box::new(TurnDialect::new(
+            ChatRenderer::new(meta(), choices, include_usage, false),
+            choices,
+            Default::default(),
+            CallIds::OpenAi,
+        )),
         LogprobsShape::Completion => Box::new(CompletionDialect::new(
             meta(),
             choices,

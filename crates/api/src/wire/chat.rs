@@ -110,7 +110,7 @@ pub struct ChatChoice {
     pub message: AssistantMessage,
     /// Log-probabilities when requested, else null.
     pub logprobs: Option<ChatLogprobs>,
-    /// "stop" or "length".
+    /// "stop", "length" or "tool_calls".
     pub finish_reason: String,
 }
 
@@ -119,8 +119,52 @@ pub struct ChatChoice {
 pub struct AssistantMessage {
     /// Always "assistant".
     pub role: String,
-    /// Generated text.
-    pub content: String,
+    /// Generated text; null when the turn is only tool calls.
+    pub content: Option<String>,
+    /// The model's reasoning (`<think>` contents), when its template has that syntax.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    /// Calls the model made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCallBody>>,
+}
+
+/// One tool call of an assistant message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallBody {
+    /// `call_...`.
+    pub id: String,
+    /// Always "function".
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// What is called.
+    pub function: FunctionCall,
+}
+
+/// A called function and its arguments.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    /// Function name (absent on argument-only deltas).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Arguments as JSON text (or the next piece of it, in a delta).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<String>,
+}
+
+/// A piece of a tool call in a chat chunk: the first carries id, type and name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallDelta {
+    /// The call's position in the message's `tool_calls`.
+    pub index: usize,
+    /// `call_...`, on the call's first piece.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// "function", on the call's first piece.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Name (first piece) and argument text.
+    pub function: FunctionCall,
 }
 
 /// One server-sent event of a streaming chat completion.
@@ -165,6 +209,12 @@ pub struct ChatDelta {
     /// Newly generated text; absent on the finishing chunk.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// Newly generated reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    /// Pieces of tool calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCallDelta>>,
 }
 
 #[cfg(test)]
@@ -216,6 +266,7 @@ mod tests {
         let first = ChatDelta {
             role: Some("assistant".into()),
             content: Some(String::new()),
+            ..ChatDelta::default()
         };
         assert_eq!(
             serde_json::to_value(first).unwrap(),

@@ -1,0 +1,28 @@
+//! Counters the API layer keeps itself (the engine's are in `sluice_engine::metrics`), rendered
+//! after the engine's on `/metrics`.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static MALFORMED_TOOL_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// Counts tool calls the model wrote that did not parse (returned as text or raw arguments).
+pub fn count_malformed_tool_calls(calls: u32) {
+    MALFORMED_TOOL_CALLS.fetch_add(u64::from(calls), Ordering::Relaxed);
+}
+
+/// Tool calls that did not parse since the server started.
+pub fn malformed_tool_calls() -> u64 {
+    MALFORMED_TOOL_CALLS.load(Ordering::Relaxed)
+}
+
+/// Appends the API's counters in Prometheus text format.
+pub fn render(out: &mut String) {
+    let name = "sluice:tool_call_parse_failures_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Tool calls the model wrote that did not parse (returned as text or with \
+         their raw arguments).\n# TYPE {name} counter\n{name} {}",
+        malformed_tool_calls()
+    );
+}
