@@ -14,6 +14,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_DIR = ROOT / "fixtures" / "models" / "llama"
+# The same weights and tokenizer with Qwen2.5's chat template (Hermes-style tool calls).
+TOOLS_MODEL_DIR = ROOT / "fixtures" / "models" / "llama-tools"
 
 
 def free_port() -> int:
@@ -23,13 +25,14 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(*args: str):
-    """Runs `sluice serve --model fixtures/models/llama ARGS...` until the block ends; yields
-    its base URL (`http://127.0.0.1:PORT`) once it listens, fails the test if it never does."""
+def serve(*args: str, model_dir: Path = MODEL_DIR):
+    """Runs `sluice serve --model MODEL_DIR ARGS...` (the tiny llama fixture by default) until
+    the block ends; yields its base URL (`http://127.0.0.1:PORT`) once it listens, fails the
+    test if it never does."""
     binary = os.environ.get("SLUICE_BIN", str(ROOT / "target" / "debug" / "sluice"))
     port = free_port()
     proc = subprocess.Popen(
-        [binary, "serve", "--model", str(MODEL_DIR), "--host", "127.0.0.1", "--port", str(port),
+        [binary, "serve", "--model", str(model_dir), "--host", "127.0.0.1", "--port", str(port),
          *args],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
