@@ -13,6 +13,7 @@
 
 pub mod chat;
 pub mod completion;
+pub mod responses;
 pub mod turn;
 
 use crate::assemble::{ChoiceUpdate, LogprobsShape, ResponseAssembler, TokenTexts};

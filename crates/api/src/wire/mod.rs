@@ -8,6 +8,7 @@ pub mod chat;
 pub mod completion;
 pub mod models;
 pub mod number;
+pub mod responses;
 pub mod scoring;
 pub mod tokenize;
 
