@@ -6,6 +6,7 @@
 
 pub mod chat;
 pub mod completion;
+pub mod messages;
 pub mod models;
 pub mod number;
 pub mod responses;
