@@ -13,6 +13,7 @@
 
 pub mod chat;
 pub mod completion;
+pub mod messages;
 pub mod responses;
 pub mod turn;
 
