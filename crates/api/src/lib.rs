@@ -15,6 +15,7 @@ pub mod extract;
 pub mod generation;
 pub mod prometheus;
 pub mod registry;
+pub mod responses_store;
 pub mod routes;
 pub mod scoring;
 pub mod server;

@@ -13,6 +13,8 @@
 
 pub mod chat;
 pub mod completion;
+pub mod messages;
+pub mod responses;
 pub mod turn;
 pub mod turn_parse;
 

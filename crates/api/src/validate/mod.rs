@@ -4,6 +4,8 @@
 
 pub mod chat;
 pub mod completion;
+pub mod messages;
+pub mod responses;
 pub mod scoring;
 pub mod tools;
 

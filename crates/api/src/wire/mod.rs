@@ -6,8 +6,10 @@
 
 pub mod chat;
 pub mod completion;
+pub mod messages;
 pub mod models;
 pub mod number;
+pub mod responses;
 pub mod scoring;
 pub mod tokenize;
 

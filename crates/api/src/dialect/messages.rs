@@ -1,0 +1,248 @@
+//! `POST /v1/messages` (Anthropic Messages API): one assistant turn as content blocks
+//! (thinking, text, tool_use), streamed as `message_start`, per block `content_block_start`,
+//! deltas and `content_block_stop`, then `message_delta` and `message_stop`; or answered as
+//! one message object, which is what the stream folds into.
+//!
+//! A new block starts whenever the turn switches between thinking, text and a call. Usage
+//! follows Anthropic's meaning: `input_tokens` are the prompt tokens not read from the prefix
+//! cache, `cache_read_input_tokens` those that were. The stop sequence that ended a turn is
+//! not known here, so `stop_sequence` is always null and such a turn reads `end_turn`.
+//! A call whose arguments do not parse as a JSON object (cut off by `max_tokens`) has
+//! `input: {}` in the one-body answer; its stream still carries the raw `partial_json`.
+
+use serde_json::{json, Value};
+
+use super::turn::{TurnEnd, TurnRenderer, TurnUpdate};
+use super::{to_json, Ending, Frame};
+use crate::assemble::ResponseMeta;
+use crate::error::ApiError;
+use crate::wire::messages::AnthropicErrorBody;
+use crate::wire::{system_fingerprint, UsageBody};
+
+/// The identity of a new Messages-API response of `model`: a `msg_...` id, created now.
+pub fn message_meta(model: &str) -> ResponseMeta {
+    ResponseMeta {
+        id: format!("msg_{:032x}", rand::random::<u128>()),
+        created: crate::generation::unix_now(),
+        model: model.to_string(),
+        system_fingerprint: system_fingerprint(),
+    }
+}
+
+/// The block being streamed.
+enum OpenBlock {
+    Thinking(String),
+    Text(String),
+    ToolUse {
+        id: String,
+        name: String,
+        json: String,
+    },
+}
+
+/// Renders one turn for the Messages API. See the module docs.
+pub struct MessagesRenderer {
+    meta: ResponseMeta,
+    prompt_tokens: u32,
+    /// Finished blocks, in order.
+    blocks: Vec<Value>,
+    open: Option<OpenBlock>,
+    end: Option<TurnEnd>,
+}
+
+impl MessagesRenderer {
+    /// A renderer for the message `meta` (see [`message_meta`]) answering a prompt of
+    /// `prompt_tokens` tokens (sent in `message_start`, before the cache hit is known).
+    pub fn new(meta: ResponseMeta, prompt_tokens: u32) -> Self {
+        MessagesRenderer {
+            meta,
+            prompt_tokens,
+            blocks: Vec::new(),
+            open: None,
+            end: None,
+        }
+    }
+
+    fn index(&self) -> usize {
+        self.blocks.len()
+    }
+
+    fn stop_reason(&self) -> &'static str {
+        match self.end {
+            Some(TurnEnd::Length) => "max_tokens",
+            Some(TurnEnd::ToolCalls) => "tool_use",
+            Some(TurnEnd::Stop) | None => "end_turn",
+        }
+    }
+
+    /// Starts a thinking (`thinking`) or text block unless one of that kind is open.
+    fn ensure_open(&mut self, thinking: bool) -> Vec<Frame> {
+        match (&self.open, thinking) {
+            (Some(OpenBlock::Thinking(_)), true) | (Some(OpenBlock::Text(_)), false) => {
+                return Vec::new()
+            }
+            _ => {}
+        }
+        let mut frames = self.finish_block();
+        let block = if thinking {
+            self.open = Some(OpenBlock::Thinking(String::new()));
+            json!({"type": "thinking", "thinking": "", "signature": ""})
+        } else {
+            self.open = Some(OpenBlock::Text(String::new()));
+            json!({"type": "text", "text": ""})
+        };
+        frames.push(event(
+            "content_block_start",
+            json!({"index": self.index(), "content_block": block}),
+        ));
+        frames
+    }
+
+    /// Closes the open block: it joins the content.
+    fn finish_block(&mut self) -> Vec<Frame> {
+        let Some(open) = self.open.take() else {
+            return Vec::new();
+        };
+        let index = self.index();
+        self.blocks.push(match open {
+            // No signature: nothing here can verify one when the block comes back.
+            OpenBlock::Thinking(text) => {
+                json!({"type": "thinking", "thinking": text, "signature": ""})
+            }
+            OpenBlock::Text(text) => json!({"type": "text", "text": text}),
+            OpenBlock::ToolUse { id, name, json } => {
+                let input = match serde_json::from_str::<Value>(&json) {
+                    Ok(object @ Value::Object(_)) => object,
+                    _ => json!({}),
+                };
+                json!({"type": "tool_use", "id": id, "name": name, "input": input})
+            }
+        });
+        vec![event("content_block_stop", json!({"index": index}))]
+    }
+
+    fn usage(&self, usage: &UsageBody) -> Value {
+        let cached = usage.prompt_tokens_details.map_or(0, |d| d.cached_tokens);
+        json!({
+            "input_tokens": usage.prompt_tokens.saturating_sub(cached),
+            "output_tokens": usage.completion_tokens,
+            "cache_read_input_tokens": cached,
+            "cache_creation_input_tokens": 0,
+        })
+    }
+}
+
+/// An event named `kind` whose `type` is `kind`.
+fn event(kind: &'static str, fields: Value) -> Frame {
+    let mut fields = fields;
+    fields["type"] = json!(kind);
+    Frame::named(kind, &fields)
+}
+
+impl TurnRenderer for MessagesRenderer {
+    fn open(&mut self) -> Vec<Frame> {
+        let message = json!({
+            "id": self.meta.id,
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "model": self.meta.model,
+            "stop_reason": null,
+            "stop_sequence": null,
+            "usage": {"input_tokens": self.prompt_tokens, "output_tokens": 0},
+        });
+        vec![event("message_start", json!({"message": message}))]
+    }
+
+    fn update(&mut self, update: TurnUpdate) -> Vec<Frame> {
+        match update {
+            TurnUpdate::Start { .. } | TurnUpdate::Logprobs { .. } => Vec::new(),
+            TurnUpdate::Reasoning { text, .. } | TurnUpdate::Content { text, .. }
+                if text.is_empty() =>
+            {
+                Vec::new()
+            }
+            TurnUpdate::Reasoning { text, .. } => {
+                let mut frames = self.ensure_open(true);
+                if let Some(OpenBlock::Thinking(all)) = &mut self.open {
+                    all.push_str(&text);
+                }
+                let delta = json!({"type": "thinking_delta", "thinking": text});
+                let fields = json!({"index": self.index(), "delta": delta});
+                frames.push(event("content_block_delta", fields));
+                frames
+            }
+            TurnUpdate::Content { text, .. } => {
+                let mut frames = self.ensure_open(false);
+                if let Some(OpenBlock::Text(all)) = &mut self.open {
+                    all.push_str(&text);
+                }
+                let delta = json!({"type": "text_delta", "text": text});
+                let fields = json!({"index": self.index(), "delta": delta});
+                frames.push(event("content_block_delta", fields));
+                frames
+            }
+            TurnUpdate::ToolCallStart { id, name, .. } => {
+                let mut frames = self.finish_block();
+                let block = json!({"type": "tool_use", "id": id, "name": name, "input": {}});
+                self.open = Some(OpenBlock::ToolUse {
+                    id,
+                    name,
+                    json: String::new(),
+                });
+                let fields = json!({"index": self.index(), "content_block": block});
+                frames.push(event("content_block_start", fields));
+                frames
+            }
+            TurnUpdate::ToolCallArguments { delta, .. } => {
+                let Some(OpenBlock::ToolUse { json, .. }) = &mut self.open else {
+                    return Vec::new();
+                };
+                json.push_str(&delta);
+                let delta = json!({"type": "input_json_delta", "partial_json": delta});
+                vec![event(
+                    "content_block_delta",
+                    json!({"index": self.index(), "delta": delta}),
+                )]
+            }
+            TurnUpdate::ToolCallEnd { .. } => self.finish_block(),
+            TurnUpdate::Finish { end, .. } => {
+                self.end = Some(end);
+                self.finish_block()
+            }
+        }
+    }
+
+    fn close(&mut self, ending: Ending<'_>) -> Vec<Frame> {
+        let mut frames = self.finish_block();
+        let delta = json!({"stop_reason": self.stop_reason(), "stop_sequence": null});
+        let usage = self.usage(&ending.usage);
+        frames.push(event(
+            "message_delta",
+            json!({"delta": delta, "usage": usage}),
+        ));
+        frames.push(event("message_stop", json!({})));
+        frames
+    }
+
+    fn error(&mut self, err: &ApiError) -> Vec<Frame> {
+        vec![Frame::named("error", &AnthropicErrorBody::from_error(err))]
+    }
+
+    fn body(mut self: Box<Self>, ending: Ending<'_>) -> String {
+        self.finish_block();
+        to_json(&json!({
+            "id": self.meta.id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.meta.model,
+            "content": self.blocks,
+            "stop_reason": self.stop_reason(),
+            "stop_sequence": null,
+            "usage": self.usage(&ending.usage),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,400 @@
+//! `POST /v1/responses` (OpenAI Responses API): one assistant turn as output items
+//! (reasoning, message, function calls), streamed as typed events or answered as one response
+//! object.
+//!
+//! A stream opens with `response.created` and `response.in_progress`; each output item is
+//! `response.output_item.added`, its deltas and `*.done` events, then
+//! `response.output_item.done`; it ends with `response.completed` (or `response.incomplete`
+//! when `max_output_tokens` ran out), whose `response` is exactly the one-body answer. Every
+//! event's `event:` name equals its `type`, and every event carries a `sequence_number`
+//! counting from 0. A new item starts whenever the turn switches between reasoning, text and
+//! a call. Only one choice (`n = 1`) exists in this API; logprob updates are not rendered.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{json, Map, Value};
+
+use super::turn::{TurnEnd, TurnRenderer, TurnUpdate};
+use super::{to_json, Ending, Frame};
+use crate::assemble::ResponseMeta;
+use crate::error::ApiError;
+use crate::responses_store::{ResponseStore, StoredResponse};
+use crate::wire::responses::ResponseEcho;
+use crate::wire::{system_fingerprint, UsageBody};
+
+/// The identity of a new Responses-API response of `model`: a `resp_...` id, created now.
+pub fn response_meta(model: &str) -> ResponseMeta {
+    ResponseMeta {
+        id: fresh_id("resp"),
+        created: crate::generation::unix_now(),
+        model: model.to_string(),
+        system_fingerprint: system_fingerprint(),
+    }
+}
+
+/// A fresh id in OpenAI's `prefix_hex` form.
+fn fresh_id(prefix: &str) -> String {
+    format!("{prefix}_{:032x}", rand::random::<u128>())
+}
+
+/// The output item being streamed.
+enum OpenItem {
+    Reasoning { id: String, text: String },
+    Message { id: String, text: String },
+    Call(OpenCall),
+}
+
+struct OpenCall {
+    id: String,
+    call_id: String,
+    name: String,
+    arguments: String,
+}
+
+/// Renders one turn for the Responses API. See the module docs.
+pub struct ResponsesRenderer {
+    meta: ResponseMeta,
+    echo: ResponseEcho,
+    sequence: u64,
+    /// Finished output items, in order.
+    items: Vec<Value>,
+    open: Option<OpenItem>,
+    end: Option<TurnEnd>,
+    /// Where a finished response is kept, with the conversation it answered.
+    store: Option<(Arc<ResponseStore>, Value)>,
+}
+
+impl ResponsesRenderer {
+    /// A renderer for the response `meta` (see [`response_meta`]) to a request whose echoed
+    /// fields are `echo`.
+    pub fn new(meta: ResponseMeta, echo: ResponseEcho) -> Self {
+        ResponsesRenderer {
+            meta,
+            echo,
+            sequence: 0,
+            items: Vec::new(),
+            open: None,
+            end: None,
+            store: None,
+        }
+    }
+
+    /// Also puts the finished response into `store` (when it completes, streamed or not;
+    /// never when it fails), with `conversation`: the request's
+    /// `ValidResponsesRequest::conversation`.
+    pub fn storing(mut self, store: Arc<ResponseStore>, conversation: Value) -> Self {
+        self.store = Some((store, conversation));
+        self
+    }
+
+    /// The output items finished so far: after the turn, the whole output.
+    pub fn output_items(&self) -> Value {
+        Value::Array(self.items.clone())
+    }
+
+    /// A named event of `kind` with `fields`, its `type` and the next sequence number.
+    fn event(&mut self, kind: &'static str, fields: Value) -> Frame {
+        let mut object = match fields {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        object.insert("type".into(), json!(kind));
+        object.insert("sequence_number".into(), json!(self.sequence));
+        self.sequence += 1;
+        Frame::named(kind, &Value::Object(object))
+    }
+
+    fn output_index(&self) -> usize {
+        self.items.len()
+    }
+
+    /// The id of the item about to be added: made from the response id, so a response's
+    /// item ids are unique and the same however it is rendered.
+    fn item_id(&self, prefix: &str) -> String {
+        let base = self.meta.id.strip_prefix("resp_").unwrap_or(&self.meta.id);
+        format!("{prefix}_{base}_{}", self.output_index())
+    }
+
+    /// The response object with `status` and what is known so far.
+    fn response(&self, status: &str, usage: Option<&UsageBody>) -> Value {
+        let mut object = match serde_json::to_value(&self.echo) {
+            Ok(Value::Object(map)) => map,
+            _ => unreachable!("the echo is a struct"),
+        };
+        let incomplete = (status == "incomplete").then(|| json!({"reason": "max_output_tokens"}));
+        for (key, value) in [
+            ("id", json!(self.meta.id)),
+            ("object", json!("response")),
+            ("created_at", json!(self.meta.created)),
+            ("status", json!(status)),
+            ("error", Value::Null),
+            ("incomplete_details", json!(incomplete)),
+            ("model", json!(self.meta.model)),
+            ("output", self.output_items()),
+            ("usage", usage.map_or(Value::Null, usage_object)),
+        ] {
+            object.insert(key.into(), value);
+        }
+        Value::Object(object)
+    }
+
+    /// The final status: `incomplete` when the output ran out of tokens.
+    fn final_status(&self) -> &'static str {
+        match self.end {
+            Some(TurnEnd::Length) => "incomplete",
+            _ => "completed",
+        }
+    }
+
+    /// Opens an item of `want`'s kind unless one is open; the frames that takes.
+    fn ensure_open(&mut self, reasoning: bool) -> Vec<Frame> {
+        match (&self.open, reasoning) {
+            (Some(OpenItem::Reasoning { .. }), true) | (Some(OpenItem::Message { .. }), false) => {
+                return Vec::new()
+            }
+            _ => {}
+        }
+        let mut frames = self.finish_item();
+        let output_index = self.output_index();
+        let (item, part, id) = if reasoning {
+            let id = self.item_id("rs");
+            let item = json!({"type": "reasoning", "id": id, "summary": [], "content": [],
+                "status": "in_progress"});
+            self.open = Some(OpenItem::Reasoning {
+                id: id.clone(),
+                text: String::new(),
+            });
+            (item, reasoning_part(""), id)
+        } else {
+            let id = self.item_id("msg");
+            let item = json!({"type": "message", "id": id, "status": "in_progress",
+                "role": "assistant", "content": []});
+            self.open = Some(OpenItem::Message {
+                id: id.clone(),
+                text: String::new(),
+            });
+            (item, text_part(""), id)
+        };
+        frames.push(self.event(
+            "response.output_item.added",
+            json!({"output_index": output_index, "item": item}),
+        ));
+        frames.push(self.event(
+            "response.content_part.added",
+            json!({"item_id": id, "output_index": output_index, "content_index": 0,
+                "part": part}),
+        ));
+        frames
+    }
+
+    /// Closes the open item: its `done` events, and it joins the output.
+    fn finish_item(&mut self) -> Vec<Frame> {
+        let Some(open) = self.open.take() else {
+            return Vec::new();
+        };
+        let output_index = self.output_index();
+        let status = match self.end {
+            Some(TurnEnd::Length) => "incomplete",
+            _ => "completed",
+        };
+        let mut frames = Vec::with_capacity(4);
+        let item = match open {
+            OpenItem::Reasoning { id, text } => {
+                let at = json!({"item_id": id, "output_index": output_index, "content_index": 0});
+                frames.push(self.event(
+                    "response.reasoning_text.done",
+                    merge(&at, json!({"text": text})),
+                ));
+                frames.push(self.event(
+                    "response.content_part.done",
+                    merge(&at, json!({"part": reasoning_part(&text)})),
+                ));
+                json!({"type": "reasoning", "id": id, "summary": [],
+                    "content": [reasoning_part(&text)], "status": status})
+            }
+            OpenItem::Message { id, text } => {
+                let at = json!({"item_id": id, "output_index": output_index, "content_index": 0});
+                frames.push(self.event(
+                    "response.output_text.done",
+                    merge(&at, json!({"text": text, "logprobs": []})),
+                ));
+                frames.push(self.event(
+                    "response.content_part.done",
+                    merge(&at, json!({"part": text_part(&text)})),
+                ));
+                json!({"type": "message", "id": id, "status": status, "role": "assistant",
+                    "content": [text_part(&text)]})
+            }
+            OpenItem::Call(call) => {
+                frames.push(self.event(
+                    "response.function_call_arguments.done",
+                    json!({"item_id": call.id, "output_index": output_index,
+                        "name": call.name, "arguments": call.arguments}),
+                ));
+                json!({"type": "function_call", "id": call.id, "call_id": call.call_id,
+                    "name": call.name, "arguments": call.arguments, "status": status})
+            }
+        };
+        frames.push(self.event(
+            "response.output_item.done",
+            json!({"output_index": output_index, "item": item}),
+        ));
+        self.items.push(item);
+        frames
+    }
+
+    /// Ends the turn (if `Finish` never came) and keeps the response when asked to; the
+    /// final response object.
+    fn complete(&mut self, usage: &UsageBody) -> Value {
+        // Frames of an item still open are dropped: a turn always finishes before the end.
+        self.finish_item();
+        let response = self.response(self.final_status(), Some(usage));
+        if let Some((store, conversation)) = self.store.take() {
+            store.put(
+                self.meta.id.clone(),
+                StoredResponse {
+                    input: conversation,
+                    output: self.output_items(),
+                    body: response.clone(),
+                    created: Instant::now(),
+                },
+            );
+        }
+        response
+    }
+}
+
+fn text_part(text: &str) -> Value {
+    json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
+}
+
+fn reasoning_part(text: &str) -> Value {
+    json!({"type": "reasoning_text", "text": text})
+}
+
+/// `a`'s fields with `b`'s added.
+fn merge(a: &Value, b: Value) -> Value {
+    let mut out = a.clone();
+    if let (Value::Object(out), Value::Object(b)) = (&mut out, b) {
+        out.extend(b);
+    }
+    out
+}
+
+/// Responses' `usage`. Reasoning tokens are not counted apart from output tokens here, so
+/// `reasoning_tokens` is 0; hidden cached tokens read as 0 (the field is not optional).
+fn usage_object(usage: &UsageBody) -> Value {
+    json!({
+        "input_tokens": usage.prompt_tokens,
+        "input_tokens_details": {
+            "cached_tokens": usage.prompt_tokens_details.map_or(0, |d| d.cached_tokens),
+        },
+        "output_tokens": usage.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": usage.total_tokens,
+    })
+}
+
+impl TurnRenderer for ResponsesRenderer {
+    fn open(&mut self) -> Vec<Frame> {
+        let response = self.response("in_progress", None);
+        vec![
+            self.event("response.created", json!({"response": response})),
+            self.event("response.in_progress", json!({"response": response})),
+        ]
+    }
+
+    fn update(&mut self, update: TurnUpdate) -> Vec<Frame> {
+        match update {
+            TurnUpdate::Start { .. } | TurnUpdate::Logprobs { .. } => Vec::new(),
+            TurnUpdate::Reasoning { text, .. } | TurnUpdate::Content { text, .. }
+                if text.is_empty() =>
+            {
+                Vec::new()
+            }
+            TurnUpdate::Reasoning { text, .. } => {
+                let mut frames = self.ensure_open(true);
+                let Some(OpenItem::Reasoning { id, text: all }) = &mut self.open else {
+                    unreachable!("a reasoning item was just opened")
+                };
+                all.push_str(&text);
+                let fields = json!({"item_id": id, "output_index": self.items.len(),
+                    "content_index": 0, "delta": text});
+                frames.push(self.event("response.reasoning_text.delta", fields));
+                frames
+            }
+            TurnUpdate::Content { text, .. } => {
+                let mut frames = self.ensure_open(false);
+                let Some(OpenItem::Message { id, text: all }) = &mut self.open else {
+                    unreachable!("a message item was just opened")
+                };
+                all.push_str(&text);
+                let fields = json!({"item_id": id, "output_index": self.items.len(),
+                    "content_index": 0, "delta": text, "logprobs": []});
+                frames.push(self.event("response.output_text.delta", fields));
+                frames
+            }
+            TurnUpdate::ToolCallStart {
+                id: call_id, name, ..
+            } => {
+                let mut frames = self.finish_item();
+                let id = self.item_id("fc");
+                let item = json!({"type": "function_call", "id": id, "call_id": call_id,
+                    "name": name, "arguments": "", "status": "in_progress"});
+                self.open = Some(OpenItem::Call(OpenCall {
+                    id,
+                    call_id,
+                    name,
+                    arguments: String::new(),
+                }));
+                let fields = json!({"output_index": self.items.len(), "item": item});
+                frames.push(self.event("response.output_item.added", fields));
+                frames
+            }
+            TurnUpdate::ToolCallArguments { delta, .. } => {
+                let Some(OpenItem::Call(call)) = &mut self.open else {
+                    return Vec::new();
+                };
+                call.arguments.push_str(&delta);
+                let fields = json!({"item_id": call.id, "output_index": self.items.len(),
+                    "delta": delta});
+                vec![self.event("response.function_call_arguments.delta", fields)]
+            }
+            TurnUpdate::ToolCallEnd { .. } => self.finish_item(),
+            TurnUpdate::Finish { end, .. } => {
+                self.end = Some(end);
+                self.finish_item()
+            }
+        }
+    }
+
+    fn close(&mut self, ending: Ending<'_>) -> Vec<Frame> {
+        let response = self.complete(&ending.usage);
+        let kind = match self.final_status() {
+            "incomplete" => "response.incomplete",
+            _ => "response.completed",
+        };
+        vec![self.event(kind, json!({"response": response}))]
+    }
+
+    fn error(&mut self, err: &ApiError) -> Vec<Frame> {
+        let detail = err.body().error;
+        let code = detail.code.clone().unwrap_or(detail.kind.clone());
+        let error = self.event(
+            "error",
+            json!({"code": code, "message": detail.message, "param": detail.param}),
+        );
+        let mut response = self.response("failed", None);
+        response["error"] = json!({"code": code, "message": detail.message});
+        let failed = self.event("response.failed", json!({"response": response}));
+        vec![error, failed]
+    }
+
+    fn body(mut self: Box<Self>, ending: Ending<'_>) -> String {
+        to_json(&self.complete(&ending.usage))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,390 @@
+//! Anthropic Messages requests: content blocks become the chat conversation a template
+//! renders, and the sampling fields go through the same checks as chat's.
+//!
+//! A `tool_use` block is an assistant tool call whose arguments are the JSON text of its
+//! `input`; a user message holding `tool_result` blocks becomes one `tool` message per
+//! result, then a user message for any text beside them; `thinking` is the assistant
+//! message's `reasoning_content`. A failed tool result (`is_error`) reaches the template as
+//! `Error: ` followed by its content, since templates have no field for it.
+
+use serde_json::{json, Map, Value};
+
+use super::chat::{template_messages, ValidChatRequest};
+use super::tools::{function_spec, ToolChoice, ToolRequest, ToolSpec};
+use super::{validate_shared, ModelLimits};
+use crate::error::ApiError;
+use crate::wire::chat::{ChatMessage, MessageContent};
+use crate::wire::messages::{
+    AnthropicContent, AnthropicMessage, CountTokensRequest, MessagesRequest,
+};
+use crate::wire::{GenerationOptions, StopField};
+
+/// Validates a Messages request against a model's limits.
+pub fn validate_messages(
+    req: MessagesRequest,
+    limits: ModelLimits,
+) -> Result<ValidChatRequest, ApiError> {
+    if req.max_tokens.is_none() {
+        return Err(ApiError::invalid("max_tokens", "max_tokens is required"));
+    }
+    let prompt = Prompt::new(
+        req.system.as_ref(),
+        &req.messages,
+        req.tools.as_ref(),
+        req.tool_choice.as_ref(),
+        req.thinking.as_ref(),
+    )?;
+    let options = GenerationOptions {
+        temperature: req.temperature,
+        top_p: req.top_p,
+        top_k: req.top_k,
+        stream: req.stream,
+        stop: req.stop_sequences.map(StopField::Many),
+        user: req.metadata.and_then(|m| m.user_id),
+        ..GenerationOptions::default()
+    };
+    let params = validate_shared(options, req.max_tokens, "max_tokens", None, limits)
+        .map_err(rename_stop)?;
+    Ok(prompt.into_request(req.model, params))
+}
+
+/// Validates a `count_tokens` request: the prompt it describes, with default parameters.
+pub fn validate_count_tokens(
+    req: CountTokensRequest,
+    limits: ModelLimits,
+) -> Result<ValidChatRequest, ApiError> {
+    let prompt = Prompt::new(
+        req.system.as_ref(),
+        &req.messages,
+        req.tools.as_ref(),
+        req.tool_choice.as_ref(),
+        req.thinking.as_ref(),
+    )?;
+    let params = validate_shared(
+        GenerationOptions::default(),
+        None,
+        "max_tokens",
+        None,
+        limits,
+    )?;
+    Ok(prompt.into_request(req.model, params))
+}
+
+/// What a template renders: messages, tools, variables.
+struct Prompt {
+    messages: Value,
+    tools: ToolRequest,
+    template_kwargs: Option<Value>,
+}
+
+impl Prompt {
+    fn new(
+        system: Option<&AnthropicContent>,
+        messages: &[AnthropicMessage],
+        tools: Option<&Value>,
+        tool_choice: Option<&Value>,
+        thinking: Option<&Value>,
+    ) -> Result<Self, ApiError> {
+        if messages.is_empty() {
+            return Err(ApiError::invalid("messages", "messages must not be empty"));
+        }
+        let mut chat = Vec::with_capacity(messages.len() + 1);
+        if let Some(system) = system {
+            chat.push(text_message("system", content_text(system, "system")?));
+        }
+        for (i, message) in messages.iter().enumerate() {
+            chat_messages(message, &format!("messages[{i}]"), &mut chat)?;
+        }
+        let specs = anthropic_tools(tools)?;
+        let tools = tool_request(tool_choice, specs)?;
+        Ok(Prompt {
+            messages: template_messages(&chat)?,
+            tools,
+            template_kwargs: thinking_kwargs(thinking)?,
+        })
+    }
+
+    fn into_request(self, model: String, params: super::ValidParams) -> ValidChatRequest {
+        ValidChatRequest {
+            model,
+            messages: self.messages,
+            tools: self.tools,
+            template_kwargs: self.template_kwargs,
+            params,
+        }
+    }
+}
+
+fn text_message(role: &str, text: String) -> ChatMessage {
+    ChatMessage {
+        role: role.into(),
+        content: Some(MessageContent::Text(text)),
+        ..ChatMessage::default()
+    }
+}
+
+/// One Anthropic message as chat messages, appended to `out`; `field` names it in errors.
+fn chat_messages(
+    message: &AnthropicMessage,
+    field: &str,
+    out: &mut Vec<ChatMessage>,
+) -> Result<(), ApiError> {
+    let role = message.role.as_str();
+    if role != "user" && role != "assistant" {
+        return Err(ApiError::invalid(
+            &format!("{field}.role"),
+            format!("role must be user or assistant; got '{role}'"),
+        ));
+    }
+    let blocks = match &message.content {
+        AnthropicContent::Text(text) => {
+            out.push(text_message(role, text.clone()));
+            return Ok(());
+        }
+        AnthropicContent::Blocks(blocks) => blocks,
+    };
+    let mut texts = Vec::new();
+    let mut thinking = Vec::new();
+    let mut calls = Vec::new();
+    for (j, block) in blocks.iter().enumerate() {
+        let at = format!("{field}.content[{j}]");
+        let wrong_role = || {
+            ApiError::invalid(
+                &format!("{at}.type"),
+                format!("a {role} message cannot hold a {} block", block.kind),
+            )
+        };
+        match block.kind.as_str() {
+            "text" => texts.push(required(&block.text, &at, "text")?.to_string()),
+            "tool_use" if role == "assistant" => {
+                let arguments = match &block.input {
+                    Some(input @ Value::Object(_)) => input.to_string(),
+                    None => "{}".into(),
+                    Some(_) => {
+                        return Err(ApiError::invalid(
+                            &format!("{at}.input"),
+                            "a tool_use input must be an object",
+                        ))
+                    }
+                };
+                calls.push(json!({
+                    "id": required(&block.id, &at, "id")?,
+                    "type": "function",
+                    "function": {"name": required(&block.name, &at, "name")?, "arguments": arguments},
+                }));
+            }
+            "tool_result" if role == "user" => {
+                let id = required(&block.tool_use_id, &at, "tool_use_id")?;
+                let mut result = match &block.content {
+                    None => String::new(),
+                    Some(Value::String(s)) => s.clone(),
+                    Some(Value::Array(parts)) => result_text(parts, &format!("{at}.content"))?,
+                    Some(_) => {
+                        return Err(ApiError::invalid(
+                            &format!("{at}.content"),
+                            "tool_result content must be a string or text blocks",
+                        ))
+                    }
+                };
+                if block.is_error == Some(true) {
+                    result = format!("Error: {result}");
+                }
+                out.push(ChatMessage {
+                    tool_call_id: Some(id.to_string()),
+                    ..text_message("tool", result)
+                });
+            }
+            "thinking" if role == "assistant" => {
+                thinking.push(required(&block.thinking, &at, "thinking")?.to_string())
+            }
+            "redacted_thinking" => {}
+            "tool_use" | "tool_result" | "thinking" => return Err(wrong_role()),
+            "image" | "document" => {
+                return Err(ApiError::invalid(
+                    &format!("{at}.type"),
+                    format!(
+                        "{} blocks are not supported: this server serves text-only models",
+                        block.kind
+                    ),
+                ))
+            }
+            other => {
+                return Err(ApiError::invalid(
+                    &format!("{at}.type"),
+                    format!("unsupported content block type '{other}'"),
+                ))
+            }
+        }
+    }
+    if role == "assistant" {
+        out.push(ChatMessage {
+            tool_calls: (!calls.is_empty()).then_some(Value::Array(calls)),
+            reasoning_content: (!thinking.is_empty()).then(|| thinking.join("\n")),
+            ..text_message(role, texts.join("\n"))
+        });
+    } else if !texts.is_empty() || blocks.is_empty() {
+        out.push(text_message(role, texts.join("\n")));
+    }
+    Ok(())
+}
+
+fn required<'a>(value: &'a Option<String>, at: &str, name: &str) -> Result<&'a str, ApiError> {
+    value.as_deref().ok_or_else(|| {
+        ApiError::invalid(
+            &format!("{at}.{name}"),
+            format!("a block of this type needs '{name}'"),
+        )
+    })
+}
+
+/// A string or text blocks, joined by newlines (`system`).
+fn content_text(content: &AnthropicContent, field: &str) -> Result<String, ApiError> {
+    match content {
+        AnthropicContent::Text(text) => Ok(text.clone()),
+        AnthropicContent::Blocks(blocks) => {
+            let mut texts = Vec::with_capacity(blocks.len());
+            for (j, block) in blocks.iter().enumerate() {
+                let at = format!("{field}[{j}]");
+                if block.kind != "text" {
+                    return Err(ApiError::invalid(
+                        &format!("{at}.type"),
+                        format!("only text blocks are allowed here, got '{}'", block.kind),
+                    ));
+                }
+                texts.push(required(&block.text, &at, "text")?);
+            }
+            Ok(texts.join("\n"))
+        }
+    }
+}
+
+/// A tool_result's text blocks, joined by newlines.
+fn result_text(parts: &[Value], field: &str) -> Result<String, ApiError> {
+    let mut texts = Vec::with_capacity(parts.len());
+    for (k, part) in parts.iter().enumerate() {
+        match (part.get("type").and_then(Value::as_str), part.get("text")) {
+            (Some("text"), Some(Value::String(t))) => texts.push(t.as_str()),
+            (kind, _) => {
+                return Err(ApiError::invalid(
+                    &format!("{field}[{k}]"),
+                    format!(
+                        "tool results may hold text blocks only, got '{}'",
+                        kind.unwrap_or("a block without a type")
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(texts.join("\n"))
+}
+
+/// Anthropic `tools`: `{name, description, input_schema}` client tools; server tools (a
+/// `type` other than `custom`) are skipped, as hosted tools are in the OpenAI dialects.
+fn anthropic_tools(tools: Option<&Value>) -> Result<Vec<ToolSpec>, ApiError> {
+    let Some(tools) = tools else {
+        return Ok(Vec::new());
+    };
+    let Value::Array(list) = tools else {
+        return Err(ApiError::invalid("tools", "tools must be a list"));
+    };
+    let mut out = Vec::with_capacity(list.len());
+    for (i, tool) in list.iter().enumerate() {
+        if tool.get("type").and_then(Value::as_str).unwrap_or("custom") != "custom" {
+            continue;
+        }
+        let mut function = Map::new();
+        for (from, to) in [
+            ("name", "name"),
+            ("description", "description"),
+            ("input_schema", "parameters"),
+        ] {
+            if let Some(v) = tool.get(from) {
+                function.insert(to.into(), v.clone());
+            }
+        }
+        out.push(function_spec(
+            &Value::Object(function),
+            &format!("tools[{i}]"),
+        )?);
+    }
+    Ok(out)
+}
+
+/// Anthropic `tool_choice`: `auto`, `any` (some call), `tool` (that one), `none`;
+/// `disable_parallel_tool_use` allows one call at most.
+fn tool_request(choice: Option<&Value>, tools: Vec<ToolSpec>) -> Result<ToolRequest, ApiError> {
+    let field = "tool_choice";
+    let kind = match choice {
+        None | Some(Value::Null) => None,
+        Some(c) => Some(c.get("type").and_then(Value::as_str).ok_or_else(|| {
+            ApiError::invalid(field, "tool_choice must be an object with a 'type'")
+        })?),
+    };
+    let choice_value = choice.cloned().unwrap_or(Value::Null);
+    let choice = match kind {
+        None if tools.is_empty() => ToolChoice::None,
+        None | Some("auto") => ToolChoice::Auto,
+        Some("any") => ToolChoice::Required,
+        Some("none") => ToolChoice::None,
+        Some("tool") => match choice_value.get("name").and_then(Value::as_str) {
+            Some(name) => ToolChoice::Named(name.to_string()),
+            None => {
+                return Err(ApiError::invalid(
+                    field,
+                    "a 'tool' tool_choice needs a name",
+                ))
+            }
+        },
+        Some(other) => {
+            return Err(ApiError::invalid(
+                field,
+                format!("tool_choice type must be auto, any, tool or none; got '{other}'"),
+            ))
+        }
+    };
+    let disable_parallel = choice_value
+        .get("disable_parallel_tool_use")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let request = ToolRequest {
+        tools,
+        choice,
+        parallel: !disable_parallel,
+    };
+    request.check(field)?;
+    Ok(request)
+}
+
+/// `thinking`: `enabled` (or `adaptive`) turns the template's thinking on, `disabled` off.
+fn thinking_kwargs(thinking: Option<&Value>) -> Result<Option<Value>, ApiError> {
+    let Some(thinking) = thinking else {
+        return Ok(None);
+    };
+    match thinking.get("type").and_then(Value::as_str) {
+        Some("enabled" | "adaptive") => Ok(Some(json!({"enable_thinking": true}))),
+        Some("disabled") => Ok(Some(json!({"enable_thinking": false}))),
+        _ => Err(ApiError::invalid(
+            "thinking.type",
+            "thinking.type must be enabled or disabled",
+        )),
+    }
+}
+
+/// Chat's checks name `stop`; here the field is `stop_sequences`.
+fn rename_stop(err: ApiError) -> ApiError {
+    match err {
+        ApiError::InvalidRequest {
+            message,
+            param: Some(p),
+            code,
+        } if p == "stop" => ApiError::InvalidRequest {
+            message: message.replace("stop strings", "stop_sequences"),
+            param: Some("stop_sequences".into()),
+            code,
+        },
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests;

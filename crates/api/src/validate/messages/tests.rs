@@ -1,0 +1,184 @@
+//! Anthropic content blocks into template messages, tools, thinking and the shared checks.
+
+use serde_json::{json, Value};
+
+use super::*;
+
+const LIMITS: ModelLimits = ModelLimits {
+    max_model_len: 4096,
+    vocab_size: 100,
+};
+
+fn valid(body: Value) -> ValidChatRequest {
+    validate_messages(serde_json::from_value(body).unwrap(), LIMITS).expect("request is valid")
+}
+
+fn invalid(body: Value) -> ApiError {
+    validate_messages(serde_json::from_value(body).unwrap(), LIMITS).expect_err("invalid")
+}
+
+fn param(err: &ApiError) -> Option<&str> {
+    match err {
+        ApiError::InvalidRequest { param, .. } => param.as_deref(),
+        _ => None,
+    }
+}
+
+#[test]
+fn system_and_string_content_become_chat_messages() {
+    let v = valid(json!({"model": "m", "max_tokens": 10,
+        "system": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+        "messages": [{"role": "user", "content": "hi"}]}));
+    assert_eq!(
+        v.messages,
+        json!([{"role": "system", "content": "a\nb"}, {"role": "user", "content": "hi"}])
+    );
+    assert_eq!(v.params.max_tokens, Some(10));
+    assert_eq!(v.template_kwargs, None);
+}
+
+#[test]
+fn tool_use_and_tool_results_become_calls_and_tool_messages() {
+    let v = valid(json!({"model": "m", "max_tokens": 10, "messages": [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "use the tool", "signature": "sig"},
+            {"type": "redacted_thinking", "data": "xx"},
+            {"type": "text", "text": "checking"},
+            {"type": "tool_use", "id": "toolu_1", "name": "get", "input": {"city": "Oslo"}},
+            {"type": "tool_use", "id": "toolu_2", "name": "get", "input": {"city": "Rome"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "cold"},
+            {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": true,
+             "content": [{"type": "text", "text": "timeout"}]},
+            {"type": "text", "text": "and tomorrow?"}]}
+    ]}));
+    let m = v.messages.as_array().unwrap();
+    assert_eq!(m.len(), 5);
+    assert_eq!(m[1]["content"], "checking");
+    assert_eq!(m[1]["reasoning_content"], "use the tool");
+    assert_eq!(m[1]["tool_calls"][0]["id"], "toolu_1");
+    assert_eq!(
+        m[1]["tool_calls"][1]["function"],
+        json!({"name": "get", "arguments": {"city": "Rome"}})
+    );
+    assert_eq!(
+        m[2],
+        json!({"role": "tool", "content": "cold", "tool_call_id": "toolu_1"})
+    );
+    assert_eq!(m[3]["content"], "Error: timeout");
+    assert_eq!(m[4], json!({"role": "user", "content": "and tomorrow?"}));
+}
+
+#[test]
+fn unsupported_blocks_and_roles_name_their_field() {
+    let cases = [
+        (
+            json!({"role": "user", "content": [{"type": "image", "source": {}}]}),
+            "messages[0].content[0].type",
+        ),
+        (
+            json!({"role": "user", "content": [{"type": "document", "source": {}}]}),
+            "messages[0].content[0].type",
+        ),
+        (
+            json!({"role": "user", "content": [{"type": "tool_use", "id": "t", "name": "f"}]}),
+            "messages[0].content[0].type",
+        ),
+        (
+            json!({"role": "user", "content": [{"type": "tool_result"}]}),
+            "messages[0].content[0].tool_use_id",
+        ),
+        (
+            json!({"role": "assistant", "content": [{"type": "tool_use", "name": "f"}]}),
+            "messages[0].content[0].id",
+        ),
+        (
+            json!({"role": "system", "content": "x"}),
+            "messages[0].role",
+        ),
+    ];
+    for (message, field) in cases {
+        let err = invalid(json!({"model": "m", "max_tokens": 5, "messages": [message]}));
+        assert_eq!(param(&err), Some(field), "{err}");
+    }
+    let err = invalid(json!({"model": "m", "max_tokens": 5, "messages": []}));
+    assert_eq!(param(&err), Some("messages"));
+}
+
+#[test]
+fn max_tokens_is_required() {
+    let err = invalid(json!({"model": "m", "messages": [{"role": "user", "content": "x"}]}));
+    assert_eq!(param(&err), Some("max_tokens"));
+    let err = invalid(json!({"model": "m", "max_tokens": 0,
+        "messages": [{"role": "user", "content": "x"}]}));
+    assert_eq!(param(&err), Some("max_tokens"));
+}
+
+#[test]
+fn client_tools_are_read_and_server_tools_skipped() {
+    let v = valid(json!({"model": "m", "max_tokens": 5,
+        "messages": [{"role": "user", "content": "x"}],
+        "tools": [{"name": "get", "description": "d",
+                   "input_schema": {"type": "object", "properties": {"c": {"type": "string"}}}},
+                  {"type": "bash_20250124", "name": "bash"},
+                  {"type": "web_search_20250305", "name": "web_search"}],
+        "tool_choice": {"type": "any", "disable_parallel_tool_use": true}}));
+    assert_eq!(v.tools.tools.len(), 1);
+    assert_eq!(
+        v.tools.tools[0].parameters["properties"]["c"]["type"],
+        "string"
+    );
+    assert_eq!(v.tools.choice, ToolChoice::Required);
+    assert!(!v.tools.parallel);
+    let tools = json!([{"name": "get"}]);
+    let choice = |c: Value| {
+        valid(
+            json!({"model": "m", "max_tokens": 5, "tools": tools, "tool_choice": c,
+            "messages": [{"role": "user", "content": "x"}]}),
+        )
+        .tools
+    };
+    assert_eq!(choice(json!({"type": "auto"})).choice, ToolChoice::Auto);
+    assert!(choice(json!({"type": "auto"})).parallel);
+    assert_eq!(choice(json!({"type": "none"})).choice, ToolChoice::None);
+    assert_eq!(
+        choice(json!({"type": "tool", "name": "get"})).choice,
+        ToolChoice::Named("get".into())
+    );
+    let err = invalid(json!({"model": "m", "max_tokens": 5, "tools": tools,
+        "tool_choice": {"type": "tool", "name": "other"},
+        "messages": [{"role": "user", "content": "x"}]}));
+    assert_eq!(param(&err), Some("tool_choice"));
+}
+
+#[test]
+fn thinking_switches_the_template_and_sampling_fields_are_checked() {
+    let v = valid(
+        json!({"model": "m", "max_tokens": 50, "thinking": {"type": "disabled"},
+        "messages": [{"role": "user", "content": "x"}], "stop_sequences": ["END"],
+        "temperature": 0.3, "top_k": 4, "stream": true, "metadata": {"user_id": "u"}}),
+    );
+    assert_eq!(v.template_kwargs, Some(json!({"enable_thinking": false})));
+    assert_eq!(v.params.sampling.top_k, Some(4));
+    assert!(v.params.stream.is_some());
+    assert_eq!(v.params.user.as_deref(), Some("u"));
+    let v = valid(json!({"model": "m", "max_tokens": 50,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "messages": [{"role": "user", "content": "x"}]}));
+    assert_eq!(v.template_kwargs, Some(json!({"enable_thinking": true})));
+    let err = invalid(
+        json!({"model": "m", "max_tokens": 5, "stop_sequences": [""],
+        "messages": [{"role": "user", "content": "x"}]}),
+    );
+    assert_eq!(param(&err), Some("stop_sequences"));
+}
+
+#[test]
+fn count_tokens_needs_no_max_tokens() {
+    let req: CountTokensRequest = serde_json::from_value(json!({"model": "m",
+        "system": "s", "messages": [{"role": "user", "content": "x"}]}))
+    .unwrap();
+    let v = validate_count_tokens(req, LIMITS).unwrap();
+    assert_eq!(v.messages.as_array().unwrap().len(), 2);
+}
