@@ -11,11 +11,13 @@ use sluice_text::{MaskedSpecials, TextError, Tokenizer};
 use crate::assemble::ResponseMeta;
 use crate::auth::Caller;
 use crate::dialect::chat::ChatRenderer;
-use crate::dialect::turn_parse::{OutputSyntax, TurnDialect};
+use crate::dialect::turn::TurnRenderer;
+use crate::dialect::turn_parse::{CallIds, OutputSyntax, TurnDialect};
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
 use crate::generation::{run, tokenize_off_runtime, ResponsePlan};
-use crate::validate::{check_prompt_text_fits, validate_chat};
+use crate::registry::ServedModel;
+use crate::validate::{check_prompt_text_fits, validate_chat, ValidChatRequest};
 use crate::wire::chat::ChatCompletionRequest;
 use crate::AppState;
 
@@ -28,28 +30,35 @@ pub async fn create_chat_completion(
     let model = state.registry.get(&req.model).await?;
     model.check_serves("generation")?;
     let valid = validate_chat(req, model.limits())?;
+    let n = valid.params.n as usize;
+    let include_usage = valid.params.stream.is_some_and(|s| s.include_usage);
+    let logprobs = valid.params.sampling.logprobs.is_some();
+    let meta = ResponseMeta::new("chatcmpl", &model.id);
+    generate_turn(&state, &caller, model, valid, CallIds::OpenAi, |_| {
+        ChatRenderer::new(meta, n, include_usage, logprobs)
+    })
+    .await
+}
+
+/// Runs a chat-like request (Chat Completions, Responses, Anthropic Messages): renders and
+/// tokenizes the conversation, constrains tool calls as `tool_choice` asks, and answers with
+/// the renderer `make_renderer` builds once the prompt's token count is known. `ids` is the
+/// protocol's call-id form (a Mistral model's template overrides it).
+pub async fn generate_turn<R, F>(
+    state: &AppState,
+    caller: &Caller,
+    model: Arc<ServedModel>,
+    valid: ValidChatRequest,
+    ids: CallIds,
+    make_renderer: F,
+) -> Result<Response, ApiError>
+where
+    R: TurnRenderer + 'static,
+    F: FnOnce(u32) -> R,
+{
     let tokenizer = model.tokenizer.clone();
     let syntax = OutputSyntax::of(&tokenizer, state.config.tool_call_parser.as_deref())?;
-    let (messages, tools) = (valid.messages, valid.tools.template_tools());
-    let template_kwargs = valid.template_kwargs;
-    let max_model_len = Some(model.max_model_len);
-    let parse_specials = state.config.parse_special_tokens_in_messages;
-    let (prompt, rendered) = tokenize_off_runtime(&state, move || {
-        let conversation = Conversation {
-            messages,
-            tools,
-            template_kwargs,
-            add_generation_prompt: true,
-        };
-        encode_chat(
-            &tokenizer,
-            conversation,
-            parse_specials,
-            max_model_len,
-            false,
-        )
-    })
-    .await?;
+    let (prompt, rendered) = render_and_encode(state, &model, &valid).await?;
     let mut request = valid
         .params
         .request_for(prompt, model.max_model_len, "messages")?;
@@ -61,22 +70,20 @@ pub async fn create_chat_completion(
         valid.params.user.as_deref(),
     );
     let prompt_tokens = vec![request.prompt_tokens.clone()];
-    let logprobs = valid.params.sampling.logprobs.is_some();
     let n = valid.params.n as usize;
-    let renderer = ChatRenderer::new(
-        ResponseMeta::new("chatcmpl", &model.id),
-        n,
-        valid.params.stream.is_some_and(|s| s.include_usage),
-        logprobs,
-    );
+    let renderer = make_renderer(request.prompt_tokens.len() as u32);
     let options = syntax.turn_options(&valid.tools, &rendered);
     drop(rendered);
-    let dialect = TurnDialect::new(renderer, n, options, syntax.call_ids());
+    let ids = match syntax.call_ids() {
+        CallIds::Mistral => CallIds::Mistral,
+        _ => ids,
+    };
+    let dialect = TurnDialect::new(renderer, n, options, ids);
     let plan = ResponsePlan {
         dialect: Box::new(dialect),
         n: valid.params.n,
         stream: valid.params.stream.is_some(),
-        logprobs,
+        logprobs: valid.params.sampling.logprobs.is_some(),
         hide_cached_tokens: state.config.hide_cached_tokens,
         echo: None,
         echo_logprobs: None,
@@ -84,6 +91,34 @@ pub async fn create_chat_completion(
         prompt_tokens,
     };
     run(model, vec![request], plan, state.config.retry_after_secs).await
+}
+
+/// Renders a chat-like request's conversation with the model's template and tokenizes it off
+/// the runtime; the tokens and the rendered text.
+pub async fn render_and_encode(
+    state: &AppState,
+    model: &ServedModel,
+    valid: &ValidChatRequest,
+) -> Result<(Vec<u32>, String), ApiError> {
+    let tokenizer = model.tokenizer.clone();
+    let conversation = Conversation {
+        messages: valid.messages.clone(),
+        tools: valid.tools.template_tools(),
+        template_kwargs: valid.template_kwargs.clone(),
+        add_generation_prompt: true,
+    };
+    let max_model_len = Some(model.max_model_len);
+    let parse_specials = state.config.parse_special_tokens_in_messages;
+    tokenize_off_runtime(state, move || {
+        encode_chat(
+            &tokenizer,
+            conversation,
+            parse_specials,
+            max_model_len,
+            false,
+        )
+    })
+    .await
 }
 
 /// What a chat template renders.
