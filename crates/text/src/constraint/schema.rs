@@ -9,12 +9,18 @@
 //! `default`, `examples`, `format`, ...) are ignored; any other keyword is refused with its
 //! path, never silently dropped. Alternatives of a union must begin with different JSON types
 //! (a string or null, an object or an array, ...), so the first byte of a value decides which
-//! one it is.
+//! one it is, except objects that share a key whose value is a distinct `const` (or one-value
+//! `enum`) in each: that discriminator must then come first in the object, and its value
+//! picks the alternative.
+//!
+//! [`Schema::compile_relaxed`] takes the schemas agents send as tool parameters: what the
+//! subset cannot enforce is left out and reported by path (see `relax.rs`).
 
 use thiserror::Error;
 
 mod compiler;
 mod recognizer;
+mod relax;
 
 pub use recognizer::SchemaRecognizer;
 
@@ -91,6 +97,15 @@ enum Node {
     Literals(usize),
     /// Alternatives told apart by the kind of their first byte.
     Union([Option<NodeId>; 6]),
+    /// Objects told apart by one key (the discriminator) whose value is a distinct literal in
+    /// each: the key (literal set `key`, its one text) must come first, and its value (node
+    /// `values`, a `Literals` node) picks the alternative by its index in the set. An
+    /// alternative is an `Object` node and the discriminator's key index in it.
+    Tagged {
+        key: usize,
+        values: NodeId,
+        alternatives: Vec<(NodeId, u8)>,
+    },
     /// A `$ref` not yet resolved (only during compilation).
     Pending,
     /// No value (what may follow `[` in an array with `maxItems: 0`).
@@ -131,3 +146,11 @@ const ANNOTATIONS: &[&str] = &[
 #[cfg(test)]
 #[path = "schema_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "schema/relax_tests.rs"]
+mod relax_tests;
+
+#[cfg(test)]
+#[path = "schema/tagged_tests.rs"]
+mod tagged_tests;

@@ -4,7 +4,10 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use super::relax::relax_root;
 use super::*;
+
+mod union;
 
 /// A list of strings (`type`, `required`), or `error` at `path`.
 fn strings<'v>(value: &'v Value, path: &str, error: &str) -> Result<Vec<&'v str>, SchemaError> {
@@ -22,27 +25,70 @@ struct Compiler<'a> {
     refs: HashMap<String, NodeId>,
     /// `$ref` targets being compiled, by their reserved id (a recursive union asks their kinds).
     pending: HashMap<NodeId, &'a Value>,
+    /// `Tagged` nodes whose alternatives are resolved at the end, with their paths.
+    tagged: Vec<(NodeId, String)>,
+    /// Relaxed mode: a union that cannot tell objects (or other values of one kind) apart
+    /// takes any value of that kind, and `false` schemas describe no value.
+    relaxed: bool,
+    /// Paths of what relaxed mode does not enforce.
+    ignored: Vec<String>,
 }
 
 impl Schema {
-    /// Compiles `schema`; its root must describe an object.
+    /// Compiles `schema` strictly (`response_format` `json_schema`): every keyword outside
+    /// the subset is an error with its path. Its root must describe an object.
     pub fn compile(schema: &Value) -> Result<Schema, SchemaError> {
-        let mut c = Compiler {
-            root: schema,
+        Compiler::new(schema, false).finish(schema)
+    }
+
+    /// Compiles `schema` leniently (tool parameters, as agents send them): what the subset
+    /// cannot enforce is left out and its path returned (as `#/properties/x/pattern`), so the
+    /// schema's documents are all accepted but some others may be too. See the `relax`
+    /// module for what is left out. A root saying nothing about its kind is any object. Only
+    /// a broken schema is an error: one not an object or boolean, a `$ref` leading nowhere,
+    /// an unknown type, impossible bounds, or a root that is not an object.
+    pub fn compile_relaxed(schema: &Value) -> Result<(Schema, Vec<String>), SchemaError> {
+        let mut ignored = Vec::new();
+        let relaxed = relax_root(schema, &mut ignored)?;
+        let mut c = Compiler::new(&relaxed, true);
+        c.ignored = ignored;
+        let root = c.node(&relaxed, "#")?;
+        let ignored = std::mem::take(&mut c.ignored);
+        Ok((c.finish_at(root)?, ignored))
+    }
+}
+
+impl<'a> Compiler<'a> {
+    fn new(root: &'a Value, relaxed: bool) -> Self {
+        Compiler {
+            root,
             nodes: Vec::new(),
             // Set 0: the literals of a value under no schema.
             literals: vec![vec![b"false".to_vec(), b"null".to_vec(), b"true".to_vec()]],
             refs: HashMap::new(),
             pending: HashMap::new(),
-        };
-        let root = c.node(schema, "#")?;
-        if c.nodes.iter().any(|n| matches!(n, Node::Pending)) {
+            tagged: Vec::new(),
+            relaxed,
+            ignored: Vec::new(),
+        }
+    }
+
+    fn finish(mut self, schema: &'a Value) -> Result<Schema, SchemaError> {
+        let root = self.node(schema, "#")?;
+        self.finish_at(root)
+    }
+
+    /// The schema rooted at `root`, once checked: no `$ref` left pending, a finite document
+    /// within the depth limit, an object at the root.
+    fn finish_at(mut self, root: NodeId) -> Result<Schema, SchemaError> {
+        if self.nodes.iter().any(|n| matches!(n, Node::Pending)) {
             return Err(SchemaError::at(
                 "#",
                 "a $ref refers to itself without describing a value",
             ));
         }
-        let min_depth = min_depths(&c.nodes);
+        self.resolve_tagged()?;
+        let min_depth = min_depths(&self.nodes);
         if min_depth[root as usize] as usize > MAX_SCHEMA_DEPTH {
             return Err(SchemaError::at(
                 "#",
@@ -53,8 +99,8 @@ impl Schema {
             ));
         }
         if !matches!(
-            c.nodes[root as usize],
-            Node::Object { .. } | Node::AnyObject
+            self.nodes[root as usize],
+            Node::Object { .. } | Node::AnyObject | Node::Tagged { .. }
         ) {
             return Err(SchemaError::at(
                 "#",
@@ -62,15 +108,13 @@ impl Schema {
             ));
         }
         Ok(Schema {
-            nodes: c.nodes,
-            literals: c.literals,
+            nodes: self.nodes,
+            literals: self.literals,
             min_depth,
             root,
         })
     }
-}
 
-impl<'a> Compiler<'a> {
     fn push(&mut self, node: Node) -> Result<NodeId, SchemaError> {
         if self.nodes.len() >= NodeId::MAX as usize {
             return Err(SchemaError::at("#", "the schema is too large"));
@@ -109,6 +153,7 @@ impl<'a> Compiler<'a> {
     fn node(&mut self, schema: &'a Value, path: &str) -> Result<NodeId, SchemaError> {
         let map = match schema {
             Value::Bool(true) => return self.push(Node::Any),
+            Value::Bool(false) if self.relaxed => return self.push(Node::Nothing),
             Value::Object(map) => map,
             _ => return Err(SchemaError::at(path, "a schema must be an object or true")),
         };
@@ -202,9 +247,12 @@ impl<'a> Compiler<'a> {
                     })?;
                 let mut ids = Vec::new();
                 for (i, option) in options.iter().enumerate() {
-                    ids.push(self.node(option, &format!("{path}/{key}/{i}"))?);
+                    ids.push((
+                        self.node(option, &format!("{path}/{key}/{i}"))?,
+                        Some(option),
+                    ));
                 }
-                return self.union(ids, path);
+                return self.union(ids, path, &format!("{path}/{key}"));
             }
         }
         if let Some(all) = map.get("allOf") {
@@ -247,7 +295,10 @@ impl<'a> Compiler<'a> {
         match ids.as_slice() {
             [] => Err(SchemaError::at(path, "type lists no type")),
             [one] => Ok(*one),
-            _ => self.union(ids, path),
+            _ => {
+                let options = ids.into_iter().map(|id| (id, None)).collect();
+                self.union(options, path, &format!("{path}/type"))
+            }
         }
     }
 
@@ -384,52 +435,10 @@ impl<'a> Compiler<'a> {
         };
         Ok(Node::Array { items, min, max })
     }
-
-    fn union(&mut self, ids: Vec<NodeId>, path: &str) -> Result<NodeId, SchemaError> {
-        let mut by_kind: [Option<NodeId>; 6] = [None; 6];
-        for id in ids {
-            for kind in self.kinds(id) {
-                if by_kind[kind].is_some_and(|other| other != id) {
-                    return Err(SchemaError::at(
-                        path,
-                        "alternatives must begin with different JSON types (two of \
-                                  them can start with the same character)",
-                    ));
-                }
-                by_kind[kind] = Some(id);
-            }
-        }
-        self.push(Node::Union(by_kind))
-    }
-
-    /// The kinds of first byte a node's values can start with.
-    fn kinds(&self, id: NodeId) -> Vec<usize> {
-        match &self.nodes[id as usize] {
-            Node::Pending => match self.pending.get(&id) {
-                Some(target) => raw_kinds(target),
-                None => (0..6).collect(),
-            },
-            Node::Nothing => Vec::new(),
-            Node::Any => (0..6).collect(),
-            Node::AnyObject | Node::Object { .. } => vec![OBJECT],
-            Node::AnyArray | Node::Array { .. } => vec![ARRAY],
-            Node::String => vec![STRING],
-            Node::Number { .. } => vec![NUMBER],
-            Node::Literals(set) => {
-                let mut kinds: Vec<usize> = self.literals[*set]
-                    .iter()
-                    .filter_map(|t| kind_of_first_byte(t[0]))
-                    .collect();
-                kinds.dedup();
-                kinds
-            }
-            Node::Union(by_kind) => (0..6).filter(|&k| by_kind[k].is_some()).collect(),
-        }
-    }
 }
 
 /// Whether `value` has one of the JSON Schema `types` (a string or a list of them).
-fn has_type(value: &Value, types: &Value) -> bool {
+pub(super) fn has_type(value: &Value, types: &Value) -> bool {
     let matches = |t: &str| match (t, value) {
         ("object", Value::Object(_)) | ("array", Value::Array(_)) => true,
         ("string", Value::String(_)) | ("boolean", Value::Bool(_)) | ("null", Value::Null) => true,
@@ -474,6 +483,11 @@ fn min_depths(nodes: &[Node]) -> Vec<u8> {
                     .map(|&o| depth[o as usize])
                     .min()
                     .unwrap_or(u8::MAX),
+                Node::Tagged { alternatives, .. } => alternatives
+                    .iter()
+                    .map(|&(o, _)| depth[o as usize])
+                    .min()
+                    .unwrap_or(u8::MAX),
                 Node::Pending | Node::Nothing => u8::MAX,
             };
             if d < depth[i] {
@@ -484,26 +498,5 @@ fn min_depths(nodes: &[Node]) -> Vec<u8> {
         if !changed {
             return depth;
         }
-    }
-}
-
-/// The kinds of first byte a schema not compiled yet allows, read from its `type` (all when it
-/// says nothing simpler).
-fn raw_kinds(schema: &Value) -> Vec<usize> {
-    let kind = |t: &str| match t {
-        "object" => Some(OBJECT),
-        "array" => Some(ARRAY),
-        "string" => Some(STRING),
-        "number" | "integer" => Some(NUMBER),
-        "boolean" => Some(TRUE_FALSE),
-        "null" => Some(NULL),
-        _ => None,
-    };
-    match schema.get("type") {
-        Some(Value::String(t)) if schema.get("enum").is_none() && schema.get("const").is_none() => {
-            kind(t).into_iter().collect()
-        }
-        Some(Value::Array(ts)) => ts.iter().filter_map(|t| kind(t.as_str()?)).collect(),
-        _ => (0..6).collect(),
     }
 }

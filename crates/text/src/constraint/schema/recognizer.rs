@@ -190,10 +190,17 @@ impl SchemaRecognizer {
                 NUMBER => self.start_number(false, byte),
                 _ => self.literal_start(s, ANY_LITERALS, false, byte),
             },
-            Node::AnyObject | Node::Object { .. } | Node::AnyArray | Node::Array { .. }
+            Node::AnyObject
+            | Node::Object { .. }
+            | Node::Tagged { .. }
+            | Node::AnyArray
+            | Node::Array { .. }
                 if kind == OBJECT || kind == ARRAY =>
             {
-                let object = matches!(s.node(node), Node::AnyObject | Node::Object { .. });
+                let object = matches!(
+                    s.node(node),
+                    Node::AnyObject | Node::Object { .. } | Node::Tagged { .. }
+                );
                 (object == (kind == OBJECT)) && self.open(s, node)
             }
             Node::String if kind == STRING => self.start_string(false),
@@ -228,7 +235,7 @@ impl SchemaRecognizer {
         self.frames[self.depth as usize] = Frame { node, seen: 0 };
         self.depth += 1;
         match s.node(node) {
-            Node::Object { .. } | Node::AnyObject => {
+            Node::Object { .. } | Node::AnyObject | Node::Tagged { .. } => {
                 self.expect = Expect::KeyOrClose;
                 self.next = 0;
             }
@@ -247,6 +254,8 @@ impl SchemaRecognizer {
     fn key_start(&mut self, s: &Schema) -> bool {
         match s.node(self.top().node) {
             Node::Object { keys, .. } => self.literal_start(s, *keys as u16, true, b'"'),
+            // The discriminator first, alone.
+            Node::Tagged { key, .. } => self.literal_start(s, *key as u16, true, b'"'),
             _ => self.start_string(true),
         }
     }
@@ -262,6 +271,8 @@ impl SchemaRecognizer {
                 self.expect = Expect::Key;
             }
             Node::AnyObject => self.expect = Expect::Key,
+            // Left as soon as the discriminator's value is read: no comma comes before it.
+            Node::Tagged { .. } => return false,
             Node::Array { items, max, .. } => {
                 if top.seen >= *max as u64 || !self.fits(s, *items) {
                     return false;
@@ -398,12 +409,26 @@ impl SchemaRecognizer {
         if key {
             let top = &mut self.frames[self.depth as usize - 1];
             top.seen |= 1 << index;
-            if let Node::Object { values, .. } = s.node(top.node) {
-                self.next = values[index];
+            match s.node(top.node) {
+                Node::Object { values, .. } => self.next = values[index],
+                Node::Tagged { values, .. } => self.next = *values,
+                _ => {}
             }
             self.expect = Expect::Colon;
-        } else {
-            self.item_done(s);
+            return;
         }
+        if self.depth > 0 {
+            // The discriminator's value: the object is now the alternative it names, with
+            // the discriminator written.
+            let top = &mut self.frames[self.depth as usize - 1];
+            if let Node::Tagged { alternatives, .. } = s.node(top.node) {
+                let (object, key) = alternatives[index];
+                *top = Frame {
+                    node: object,
+                    seen: 1 << key,
+                };
+            }
+        }
+        self.item_done(s);
     }
 }
