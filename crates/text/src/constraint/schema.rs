@@ -21,6 +21,7 @@ use thiserror::Error;
 mod compiler;
 mod recognizer;
 mod relax;
+mod tool_union;
 
 pub use recognizer::SchemaRecognizer;
 

@@ -455,7 +455,7 @@ pub(super) fn has_type(value: &Value, types: &Value) -> bool {
 
 /// The fewest containers a value of each node must open, by fixpoint (values only fall; a
 /// recursion that every value must take stays at `u8::MAX`).
-fn min_depths(nodes: &[Node]) -> Vec<u8> {
+pub(super) fn min_depths(nodes: &[Node]) -> Vec<u8> {
     let mut depth = vec![u8::MAX; nodes.len()];
     loop {
         let mut changed = false;
