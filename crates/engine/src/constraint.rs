@@ -1,10 +1,12 @@
-//! A choice's output constraint (`response_format` `json_object` or `json_schema`): the tokens
-//! it may sample next and its state after each sampled token.
+//! A choice's output constraint (`response_format` `json_object` or `json_schema`, or tool
+//! calls): the tokens it may sample next and its state after each sampled token. A mask
+//! depends only on the choice's own state, so batching never changes what a choice samples.
 
 use std::sync::Arc;
 
 use sluice_text::constraint::{
     JsonRecognizer, JsonTokenMasks, Recognizer, SchemaRecognizer, TokenMasks, TokenSet,
+    ToolCallRecognizer,
 };
 
 /// The masks a request's choices share: one per model for `json_object`, one per request for a
@@ -15,6 +17,9 @@ pub enum ConstraintMasks {
     JsonObject(Arc<JsonTokenMasks>),
     /// Documents that conform to a schema.
     JsonSchema(Arc<TokenMasks<SchemaRecognizer>>),
+    /// Tool calls (one per request: the rules hold its tools). Outside a call in auto mode,
+    /// the masks hold every token, those with no bytes (end-of-sequence) included.
+    ToolCalls(Arc<TokenMasks<ToolCallRecognizer>>),
 }
 
 impl ConstraintMasks {
@@ -29,6 +34,10 @@ impl ConstraintMasks {
                 let state = SchemaRecognizer::new(masks.rules());
                 OutputConstraint::JsonSchema(Constrained::new(Arc::clone(masks), state))
             }
+            ConstraintMasks::ToolCalls(masks) => {
+                let state = ToolCallRecognizer::new(masks.rules());
+                OutputConstraint::ToolCalls(Constrained::new(Arc::clone(masks), state))
+            }
         }
     }
 }
@@ -40,6 +49,8 @@ pub enum OutputConstraint {
     JsonObject(Constrained<JsonRecognizer>),
     /// `json_schema`.
     JsonSchema(Constrained<SchemaRecognizer>),
+    /// Tool calls.
+    ToolCalls(Constrained<ToolCallRecognizer>),
 }
 
 /// A sampled token the constraint refuses (only possible if the mask was not applied).
@@ -52,6 +63,7 @@ impl OutputConstraint {
         match self {
             OutputConstraint::JsonObject(c) => c.allowed(),
             OutputConstraint::JsonSchema(c) => c.allowed(),
+            OutputConstraint::ToolCalls(c) => c.allowed(),
         }
     }
 
@@ -60,6 +72,7 @@ impl OutputConstraint {
         match self {
             OutputConstraint::JsonObject(c) => c.accept(token),
             OutputConstraint::JsonSchema(c) => c.accept(token),
+            OutputConstraint::ToolCalls(c) => c.accept(token),
         }
     }
 }

@@ -363,6 +363,10 @@ impl EngineLoop {
                 let masks = TokenMasks::new(self.token_trie(), Arc::clone(schema));
                 Some(ConstraintMasks::JsonSchema(Arc::new(masks)))
             }
+            ResponseFormat::ToolCalls(rules) => {
+                let masks = TokenMasks::new(self.token_trie(), Arc::clone(rules));
+                Some(ConstraintMasks::ToolCalls(Arc::new(masks)))
+            }
         }
     }
 

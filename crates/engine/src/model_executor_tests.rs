@@ -346,3 +346,54 @@ fn json_schema_output_has_the_schema_shape() {
     }
     assert!(stopped > 0);
 }
+
+/// A forced tool call (Hermes framing) on the random-weight model: every choice that ends is
+/// one call of a listed tool, framed, with arguments of that tool's shape.
+#[test]
+fn a_forced_tool_call_is_one_framed_call_of_a_listed_tool() {
+    use sluice_text::constraint::{Tool, ToolCallFraming, ToolCallMode, ToolCallRules};
+    let weather = serde_json::json!({
+        "type": "object",
+        "properties": {"unit": {"enum": ["c", "f"]}},
+        "required": ["unit"],
+        "additionalProperties": false
+    });
+    let ping = serde_json::json!({"type": "object", "additionalProperties": false});
+    let tools = [
+        Tool::compile("weather", &weather).unwrap().0,
+        Tool::compile("ping", &ping).unwrap().0,
+    ];
+    let mode = ToolCallMode::Forced { tool: None };
+    let rules = Arc::new(ToolCallRules::new(&tools, &ToolCallFraming::hermes(), &mode).unwrap());
+    let r = reference();
+    let engine = start(4, 256, EngineConfig::default());
+    let mut stopped = 0;
+    for seed in 0..6 {
+        let sampling = SamplingParams {
+            temperature: 1.5,
+            seed: Some(seed),
+            response_format: ResponseFormat::ToolCalls(Arc::clone(&rules)),
+            ..SamplingParams::default()
+        };
+        let req = request(r.prompt_ids[..8].to_vec(), sampling, 200);
+        let (_, text, reason) = collect(engine.submit(req).unwrap());
+        if reason != Some(FinishReason::Stop) {
+            assert_eq!(reason, Some(FinishReason::Length), "{text}");
+            continue;
+        }
+        stopped += 1;
+        let call = text
+            .strip_prefix("<tool_call>")
+            .and_then(|t| t.strip_suffix("</tool_call>"))
+            .unwrap_or_else(|| panic!("not framed: {text:?}"));
+        let value: serde_json::Value = serde_json::from_str(call.trim()).unwrap();
+        let arguments = value["arguments"].as_object().unwrap();
+        match value["name"].as_str().unwrap() {
+            "weather" => assert!(["c", "f"].contains(&arguments["unit"].as_str().unwrap())),
+            "ping" => assert!(arguments.is_empty(), "{text}"),
+            other => panic!("called {other}"),
+        }
+        assert_eq!(value.as_object().unwrap().len(), 2, "{text}");
+    }
+    assert!(stopped > 0);
+}

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use sluice_model::Pooling;
-use sluice_text::constraint::Schema;
+use sluice_text::constraint::{Schema, ToolCallRules};
 use sluice_text::StopSet;
 
 /// Scheduling priority of a request. Lower numeric value is served first.
@@ -68,6 +68,10 @@ pub enum ResponseFormat {
     JsonObject,
     /// One JSON document that conforms to the schema; stops when it closes.
     JsonSchema(Arc<Schema>),
+    /// Tool calls in the chat template's framing (from `tools` and `tool_choice`): a forced
+    /// call stops the choice when it closes; in auto mode the output is text, end-of-sequence
+    /// and stop tokens allowed, except inside a call, which is held to the tools' schemas.
+    ToolCalls(Arc<ToolCallRules>),
 }
 
 impl Default for SamplingParams {

@@ -163,3 +163,80 @@ fn a_json_choice_cut_by_max_tokens_ends_with_length() {
     assert_eq!(push(&mut seq, 0), None);
     assert_eq!(push(&mut seq, 2), Some((FinishReason::Length, None)));
 }
+
+/// Tokens: `<tool_call>`, the start of a call to tool `a`, `}}`, `</tool_call>`, `hi`, and
+/// end-of-sequence (no bytes).
+fn tool_sequence(mode: sluice_text::constraint::ToolCallMode, stop: StopRules) -> Sequence {
+    use sluice_text::constraint::{TokenMasks, TokenTrie, Tool, ToolCallFraming, ToolCallRules};
+    let words = [
+        "<tool_call>",
+        "{\"name\": \"a\", \"arguments\": {",
+        "}}",
+        "</tool_call>",
+        "hi",
+    ];
+    let mut bytes: Vec<Option<Vec<u8>>> =
+        words.iter().map(|w| Some(w.as_bytes().to_vec())).collect();
+    bytes.push(None);
+    let (tool, _) = Tool::compile("a", &serde_json::json!({})).unwrap();
+    let rules = ToolCallRules::new(&[tool], &ToolCallFraming::hermes(), &mode).unwrap();
+    let masks = TokenMasks::new(Arc::new(TokenTrie::new(bytes, 8)), Arc::new(rules));
+    let mut seq = sequence(stop, &[5]);
+    seq.constraint = Some(crate::constraint::ConstraintMasks::ToolCalls(Arc::new(masks)).start());
+    seq
+}
+
+#[test]
+fn a_forced_tool_call_is_the_whole_output_and_stops_when_it_closes() {
+    let forced = sluice_text::constraint::ToolCallMode::Forced { tool: None };
+    let mut seq = tool_sequence(forced, StopRules::default());
+    assert_eq!(
+        allowed(&mut seq),
+        vec![0],
+        "the prefix first; no EOS, no text"
+    );
+    assert_eq!(push(&mut seq, 0), None);
+    assert_eq!(allowed(&mut seq), vec![1]);
+    assert_eq!(push(&mut seq, 1), None);
+    assert_eq!(allowed(&mut seq), vec![2]);
+    assert_eq!(push(&mut seq, 2), None);
+    assert_eq!(allowed(&mut seq), vec![3], "only the suffix, never EOS");
+    assert_eq!(push(&mut seq, 3), Some((FinishReason::Stop, None)));
+}
+
+#[test]
+fn auto_tool_calls_let_eos_through_only_outside_a_call() {
+    let mut seq = tool_sequence(
+        sluice_text::constraint::ToolCallMode::Auto,
+        StopRules::default(),
+    );
+    assert_eq!(
+        allowed(&mut seq),
+        vec![0, 1, 2, 3, 4, 5],
+        "free text, EOS included"
+    );
+    assert_eq!(push(&mut seq, 4), None);
+    assert_eq!(push(&mut seq, 0), None);
+    assert_eq!(allowed(&mut seq), vec![1], "inside the call: no EOS");
+    for token in [1, 2] {
+        assert_eq!(push(&mut seq, token), None);
+    }
+    assert_eq!(allowed(&mut seq), vec![3]);
+    assert_eq!(push(&mut seq, 3), None);
+    assert_eq!(allowed(&mut seq), vec![0, 1, 2, 3, 4, 5], "text again");
+    assert_eq!(push(&mut seq, 5), Some((FinishReason::Stop, None)));
+    assert_eq!(seq.output(), &[4, 0, 1, 2, 3, 5]);
+}
+
+#[test]
+fn with_ignore_eos_an_auto_choice_goes_on_past_eos_outside_a_call() {
+    let stop = StopRules {
+        ignore_eos: true,
+        max_tokens: 16,
+        ..StopRules::default()
+    };
+    let mut seq = tool_sequence(sluice_text::constraint::ToolCallMode::Auto, stop);
+    assert_eq!(push(&mut seq, 5), None);
+    assert_eq!(push(&mut seq, 0), None);
+    assert_eq!(allowed(&mut seq), vec![1]);
+}

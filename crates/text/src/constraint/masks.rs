@@ -22,6 +22,13 @@ pub trait Recognizer: Copy + Eq + Hash + std::fmt::Debug + Send + Sync + 'static
     /// True once the output is whole; no byte is accepted after that.
     fn is_complete(&self) -> bool;
 
+    /// The state after a token with no bytes (a special or control token, end-of-sequence
+    /// among them), or `None` where such a token may not come: the default, since constrained
+    /// output is text. A recognizer with stretches of free text allows them there.
+    fn after_byteless(&self, _rules: &Self::Rules) -> Option<Self> {
+        None
+    }
+
     /// The state after `bytes`, or `None` if some byte is refused.
     fn after(mut self, rules: &Self::Rules, bytes: &[u8]) -> Option<Self> {
         bytes
@@ -100,6 +107,8 @@ pub struct TokenTrie {
     /// Each token's bytes as it appears in text; `None` for special tokens, which never
     /// belong to constrained output.
     token_bytes: Vec<Option<Box<[u8]>>>,
+    /// The tokens with no bytes, for states that allow them.
+    byteless: Vec<u32>,
     vocab_size: usize,
 }
 
@@ -152,10 +161,14 @@ impl TokenTrie {
             }
             nodes[node].children = (first_child, nodes.len() as u32);
         }
+        let byteless = (0..token_bytes.len() as u32)
+            .filter(|&id| token_bytes[id as usize].is_none())
+            .collect();
         TokenTrie {
             nodes,
             ends,
             token_bytes,
+            byteless,
             vocab_size,
         }
     }
@@ -165,9 +178,23 @@ impl TokenTrie {
         self.token_bytes.get(id as usize)?.as_deref()
     }
 
+    /// The state after token `id`: by its bytes, or as a token with no bytes; `None` when
+    /// `state` refuses it or `id` is past the vocabulary.
+    fn after<R: Recognizer>(&self, rules: &R::Rules, state: R, id: u32) -> Option<R> {
+        match self.token_bytes.get(id as usize)? {
+            Some(bytes) => state.after(rules, bytes),
+            None => state.after_byteless(rules),
+        }
+    }
+
     /// Every token `state` accepts whole.
     fn walk<R: Recognizer>(&self, rules: &R::Rules, state: R) -> TokenSet {
         let mut set = TokenSet::empty(self.vocab_size);
+        if state.after_byteless(rules).is_some() {
+            for &id in &self.byteless {
+                set.insert(id);
+            }
+        }
         let mut stack = vec![(0usize, state)];
         while let Some((node, state)) = stack.pop() {
             let (first, last) = self.nodes[node].children;
@@ -216,7 +243,7 @@ impl<R: Recognizer> TokenMasks<R> {
 
     /// The state after token `id`, or `None` when the state refuses it.
     pub fn after_token(&self, state: R, id: u32) -> Option<R> {
-        state.after(&self.rules, self.trie.token_bytes(id)?)
+        self.trie.after::<R>(&self.rules, state, id)
     }
 
     /// The tokens `state` accepts whole.

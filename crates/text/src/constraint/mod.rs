@@ -3,6 +3,8 @@
 //! - [`JsonRecognizer`]: a byte-level recognizer of one JSON object (`json_object` mode).
 //! - [`Schema`] and [`SchemaRecognizer`]: a JSON Schema compiled into rules, and a recognizer of
 //!   the documents that conform to it (`json_schema` mode).
+//! - [`ToolCallRules`] and [`ToolCallRecognizer`]: tool calls in a chat template's framing,
+//!   each call's arguments held to its tool's schema (compiled relaxed).
 //! - [`TokenTrie`]: every token's bytes in a trie, once per model; [`TokenMasks`] walks it for
 //!   the set of tokens a recognizer state accepts (a bitset over the vocabulary), cached per
 //!   state.
@@ -11,8 +13,13 @@ mod json;
 mod lex;
 mod masks;
 mod schema;
+mod tool_call;
 
 pub use json::{JsonRecognizer, MAX_DEPTH};
 pub use lex::MAX_INDENT;
 pub use masks::{JsonTokenMasks, Recognizer, TokenMasks, TokenSet, TokenTrie};
 pub use schema::{Schema, SchemaError, SchemaRecognizer, MAX_PROPERTIES, MAX_SCHEMA_DEPTH};
+pub use tool_call::{
+    Tool, ToolCallError, ToolCallFraming, ToolCallMode, ToolCallRecognizer, ToolCallRules,
+    MAX_FRAMING_BYTES, MAX_GAP,
+};

@@ -2,6 +2,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::constraint::Recognizer;
 
 /// A pydantic-style schema: `$defs` and `$ref`, an enum, an optional (anyOf with null), an
 /// integer, a bounded array, a free-form value.

@@ -1,0 +1,502 @@
+//! Compiling a JSON Schema value into [`Schema`] nodes.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::relax::relax_root;
+use super::*;
+
+mod union;
+
+/// A list of strings (`type`, `required`), or `error` at `path`.
+fn strings<'v>(value: &'v Value, path: &str, error: &str) -> Result<Vec<&'v str>, SchemaError> {
+    let list = match value {
+        Value::Array(items) => items.iter().map(Value::as_str).collect::<Option<Vec<_>>>(),
+        _ => None,
+    };
+    list.ok_or_else(|| SchemaError::at(path, error))
+}
+
+struct Compiler<'a> {
+    root: &'a Value,
+    nodes: Vec<Node>,
+    literals: Vec<Vec<Vec<u8>>>,
+    refs: HashMap<String, NodeId>,
+    /// `$ref` targets being compiled, by their reserved id (a recursive union asks their kinds).
+    pending: HashMap<NodeId, &'a Value>,
+    /// `Tagged` nodes whose alternatives are resolved at the end, with their paths.
+    tagged: Vec<(NodeId, String)>,
+    /// Relaxed mode: a union that cannot tell objects (or other values of one kind) apart
+    /// takes any value of that kind, and `false` schemas describe no value.
+    relaxed: bool,
+    /// Paths of what relaxed mode does not enforce.
+    ignored: Vec<String>,
+}
+
+impl Schema {
+    /// Compiles `schema` strictly (`response_format` `json_schema`): every keyword outside
+    /// the subset is an error with its path. Its root must describe an object.
+    pub fn compile(schema: &Value) -> Result<Schema, SchemaError> {
+        Compiler::new(schema, false).finish(schema)
+    }
+
+    /// Compiles `schema` leniently (tool parameters, as agents send them): what the subset
+    /// cannot enforce is left out and its path returned (as `#/properties/x/pattern`), so the
+    /// schema's documents are all accepted but some others may be too. See the `relax`
+    /// module for what is left out. A root saying nothing about its kind is any object. Only
+    /// a broken schema is an error: one not an object or boolean, a `$ref` leading nowhere,
+    /// an unknown type, impossible bounds, or a root that is not an object.
+    pub fn compile_relaxed(schema: &Value) -> Result<(Schema, Vec<String>), SchemaError> {
+        let mut ignored = Vec::new();
+        let relaxed = relax_root(schema, &mut ignored)?;
+        let mut c = Compiler::new(&relaxed, true);
+        c.ignored = ignored;
+        let root = c.node(&relaxed, "#")?;
+        let ignored = std::mem::take(&mut c.ignored);
+        Ok((c.finish_at(root)?, ignored))
+    }
+}
+
+impl<'a> Compiler<'a> {
+    fn new(root: &'a Value, relaxed: bool) -> Self {
+        Compiler {
+            root,
+            nodes: Vec::new(),
+            // Set 0: the literals of a value under no schema.
+            literals: vec![vec![b"false".to_vec(), b"null".to_vec(), b"true".to_vec()]],
+            refs: HashMap::new(),
+            pending: HashMap::new(),
+            tagged: Vec::new(),
+            relaxed,
+            ignored: Vec::new(),
+        }
+    }
+
+    fn finish(mut self, schema: &'a Value) -> Result<Schema, SchemaError> {
+        let root = self.node(schema, "#")?;
+        self.finish_at(root)
+    }
+
+    /// The schema rooted at `root`, once checked: no `$ref` left pending, a finite document
+    /// within the depth limit, an object at the root.
+    fn finish_at(mut self, root: NodeId) -> Result<Schema, SchemaError> {
+        if self.nodes.iter().any(|n| matches!(n, Node::Pending)) {
+            return Err(SchemaError::at(
+                "#",
+                "a $ref refers to itself without describing a value",
+            ));
+        }
+        self.resolve_tagged()?;
+        let min_depth = min_depths(&self.nodes);
+        if min_depth[root as usize] as usize > MAX_SCHEMA_DEPTH {
+            return Err(SchemaError::at(
+                "#",
+                format!(
+                    "every document of the schema nests deeper than {MAX_SCHEMA_DEPTH} levels \
+                     (or without end)"
+                ),
+            ));
+        }
+        if !matches!(
+            self.nodes[root as usize],
+            Node::Object { .. } | Node::AnyObject | Node::Tagged { .. }
+        ) {
+            return Err(SchemaError::at(
+                "#",
+                "the schema must describe an object (\"type\": \"object\")",
+            ));
+        }
+        Ok(Schema {
+            nodes: self.nodes,
+            literals: self.literals,
+            min_depth,
+            root,
+        })
+    }
+
+    fn push(&mut self, node: Node) -> Result<NodeId, SchemaError> {
+        if self.nodes.len() >= NodeId::MAX as usize {
+            return Err(SchemaError::at("#", "the schema is too large"));
+        }
+        self.nodes.push(node);
+        Ok((self.nodes.len() - 1) as NodeId)
+    }
+
+    fn literal_set(&mut self, values: &[Value], path: &str) -> Result<Node, SchemaError> {
+        let mut texts: Vec<Vec<u8>> = values
+            .iter()
+            .map(|v| serde_json::to_vec(v).expect("a Value serializes"))
+            .collect();
+        texts.sort();
+        texts.dedup();
+        self.add_literals(texts, path)?;
+        Ok(Node::Literals(self.literals.len() - 1))
+    }
+
+    /// Adds a literal set; its positions are kept in 16 bits.
+    fn add_literals(&mut self, texts: Vec<Vec<u8>>, path: &str) -> Result<(), SchemaError> {
+        let limit = u16::MAX as usize;
+        if texts.len() > limit
+            || texts.iter().any(|t| t.len() > limit)
+            || self.literals.len() >= limit
+        {
+            return Err(SchemaError::at(
+                path,
+                "an enum, const or property list is too large",
+            ));
+        }
+        self.literals.push(texts);
+        Ok(())
+    }
+
+    fn node(&mut self, schema: &'a Value, path: &str) -> Result<NodeId, SchemaError> {
+        let map = match schema {
+            Value::Bool(true) => return self.push(Node::Any),
+            Value::Bool(false) if self.relaxed => return self.push(Node::Nothing),
+            Value::Object(map) => map,
+            _ => return Err(SchemaError::at(path, "a schema must be an object or true")),
+        };
+        if let Some(reference) = map.get("$ref") {
+            let reference = reference
+                .as_str()
+                .ok_or_else(|| SchemaError::at(path, "$ref must be a string"))?;
+            if map
+                .keys()
+                .any(|k| k != "$ref" && !ANNOTATIONS.contains(&k.as_str()))
+            {
+                return Err(SchemaError::at(
+                    path,
+                    "keywords beside $ref are not supported",
+                ));
+            }
+            return self.reference(reference, path);
+        }
+        for key in map.keys() {
+            let known = [
+                "type",
+                "properties",
+                "required",
+                "additionalProperties",
+                "items",
+                "minItems",
+                "maxItems",
+                "enum",
+                "const",
+                "anyOf",
+                "oneOf",
+                "allOf",
+            ];
+            if !known.contains(&key.as_str()) && !ANNOTATIONS.contains(&key.as_str()) {
+                return Err(SchemaError::at(
+                    path,
+                    format!("keyword \"{key}\" is not supported"),
+                ));
+            }
+        }
+        // A keyword that decides the value alone takes no other constraint beside it (`type` is
+        // allowed beside `enum` / `const` when every value has that type).
+        let deciding = ["const", "enum", "anyOf", "oneOf", "allOf"];
+        if let Some(first) = deciding.iter().find(|k| map.contains_key(**k)) {
+            for key in map.keys() {
+                let annotation = ANNOTATIONS.contains(&key.as_str());
+                let typed = key == "type" && matches!(*first, "const" | "enum");
+                if key != first && !annotation && !typed {
+                    return Err(SchemaError::at(
+                        path,
+                        format!("keyword \"{key}\" beside \"{first}\" is not supported"),
+                    ));
+                }
+            }
+            if let Some(types) = map
+                .get("type")
+                .filter(|_| matches!(*first, "const" | "enum"))
+            {
+                let values: Vec<&Value> = match (map.get("const"), map.get("enum")) {
+                    (Some(c), _) => vec![c],
+                    (None, Some(Value::Array(e))) => e.iter().collect(),
+                    _ => Vec::new(),
+                };
+                if let Some(bad) = values.iter().find(|v| !has_type(v, types)) {
+                    return Err(SchemaError::at(
+                        path,
+                        format!("{bad} does not have the schema's type"),
+                    ));
+                }
+            }
+        }
+        if let Some(value) = map.get("const") {
+            let node = self.literal_set(std::slice::from_ref(value), path)?;
+            return self.push(node);
+        }
+        if let Some(values) = map.get("enum") {
+            let values = values
+                .as_array()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| SchemaError::at(path, "enum must be a non-empty array"))?;
+            let node = self.literal_set(values, path)?;
+            return self.push(node);
+        }
+        for key in ["anyOf", "oneOf"] {
+            if let Some(options) = map.get(key) {
+                let options = options
+                    .as_array()
+                    .filter(|v| !v.is_empty())
+                    .ok_or_else(|| {
+                        SchemaError::at(path, format!("{key} must be a non-empty array"))
+                    })?;
+                let mut ids = Vec::new();
+                for (i, option) in options.iter().enumerate() {
+                    ids.push((
+                        self.node(option, &format!("{path}/{key}/{i}"))?,
+                        Some(option),
+                    ));
+                }
+                return self.union(ids, path, &format!("{path}/{key}"));
+            }
+        }
+        if let Some(all) = map.get("allOf") {
+            return match all.as_array().map(Vec::as_slice) {
+                Some([only]) => self.node(only, &format!("{path}/allOf/0")),
+                _ => Err(SchemaError::at(
+                    path,
+                    "allOf is supported with exactly one schema",
+                )),
+            };
+        }
+        let is = |keys: &[&str]| keys.iter().any(|k| map.contains_key(*k));
+        let mut types: Vec<&str> = match map.get("type") {
+            // Without a type, object or array keywords still say what the value is.
+            None if is(&["properties", "required", "additionalProperties"]) => vec!["object"],
+            None if is(&["items", "minItems", "maxItems"]) => vec!["array"],
+            None => return self.push(Node::Any),
+            Some(Value::String(t)) => vec![t.as_str()],
+            Some(list) => strings(list, path, "type must be a string or a list of strings")?,
+        };
+        types.sort_unstable();
+        types.dedup();
+        if types.contains(&"number") {
+            types.retain(|t| *t != "integer");
+        }
+        let mut ids = Vec::new();
+        for t in types {
+            let node = match t {
+                "object" => self.object(map, path)?,
+                "array" => self.array(map, path)?,
+                "string" => Node::String,
+                "number" => Node::Number { integer: false },
+                "integer" => Node::Number { integer: true },
+                "boolean" => self.literal_set(&[Value::Bool(false), Value::Bool(true)], path)?,
+                "null" => self.literal_set(&[Value::Null], path)?,
+                other => return Err(SchemaError::at(path, format!("unknown type \"{other}\""))),
+            };
+            ids.push(self.push(node)?);
+        }
+        match ids.as_slice() {
+            [] => Err(SchemaError::at(path, "type lists no type")),
+            [one] => Ok(*one),
+            _ => {
+                let options = ids.into_iter().map(|id| (id, None)).collect();
+                self.union(options, path, &format!("{path}/type"))
+            }
+        }
+    }
+
+    fn reference(&mut self, reference: &str, path: &str) -> Result<NodeId, SchemaError> {
+        if let Some(&id) = self.refs.get(reference) {
+            return Ok(id);
+        }
+        let target = reference
+            .strip_prefix('#')
+            .and_then(|pointer| self.root.pointer(pointer))
+            .ok_or_else(|| {
+                SchemaError::at(
+                    path,
+                    format!("$ref \"{reference}\" does not point into this schema"),
+                )
+            })?;
+        // Reserve the id first, so a recursive reference finds it.
+        let id = self.push(Node::Pending)?;
+        self.refs.insert(reference.to_string(), id);
+        self.pending.insert(id, target);
+        let compiled = self.node(target, reference)?;
+        self.nodes[id as usize] = self.nodes[compiled as usize].clone();
+        self.pending.remove(&id);
+        Ok(id)
+    }
+
+    fn object(
+        &mut self,
+        map: &'a serde_json::Map<String, Value>,
+        path: &str,
+    ) -> Result<Node, SchemaError> {
+        let additional = map.get("additionalProperties");
+        let required = match map.get("required") {
+            None => Vec::new(),
+            Some(list) => strings(list, path, "required must be a list of strings")?,
+        };
+        static NO_PROPERTIES: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+        let properties = match (map.get("properties"), additional) {
+            (Some(p), _) => p,
+            (None, None | Some(Value::Bool(true))) if required.is_empty() => {
+                return Ok(Node::AnyObject)
+            }
+            (None, None | Some(Value::Bool(true))) => {
+                return Err(SchemaError::at(
+                    path,
+                    "required keys need properties describing them",
+                ))
+            }
+            // No keys at all: `{}`.
+            (None, Some(Value::Bool(false))) => {
+                NO_PROPERTIES.get_or_init(|| Value::Object(Default::default()))
+            }
+            (None, Some(_)) => {
+                return Err(SchemaError::at(
+                    path,
+                    "additionalProperties with a schema is not supported",
+                ))
+            }
+        };
+        if !matches!(additional, None | Some(Value::Bool(false))) {
+            return Err(SchemaError::at(
+                path,
+                "an object with properties takes no other keys: additionalProperties must be \
+                 false or absent",
+            ));
+        }
+        let properties = properties
+            .as_object()
+            .ok_or_else(|| SchemaError::at(path, "properties must be an object"))?;
+        if properties.len() > MAX_PROPERTIES {
+            return Err(SchemaError::at(
+                path,
+                format!(
+                    "at most {MAX_PROPERTIES} properties are supported, got {}",
+                    properties.len()
+                ),
+            ));
+        }
+        // Keys are matched as their JSON texts (quotes and escapes included), sorted.
+        let mut keyed: Vec<(Vec<u8>, &String, &'a Value)> = properties
+            .iter()
+            .map(|(k, v)| (serde_json::to_vec(k).expect("a string serializes"), k, v))
+            .collect();
+        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut values = Vec::new();
+        for (_, name, schema) in &keyed {
+            values.push(self.node(schema, &format!("{path}/properties/{name}"))?);
+        }
+        let mut required_bits = 0u64;
+        for name in required {
+            let index = keyed
+                .iter()
+                .position(|(_, k, _)| k.as_str() == name)
+                .ok_or_else(|| {
+                    SchemaError::at(path, format!("required \"{name}\" is not in properties"))
+                })?;
+            required_bits |= 1 << index;
+        }
+        self.literals
+            .push(keyed.into_iter().map(|(text, _, _)| text).collect());
+        Ok(Node::Object {
+            keys: self.literals.len() - 1,
+            values,
+            required: required_bits,
+        })
+    }
+
+    fn array(
+        &mut self,
+        map: &'a serde_json::Map<String, Value>,
+        path: &str,
+    ) -> Result<Node, SchemaError> {
+        let bound = |key: &str, default: u32| -> Result<u32, SchemaError> {
+            match map.get(key) {
+                None => Ok(default),
+                Some(v) => v
+                    .as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| {
+                        SchemaError::at(path, format!("{key} must be a non-negative integer"))
+                    }),
+            }
+        };
+        let (min, max) = (bound("minItems", 0)?, bound("maxItems", u32::MAX)?);
+        if min > max {
+            return Err(SchemaError::at(
+                path,
+                format!("minItems {min} exceeds maxItems {max}"),
+            ));
+        }
+        let items = match map.get("items") {
+            None => self.push(Node::Any)?,
+            Some(items) => self.node(items, &format!("{path}/items"))?,
+        };
+        Ok(Node::Array { items, min, max })
+    }
+}
+
+/// Whether `value` has one of the JSON Schema `types` (a string or a list of them).
+pub(super) fn has_type(value: &Value, types: &Value) -> bool {
+    let matches = |t: &str| match (t, value) {
+        ("object", Value::Object(_)) | ("array", Value::Array(_)) => true,
+        ("string", Value::String(_)) | ("boolean", Value::Bool(_)) | ("null", Value::Null) => true,
+        ("number", Value::Number(_)) => true,
+        ("integer", Value::Number(n)) => n.is_i64() || n.is_u64(),
+        _ => false,
+    };
+    match types {
+        Value::String(t) => matches(t),
+        Value::Array(ts) => ts.iter().filter_map(Value::as_str).any(matches),
+        _ => false,
+    }
+}
+
+/// The fewest containers a value of each node must open, by fixpoint (values only fall; a
+/// recursion that every value must take stays at `u8::MAX`).
+pub(super) fn min_depths(nodes: &[Node]) -> Vec<u8> {
+    let mut depth = vec![u8::MAX; nodes.len()];
+    loop {
+        let mut changed = false;
+        for (i, node) in nodes.iter().enumerate() {
+            let d = match node {
+                Node::Any | Node::String | Node::Number { .. } | Node::Literals(_) => 0,
+                Node::AnyObject | Node::AnyArray => 1,
+                Node::Object {
+                    values, required, ..
+                } => values
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, _)| required & (1 << k) != 0)
+                    .map(|(_, &v)| depth[v as usize])
+                    .max()
+                    .unwrap_or(0)
+                    .saturating_add(1),
+                Node::Array { items, min, .. } => match min {
+                    0 => 1,
+                    _ => depth[*items as usize].saturating_add(1),
+                },
+                Node::Union(options) => options
+                    .iter()
+                    .flatten()
+                    .map(|&o| depth[o as usize])
+                    .min()
+                    .unwrap_or(u8::MAX),
+                Node::Tagged { alternatives, .. } => alternatives
+                    .iter()
+                    .map(|&(o, _)| depth[o as usize])
+                    .min()
+                    .unwrap_or(u8::MAX),
+                Node::Pending | Node::Nothing => u8::MAX,
+            };
+            if d < depth[i] {
+                depth[i] = d;
+                changed = true;
+            }
+        }
+        if !changed {
+            return depth;
+        }
+    }
+}
