@@ -209,6 +209,7 @@ pub async fn start(options: ServerOptions) -> TestServer {
         request_read_timeout: Duration::from_secs(5),
         retry_after_secs: 2,
         tool_call_parser: None,
+        ..ApiConfig::default()
     };
     let app = sluice_api::router(vec![served], api);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -24,6 +24,10 @@ pub enum ApiError {
     /// No served model has this id (404).
     #[error("the model '{0}' does not exist")]
     ModelNotFound(String),
+    /// No stored response has this id (404): `GET`/`DELETE /v1/responses/{id}` and
+    /// `previous_response_id`.
+    #[error("no response with id '{0}' is stored (it may have expired or been deleted)")]
+    ResponseNotFound(String),
     /// No route has this path (404).
     #[error("no route for {method} {path}")]
     RouteNotFound {
@@ -87,7 +91,9 @@ impl ApiError {
         match self {
             ApiError::InvalidRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::ModelNotFound(_) | ApiError::RouteNotFound { .. } => StatusCode::NOT_FOUND,
+            ApiError::ModelNotFound(_)
+            | ApiError::ResponseNotFound(_)
+            | ApiError::RouteNotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -112,6 +118,11 @@ impl ApiError {
                 "invalid_request_error",
                 Some("model".into()),
                 Some("model_not_found".into()),
+            ),
+            ApiError::ResponseNotFound(_) => (
+                "invalid_request_error",
+                Some("previous_response_id".into()),
+                Some("response_not_found".into()),
             ),
             ApiError::RouteNotFound { .. } => {
                 ("invalid_request_error", None, Some("not_found".into()))

@@ -60,6 +60,10 @@ pub struct ApiConfig {
     /// `qwen3_coder`, `llama3_json`, `mistral`, `generic`); `None` detects it from each
     /// model's chat template.
     pub tool_call_parser: Option<String>,
+    /// Most `/v1/responses` kept for `previous_response_id` (oldest evicted first).
+    pub stored_responses: usize,
+    /// How long a stored response stays retrievable.
+    pub stored_response_ttl: Duration,
 }
 
 impl Default for ApiConfig {
@@ -75,6 +79,8 @@ impl Default for ApiConfig {
             max_concurrent_tokenizations: std::thread::available_parallelism()
                 .map_or(2, |n| n.get()),
             tool_call_parser: None,
+            stored_responses: 1024,
+            stored_response_ttl: Duration::from_secs(3600),
         }
     }
 }
@@ -90,6 +96,8 @@ pub struct AppState {
     pub tokenizing: Arc<tokio::sync::Semaphore>,
     /// Keys the prefix-cache salts of callers ([`auth::Caller::cache_salt`]); random per start.
     pub cache_salt_hasher: std::collections::hash_map::RandomState,
+    /// `/v1/responses` stored with `store: true`, for `previous_response_id` and retrieval.
+    pub responses: Arc<responses_store::ResponseStore>,
 }
 
 /// The whole HTTP API over `models`.
@@ -103,6 +111,10 @@ pub fn router_for(registry: Arc<ModelRegistry>, config: ApiConfig) -> Router {
         registry,
         tokenizing: Arc::new(tokio::sync::Semaphore::new(
             config.max_concurrent_tokenizations.max(1),
+        )),
+        responses: Arc::new(responses_store::ResponseStore::new(
+            config.stored_responses,
+            config.stored_response_ttl,
         )),
         config: Arc::new(config),
         cache_salt_hasher: Default::default(),
@@ -119,6 +131,16 @@ pub fn router_for(registry: Arc<ModelRegistry>, config: ApiConfig) -> Router {
         .route(
             "/v1/embeddings",
             post(routes::embeddings::create_embeddings),
+        )
+        .route("/v1/responses", post(routes::responses::create_response))
+        .route(
+            "/v1/responses/{id}",
+            get(routes::responses::retrieve_response).delete(routes::responses::delete_response),
+        )
+        .route("/v1/messages", post(routes::messages::create_message))
+        .route(
+            "/v1/messages/count_tokens",
+            post(routes::messages::count_tokens),
         )
         .route("/v1/rerank", post(routes::rerank::rerank))
         .route("/rerank", post(routes::rerank::rerank))

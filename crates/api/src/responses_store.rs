@@ -22,6 +22,9 @@ pub struct StoredResponse {
     pub body: Value,
     /// When it was stored; the entry expires `max_age` later.
     pub created: Instant,
+    /// The API key (its index) of the caller who made it: only that caller may read, continue
+    /// or delete it (`None`: a server without keys).
+    pub owner: Option<usize>,
 }
 
 /// A bounded store of responses by id. See the module docs.
@@ -87,10 +90,14 @@ impl ResponseStore {
         }
     }
 
-    /// The response stored under `id`, unless it expired or was evicted.
-    pub fn get(&self, id: &str) -> Option<StoredResponse> {
+    /// The response stored under `id` for `owner`, unless it expired or was evicted. Another
+    /// caller's response is not found, as if it did not exist.
+    pub fn get(&self, id: &str, owner: Option<usize>) -> Option<StoredResponse> {
         let mut entries = self.entries();
         let (_, response) = entries.by_id.get(id)?;
+        if response.owner != owner {
+            return None;
+        }
         if self.expired(response) {
             entries.remove(id);
             return None;
@@ -98,9 +105,13 @@ impl ResponseStore {
         Some(response.clone())
     }
 
-    /// Removes the response stored under `id`; whether there was a live one.
-    pub fn delete(&self, id: &str) -> bool {
-        let removed = self.entries().remove(id);
+    /// Removes the response stored under `id` for `owner`; whether there was a live one.
+    pub fn delete(&self, id: &str, owner: Option<usize>) -> bool {
+        let mut entries = self.entries();
+        if entries.by_id.get(id).is_none_or(|(_, r)| r.owner != owner) {
+            return false;
+        }
+        let removed = entries.remove(id);
         removed.is_some_and(|r| !self.expired(&r))
     }
 
@@ -129,6 +140,7 @@ mod tests {
             created: Instant::now()
                 .checked_sub(age)
                 .expect("clock far enough from boot"),
+            owner: None,
         }
     }
 
@@ -141,9 +153,9 @@ mod tests {
         store.put("b".into(), response("b", Duration::ZERO));
         store.put("c".into(), response("c", Duration::ZERO));
         assert_eq!(store.len(), 2);
-        assert!(store.get("a").is_none());
-        assert_eq!(store.get("b").unwrap().body["id"], "b");
-        assert_eq!(store.get("c").unwrap().body["id"], "c");
+        assert!(store.get("a", None).is_none());
+        assert_eq!(store.get("b", None).unwrap().body["id"], "b");
+        assert_eq!(store.get("c", None).unwrap().body["id"], "c");
     }
 
     #[test]
@@ -153,28 +165,43 @@ mod tests {
         store.put("b".into(), response("b", Duration::ZERO));
         store.put("a".into(), response("a2", Duration::ZERO));
         store.put("c".into(), response("c", Duration::ZERO));
-        assert!(store.get("b").is_none(), "b was the oldest");
-        assert_eq!(store.get("a").unwrap().body["id"], "a2");
+        assert!(store.get("b", None).is_none(), "b was the oldest");
+        assert_eq!(store.get("a", None).unwrap().body["id"], "a2");
     }
 
     #[test]
     fn expired_entries_are_invisible_and_removed() {
         let store = ResponseStore::new(10, Duration::from_secs(60));
         store.put("old".into(), response("old", Duration::from_secs(61)));
-        assert!(store.get("old").is_none());
+        assert!(store.get("old", None).is_none());
         assert!(store.is_empty());
         store.put("old".into(), response("old", Duration::from_secs(61)));
         store.put("new".into(), response("new", Duration::ZERO));
         assert_eq!(store.len(), 1, "the expired front entry goes on put");
-        assert!(!store.delete("old"));
+        assert!(!store.delete("old", None));
     }
 
     #[test]
     fn delete_removes_a_live_entry_once() {
         let store = ResponseStore::new(10, HOUR);
         store.put("a".into(), response("a", Duration::ZERO));
-        assert!(store.delete("a"));
-        assert!(!store.delete("a"));
-        assert!(store.get("a").is_none());
+        assert!(store.delete("a", None));
+        assert!(!store.delete("a", None));
+        assert!(store.get("a", None).is_none());
+    }
+
+    #[test]
+    fn another_callers_response_is_not_found() {
+        let store = ResponseStore::new(10, HOUR);
+        let mine = StoredResponse {
+            owner: Some(0),
+            ..response("a", Duration::ZERO)
+        };
+        store.put("a".into(), mine);
+        assert!(store.get("a", Some(1)).is_none());
+        assert!(store.get("a", None).is_none());
+        assert!(!store.delete("a", Some(1)));
+        assert!(store.get("a", Some(0)).is_some());
+        assert!(store.delete("a", Some(0)));
     }
 }

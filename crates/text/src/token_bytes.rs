@@ -8,20 +8,30 @@ use crate::Tokenizer;
 
 impl Tokenizer {
     /// Token `id`'s bytes for every id below [`Tokenizer::vocab_size`], for constrained
-    /// decoding; `None` for added tokens (special or not) and for a vocabulary entry that
-    /// cannot be mapped back to bytes.
+    /// decoding; `None` for special tokens and for a vocabulary entry that cannot be mapped
+    /// back to bytes.
     ///
     /// Byte-level BPE vocabularies (GPT-2, Llama 3, Qwen, SmolLM) write each byte as one
     /// printable character; they are mapped back through that table. Other vocabularies are
-    /// SentencePiece-style: `▁` is a space and `<0xNN>` is the byte `NN`. Added tokens are left
-    /// out: their content goes through the decoder too (an added `aĊb` in a byte-level
-    /// vocabulary decodes with a raw newline), and the vocabulary can write any text without
-    /// them.
+    /// SentencePiece-style: `▁` is a space and `<0xNN>` is the byte `NN`. An added token that
+    /// is not special (Qwen's `<tool_call>`, `<think>`) stands for its decoded text (its
+    /// content goes through the decoder too: an added `aĊb` in a byte-level vocabulary decodes
+    /// with a raw newline), so a constraint that expects that text accepts the token the model
+    /// was trained to write. Special tokens never appear in constrained output.
     pub fn token_bytes(&self) -> Vec<Option<Vec<u8>>> {
+        let special: std::collections::HashSet<u32> = (self.inner().get_added_tokens_decoder())
+            .iter()
+            .filter(|(_, token)| token.special)
+            .map(|(&id, _)| id)
+            .collect();
         (0..self.vocab_size() as u32)
             .map(|id| {
-                if self.is_added(id) {
+                if special.contains(&id) {
                     None
+                } else if self.is_added(id) {
+                    self.token_str(id)
+                        .filter(|text| !text.is_empty())
+                        .map(String::into_bytes)
                 } else {
                     self.piece_bytes(id)
                 }
@@ -163,15 +173,24 @@ mod tests {
     }
 
     #[test]
-    fn added_tokens_that_are_not_special_have_no_bytes_for_constraints() {
+    fn added_tokens_that_are_not_special_stand_for_their_decoded_text() {
         let base = Tokenizer::from_dir(&test_data("byte_bpe")).unwrap();
         let mut inner = base.inner().clone();
-        inner.add_tokens(&[tokenizers::AddedToken::from("a\u{10a}b", false)]);
+        inner.add_tokens(&[
+            tokenizers::AddedToken::from("a\u{10a}b", false),
+            tokenizers::AddedToken::from("<tool_call>", false),
+        ]);
+        inner.add_special_tokens(&[tokenizers::AddedToken::from("<|ctl|>", true)]);
         let tokenizer = Tokenizer::new(inner, None, None, None, None);
+        let bytes = tokenizer.token_bytes();
         let id = tokenizer.token_to_id("a\u{10a}b").unwrap();
-        assert_eq!(tokenizer.token_bytes()[id as usize], None);
-        // Its decoded text has a raw newline: what logprobs report.
+        // Its decoded text has a raw newline: what it adds to the output and what logprobs report.
+        assert_eq!(bytes[id as usize].as_deref(), Some(&b"a\nb"[..]));
         assert_eq!(tokenizer.bytes_of(id).unwrap(), b"a\nb");
+        let call = tokenizer.token_to_id("<tool_call>").unwrap();
+        assert_eq!(bytes[call as usize].as_deref(), Some(&b"<tool_call>"[..]));
+        let ctl = tokenizer.token_to_id("<|ctl|>").unwrap();
+        assert_eq!(bytes[ctl as usize], None);
     }
 
     #[test]

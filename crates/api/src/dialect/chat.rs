@@ -11,6 +11,9 @@ use crate::wire::chat::{
 };
 use crate::wire::{ChatLogprobs, UsageBody};
 
+/// A change to the chunk being built for a choice: its delta and its logprobs.
+type DeltaEdit = Box<dyn FnOnce(&mut ChatDelta, &mut Option<ChatLogprobs>)>;
+
 /// What one choice has said so far.
 #[derive(Debug, Clone, Default)]
 struct ChoiceSoFar {
@@ -64,10 +67,7 @@ impl ChatRenderer {
         update: TurnUpdate,
         pending: &mut Option<(u32, ChatDelta, Option<ChatLogprobs>)>,
     ) -> Option<(u32, TurnEnd)> {
-        let (index, apply): (
-            u32,
-            Box<dyn FnOnce(&mut ChatDelta, &mut Option<ChatLogprobs>)>,
-        ) = match update {
+        let (index, apply): (u32, DeltaEdit) = match update {
             TurnUpdate::Start { index } => {
                 (index, Box::new(|d, _| d.role = Some("assistant".into())))
             }

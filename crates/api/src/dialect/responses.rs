@@ -62,7 +62,7 @@ pub struct ResponsesRenderer {
     open: Option<OpenItem>,
     end: Option<TurnEnd>,
     /// Where a finished response is kept, with the conversation it answered.
-    store: Option<(Arc<ResponseStore>, Value)>,
+    store: Option<(Arc<ResponseStore>, Value, Option<usize>)>,
 }
 
 impl ResponsesRenderer {
@@ -83,8 +83,14 @@ impl ResponsesRenderer {
     /// Also puts the finished response into `store` (when it completes, streamed or not;
     /// never when it fails), with `conversation`: the request's
     /// `ValidResponsesRequest::conversation`.
-    pub fn storing(mut self, store: Arc<ResponseStore>, conversation: Value) -> Self {
-        self.store = Some((store, conversation));
+    /// `owner` is the caller's API key index ([`StoredResponse::owner`]).
+    pub fn storing(
+        mut self,
+        store: Arc<ResponseStore>,
+        conversation: Value,
+        owner: Option<usize>,
+    ) -> Self {
+        self.store = Some((store, conversation, owner));
         self
     }
 
@@ -250,7 +256,7 @@ impl ResponsesRenderer {
         // Frames of an item still open are dropped: a turn always finishes before the end.
         self.finish_item();
         let response = self.response(self.final_status(), Some(usage));
-        if let Some((store, conversation)) = self.store.take() {
+        if let Some((store, conversation, owner)) = self.store.take() {
             store.put(
                 self.meta.id.clone(),
                 StoredResponse {
@@ -258,6 +264,7 @@ impl ResponsesRenderer {
                     output: self.output_items(),
                     body: response.clone(),
                     created: Instant::now(),
+                    owner,
                 },
             );
         }

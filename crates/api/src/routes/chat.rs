@@ -6,6 +6,7 @@ use axum::extract::State;
 use axum::response::Response;
 use axum::Extension;
 use serde_json::Value;
+use sluice_engine::ResponseFormat;
 use sluice_text::{MaskedSpecials, TextError, Tokenizer};
 
 use crate::assemble::ResponseMeta;
@@ -17,6 +18,8 @@ use crate::error::ApiError;
 use crate::extract::OpenAiJson;
 use crate::generation::{run, tokenize_off_runtime, ResponsePlan};
 use crate::registry::ServedModel;
+use crate::validate::tool_constraint::tool_plan;
+use crate::validate::tools::ToolChoice;
 use crate::validate::{check_prompt_text_fits, validate_chat, ValidChatRequest};
 use crate::wire::chat::ChatCompletionRequest;
 use crate::AppState;
@@ -69,11 +72,25 @@ where
         state.config.api_keys.len(),
         valid.params.user.as_deref(),
     );
+    let plan = tool_plan(&valid.tools, syntax.tool_format)?;
+    if let Some(constraint) = plan.constraint {
+        // A forced call replaces a response_format; in auto mode an explicit one wins.
+        let forced = matches!(
+            valid.tools.choice,
+            ToolChoice::Required | ToolChoice::Named(_)
+        );
+        if forced || request.sampling.response_format == ResponseFormat::Text {
+            request.sampling.response_format = constraint;
+        }
+    }
     let prompt_tokens = vec![request.prompt_tokens.clone()];
     let n = valid.params.n as usize;
     let renderer = make_renderer(request.prompt_tokens.len() as u32);
-    let options = syntax.turn_options(&valid.tools, &rendered);
+    let mut options = syntax.turn_options(&valid.tools, &rendered);
     drop(rendered);
+    if options.tool_format.is_some() {
+        options.tool_format = Some(plan.parse_as);
+    }
     let ids = match syntax.call_ids() {
         CallIds::Mistral => CallIds::Mistral,
         _ => ids,

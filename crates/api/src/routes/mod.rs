@@ -5,10 +5,12 @@ pub mod chat;
 pub mod completions;
 pub mod embeddings;
 pub mod health;
+pub mod messages;
 pub mod metrics;
 pub mod models;
 pub mod openapi;
 pub mod rerank;
+pub mod responses;
 pub mod tokenize;
 pub mod ui;
 

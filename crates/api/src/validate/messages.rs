@@ -34,7 +34,7 @@ pub fn validate_messages(
         req.tool_choice.as_ref(),
         req.thinking.as_ref(),
     )?;
-    let options = GenerationOptions {
+    let options = req.extensions.apply(GenerationOptions {
         temperature: req.temperature,
         top_p: req.top_p,
         top_k: req.top_k,
@@ -42,7 +42,7 @@ pub fn validate_messages(
         stop: req.stop_sequences.map(StopField::Many),
         user: req.metadata.and_then(|m| m.user_id),
         ..GenerationOptions::default()
-    };
+    });
     let params = validate_shared(options, req.max_tokens, "max_tokens", None, limits)
         .map_err(rename_stop)?;
     Ok(prompt.into_request(req.model, params))

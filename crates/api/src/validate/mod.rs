@@ -7,6 +7,7 @@ pub mod completion;
 pub mod messages;
 pub mod responses;
 pub mod scoring;
+pub mod tool_constraint;
 pub mod tools;
 
 use std::sync::Arc;

@@ -82,16 +82,15 @@ pub fn validate_responses(
     }
     messages.extend(conversation.iter().cloned());
 
-    let options = GenerationOptions {
+    let options = req.extensions.apply(GenerationOptions {
         temperature: req.temperature,
         top_p: req.top_p,
         top_k: req.top_k,
-        seed: req.seed,
         stream: req.stream,
         user: req.user,
         response_format: response_format(req.text.and_then(|t| t.format))?,
         ..GenerationOptions::default()
-    };
+    });
     let params = validate_shared(
         options,
         req.max_output_tokens,

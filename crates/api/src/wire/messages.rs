@@ -44,6 +44,9 @@ pub struct MessagesRequest {
     pub tool_choice: Option<Value>,
     /// `{"type": "enabled", "budget_tokens"}` or `{"type": "disabled"}`.
     pub thinking: Option<Value>,
+    /// sluice's sampling extensions (`seed`, `logit_bias`, `min_p`, ...).
+    #[serde(flatten)]
+    pub extensions: super::SamplingExtensions,
 }
 
 /// A `count_tokens` request: a Messages request without the generation fields.
@@ -152,7 +155,9 @@ impl AnthropicErrorBody {
             | ApiError::MethodNotAllowed { .. }
             | ApiError::RequestTimeout(_) => "invalid_request_error",
             ApiError::Unauthorized => "authentication_error",
-            ApiError::ModelNotFound(_) | ApiError::RouteNotFound { .. } => "not_found_error",
+            ApiError::ModelNotFound(_)
+            | ApiError::ResponseNotFound(_)
+            | ApiError::RouteNotFound { .. } => "not_found_error",
             ApiError::PayloadTooLarge { .. } => "request_too_large",
             ApiError::Overloaded { .. } => "overloaded_error",
             ApiError::Unavailable(_) | ApiError::Internal(_) => "api_error",

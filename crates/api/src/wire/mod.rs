@@ -321,3 +321,44 @@ mod tests {
         );
     }
 }
+
+/// sluice's sampling extensions on the protocols that lack them (Responses, Anthropic
+/// Messages), as the `extra_body` of their clients sends them; same meaning and ranges as on
+/// chat.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct SamplingExtensions {
+    /// Seed of the sampler's RNG.
+    #[serde(default, deserialize_with = "number::optional")]
+    pub seed: Option<WholeNumber>,
+    /// Token id -> bias in [-100, 100].
+    pub logit_bias: Option<HashMap<String, f32>>,
+    /// Minimum probability relative to the most likely token.
+    pub min_p: Option<f32>,
+    /// Penalty on tokens already in prompt or output.
+    pub repetition_penalty: Option<f64>,
+    /// OpenAI's presence penalty.
+    pub presence_penalty: Option<f32>,
+    /// OpenAI's frequency penalty.
+    pub frequency_penalty: Option<f32>,
+    /// `high` | `normal` | `low`.
+    pub priority: Option<String>,
+    /// Keep generating past end-of-sequence.
+    pub ignore_eos: Option<bool>,
+}
+
+impl SamplingExtensions {
+    /// These fields set on `options`.
+    pub fn apply(self, options: GenerationOptions) -> GenerationOptions {
+        GenerationOptions {
+            seed: self.seed.or(options.seed),
+            logit_bias: self.logit_bias,
+            min_p: self.min_p,
+            repetition_penalty: self.repetition_penalty,
+            presence_penalty: self.presence_penalty,
+            frequency_penalty: self.frequency_penalty,
+            priority: self.priority,
+            ignore_eos: self.ignore_eos,
+            ..options
+        }
+    }
+}

@@ -36,9 +36,9 @@ pub struct ResponsesRequest {
     /// Extension: keep only the k most likely tokens.
     #[serde(default, deserialize_with = "number::optional")]
     pub top_k: Option<WholeNumber>,
-    /// Extension: seed of the sampler's RNG.
-    #[serde(default, deserialize_with = "number::optional")]
-    pub seed: Option<WholeNumber>,
+    /// sluice's sampling extensions (`seed`, `logit_bias`, `min_p`, ...).
+    #[serde(flatten)]
+    pub extensions: super::SamplingExtensions,
     /// Stream the response as server-sent events.
     pub stream: Option<bool>,
     /// `{"format": {"type": "text" | "json_object" | "json_schema", ...}}`.

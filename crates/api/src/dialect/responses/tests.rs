@@ -306,13 +306,16 @@ fn a_stored_response_continues_into_the_next_request() {
     let meta = response_meta("m");
     let id = meta.id.clone();
     let make = || {
-        ResponsesRenderer::new(meta.clone(), valid.echo.clone())
-            .storing(store.clone(), valid.conversation.clone())
+        ResponsesRenderer::new(meta.clone(), valid.echo.clone()).storing(
+            store.clone(),
+            valid.conversation.clone(),
+            None,
+        )
     };
     let mut middle = vec![reasoning("need the tool")];
     middle.extend(call(0, "call_a", "get", &["{\"city\":\"Oslo\"}"]));
     let (_, body) = run(make, turn(middle, TurnEnd::ToolCalls));
-    let stored = store.get(&id).expect("the response was stored");
+    let stored = store.get(&id, None).expect("the response was stored");
     assert_eq!(stored.body, body);
     assert_eq!(stored.output, body["output"]);
 

@@ -144,6 +144,7 @@ fn previous_response_comes_before_the_new_input() {
         ]),
         body: json!({}),
         created: Instant::now(),
+        owner: None,
     };
     let req = request(json!({"model": "m", "previous_response_id": "resp_1",
         "instructions": "new rules",

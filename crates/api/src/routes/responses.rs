@@ -1,0 +1,79 @@
+//! `POST /v1/responses` (OpenAI's Responses API, what the Codex CLI and the Agents SDK speak),
+//! `GET /v1/responses/{id}` and `DELETE /v1/responses/{id}`.
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde_json::json;
+
+use super::chat::generate_turn;
+use crate::auth::Caller;
+use crate::dialect::responses::{response_meta, ResponsesRenderer};
+use crate::dialect::turn_parse::CallIds;
+use crate::error::ApiError;
+use crate::extract::OpenAiJson;
+use crate::validate::responses::validate_responses;
+use crate::wire::responses::ResponsesRequest;
+use crate::AppState;
+
+/// Creates a model response; with `store` (the default) it is kept for
+/// `previous_response_id` and retrieval, by the caller's API key.
+pub async fn create_response(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    OpenAiJson(req): OpenAiJson<ResponsesRequest>,
+) -> Result<Response, ApiError> {
+    let model = state.registry.get(&req.model).await?;
+    model.check_serves("generation")?;
+    let previous = match &req.previous_response_id {
+        Some(id) => Some(
+            state
+                .responses
+                .get(id, caller.key)
+                .ok_or_else(|| ApiError::ResponseNotFound(id.clone()))?,
+        ),
+        None => None,
+    };
+    let valid = validate_responses(req, model.limits(), previous.as_ref())?;
+    let meta = response_meta(&model.id);
+    let store = valid.echo.store.then(|| state.responses.clone());
+    let (conversation, echo) = (valid.conversation, valid.echo);
+    let owner = caller.key;
+    generate_turn(
+        &state,
+        &caller,
+        model,
+        valid.chat,
+        CallIds::OpenAi,
+        move |_| {
+            let renderer = ResponsesRenderer::new(meta, echo);
+            match store {
+                Some(store) => renderer.storing(store, conversation, owner),
+                None => renderer,
+            }
+        },
+    )
+    .await
+}
+
+/// A stored response, as it was returned.
+pub async fn retrieve_response(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let stored = (state.responses.get(&id, caller.key)).ok_or(ApiError::ResponseNotFound(id))?;
+    Ok(Json(stored.body).into_response())
+}
+
+/// Forgets a stored response.
+pub async fn delete_response(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    if !state.responses.delete(&id, caller.key) {
+        return Err(ApiError::ResponseNotFound(id));
+    }
+    Ok(Json(json!({"id": id, "object": "response", "deleted": true})).into_response())
+}

@@ -1,0 +1,127 @@
+//! `tool_choice` as a decoding constraint: which framing a forced or started call is held to,
+//! given the model's tool-call format, and which format its output is then parsed in.
+//!
+//! | format | `required` / named | `auto` |
+//! |---|---|---|
+//! | Hermes (`<tool_call>{json}</tool_call>`) | one framed call | free text; a call the model opens is held to the schemas |
+//! | Qwen XML | one call as Hermes JSON inside `<tool_call>` (its parser reads both) | free (XML is not JSON) |
+//! | Llama 3 JSON | one `{"name", "parameters"}` object | free |
+//! | Mistral, none known | the generic envelope `{"tool_calls": [...]}`, parsed as such | free |
+//!
+//! Mistral's `[TOOL_CALLS]` is a control token, and control tokens never appear in
+//! constrained output, hence the envelope. Tool schemas are compiled leniently: keywords the
+//! constraint cannot enforce (`pattern`, `minimum`, ...) are left out and logged, never a 400.
+
+use std::sync::Arc;
+
+use sluice_engine::ResponseFormat;
+use sluice_text::assistant::ToolCallFormat;
+use sluice_text::constraint::{Tool, ToolCallFraming, ToolCallMode, ToolCallRules};
+
+use super::tools::{ToolChoice, ToolRequest};
+use crate::error::ApiError;
+
+/// How a request's calls are constrained and read.
+#[derive(Debug, Clone)]
+pub struct ToolPlan {
+    /// The format the output is parsed in.
+    pub parse_as: ToolCallFormat,
+    /// The constraint, when calls are constrained at all.
+    pub constraint: Option<ResponseFormat>,
+}
+
+/// The plan for `tools` on a model whose calls are written in `format`.
+pub fn tool_plan(tools: &ToolRequest, format: ToolCallFormat) -> Result<ToolPlan, ApiError> {
+    let unconstrained = ToolPlan {
+        parse_as: format,
+        constraint: None,
+    };
+    let mode = match &tools.choice {
+        _ if tools.tools.is_empty() => return Ok(unconstrained),
+        ToolChoice::None => return Ok(unconstrained),
+        ToolChoice::Auto => ToolCallMode::Auto,
+        ToolChoice::Required => ToolCallMode::Forced { tool: None },
+        ToolChoice::Named(name) => ToolCallMode::Forced {
+            tool: Some(name.clone()),
+        },
+    };
+    let forced = !matches!(mode, ToolCallMode::Auto);
+    let (framing, parse_as) = match format {
+        ToolCallFormat::Hermes => (ToolCallFraming::hermes(), format),
+        ToolCallFormat::QwenXml if forced => (ToolCallFraming::hermes(), format),
+        ToolCallFormat::Llama3Json if forced => (ToolCallFraming::llama3_json(), format),
+        _ if forced => (ToolCallFraming::envelope(), ToolCallFormat::GenericJson),
+        _ => return Ok(unconstrained),
+    };
+    let mut compiled = Vec::with_capacity(tools.tools.len());
+    for (i, spec) in tools.tools.iter().enumerate() {
+        let (tool, ignored) = Tool::compile(&spec.name, &spec.parameters).map_err(|e| {
+            ApiError::invalid(
+                &format!("tools[{i}].parameters"),
+                format!("the schema of '{}' cannot be used: {e}", spec.name),
+            )
+        })?;
+        if !ignored.is_empty() {
+            tracing::debug!(tool = %spec.name, ?ignored, "tool schema keywords not enforced");
+        }
+        compiled.push(tool);
+    }
+    let rules = ToolCallRules::new(&compiled, &framing, &mode)
+        .map_err(|e| ApiError::invalid("tools", e.to_string()))?;
+    Ok(ToolPlan {
+        parse_as,
+        constraint: Some(ResponseFormat::ToolCalls(Arc::new(rules))),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::validate::tools::openai_tools;
+
+    fn request(choice: ToolChoice) -> ToolRequest {
+        let tools = json!([{"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"q": {"type": "string", "pattern": "^a"}}}}}]);
+        ToolRequest {
+            tools: openai_tools(Some(&tools)).unwrap(),
+            choice,
+            parallel: true,
+        }
+    }
+
+    #[test]
+    fn forced_calls_get_a_framing_every_format_can_read() {
+        for format in [
+            ToolCallFormat::Hermes,
+            ToolCallFormat::QwenXml,
+            ToolCallFormat::Llama3Json,
+            ToolCallFormat::MistralArgs,
+            ToolCallFormat::MistralList,
+            ToolCallFormat::GenericJson,
+        ] {
+            let plan = tool_plan(&request(ToolChoice::Required), format).unwrap();
+            assert!(plan.constraint.is_some(), "{format:?}");
+            let expected = match format {
+                ToolCallFormat::MistralArgs | ToolCallFormat::MistralList => {
+                    ToolCallFormat::GenericJson
+                }
+                other => other,
+            };
+            assert_eq!(plan.parse_as, expected);
+        }
+    }
+
+    #[test]
+    fn auto_is_constrained_only_where_a_call_opens_with_text() {
+        let hermes = tool_plan(&request(ToolChoice::Auto), ToolCallFormat::Hermes).unwrap();
+        assert!(hermes.constraint.is_some());
+        for format in [ToolCallFormat::Llama3Json, ToolCallFormat::QwenXml] {
+            let plan = tool_plan(&request(ToolChoice::Auto), format).unwrap();
+            assert!(plan.constraint.is_none(), "{format:?}");
+        }
+        let none = tool_plan(&request(ToolChoice::None), ToolCallFormat::Hermes).unwrap();
+        assert!(none.constraint.is_none());
+    }
+}
