@@ -73,6 +73,10 @@ pub async fn require_api_key(
     } else {
         match presented_key(req.headers()).and_then(|key| matching_key(keys, key)) {
             Some(index) => Caller { key: Some(index) },
+            // Anthropic's clients (Claude Code) read errors in Anthropic's shape.
+            None if req.uri().path().starts_with("/v1/messages") => {
+                return crate::wire::messages::anthropic_error_response(&ApiError::Unauthorized)
+            }
             None => return ApiError::Unauthorized.into_response(),
         }
     };

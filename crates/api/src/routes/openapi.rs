@@ -58,7 +58,7 @@ fn ok(description: &str, schema: Value) -> Value {
     json!({"description": description, "content": {"application/json": {"schema": schema}}})
 }
 
-fn post(summary: &str, request: &str, response: &str, streams: bool) -> Value {
+pub(crate) fn post(summary: &str, request: &str, response: &str, streams: bool) -> Value {
     let mut responses = error_responses();
     let mut success = ok(
         summary,
@@ -141,6 +141,11 @@ fn with_properties(mut base: Value, extra: Value) -> Value {
 /// document says so: every optional property of a request schema, at any depth, also admits
 /// null.
 fn allow_null_for_optional(schema: &mut Value) {
+    for key in ["oneOf", "anyOf"] {
+        if let Some(alternatives) = schema.get_mut(key).and_then(Value::as_array_mut) {
+            alternatives.iter_mut().for_each(allow_null_for_optional);
+        }
+    }
     let required: Vec<String> = schema["required"]
         .as_array()
         .map(|r| {
@@ -183,12 +188,16 @@ fn allow_null_for_optional(schema: &mut Value) {
 /// The whole document.
 pub fn document() -> Value {
     let mut doc = document_as_written();
+    super::openapi_agents::add_agents(&mut doc);
     for name in [
         "ChatMessage",
         "ChatCompletionRequest",
         "CompletionRequest",
         "TokenizeRequest",
         "DetokenizeRequest",
+        "ResponsesRequest",
+        "MessagesRequest",
+        "CountTokensRequest",
     ] {
         allow_null_for_optional(&mut doc["components"]["schemas"][name]);
     }

@@ -10,7 +10,8 @@
 //!
 //! Mistral's `[TOOL_CALLS]` is a control token, and control tokens never appear in
 //! constrained output, hence the envelope. Tool schemas are compiled leniently: keywords the
-//! constraint cannot enforce (`pattern`, `minimum`, ...) are left out and logged, never a 400.
+//! constraint cannot enforce (`pattern`, `minimum`, ...) are left out and logged, never a 400;
+//! a schema that cannot be read at all constrains the arguments to any object.
 
 use std::sync::Arc;
 
@@ -54,13 +55,17 @@ pub fn tool_plan(tools: &ToolRequest, format: ToolCallFormat) -> Result<ToolPlan
         _ => return Ok(unconstrained),
     };
     let mut compiled = Vec::with_capacity(tools.tools.len());
-    for (i, spec) in tools.tools.iter().enumerate() {
-        let (tool, ignored) = Tool::compile(&spec.name, &spec.parameters).map_err(|e| {
-            ApiError::invalid(
-                &format!("tools[{i}].parameters"),
-                format!("the schema of '{}' cannot be used: {e}", spec.name),
-            )
-        })?;
+    for spec in &tools.tools {
+        let (tool, ignored) = match Tool::compile(&spec.name, &spec.parameters) {
+            Ok(compiled) => compiled,
+            Err(e) => {
+                // A schema the compiler cannot read at all still gets a call whose arguments
+                // are an object: agents send what their tools declare, and a 400 would stop them.
+                tracing::warn!(tool = %spec.name, error = %e, "tool schema not usable; arguments constrained to any object");
+                Tool::compile(&spec.name, &serde_json::json!({"type": "object"}))
+                    .map_err(|e| ApiError::Internal(e.to_string()))?
+            }
+        };
         if !ignored.is_empty() {
             tracing::debug!(tool = %spec.name, ?ignored, "tool schema keywords not enforced");
         }
@@ -111,6 +116,14 @@ mod tests {
             };
             assert_eq!(plan.parse_as, expected);
         }
+    }
+
+    #[test]
+    fn an_unreadable_schema_still_gets_an_object_constraint() {
+        let mut tools = request(ToolChoice::Required);
+        tools.tools[0].parameters = json!({"type": 5, "$ref": "#/nowhere"});
+        let plan = tool_plan(&tools, ToolCallFormat::Hermes).unwrap();
+        assert!(plan.constraint.is_some());
     }
 
     #[test]

@@ -1,0 +1,192 @@
+//! The agent side of `/openapi.json`: tools on chat, `/v1/responses` and Anthropic's
+//! `/v1/messages`. Request schemas say what validation accepts (a request that fits them is
+//! answered 200, one that breaks them 400), so schemathesis can hold the server to them;
+//! dependencies JSON Schema cannot state (a named `tool_choice` must name a listed tool) are
+//! in the descriptions.
+
+use serde_json::{json, Value};
+
+use super::openapi::post;
+
+/// Adds the agent routes and schemas to `doc`, and tools to the chat schemas.
+pub fn add_agents(doc: &mut Value) {
+    let function = json!({"type": "object", "required": ["name"], "properties": {
+        "name": {"type": "string", "minLength": 1}, "description": {"type": "string"},
+        "parameters": {"type": "object", "description": "JSON Schema of the arguments; keywords the decoder cannot enforce (pattern, minimum, ...) are not enforced"},
+        "strict": {"type": "boolean"}}});
+    let chat_tool = json!({"type": "object", "required": ["type", "function"], "properties": {
+        "type": {"const": "function"}, "function": function}});
+    let tool_choice_text = "none | auto | required, or a function named in tools; required and named force a call by constrained decoding";
+    let chat = &mut doc["components"]["schemas"]["ChatCompletionRequest"];
+    chat["properties"]["tools"] = json!({"type": "array", "items": chat_tool});
+    chat["properties"]["tool_choice"] = json!({"type": "string", "enum": ["none", "auto"],
+        "description": tool_choice_text});
+    chat["properties"]["parallel_tool_calls"] = json!({"type": "boolean"});
+    chat["properties"]["chat_template_kwargs"] = json!({"type": "object",
+        "description": "extra chat-template variables, e.g. {\"enable_thinking\": false}"});
+    chat["properties"]["reasoning_effort"] =
+        json!({"type": "string", "enum": ["none", "minimal", "low", "medium", "high"]});
+    let message = &mut doc["components"]["schemas"]["ChatMessage"]["properties"];
+    message["reasoning_content"] = json!({"type": "string"});
+    let choice = &mut doc["components"]["schemas"]["ChatCompletion"]["properties"]["choices"]
+        ["items"]["properties"];
+    choice["finish_reason"]["enum"] = json!(["stop", "length", "tool_calls"]);
+    choice["message"]["properties"] = json!({"role": {"const": "assistant"},
+        "content": {"type": ["string", "null"]}, "reasoning_content": {"type": "string"},
+        "tool_calls": {"type": "array", "items": {"type": "object", "properties": {
+            "id": {"type": "string"}, "type": {"const": "function"},
+            "function": {"type": "object", "properties": {
+                "name": {"type": "string"}, "arguments": {"type": "string"}}}}}}});
+
+    doc["paths"]["/v1/responses"] = post(
+        "Create a model response (OpenAI Responses API)",
+        "ResponsesRequest",
+        "Response",
+        true,
+    );
+    let id = json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
+    let found_or_404 = |summary: &str, schema: &str| {
+        let mut op = post(summary, "ResponsesRequest", schema, false);
+        op["post"].as_object_mut().map(|o| o.remove("requestBody"));
+        op["post"]["parameters"] = id.clone();
+        op["post"]["responses"]["404"]["description"] =
+            json!("No stored response with this id for this API key");
+        op["post"].clone()
+    };
+    doc["paths"]["/v1/responses/{id}"] = json!({
+        "get": found_or_404("Retrieve a stored response", "Response"),
+        "delete": found_or_404("Delete a stored response", "DeletedResponse"),
+    });
+    doc["paths"]["/v1/messages"] = anthropic_errors(post(
+        "Create a message (Anthropic Messages API)",
+        "MessagesRequest",
+        "Message",
+        true,
+    ));
+    doc["paths"]["/v1/messages/count_tokens"] = anthropic_errors(post(
+        "Count the tokens of a message request's prompt",
+        "CountTokensRequest",
+        "CountTokensResponse",
+        false,
+    ));
+
+    let text_part = json!({"type": "object", "required": ["type", "text"], "properties": {
+        "type": {"type": "string", "enum": ["input_text", "output_text", "text"]},
+        "text": {"type": "string"}}});
+    let text = json!({"oneOf": [{"type": "string"}, {"type": "array", "items": text_part}]});
+    let input_item = json!({"oneOf": [
+        {"type": "object", "required": ["role", "content"], "properties": {
+            "type": {"const": "message"},
+            "role": {"type": "string", "enum": ["user", "system", "developer", "assistant"]},
+            "content": text}},
+        {"type": "object", "required": ["type", "call_id", "name"], "properties": {
+            "type": {"const": "function_call"}, "call_id": {"type": "string"},
+            "name": {"type": "string"}, "arguments": {"type": "string"}}},
+        {"type": "object", "required": ["type", "call_id", "output"], "properties": {
+            "type": {"const": "function_call_output"}, "call_id": {"type": "string"},
+            "output": text}}]});
+    let responses_tool = json!({"type": "object", "required": ["type", "name"], "properties": {
+        "type": {"const": "function"}, "name": {"type": "string", "minLength": 1},
+        "description": {"type": "string"}, "parameters": {"type": "object"},
+        "strict": {"type": "boolean"}}});
+    let anthropic_text = json!({"oneOf": [{"type": "string"}, {"type": "array", "items": {
+        "type": "object", "required": ["type", "text"], "properties": {
+            "type": {"const": "text"}, "text": {"type": "string"}}}}]});
+    let anthropic_tool = json!({"type": "object", "required": ["name", "input_schema"], "properties": {
+        "name": {"type": "string", "minLength": 1}, "description": {"type": "string"},
+        "input_schema": {"type": "object"}}});
+    let anthropic_message = json!({"type": "object", "required": ["role", "content"], "properties": {
+        "role": {"type": "string", "enum": ["user", "assistant"]}, "content": anthropic_text}});
+    let messages_properties = json!({
+        "model": {"type": "string"},
+        "messages": {"type": "array", "minItems": 1, "items": anthropic_message},
+        "system": anthropic_text.clone(),
+        "tools": {"type": "array", "items": anthropic_tool},
+        "tool_choice": {"type": "object", "required": ["type"], "properties": {
+            "type": {"type": "string", "enum": ["auto", "none"]},
+            "disable_parallel_tool_use": {"type": "boolean"}},
+            "description": "auto | any | tool (with name) | none; any and tool force a call"}});
+    let mut create_message = messages_properties.clone();
+    for (k, v) in json!({
+        "max_tokens": {"type": "integer", "minimum": 1},
+        "stop_sequences": {"type": "array", "maxItems": 16, "items": {"type": "string", "minLength": 1, "maxLength": 256}},
+        "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+        "top_p": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        "top_k": {"type": "integer"},
+        "stream": {"type": "boolean"},
+        "metadata": {"type": "object", "properties": {"user_id": {"type": "string"}}}
+    })
+    .as_object()
+    .into_iter()
+    .flatten()
+    {
+        create_message[k] = v.clone();
+    }
+    let usage = json!({"type": "object", "properties": {
+        "input_tokens": {"type": "integer"}, "output_tokens": {"type": "integer"}}});
+    let schemas = json!({
+        "ResponsesRequest": {"type": "object", "required": ["model", "input"], "properties": {
+            "model": {"type": "string"},
+            "input": {"oneOf": [{"type": "string"},
+                {"type": "array", "minItems": 1, "items": input_item}]},
+            "instructions": {"type": "string"},
+            "tools": {"type": "array", "items": responses_tool},
+            "tool_choice": {"type": "string", "enum": ["none", "auto"], "description": tool_choice_text},
+            "parallel_tool_calls": {"type": "boolean"},
+            "max_output_tokens": {"type": "integer", "minimum": 1},
+            "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+            "top_p": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+            "stream": {"type": "boolean"},
+            "store": {"type": "boolean", "description": "keep the response (default true) for previous_response_id and GET, per API key, bounded in number and age"},
+            "previous_response_id": {"type": "string", "description": "a stored response of this API key; unknown ids are a 404"},
+            "reasoning": {"type": "object", "properties": {"effort": {"type": "string",
+                "enum": ["none", "minimal", "low", "medium", "high"]}}},
+            "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+            "user": {"type": "string"}}},
+        "Response": {"type": "object", "properties": {
+            "id": {"type": "string"}, "object": {"const": "response"},
+            "created_at": {"type": "integer"}, "model": {"type": "string"},
+            "status": {"type": "string", "enum": ["completed", "incomplete", "failed", "in_progress"]},
+            "output": {"type": "array", "items": {"type": "object", "properties": {
+                "type": {"type": "string", "enum": ["message", "function_call", "reasoning"]}}}},
+            "usage": {"type": ["object", "null"]}}},
+        "DeletedResponse": {"type": "object", "properties": {
+            "id": {"type": "string"}, "object": {"const": "response"}, "deleted": {"const": true}}},
+        "MessagesRequest": {"type": "object", "required": ["model", "messages", "max_tokens"],
+            "properties": create_message},
+        "CountTokensRequest": {"type": "object", "required": ["model", "messages"],
+            "properties": messages_properties},
+        "Message": {"type": "object", "properties": {
+            "id": {"type": "string"}, "type": {"const": "message"}, "role": {"const": "assistant"},
+            "model": {"type": "string"},
+            "content": {"type": "array", "items": {"type": "object", "properties": {
+                "type": {"type": "string", "enum": ["text", "thinking", "tool_use"]}}}},
+            "stop_reason": {"type": ["string", "null"],
+                "enum": ["end_turn", "max_tokens", "stop_sequence", "tool_use", null]},
+            "usage": usage}},
+        "CountTokensResponse": {"type": "object", "required": ["input_tokens"], "properties": {
+            "input_tokens": {"type": "integer"}}},
+        "AnthropicError": {"type": "object", "required": ["type", "error"], "properties": {
+            "type": {"const": "error"},
+            "error": {"type": "object", "required": ["type", "message"], "properties": {
+                "type": {"type": "string"}, "message": {"type": "string"}}}}}
+    });
+    if let (Some(all), Value::Object(agents)) =
+        (doc["components"]["schemas"].as_object_mut(), schemas)
+    {
+        all.extend(agents);
+    }
+}
+
+/// `operation` with its error bodies in Anthropic's shape.
+fn anthropic_errors(mut operation: Value) -> Value {
+    let error = json!({"$ref": "#/components/schemas/AnthropicError"});
+    if let Some(responses) = operation["post"]["responses"].as_object_mut() {
+        for (status, response) in responses.iter_mut() {
+            if status != "200" {
+                response["content"]["application/json"]["schema"] = error.clone();
+            }
+        }
+    }
+    operation
+}
