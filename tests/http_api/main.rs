@@ -1,6 +1,7 @@
 //! End-to-end tests of the OpenAI-compatible HTTP API: the real router over the real engine and
 //! the tiny fixture model, spoken to over real HTTP on an ephemeral loopback port.
 
+mod agents;
 mod chat;
 mod completions;
 mod errors;
