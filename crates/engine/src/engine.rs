@@ -316,7 +316,8 @@ impl EngineLoop {
                 Arc::clone(&self.tokenizer),
                 &request.prompt_tokens,
                 stop.stop_strings.clone(),
-            );
+            )
+            .keeping_special(&stop.kept_special_tokens);
             let seq = Sequence::new(SequenceSpec {
                 id: seq_id,
                 request_id: id,

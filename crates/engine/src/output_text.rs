@@ -35,6 +35,13 @@ impl OutputText {
         }
     }
 
+    /// Keeps the text of these special tokens in the output (see
+    /// [`crate::StopRules::kept_special_tokens`]).
+    pub fn keeping_special(mut self, ids: &[u32]) -> Self {
+        self.decoder.keep_special(ids);
+        self
+    }
+
     /// Decodes `token` and runs the new text through the stop matcher when `match_stop` is set
     /// (it is not while `min_tokens` has not been reached).
     pub fn push(&mut self, token: u32, match_stop: bool) -> Result<TextStep, TextError> {

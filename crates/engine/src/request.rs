@@ -107,6 +107,10 @@ pub struct StopRules {
     /// Strings that end generation; the matched text is not returned. Compiled once and
     /// shared by every choice.
     pub stop_strings: StopSet,
+    /// Special tokens whose text stays in the output (other special tokens are dropped from
+    /// it): the markers a tool-call format writes with control tokens, such as Mistral's
+    /// `[TOOL_CALLS]` or Llama 3's `<|python_tag|>`, which the API parses calls by.
+    pub kept_special_tokens: Vec<u32>,
 }
 
 impl Default for StopRules {
@@ -117,6 +121,7 @@ impl Default for StopRules {
             ignore_eos: false,
             stop_token_ids: Vec::new(),
             stop_strings: StopSet::default(),
+            kept_special_tokens: Vec::new(),
         }
     }
 }

@@ -11,9 +11,12 @@
 use crate::{TextError, Tokenizer};
 use std::sync::Arc;
 
-/// Incremental detokenizer for one sequence's generated tokens. Special tokens are skipped.
+/// Incremental detokenizer for one sequence's generated tokens. Special tokens are skipped,
+/// except those [`IncrementalDecoder::keep_special`] names.
 #[derive(Debug)]
 pub struct IncrementalDecoder {
+    /// Special tokens written as their text; each one ends the decode window before it.
+    kept: Vec<u32>,
     tokenizer: Arc<Tokenizer>,
     /// Context tokens (see [`IncrementalDecoder::with_context`]) followed by every pushed token.
     tokens: Vec<u32>,
@@ -31,6 +34,7 @@ impl IncrementalDecoder {
     /// stream equals `tokenizer.decode(all_ids, true)`.
     pub fn new(tokenizer: Arc<Tokenizer>) -> IncrementalDecoder {
         IncrementalDecoder {
+            kept: Vec::new(),
             tokenizer,
             tokens: Vec::new(),
             prefix_offset: 0,
@@ -44,6 +48,7 @@ impl IncrementalDecoder {
     pub fn with_context(tokenizer: Arc<Tokenizer>, context: &[u32]) -> IncrementalDecoder {
         let tail = &context[context.len().saturating_sub(CONTEXT_TOKENS)..];
         IncrementalDecoder {
+            kept: Vec::new(),
             tokenizer,
             tokens: tail.to_vec(),
             prefix_offset: 0,
@@ -51,9 +56,25 @@ impl IncrementalDecoder {
         }
     }
 
+    /// Writes these special tokens as their text instead of skipping them (a tool-call
+    /// format's control-token markers). Such a token ends the window before it: the text
+    /// pending there is released first, as at the end of a sequence.
+    pub fn keep_special(&mut self, ids: &[u32]) {
+        self.kept = ids.to_vec();
+    }
+
     /// Adds the next generated token and returns the text it completes (often the token's own
     /// text; empty while a multi-byte character is incomplete or for a special token).
     pub fn push(&mut self, token_id: u32) -> Result<String, TextError> {
+        if self.kept.contains(&token_id) {
+            let marker = self.tokenizer.decode(&[token_id], false)?;
+            let mut text = self.finish();
+            text.push_str(&marker);
+            self.tokens.push(token_id);
+            self.prefix_offset = self.tokens.len();
+            self.read_offset = self.tokens.len();
+            return Ok(text);
+        }
         self.tokens.push(token_id);
         let window = &self.tokens[self.prefix_offset..];
         let emitted_len = self.read_offset - self.prefix_offset;

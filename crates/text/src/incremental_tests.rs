@@ -226,3 +226,36 @@ proptest! {
         prop_assert_eq!(Some(streamed.as_str()), full.strip_prefix(context_decoded.as_str()));
     }
 }
+
+/// A kept special token streams as its text between the text around it; other special tokens
+/// stay skipped; the whole equals decoding the pieces on either side with the marker between.
+#[test]
+fn kept_special_tokens_are_written_as_their_text() {
+    for tokenizer in [byte_bpe(), sentencepiece()] {
+        let specials: Vec<u32> = ["<|im_end|>", "<|end_of_text|>", "</s>", "<s>"]
+            .iter()
+            .filter_map(|t| tokenizer.token_to_id(t))
+            .collect();
+        let (marker, other) = (specials[0], specials[1]);
+        let before = tokenizer.encode("Call it now", false).unwrap();
+        let after = tokenizer.encode(" {\"a\": 1}", false).unwrap();
+        let mut ids = before.clone();
+        ids.push(marker);
+        ids.push(other);
+        ids.extend(&after);
+        let mut decoder = IncrementalDecoder::new(tokenizer.clone());
+        decoder.keep_special(&[marker]);
+        let mut text: String = ids.iter().map(|&id| decoder.push(id).unwrap()).collect();
+        text.push_str(&decoder.finish());
+        let expected = format!(
+            "{}{}{}",
+            tokenizer.decode(&before, true).unwrap(),
+            tokenizer.decode(&[marker], false).unwrap(),
+            tokenizer.decode(&after, true).unwrap()
+        );
+        assert_eq!(text, expected);
+        // Not kept: skipped, as before.
+        let (deltas, rest) = stream(&tokenizer, &ids);
+        assert!(!(deltas.concat() + &rest).contains(&tokenizer.decode(&[marker], false).unwrap()));
+    }
+}

@@ -102,6 +102,8 @@ pub struct TurnDialect<R: TurnRenderer> {
     ids: CallIds,
     /// Calls the parser gave up on (counted for the metric when the response ends).
     malformed_calls: u32,
+    /// `parallel_tool_calls: false`: calls after a choice's first are left out.
+    single_call: bool,
 }
 
 impl<R: TurnRenderer> TurnDialect<R> {
@@ -117,12 +119,32 @@ impl<R: TurnRenderer> TurnDialect<R> {
                 .collect(),
             ids,
             malformed_calls: 0,
+            single_call: false,
         }
+    }
+
+    /// With `parallel_tool_calls: false`: only each choice's first call is returned (a model
+    /// that writes more has them dropped, with a log line).
+    pub fn single_call(mut self, single: bool) -> Self {
+        self.single_call = single;
+        self
     }
 
     fn translate(&mut self, index: u32, events: Vec<TurnEvent>, out: &mut Vec<TurnUpdate>) {
         let choice = &mut self.choices[index as usize];
         for event in events {
+            let call = match &event {
+                TurnEvent::ToolCallStart { index, .. }
+                | TurnEvent::ToolCallArguments { index, .. }
+                | TurnEvent::ToolCallEnd { index } => Some(*index),
+                _ => None,
+            };
+            if self.single_call && call.is_some_and(|c| c > 0) {
+                if matches!(event, TurnEvent::ToolCallStart { .. }) {
+                    tracing::info!("parallel_tool_calls is false: a further call is left out");
+                }
+                continue;
+            }
             out.push(match event {
                 TurnEvent::Reasoning(text) => TurnUpdate::Reasoning { index, text },
                 TurnEvent::Content(text) => TurnUpdate::Content { index, text },
@@ -214,3 +236,6 @@ impl<R: TurnRenderer> TurnDialect<R> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

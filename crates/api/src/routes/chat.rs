@@ -7,6 +7,7 @@ use axum::response::Response;
 use axum::Extension;
 use serde_json::Value;
 use sluice_engine::ResponseFormat;
+use sluice_text::assistant::{ToolCallFormat, TurnOptions};
 use sluice_text::{MaskedSpecials, TextError, Tokenizer};
 
 use crate::assemble::ResponseMeta;
@@ -91,11 +92,12 @@ where
     if options.tool_format.is_some() {
         options.tool_format = Some(plan.parse_as);
     }
+    request.stop.kept_special_tokens = kept_markers(&tokenizer, &options);
     let ids = match syntax.call_ids() {
         CallIds::Mistral => CallIds::Mistral,
         _ => ids,
     };
-    let dialect = TurnDialect::new(renderer, n, options, ids);
+    let dialect = TurnDialect::new(renderer, n, options, ids).single_call(!valid.tools.parallel);
     let plan = ResponsePlan {
         dialect: Box::new(dialect),
         n: valid.params.n,
@@ -108,6 +110,32 @@ where
         prompt_tokens,
     };
     run(model, vec![request], plan, state.config.retry_after_secs).await
+}
+
+/// The ids of the markers the output is parsed by (tool-call markup, think tags) that the
+/// tokenizer has as single tokens: written into the text even when they are special tokens,
+/// which the output otherwise leaves out (Mistral's `[TOOL_CALLS]`, Llama 3's
+/// `<|python_tag|>`).
+fn kept_markers(tokenizer: &Tokenizer, options: &TurnOptions) -> Vec<u32> {
+    let mut markers: Vec<&str> = match options.tool_format {
+        Some(ToolCallFormat::MistralArgs | ToolCallFormat::MistralList) => {
+            vec!["[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"]
+        }
+        Some(ToolCallFormat::Llama3Json) => vec!["<|python_tag|>"],
+        Some(ToolCallFormat::Hermes | ToolCallFormat::QwenXml) => {
+            vec!["<tool_call>", "</tool_call>"]
+        }
+        Some(ToolCallFormat::GenericJson) | None => Vec::new(),
+    };
+    if let Some(syntax) = &options.reasoning {
+        markers.extend([syntax.open.as_str(), syntax.close.as_str()]);
+    }
+    let mut ids: Vec<u32> = (markers.iter())
+        .filter_map(|m| tokenizer.token_to_id(m))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
 }
 
 /// Renders a chat-like request's conversation with the model's template and tokenizes it off

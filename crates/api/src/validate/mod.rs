@@ -285,6 +285,7 @@ pub(crate) fn validate_shared(
             ignore_eos: f.ignore_eos.unwrap_or(false),
             stop_token_ids,
             stop_strings,
+            kept_special_tokens: Vec::new(),
         },
         priority,
         stream,
