@@ -201,3 +201,54 @@ pub fn template_tool_calls(calls: &Value) -> Value {
     }
     calls
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn messages(value: Value) -> Vec<ChatMessage> {
+        serde_json::from_value::<ChatCompletionRequest>(json!({"model": "m", "messages": value}))
+            .unwrap()
+            .messages
+    }
+
+    #[test]
+    fn reasoning_and_tool_calls_of_earlier_turns_reach_the_template() {
+        let out = template_messages(&messages(json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": null, "reasoning": "think",
+             "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{\"x\": 1}"}},
+                {"id": "b", "type": "function", "function": {"name": "g", "arguments": "{broken"}}]},
+            {"role": "tool", "tool_call_id": "a", "content": "1"},
+            {"role": "user", "content": "and?", "reasoning_content": "not mine"}
+        ])))
+        .unwrap();
+        assert_eq!(out[1]["reasoning_content"], "think");
+        assert_eq!(out[1]["content"], "");
+        assert_eq!(
+            out[1]["tool_calls"][0]["function"]["arguments"],
+            json!({"x": 1})
+        );
+        assert_eq!(out[1]["tool_calls"][1]["function"]["arguments"], "{broken");
+        assert_eq!(out[2]["tool_call_id"], "a");
+        assert!(
+            out[3].get("reasoning_content").is_none(),
+            "only assistant turns reason"
+        );
+    }
+
+    #[test]
+    fn reasoning_effort_none_turns_thinking_off_unless_kwargs_say_otherwise() {
+        let vars = template_kwargs(None, Some("none")).unwrap().unwrap();
+        assert_eq!(vars["enable_thinking"], false);
+        assert_eq!(vars["reasoning_effort"], "none");
+        let vars = template_kwargs(Some(json!({"enable_thinking": true})), Some("none"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(vars["enable_thinking"], true);
+        assert_eq!(template_kwargs(None, None).unwrap(), None);
+        assert!(template_kwargs(None, Some("max")).is_err());
+        assert!(template_kwargs(Some(json!([1])), None).is_err());
+    }
+}
