@@ -368,7 +368,10 @@ impl TurnRenderer for ResponsesRenderer {
                     "delta": delta});
                 vec![self.event("response.function_call_arguments.delta", fields)]
             }
-            TurnUpdate::ToolCallEnd { .. } => self.finish_item(),
+            // The call stays open until the next item or `Finish`: a call cut off by the
+            // token limit also gets its `ToolCallEnd` (before `Finish`), and only `Finish`
+            // says whether its item is `completed` or `incomplete`.
+            TurnUpdate::ToolCallEnd { .. } => Vec::new(),
             TurnUpdate::Finish { end, .. } => {
                 self.end = Some(end);
                 self.finish_item()

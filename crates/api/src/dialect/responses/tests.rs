@@ -276,6 +276,20 @@ fn length_ending_is_incomplete_with_the_reason() {
 }
 
 #[test]
+fn a_call_cut_off_by_the_limit_is_incomplete() {
+    // The parser ends a cut-off call (`ToolCallEnd`) before the turn's `Finish`.
+    let calls = [
+        call(0, "call_a", "f", &["{}"]),
+        call(1, "call_b", "g", &["{\"x\""]),
+    ];
+    let (events, body) = run(renderer, turn(calls.concat(), TurnEnd::Length));
+    check_stream_matches_body(&events, &body);
+    assert_eq!(body["status"], "incomplete");
+    assert_eq!(body["output"][0]["status"], "completed");
+    assert_eq!(body["output"][1]["status"], "incomplete");
+}
+
+#[test]
 fn error_is_an_error_event_then_response_failed() {
     let mut r = renderer();
     let mut frames = r.open();
