@@ -12,8 +12,8 @@ pub(super) enum Markup {
     /// Calls were pushed; content resumes at this byte (`None`: nothing after is certain yet,
     /// or the text is used up).
     Calls { resume: Option<usize> },
-    /// Not a call: the markup from the opening marker up to this byte (`None`: the end of the
-    /// text) is content, and counts as one malformed call.
+    /// Not a call: the markup from the opening marker up to this byte is content (`None`: it
+    /// runs unclosed to the end of the text and is dropped); counts as one malformed call.
     NotCall { content_end: Option<usize> },
 }
 
@@ -65,10 +65,13 @@ pub(super) fn scan_tagged(
             } => pos = skip_ws(s, resume),
             Markup::NotCall { content_end } => {
                 snapshot.malformed();
-                let end = content_end.unwrap_or(s.len());
-                snapshot.content(&s[pos + before.len()..end]);
+                // Closed markup that is no call is the model's text; markup that runs to the
+                // end unclosed (a call cut off before its name) is dropped, never shown.
                 match content_end {
-                    Some(end) => pos = end,
+                    Some(end) => {
+                        snapshot.content(&s[pos + before.len()..end]);
+                        pos = end;
+                    }
                     None => return,
                 }
             }

@@ -21,7 +21,8 @@
 //!   built parameter at a time). Arguments sent as a JSON string holding an object appear
 //!   only once whole, as the object's text.
 //! - Markup that opened but cannot give a name (`<tool_call>garbage</tool_call>`) is content,
-//!   up to and including its closing marker, and counts in
+//!   up to and including its closing marker; without a closing marker (a call cut off before
+//!   its name) it is dropped, so markup never shows as text. Either way it counts in
 //!   [`AssistantTurn::malformed_calls`]. A started call whose arguments break stays a call
 //!   with the raw text up to its closing marker as arguments, and counts too; so does one whose
 //!   arguments are JSON but not an object, or are unfinished when the text ends.

@@ -121,10 +121,10 @@ fn hermes_unclosed_call_at_the_end() {
         parse_every_way(cut, &hermes()),
         turn("", "", vec![call("f", "{\"a\": 1")], 1)
     );
-    let nameless = "<tool_call>\n{\"na";
+    let nameless = "Let me check. <tool_call>\n{\"na";
     assert_eq!(
         parse_every_way(nameless, &hermes()),
-        turn("", nameless, vec![], 1)
+        turn("", "Let me check.", vec![], 1)
     );
 }
 
@@ -230,12 +230,17 @@ fn qwen_xml_malformed_and_unfinished() {
     let cut = "<tool_call>\n<function=get_weather>\n<parameter=city>\nPar";
     let expected = turn("", "", vec![call("get_weather", "{\"city\": \"Par\"}")], 0);
     assert_eq!(parse_every_way(cut, &qwen_xml()), expected);
-    for text in ["a <b", "x <tool_call", "<tool_call>\n<func"] {
-        let malformed = u32::from(text.contains("<tool_call>"));
+    for text in ["a <b", "x <tool_call"] {
         assert_eq!(
             parse_every_way(text, &qwen_xml()),
-            turn("", text, vec![], malformed),
+            turn("", text, vec![], 0),
             "{text:?}"
         );
     }
+    // Cut off before the function's name: dropped, never shown.
+    let nameless = "ok <tool_call>\n<func";
+    assert_eq!(
+        parse_every_way(nameless, &qwen_xml()),
+        turn("", "ok", vec![], 1)
+    );
 }
