@@ -151,11 +151,15 @@ def test_raw_completion_shows_logprobs_on_hover(server, browser):
     open_page(browser, server.url)
     Select(browser.find_element(By.ID, "model")).select_by_value(CHAT_MODEL)
     set_param(browser, "max_tokens", 12)
+    set_param(browser, "seed", 3)
     browser.find_element(By.ID, "mode-raw").click()
     browser.find_element(By.ID, "raw-run").click()
     wait(browser, lambda d: "finish:" in d.find_element(By.ID, "raw-stats").text, timeout=60)
     tokens = browser.find_elements(By.CSS_SELECTOR, "#raw-output .tok")
-    assert len(tokens) == 12
+    stats = browser.find_element(By.ID, "raw-stats").text
+    # Every token the server sent is shown (the model may end its text before max_tokens).
+    assert stats.startswith(f"{len(tokens)} tokens"), stats
+    assert len(tokens) == 12 if "finish: length" in stats else 4 <= len(tokens) <= 12, stats
     ActionChains(browser).move_to_element(tokens[3]).perform()
     tip = browser.find_element(By.ID, "token-tip")
     wait(browser, lambda d: tip.is_displayed())
