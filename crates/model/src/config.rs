@@ -33,6 +33,15 @@ pub enum RopeScaling {
     FreqFactors(Vec<f32>),
 }
 
+/// The activation of the MLP's gate (`hidden_act`, Gemma's `hidden_activation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// `x · sigmoid(x)` (`silu`).
+    Silu,
+    /// GELU's tanh approximation (`gelu_pytorch_tanh`).
+    GeluTanh,
+}
+
 /// Rotary embedding parameters.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RopeConfig {
@@ -65,6 +74,8 @@ pub struct ModelConfig {
     pub max_position_embeddings: usize,
     /// Epsilon of every RMS norm.
     pub rms_norm_eps: f64,
+    /// The MLP gate's activation.
+    pub hidden_activation: Activation,
     /// Rotary embedding parameters.
     pub rope: RopeConfig,
     /// Whether the output head reuses the token embedding.
@@ -109,6 +120,7 @@ struct RawConfig {
     max_position_embeddings: Option<usize>,
     rms_norm_eps: Option<f64>,
     hidden_act: Option<String>,
+    hidden_activation: Option<String>,
     // 4.x dialect
     rope_theta: Option<f64>,
     rope_scaling: Option<Value>,
@@ -174,11 +186,18 @@ impl ModelConfig {
             .and_then(|a| a.first())
             .cloned()
             .ok_or("no `architectures` entry")?;
-        if let Some(act) = &raw.hidden_act {
-            if act != "silu" {
-                return Err(format!("unsupported hidden_act `{act}` (only silu)"));
-            }
-        }
+        let hidden_activation = match raw.hidden_activation.as_ref().or(raw.hidden_act.as_ref()) {
+            None => Activation::Silu,
+            Some(act) => match act.as_str() {
+                "silu" => Activation::Silu,
+                "gelu_pytorch_tanh" => Activation::GeluTanh,
+                other => {
+                    return Err(format!(
+                        "unsupported hidden activation `{other}` (silu, gelu_pytorch_tanh)"
+                    ))
+                }
+            },
+        };
         if raw.num_attention_heads == 0 {
             return Err("num_attention_heads is 0".into());
         }
@@ -221,6 +240,7 @@ impl ModelConfig {
             head_dim,
             max_position_embeddings: raw.max_position_embeddings.unwrap_or(2048),
             rms_norm_eps: raw.rms_norm_eps.unwrap_or(1e-6),
+            hidden_activation,
             rope,
             tie_word_embeddings: raw.tie_word_embeddings.unwrap_or(false),
             qkv_bias: is("Qwen2ForCausalLM") || raw.attention_bias.unwrap_or(false),

@@ -1,6 +1,6 @@
 //! One file per supported architecture; each says how its checkpoint maps onto the shared
-//! [`Decoder`](crate::decoder::Decoder). To add one, write a file here and a match arm in
-//! [`load`].
+//! [`Decoder`](crate::decoder::Decoder) by filling a [`DecoderPlan`](crate::plan::DecoderPlan).
+//! To add one, write a file here and a match arm in [`load`].
 
 pub mod llama;
 pub mod mistral;
