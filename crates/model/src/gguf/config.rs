@@ -112,6 +112,11 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
         } else {
             usize_of("attention.sliding_window")?.filter(|&w| w > 0)
         },
+        layer_types: None,
+        rope_local: None,
+        query_pre_attn_scalar: None,
+        final_logit_softcapping: None,
+        attn_logit_softcapping: None,
         eos_token_ids,
         bos_token_id: ids("bos_token_id")?,
         checkpoint_dtype: None,
