@@ -15,7 +15,12 @@ modules.json with mean pooling) and the yes/no reranker fixture qwen3-reranker a
 the saved fixtures; `--scoring-only` rewrites just those, leaving the generation fixtures as they
 are.
 
-Usage: python3 scripts/make_fixtures.py [--scoring-only]   (CPU only, deterministic, seconds)
+gemma3 is a Gemma 3 text model (Gemma3ForCausalLM) with sliding-window and global layers
+interleaved (`sliding_window_pattern` 3, a window of 8 the prompt runs past), separate local and
+global RoPE (the global one with linear scaling) and `query_pre_attn_scalar` unlike head_dim.
+
+Usage: python3 scripts/make_fixtures.py [--scoring-only | --only NAME]
+(CPU only, deterministic, seconds; `--only` rewrites one generation fixture.)
 """
 
 import json
@@ -28,6 +33,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
     AutoModelForCausalLM,
+    Gemma3TextConfig,
     GenerationConfig,
     LlamaConfig,
     MistralConfig,
@@ -107,6 +113,9 @@ def base_dims(**over):
 def scale_init(model: torch.nn.Module, seed: int, tied: bool) -> None:
     """Re-initialises weights so activations stay O(1) and logits spread over several units."""
     gen = torch.Generator().manual_seed(seed)
+    # Gemma multiplies embeddings by sqrt(hidden): drawn as wide as the others', its tied
+    # embedding makes every token predict one token forever.
+    gemma = model.config.model_type.startswith("gemma")
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
@@ -116,7 +125,7 @@ def scale_init(model: torch.nn.Module, seed: int, tied: bool) -> None:
             elif "embed_tokens" in name:
                 # Tied embeddings double as the output head: keep them small enough that a token
                 # does not simply predict itself forever.
-                std = 0.5 if tied else 1.0
+                std = (0.5 if tied else 1.0) / (2.0 if gemma else 1.0)
                 p.copy_(std * torch.randn(p.shape, generator=gen))
             elif "lm_head" in name:
                 p.copy_(3.0 * torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
@@ -204,6 +213,25 @@ FIXTURES = [
     ("mistral", MistralConfig, dict(tie_word_embeddings=False, sliding_window=8), torch.float32, "5.x", None),
     ("qwen2", Qwen2Config, dict(tie_word_embeddings=False), torch.float32, "4.x", "150KB"),
     ("qwen3", Qwen3Config, dict(tie_word_embeddings=True, head_dim=32), torch.bfloat16, "5.x", None),
+    (
+        "gemma3",
+        Gemma3TextConfig,
+        dict(
+            tie_word_embeddings=True,
+            num_hidden_layers=6,
+            head_dim=16,
+            sliding_window=8,
+            sliding_window_pattern=3,
+            query_pre_attn_scalar=24,
+            rope_parameters=dict(
+                full_attention=dict(rope_type="linear", rope_theta=1_000_000.0, factor=8.0),
+                sliding_attention=dict(rope_type="default", rope_theta=10_000.0),
+            ),
+        ),
+        torch.float32,
+        "5.x",
+        None,
+    ),
 ]
 
 
@@ -393,7 +421,15 @@ def write_scoring_fixtures():
 
 
 def main():
-    if "--scoring-only" not in sys.argv[1:]:
+    args = sys.argv[1:]
+    if "--only" in args:
+        only = args[args.index("--only") + 1]
+        tokenizer = train_tokenizer()
+        for i, fixture in enumerate(FIXTURES):
+            if fixture[0] == only:
+                write_fixture(*fixture, tokenizer=tokenizer, seed=1000 + i)
+        return
+    if "--scoring-only" not in args:
         tokenizer = train_tokenizer()
         for i, fixture in enumerate(FIXTURES):
             write_fixture(*fixture, tokenizer=tokenizer, seed=1000 + i)

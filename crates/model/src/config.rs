@@ -28,9 +28,32 @@ pub enum RopeScaling {
         /// The context length the model was pre-trained with.
         original_max_position_embeddings: f64,
     },
+    /// Every frequency divided by `factor` (`rope_type: "linear"`, Gemma 3's global layers).
+    Linear {
+        /// The divisor.
+        factor: f64,
+    },
     /// Per-frequency divisors, `[head_dim / 2]` (GGUF's `rope_freqs.weight`, which llama.cpp's
     /// converter writes for Llama 3.1's scaling).
     FreqFactors(Vec<f32>),
+}
+
+/// The activation of the MLP's gate (`hidden_act`, Gemma's `hidden_activation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// `x · sigmoid(x)` (`silu`).
+    Silu,
+    /// GELU's tanh approximation (`gelu_pytorch_tanh`).
+    GeluTanh,
+}
+
+/// Which attention a layer runs (`layer_types`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerType {
+    /// Every earlier position (`full_attention`).
+    Full,
+    /// The last `sliding_window` positions (`sliding_attention`).
+    Sliding,
 }
 
 /// Rotary embedding parameters.
@@ -65,6 +88,8 @@ pub struct ModelConfig {
     pub max_position_embeddings: usize,
     /// Epsilon of every RMS norm.
     pub rms_norm_eps: f64,
+    /// The MLP gate's activation.
+    pub hidden_activation: Activation,
     /// Rotary embedding parameters.
     pub rope: RopeConfig,
     /// Whether the output head reuses the token embedding.
@@ -79,6 +104,18 @@ pub struct ModelConfig {
     pub qk_norm: bool,
     /// Attention only sees the last `sliding_window` positions (Mistral), when set.
     pub sliding_window: Option<usize>,
+    /// Which layers attend within `sliding_window` when layers differ (Gemma 3); `None` when
+    /// every layer is the same, i.e. all of them within `sliding_window` if it is set.
+    pub layer_types: Option<Vec<LayerType>>,
+    /// RoPE of the sliding-window layers when it differs from [`Self::rope`] (Gemma 3's
+    /// `rope_local_base_freq`, 5.x `rope_parameters.sliding_attention`).
+    pub rope_local: Option<RopeConfig>,
+    /// Attention scores are scaled by `query_pre_attn_scalar^-½` instead of `head_dim^-½`.
+    pub query_pre_attn_scalar: Option<f64>,
+    /// Logits are capped to `cap · tanh(logits / cap)`.
+    pub final_logit_softcapping: Option<f64>,
+    /// Attention scores are capped to `cap · tanh(score / cap)`.
+    pub attn_logit_softcapping: Option<f64>,
     /// Token ids that end generation: `generation_config.json`, else `config.json`.
     pub eos_token_ids: Vec<u32>,
     /// Beginning-of-sequence token, when the configs name one.
@@ -88,7 +125,8 @@ pub struct ModelConfig {
 }
 
 /// The architectures this crate implements.
-pub const SUPPORTED_ARCHITECTURES: [&str; 4] = [
+pub const SUPPORTED_ARCHITECTURES: [&str; 5] = [
+    "Gemma3ForCausalLM",
     "LlamaForCausalLM",
     "MistralForCausalLM",
     "Qwen2ForCausalLM",
@@ -109,6 +147,7 @@ struct RawConfig {
     max_position_embeddings: Option<usize>,
     rms_norm_eps: Option<f64>,
     hidden_act: Option<String>,
+    hidden_activation: Option<String>,
     // 4.x dialect
     rope_theta: Option<f64>,
     rope_scaling: Option<Value>,
@@ -121,6 +160,13 @@ struct RawConfig {
     mlp_bias: Option<bool>,
     sliding_window: Option<usize>,
     use_sliding_window: Option<bool>,
+    layer_types: Option<Vec<String>>,
+    sliding_window_pattern: Option<usize>,
+    rope_local_base_freq: Option<f64>,
+    query_pre_attn_scalar: Option<f64>,
+    final_logit_softcapping: Option<f64>,
+    attn_logit_softcapping: Option<f64>,
+    use_bidirectional_attention: Option<bool>,
     eos_token_id: Option<Value>,
     bos_token_id: Option<Value>,
 }
@@ -174,11 +220,21 @@ impl ModelConfig {
             .and_then(|a| a.first())
             .cloned()
             .ok_or("no `architectures` entry")?;
-        if let Some(act) = &raw.hidden_act {
-            if act != "silu" {
-                return Err(format!("unsupported hidden_act `{act}` (only silu)"));
-            }
-        }
+        let is = |name: &str| architecture == name;
+        let gemma3 = is("Gemma3ForCausalLM");
+        let hidden_activation = match raw.hidden_activation.as_ref().or(raw.hidden_act.as_ref()) {
+            None if gemma3 => Activation::GeluTanh,
+            None => Activation::Silu,
+            Some(act) => match act.as_str() {
+                "silu" => Activation::Silu,
+                "gelu_pytorch_tanh" => Activation::GeluTanh,
+                other => {
+                    return Err(format!(
+                        "unsupported hidden activation `{other}` (silu, gelu_pytorch_tanh)"
+                    ))
+                }
+            },
+        };
         if raw.num_attention_heads == 0 {
             return Err("num_attention_heads is 0".into());
         }
@@ -196,8 +252,11 @@ impl ModelConfig {
         if head_dim == 0 || !head_dim.is_multiple_of(2) {
             return Err(format!("head_dim {head_dim} must be even and non-zero"));
         }
-        let rope = parse_rope(&raw)?;
-        let is = |name: &str| architecture == name;
+        let (rope, rope_local) = parse_rope(&raw, gemma3)?;
+        if raw.use_bidirectional_attention == Some(true) {
+            return Err("use_bidirectional_attention is not supported".into());
+        }
+        let layer_types = layer_types(&raw, gemma3)?;
         let eos_source = generation
             .and_then(|g| g.eos_token_id.as_ref())
             .or(raw.eos_token_id.as_ref());
@@ -209,7 +268,13 @@ impl ModelConfig {
         let sliding_window = match (is("Qwen2ForCausalLM"), raw.use_sliding_window) {
             (true, Some(true)) => return Err("Qwen2 use_sliding_window is not supported".into()),
             (true, _) | (false, Some(false)) => None,
-            (false, _) => raw.sliding_window,
+            (false, _) => raw.sliding_window.or(gemma3.then_some(4096)),
+        };
+        // Layers all of one type are the uniform case: all full means no window at all.
+        let (layer_types, sliding_window) = match layer_types {
+            Some(types) if types.iter().all(|&t| t == LayerType::Full) => (None, None),
+            Some(types) if types.iter().all(|&t| t == LayerType::Sliding) => (None, sliding_window),
+            other => (other, sliding_window),
         };
         Ok(Self {
             vocab_size: raw.vocab_size,
@@ -221,13 +286,19 @@ impl ModelConfig {
             head_dim,
             max_position_embeddings: raw.max_position_embeddings.unwrap_or(2048),
             rms_norm_eps: raw.rms_norm_eps.unwrap_or(1e-6),
+            hidden_activation,
             rope,
             tie_word_embeddings: raw.tie_word_embeddings.unwrap_or(false),
             qkv_bias: is("Qwen2ForCausalLM") || raw.attention_bias.unwrap_or(false),
             o_bias: !is("Qwen2ForCausalLM") && raw.attention_bias.unwrap_or(false),
             mlp_bias: raw.mlp_bias.unwrap_or(false),
-            qk_norm: is("Qwen3ForCausalLM"),
+            qk_norm: is("Qwen3ForCausalLM") || gemma3,
             sliding_window,
+            layer_types,
+            rope_local,
+            query_pre_attn_scalar: raw.query_pre_attn_scalar.or(gemma3.then_some(256.0)),
+            final_logit_softcapping: raw.final_logit_softcapping,
+            attn_logit_softcapping: raw.attn_logit_softcapping,
             eos_token_ids: token_ids(eos_source)?,
             bos_token_id: token_ids(bos_source)?.first().copied(),
             checkpoint_dtype: raw.dtype.or(raw.torch_dtype),
@@ -241,19 +312,83 @@ impl ModelConfig {
     }
 }
 
-/// Reads rope theta and scaling from either dialect.
-fn parse_rope(raw: &RawConfig) -> Result<RopeConfig, String> {
-    // 5.x: everything lives in rope_parameters. 4.x: theta at top level, scaling beside it.
-    let params = raw
-        .rope_parameters
+/// Per layer, which attention it runs: 5.x `layer_types`, else (Gemma 3's 4.x configs) every
+/// `sliding_window_pattern`-th layer global and the others sliding; `None` when neither is given.
+fn layer_types(raw: &RawConfig, gemma3: bool) -> Result<Option<Vec<LayerType>>, String> {
+    if let Some(names) = &raw.layer_types {
+        if names.len() != raw.num_hidden_layers {
+            return Err(format!(
+                "{} layer_types for {} layers",
+                names.len(),
+                raw.num_hidden_layers
+            ));
+        }
+        let parse = |name: &String| match name.as_str() {
+            "full_attention" => Ok(LayerType::Full),
+            "sliding_attention" => Ok(LayerType::Sliding),
+            other => Err(format!("unsupported layer type `{other}`")),
+        };
+        return names.iter().map(parse).collect::<Result<_, _>>().map(Some);
+    }
+    let pattern = raw.sliding_window_pattern.or(gemma3.then_some(6));
+    Ok(pattern.map(|every| {
+        (0..raw.num_hidden_layers)
+            .map(|i| match (i + 1) % every.max(1) {
+                0 => LayerType::Full,
+                _ => LayerType::Sliding,
+            })
+            .collect()
+    }))
+}
+
+/// Reads the RoPE of (global) layers and, where it differs, of sliding-window layers, from
+/// either dialect. 4.x: `rope_theta` and `rope_scaling` at top level (Gemma 3 adds
+/// `rope_local_base_freq`); 5.x: `rope_parameters`, flat or (Gemma 3) one entry per layer type.
+fn parse_rope(raw: &RawConfig, gemma3: bool) -> Result<(RopeConfig, Option<RopeConfig>), String> {
+    let present = |v: &Option<Value>| v.clone().filter(|v| !v.is_null());
+    let (global_theta, local_theta) = if gemma3 {
+        (1_000_000.0, 10_000.0)
+    } else {
+        (10_000.0, 10_000.0)
+    };
+    let parameters = present(&raw.rope_parameters);
+    if let Some(per_type) = parameters
         .as_ref()
-        .filter(|v| !v.is_null())
-        .or(raw.rope_scaling.as_ref().filter(|v| !v.is_null()));
+        .filter(|p| p.get("full_attention").is_some())
+    {
+        let global = rope_from(per_type.get("full_attention"), None, global_theta)?;
+        let local = match per_type.get("sliding_attention") {
+            Some(local) => Some(rope_from(Some(local), None, local_theta)?),
+            None => None,
+        };
+        return Ok((global, local));
+    }
+    // 5.x: everything lives in rope_parameters. 4.x: theta at top level, scaling beside it.
+    let params = parameters.or(present(&raw.rope_scaling));
+    let global = rope_from(params.as_ref(), raw.rope_theta, global_theta)?;
+    let local = match (raw.rope_local_base_freq, gemma3) {
+        (Some(theta), _) => Some(theta),
+        (None, true) => Some(local_theta),
+        (None, false) => None,
+    };
+    let local = local.map(|theta| RopeConfig {
+        theta,
+        scaling: RopeScaling::Default,
+    });
+    Ok((global, local))
+}
+
+/// One RoPE from its parameters (`rope_theta` in them, else `theta`, else `default_theta`).
+fn rope_from(
+    params: Option<&Value>,
+    theta: Option<f64>,
+    default_theta: f64,
+) -> Result<RopeConfig, String> {
     let theta = params
         .and_then(|p| p.get("rope_theta"))
         .and_then(Value::as_f64)
-        .or(raw.rope_theta)
-        .unwrap_or(10_000.0);
+        .or(theta)
+        .unwrap_or(default_theta);
     let Some(params) = params else {
         return Ok(RopeConfig {
             theta,
@@ -273,6 +408,9 @@ fn parse_rope(raw: &RawConfig) -> Result<RopeConfig, String> {
     };
     let scaling = match rope_type {
         "default" => RopeScaling::Default,
+        "linear" => RopeScaling::Linear {
+            factor: field("factor")?,
+        },
         "llama3" => RopeScaling::Llama3 {
             factor: field("factor")?,
             low_freq_factor: field("low_freq_factor")?,

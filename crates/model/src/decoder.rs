@@ -1,6 +1,7 @@
 //! The decoder-only transformer stack every supported architecture shares: token embedding,
-//! `num_hidden_layers` pre-norm blocks (attention, then gated MLP, each added to the residual),
-//! a final norm and the output head. Architectures differ only in [`AttentionOptions`].
+//! `num_hidden_layers` blocks (attention, then gated MLP, each added to the residual), a final
+//! norm and the output head. What differs between architectures, and between the layers of one
+//! model, is described by a [`DecoderPlan`].
 
 use crate::batch::{Batch, Logits};
 use crate::checkpoint::TensorSource;
@@ -8,26 +9,42 @@ use crate::config::ModelConfig;
 use crate::error::LoadError;
 use crate::kernels::matmul::{PackedMatrix, WeightDtype};
 use crate::kv_cache::KvCache;
-use crate::layers::attention::{Attention, AttentionOptions};
+use crate::layers::attention::Attention;
 use crate::layers::gather_rows;
 use crate::layers::linear::Linear;
 use crate::layers::mlp::Mlp;
 use crate::layers::norm::RmsNorm;
 use crate::layers::rope::Rope;
 use crate::layers::weights::{load_matrix, matrix_dtype};
+use crate::plan::{DecoderPlan, NormPlacement};
 
-/// One pre-norm transformer block (`model.layers.{i}`).
+/// The norms around one sub-block (attention or MLP).
 #[derive(Debug)]
-struct DecoderLayer {
-    /// `[hidden]`.
-    input_layernorm: RmsNorm,
-    self_attn: Attention,
-    /// `[hidden]`.
-    post_attention_layernorm: RmsNorm,
-    mlp: Mlp,
+struct Norms {
+    /// `[hidden]`: applied to the residual stream before the sub-block.
+    before: RmsNorm,
+    /// `[hidden]`: applied to the sub-block's output before it joins the residual (Gemma).
+    after: Option<RmsNorm>,
 }
 
-/// The full stack of a Llama-family causal language model.
+impl Norms {
+    fn bytes(&self) -> usize {
+        self.before.bytes() + self.after.as_ref().map_or(0, RmsNorm::bytes)
+    }
+}
+
+/// One transformer block (`model.layers.{i}`).
+#[derive(Debug)]
+struct DecoderLayer {
+    attn_norms: Norms,
+    self_attn: Attention,
+    mlp_norms: Norms,
+    mlp: Mlp,
+    /// Index into [`Decoder::ropes`].
+    rope: usize,
+}
+
+/// The full stack of a decoder-only causal language model.
 #[derive(Debug)]
 pub struct Decoder {
     /// `[vocab, hidden]`; `None` when tied to `lm_head`.
@@ -37,16 +54,20 @@ pub struct Decoder {
     norm: RmsNorm,
     /// `[vocab, hidden]`.
     lm_head: Linear,
-    rope: Rope,
+    /// The distinct rotary embeddings the layers use (one, or Gemma 3's local and global).
+    ropes: Vec<Rope>,
+    embedding_scale: Option<f32>,
+    final_logit_softcap: Option<f32>,
     hidden: usize,
 }
 
 impl Decoder {
-    /// Loads the `model.*` and `lm_head` tensors named by the Hugging Face Llama layout.
+    /// Loads the `model.*` and `lm_head` tensors named by the Hugging Face layout, each layer
+    /// as `plan` describes it.
     pub fn load(
         source: &dyn TensorSource,
         config: &ModelConfig,
-        attention: AttentionOptions,
+        plan: &DecoderPlan,
         dtype: Option<WeightDtype>,
     ) -> Result<Self, LoadError> {
         let (vocab, hidden) = (config.vocab_size, config.hidden_size);
@@ -63,40 +84,73 @@ impl Decoder {
             let head = Linear::load(source, &[("lm_head", vocab)], hidden, false, head_dtype)?;
             (Some(embed), head)
         };
-        let layers = (0..config.num_hidden_layers)
-            .map(|i| {
+        let (eps, style) = (config.rms_norm_eps, plan.norm_weight);
+        let norm = |name: String| RmsNorm::load(source, &name, hidden, eps, style);
+        let mut rope_configs = Vec::new();
+        let layers = (plan.layers.iter().enumerate())
+            .map(|(i, layer)| {
                 let prefix = format!("model.layers.{i}");
-                let eps = config.rms_norm_eps;
+                let (attn_norms, mlp_norms) = match layer.norms {
+                    NormPlacement::Pre => (
+                        Norms {
+                            before: norm(format!("{prefix}.input_layernorm"))?,
+                            after: None,
+                        },
+                        Norms {
+                            before: norm(format!("{prefix}.post_attention_layernorm"))?,
+                            after: None,
+                        },
+                    ),
+                    NormPlacement::Sandwich => (
+                        Norms {
+                            before: norm(format!("{prefix}.input_layernorm"))?,
+                            after: Some(norm(format!("{prefix}.post_attention_layernorm"))?),
+                        },
+                        Norms {
+                            before: norm(format!("{prefix}.pre_feedforward_layernorm"))?,
+                            after: Some(norm(format!("{prefix}.post_feedforward_layernorm"))?),
+                        },
+                    ),
+                };
+                let rope = match rope_configs.iter().position(|r| *r == layer.rope) {
+                    Some(index) => index,
+                    None => {
+                        rope_configs.push(layer.rope.clone());
+                        rope_configs.len() - 1
+                    }
+                };
                 Ok(DecoderLayer {
-                    input_layernorm: RmsNorm::load(
-                        source,
-                        &format!("{prefix}.input_layernorm"),
-                        hidden,
-                        eps,
-                    )?,
+                    attn_norms,
                     self_attn: Attention::load(
                         source,
                         &format!("{prefix}.self_attn"),
                         config,
-                        attention,
+                        layer.attention,
+                        style,
                         dtype,
                     )?,
-                    post_attention_layernorm: RmsNorm::load(
+                    mlp_norms,
+                    mlp: Mlp::load(
                         source,
-                        &format!("{prefix}.post_attention_layernorm"),
-                        hidden,
-                        eps,
+                        &format!("{prefix}.mlp"),
+                        config,
+                        layer.activation,
+                        dtype,
                     )?,
-                    mlp: Mlp::load(source, &format!("{prefix}.mlp"), config, dtype)?,
+                    rope,
                 })
             })
             .collect::<Result<Vec<_>, LoadError>>()?;
         Ok(Self {
             embed_tokens,
             layers,
-            norm: RmsNorm::load(source, "model.norm", hidden, config.rms_norm_eps)?,
+            norm: norm("model.norm".into())?,
             lm_head,
-            rope: Rope::new(&config.rope, config.head_dim),
+            ropes: (rope_configs.iter())
+                .map(|r| Rope::new(r, config.head_dim))
+                .collect(),
+            embedding_scale: plan.embedding_scale,
+            final_logit_softcap: plan.final_logit_softcap,
             hidden,
         })
     }
@@ -113,8 +167,13 @@ impl Decoder {
         let mut x = vec![0f32; t * hidden];
         for (row, &token) in x.chunks_exact_mut(hidden).zip(&batch.token_ids) {
             embed.row_into(token as usize, row);
+            if let Some(scale) = self.embedding_scale {
+                row.iter_mut().for_each(|v| *v *= scale);
+            }
         }
-        let rope = self.rope.tables(&batch.positions);
+        let ropes: Vec<_> = (self.ropes.iter())
+            .map(|r| r.tables(&batch.positions))
+            .collect();
         let block_size = kv.block_size();
         let mut h = vec![0f32; t * hidden]; // [T, hidden], normed input of each block
         let last_layer = self.layers.len().saturating_sub(1);
@@ -134,26 +193,30 @@ impl Decoder {
         let subset = wanted.len() < t;
         let every_row: Vec<usize> = (0..t).collect();
         for (i, layer) in self.layers.iter().enumerate() {
-            layer.input_layernorm.forward(&x, &mut h);
+            layer.attn_norms.before.forward(&x, &mut h);
             let reduce = i == last_layer && subset;
             let outputs = if reduce { &wanted } else { &every_row };
             if reduce {
                 x = gather_rows(&x, hidden, &wanted);
             }
-            layer.self_attn.forward(
-                &h,
-                batch,
-                token_seq,
-                &rope,
-                kv.layer_mut(i),
-                block_size,
-                outputs,
-                &mut x,
-            );
+            add_normed(&layer.attn_norms, &mut x, |out| {
+                layer.self_attn.forward(
+                    &h,
+                    batch,
+                    token_seq,
+                    &ropes[layer.rope],
+                    kv.layer_mut(i),
+                    block_size,
+                    outputs,
+                    out,
+                )
+            });
             h.truncate(x.len());
             let rows = x.len() / hidden;
-            layer.post_attention_layernorm.forward(&x, &mut h);
-            layer.mlp.forward_add(&h, rows, &mut x);
+            layer.mlp_norms.before.forward(&x, &mut h);
+            add_normed(&layer.mlp_norms, &mut x, |out| {
+                layer.mlp.forward_add(&h, rows, out)
+            });
         }
         // Only the requested rows go through the final norm; only the logits rows through the
         // (large) output head.
@@ -164,8 +227,12 @@ impl Decoder {
         };
         self.norm.forward_in_place(&mut last);
         let rows = batch.logits_indices.len();
+        let mut data = self.lm_head.forward(&last[..rows * hidden], rows);
+        if let Some(cap) = self.final_logit_softcap {
+            data.iter_mut().for_each(|l| *l = cap * (*l / cap).tanh());
+        }
         Logits {
-            data: self.lm_head.forward(&last[..rows * hidden], rows),
+            data,
             vocab_size: self.lm_head.out_dim(),
             hidden: gather_rows(&last, hidden, &hidden_rows),
             hidden_size: hidden,
@@ -181,11 +248,22 @@ impl Decoder {
                 .layers
                 .iter()
                 .map(|l| {
-                    l.input_layernorm.bytes()
-                        + l.self_attn.bytes()
-                        + l.post_attention_layernorm.bytes()
-                        + l.mlp.bytes()
+                    l.attn_norms.bytes() + l.self_attn.bytes() + l.mlp_norms.bytes() + l.mlp.bytes()
                 })
                 .sum::<usize>()
+    }
+}
+
+/// Adds a sub-block's output into the residual `x`: directly (`add` accumulates into what it is
+/// given), or, with a norm after the sub-block, through a zeroed buffer normed before the add.
+fn add_normed(norms: &Norms, x: &mut [f32], add: impl FnOnce(&mut [f32])) {
+    match &norms.after {
+        None => add(x),
+        Some(after) => {
+            let mut out = vec![0f32; x.len()]; // [rows, hidden]
+            add(&mut out);
+            after.forward_in_place(&mut out);
+            x.iter_mut().zip(&out).for_each(|(x, o)| *x += o);
+        }
     }
 }

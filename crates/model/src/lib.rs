@@ -18,6 +18,7 @@ pub mod kernels;
 pub mod kv_cache;
 pub mod layers;
 pub mod model;
+pub mod plan;
 pub mod pooling;
 
 pub use batch::{Batch, Logits, SeqBatch};

@@ -32,7 +32,7 @@ fn comparable(c: &ModelConfig) -> ModelConfig {
 
 #[test]
 fn gguf_config_equals_the_hugging_face_config() {
-    for name in FIXTURES {
+    for name in GGUF_FIXTURES {
         let hf = ModelFiles::config_at(&fixture_dir(name)).unwrap();
         let gguf = ModelFiles::config_at(&gguf_path(&format!("{name}-f16.gguf"))).unwrap();
         let (mut a, b) = (comparable(&hf), comparable(&gguf));
@@ -59,7 +59,7 @@ fn gguf_config_equals_the_hugging_face_config() {
 
 #[test]
 fn f16_gguf_logits_are_bit_identical_to_the_safetensors_model_kept_in_f16() {
-    for name in FIXTURES {
+    for name in GGUF_FIXTURES {
         let reference = reference(name);
         let hf = prefill_all_positions(&load(name, WeightDtype::F16), &reference.prompt_ids);
         // As stored: the file's matrices are f16, its norms f32.

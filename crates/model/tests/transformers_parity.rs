@@ -82,14 +82,17 @@ fn f16_storage_of_an_f32_checkpoint_stays_close() {
 
 #[test]
 fn f16_kv_cache_stays_close_to_transformers_for_every_architecture() {
-    // Keys and values are rounded to f16 once when cached (relative error 2^-11 each).
+    // Keys and values are rounded to f16 once when cached (relative error 2^-11 each), in
+    // every layer, so the error grows with depth: 1e-2 per layer (the 2-layer fixtures stay
+    // within 6e-3, the 6-layer gemma3 within 4.4e-2).
     for name in FIXTURES {
         let reference = reference(name);
         let model = load(name, WeightDtype::F32);
         let logits = prefill_all_positions_with(&model, &reference.prompt_ids, KvDtype::F16);
         let max_diff = max_prompt_logit_diff(&logits, &reference.prompt_logits);
         eprintln!("{name} (f16 KV): max |logit diff| {max_diff:e}");
-        assert!(max_diff < 2e-2, "{name}: max |logit diff| {max_diff}");
+        let bound = 1e-2 * model.config().num_hidden_layers as f32;
+        assert!(max_diff < bound, "{name}: max |logit diff| {max_diff}");
     }
 }
 
@@ -112,4 +115,53 @@ fn mistral_fixture_exercises_its_sliding_window() {
         .map(|(a, b)| (a - b).abs())
         .fold(0f32, f32::max);
     assert!(max_diff > 1e-2, "window had no effect ({max_diff})");
+}
+
+/// Logits of the reference prompt's last position from `config` with the gemma3 fixture's
+/// weights.
+fn gemma3_last_logits(config: sluice_model::ModelConfig) -> Vec<f32> {
+    let checkpoint = sluice_model::Checkpoint::open(&fixture_dir("gemma3")).unwrap();
+    let model = sluice_model::Model::from_source(config, &checkpoint, &Default::default()).unwrap();
+    let tokens = reference("gemma3").prompt_ids;
+    prefill_all_positions(&model, &tokens)
+        .row(tokens.len() - 1)
+        .to_vec()
+}
+
+#[test]
+fn gemma3_fixture_exercises_both_layer_types_and_their_ropes() {
+    // The prompt runs past the window of 8, and the local and global layers rotate with
+    // different RoPE: making every layer global, or giving the local layers the global RoPE,
+    // must each change the last logits.
+    use sluice_model::config::LayerType;
+    let config = sluice_model::ModelConfig::from_dir(&fixture_dir("gemma3")).unwrap();
+    let types = config.layer_types.clone().expect("mixed layer types");
+    assert!(types.contains(&LayerType::Full) && types.contains(&LayerType::Sliding));
+    assert_eq!(config.sliding_window, Some(8));
+    let reference = reference("gemma3");
+    assert!(reference.prompt_ids.len() > 8);
+    let expected = &reference.prompt_logits[reference.prompt_ids.len() - 1];
+    let max_diff = |logits: Vec<f32>| {
+        (logits.iter().zip(expected))
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max)
+    };
+    assert!(max_diff(gemma3_last_logits(config.clone())) < 1e-3);
+    let all_global = sluice_model::ModelConfig {
+        layer_types: None,
+        sliding_window: None,
+        ..config.clone()
+    };
+    assert!(
+        max_diff(gemma3_last_logits(all_global)) > 1e-2,
+        "window had no effect"
+    );
+    let one_rope = sluice_model::ModelConfig {
+        rope_local: None,
+        ..config
+    };
+    assert!(
+        max_diff(gemma3_last_logits(one_rope)) > 1e-2,
+        "local RoPE had no effect"
+    );
 }

@@ -7,6 +7,7 @@ use crate::decoder::Decoder;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
 use crate::layers::attention::AttentionOptions;
+use crate::plan::DecoderPlan;
 
 /// Loads a Llama checkpoint.
 pub fn load(
@@ -17,8 +18,12 @@ pub fn load(
     let attention = AttentionOptions {
         qkv_bias: config.qkv_bias,
         o_bias: config.o_bias,
-        qk_norm: false,
-        sliding_window: None,
+        ..AttentionOptions::plain(config)
     };
-    Decoder::load(source, config, attention, dtype)
+    Decoder::load(
+        source,
+        config,
+        &DecoderPlan::llama(config, attention),
+        dtype,
+    )
 }

@@ -7,6 +7,7 @@ use crate::decoder::Decoder;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
 use crate::layers::attention::AttentionOptions;
+use crate::plan::DecoderPlan;
 
 /// Loads a Mistral checkpoint.
 pub fn load(
@@ -15,10 +16,13 @@ pub fn load(
     dtype: Option<WeightDtype>,
 ) -> Result<Decoder, LoadError> {
     let attention = AttentionOptions {
-        qkv_bias: false,
-        o_bias: false,
-        qk_norm: false,
         sliding_window: config.sliding_window,
+        ..AttentionOptions::plain(config)
     };
-    Decoder::load(source, config, attention, dtype)
+    Decoder::load(
+        source,
+        config,
+        &DecoderPlan::llama(config, attention),
+        dtype,
+    )
 }

@@ -1,7 +1,8 @@
 //! One file per supported architecture; each says how its checkpoint maps onto the shared
-//! [`Decoder`](crate::decoder::Decoder). To add one, write a file here and a match arm in
-//! [`load`].
+//! [`Decoder`](crate::decoder::Decoder) by filling a [`DecoderPlan`](crate::plan::DecoderPlan).
+//! To add one, write a file here and a match arm in [`load`].
 
+pub mod gemma3;
 pub mod llama;
 pub mod mistral;
 pub mod qwen2;
@@ -20,6 +21,7 @@ pub fn load(
     dtype: Option<WeightDtype>,
 ) -> Option<Result<Decoder, LoadError>> {
     Some(match config.architecture.as_str() {
+        "Gemma3ForCausalLM" => gemma3::load(source, config, dtype),
         "LlamaForCausalLM" => llama::load(source, config, dtype),
         "MistralForCausalLM" => mistral::load(source, config, dtype),
         "Qwen2ForCausalLM" => qwen2::load(source, config, dtype),

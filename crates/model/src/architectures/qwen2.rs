@@ -7,6 +7,7 @@ use crate::decoder::Decoder;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
 use crate::layers::attention::AttentionOptions;
+use crate::plan::DecoderPlan;
 
 /// Loads a Qwen2 checkpoint. Per-layer sliding windows (`use_sliding_window`) are not supported.
 pub fn load(
@@ -16,9 +17,12 @@ pub fn load(
 ) -> Result<Decoder, LoadError> {
     let attention = AttentionOptions {
         qkv_bias: true,
-        o_bias: false,
-        qk_norm: false,
-        sliding_window: None,
+        ..AttentionOptions::plain(config)
     };
-    Decoder::load(source, config, attention, dtype)
+    Decoder::load(
+        source,
+        config,
+        &DecoderPlan::llama(config, attention),
+        dtype,
+    )
 }

@@ -7,6 +7,7 @@ use crate::decoder::Decoder;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
 use crate::layers::attention::AttentionOptions;
+use crate::plan::DecoderPlan;
 
 /// Loads a Qwen3 checkpoint.
 pub fn load(
@@ -18,7 +19,12 @@ pub fn load(
         qkv_bias: config.qkv_bias,
         o_bias: config.o_bias,
         qk_norm: true,
-        sliding_window: None,
+        ..AttentionOptions::plain(config)
     };
-    Decoder::load(source, config, attention, dtype)
+    Decoder::load(
+        source,
+        config,
+        &DecoderPlan::llama(config, attention),
+        dtype,
+    )
 }

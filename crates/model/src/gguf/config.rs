@@ -4,7 +4,7 @@
 
 use sluice_gguf::{GgufModel, Metadata};
 
-use crate::config::{ModelConfig, RopeConfig, RopeScaling};
+use crate::config::{Activation, ModelConfig, RopeConfig, RopeScaling};
 
 /// GGUF architecture name → the Hugging Face architecture sluice implements it with.
 const ARCHITECTURES: [(&str, &str); 3] = [
@@ -100,6 +100,7 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
             .f64(&key("attention.layer_norm_rms_epsilon"))
             .map_err(e)?
             .map_or(1e-6, as_written),
+        hidden_activation: Activation::Silu,
         rope: rope_config(meta, arch, model)?,
         tie_word_embeddings: !has("output.weight"),
         qkv_bias: has("blk.0.attn_q.bias"),
@@ -111,6 +112,11 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
         } else {
             usize_of("attention.sliding_window")?.filter(|&w| w > 0)
         },
+        layer_types: None,
+        rope_local: None,
+        query_pre_attn_scalar: None,
+        final_logit_softcapping: None,
+        attn_logit_softcapping: None,
         eos_token_ids,
         bos_token_id: ids("bos_token_id")?,
         checkpoint_dtype: None,

@@ -28,6 +28,8 @@ pub struct AttentionShape {
     pub sliding_window: Option<usize>,
     /// Multiplier applied to `q · k` (usually `1 / sqrt(head_dim)`).
     pub scale: f32,
+    /// Scaled scores become `cap · tanh(score / cap)` before the softmax, when set.
+    pub logit_softcap: Option<f32>,
 }
 
 /// `out[i, h, :] = softmax_j(q[i, h] · k[j] · scale) · v[j]` over the visible cached positions
@@ -91,6 +93,7 @@ fn attend_group<E: KvElement>(
         block_size,
         sliding_window,
         scale,
+        logit_softcap,
         ..
     } = shape;
     let group = q_group.len() / head_dim;
@@ -113,6 +116,9 @@ fn attend_group<E: KvElement>(
     // scores: [group, visible]
     let mut scores = vec![0f32; group * visible];
     ops.group_scores(q_group, head_dim, &kv.keys, &rows, scale, &mut scores);
+    if let Some(cap) = logit_softcap {
+        scores.iter_mut().for_each(|s| *s = cap * (*s / cap).tanh());
+    }
     for row in scores.chunks_exact_mut(visible) {
         let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let inv = 1.0 / ops.exp_sum(row, max);
@@ -138,6 +144,7 @@ mod tests {
             block_size,
             sliding_window: None,
             scale: 1.0,
+            logit_softcap: None,
         };
         // 4 blocks * 2 slots; seq A owns blocks [0, 2], seq B owns [1, 3].
         let mut kv = LayerKv {
@@ -168,6 +175,7 @@ mod tests {
             block_size: 4,
             sliding_window: Some(2),
             scale: 1.0,
+            logit_softcap: None,
         };
         let kv = LayerKv {
             keys: vec![0.0; 4],
@@ -178,5 +186,36 @@ mod tests {
         let mut out = vec![0.0; 1];
         paged_attention(shape, &batch, &[0], &[0], &[0.0], &kv, &mut out);
         assert_eq!(out[0], 35.0);
+    }
+
+    #[test]
+    fn softcap_bounds_scores_before_the_softmax() {
+        // Keys 0 and 10 against query 1: uncapped, position 1 takes almost all the weight;
+        // capped at 1, the scores are tanh(0) and tanh(10) ≈ 1, so the weights are e⁰ : e¹.
+        let shape = AttentionShape {
+            num_heads: 1,
+            num_kv_heads: 1,
+            head_dim: 1,
+            block_size: 4,
+            sliding_window: None,
+            scale: 1.0,
+            logit_softcap: Some(1.0),
+        };
+        let kv = LayerKv {
+            keys: vec![0.0, 10.0, 0.0, 0.0],
+            values: vec![0.0, 1.0, 0.0, 0.0],
+        };
+        let mut batch = Batch::default();
+        batch.push_sequence(&[1], 1, vec![0], 4, true);
+        let mut out = vec![0.0; 1];
+        paged_attention(shape, &batch, &[0], &[0], &[1.0], &kv, &mut out);
+        let e = std::f32::consts::E;
+        assert!((out[0] - e / (1.0 + e)).abs() < 1e-5, "{}", out[0]);
+        let uncapped = AttentionShape {
+            logit_softcap: None,
+            ..shape
+        };
+        paged_attention(uncapped, &batch, &[0], &[0], &[1.0], &kv, &mut out);
+        assert!(out[0] > 0.999, "{}", out[0]);
     }
 }

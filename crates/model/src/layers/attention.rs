@@ -1,4 +1,4 @@
-//! The self-attention block: fused q/k/v projection, optional per-head q/k RMS norm (Qwen3),
+//! The self-attention block: fused q/k/v projection, optional per-head q/k RMS norm (Qwen3, Gemma 3),
 //! rotary embeddings, the write of new K/V into the paged cache, paged attention, and the
 //! output projection.
 
@@ -14,9 +14,10 @@ use crate::kernels::matmul::WeightDtype;
 use crate::kernels::paged_attention::{paged_attention, AttentionShape};
 use crate::kernels::vector::KvElement;
 use crate::kv_cache::{LayerKv, LayerKvMut};
+use crate::plan::NormWeight;
 
-/// Which optional parts an architecture's attention has.
-#[derive(Debug, Clone, Copy)]
+/// Which optional parts a layer's attention has, and how it scores.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AttentionOptions {
     /// q/k/v projections carry biases.
     pub qkv_bias: bool,
@@ -26,6 +27,25 @@ pub struct AttentionOptions {
     pub qk_norm: bool,
     /// Attention sees only the last `n` positions.
     pub sliding_window: Option<usize>,
+    /// Multiplier of `q · k`: `1 / √head_dim`, or Gemma's `query_pre_attn_scalar^-½`.
+    pub scale: f32,
+    /// Scores become `cap · tanh(score / cap)` before the softmax (Gemma 2's
+    /// `attn_logit_softcapping`).
+    pub logit_softcap: Option<f32>,
+}
+
+impl AttentionOptions {
+    /// No biases, no q/k norm, every position visible, `1 / √head_dim`, no softcap.
+    pub fn plain(config: &ModelConfig) -> Self {
+        Self {
+            qkv_bias: false,
+            o_bias: false,
+            qk_norm: false,
+            sliding_window: None,
+            scale: 1.0 / (config.head_dim as f32).sqrt(),
+            logit_softcap: None,
+        }
+    }
 }
 
 /// One layer's attention weights.
@@ -41,15 +61,19 @@ pub struct Attention {
     num_kv_heads: usize,
     head_dim: usize,
     sliding_window: Option<usize>,
+    scale: f32,
+    logit_softcap: Option<f32>,
 }
 
 impl Attention {
-    /// Loads `{prefix}.q_proj`, `k_proj`, `v_proj`, `o_proj` (and `q_norm`, `k_norm`).
+    /// Loads `{prefix}.q_proj`, `k_proj`, `v_proj`, `o_proj` (and `q_norm`, `k_norm`, applied
+    /// as `norm_weight` says).
     pub fn load(
         source: &dyn TensorSource,
         prefix: &str,
         config: &ModelConfig,
         options: AttentionOptions,
+        norm_weight: NormWeight,
         dtype: Option<WeightDtype>,
     ) -> Result<Self, LoadError> {
         let (heads, kv_heads, head_dim) = (
@@ -87,12 +111,14 @@ impl Attention {
                     &format!("{prefix}.q_norm"),
                     head_dim,
                     config.rms_norm_eps,
+                    norm_weight,
                 )?,
                 RmsNorm::load(
                     source,
                     &format!("{prefix}.k_norm"),
                     head_dim,
                     config.rms_norm_eps,
+                    norm_weight,
                 )?,
             ))
         } else {
@@ -106,6 +132,8 @@ impl Attention {
             num_kv_heads: kv_heads,
             head_dim,
             sliding_window: options.sliding_window,
+            scale: options.scale,
+            logit_softcap: options.logit_softcap,
         })
     }
 
@@ -151,7 +179,8 @@ impl Attention {
             head_dim: self.head_dim,
             block_size,
             sliding_window: self.sliding_window,
-            scale: 1.0 / (self.head_dim as f32).sqrt(),
+            scale: self.scale,
+            logit_softcap: self.logit_softcap,
         };
         // Queries only for the rows whose output is wanted; every row's K/V is still cached.
         if outputs.len() < t {

@@ -1,10 +1,11 @@
-//! The gated MLP of Llama-family models: `down(silu(gate(x)) * up(x))`.
+//! The gated MLP: `down(act(gate(x)) * up(x))`, with SiLU (Llama family) or the tanh
+//! approximation of GELU (Gemma's GeGLU) as `act`.
 
 use super::linear::Linear;
 use super::vec_written_by;
 use super::weights::load_rows;
 use crate::checkpoint::TensorSource;
-use crate::config::ModelConfig;
+use crate::config::{Activation, ModelConfig};
 use crate::error::LoadError;
 use crate::kernels::matmul::{GatedMatrix, WeightDtype};
 use crate::kernels::vector::{best_ops, VectorOps};
@@ -13,10 +14,10 @@ use rayon::prelude::*;
 /// How the gate and up projections are kept.
 #[derive(Debug)]
 enum GateUp {
-    /// No biases and whole panels: the activation runs inside the product.
+    /// SiLU, no biases and whole panels: the activation runs inside the product.
     Fused(GatedMatrix),
     /// `[2 * intermediate, hidden]`, gate then up; the activation runs after the product.
-    Stacked(Linear),
+    Stacked(Linear, Activation),
 }
 
 /// One layer's MLP weights.
@@ -28,16 +29,19 @@ pub struct Mlp {
 }
 
 impl Mlp {
-    /// Loads `{prefix}.gate_proj`, `up_proj`, `down_proj`.
+    /// Loads `{prefix}.gate_proj`, `up_proj`, `down_proj`; the gate goes through `activation`.
     pub fn load(
         source: &dyn TensorSource,
         prefix: &str,
         config: &ModelConfig,
+        activation: Activation,
         dtype: Option<WeightDtype>,
     ) -> Result<Self, LoadError> {
         let (hidden, inter) = (config.hidden_size, config.intermediate_size);
         let (gate, up) = (format!("{prefix}.gate_proj"), format!("{prefix}.up_proj"));
-        let fused = if !config.mlp_bias && GatedMatrix::fits(inter) {
+        // The fused epilogue computes SiLU only.
+        let fusable = activation == Activation::Silu && !config.mlp_bias;
+        let fused = if fusable && GatedMatrix::fits(inter) {
             let g = load_rows(source, &format!("{gate}.weight"), inter, hidden, dtype)?;
             let u = load_rows(source, &format!("{up}.weight"), inter, hidden, dtype)?;
             (g.format.ggml_type() == u.format.ggml_type())
@@ -47,13 +51,16 @@ impl Mlp {
         };
         let gate_up = match fused {
             Some(gated) => GateUp::Fused(gated),
-            None => GateUp::Stacked(Linear::load(
-                source,
-                &[(&gate, inter), (&up, inter)],
-                hidden,
-                config.mlp_bias,
-                dtype,
-            )?),
+            None => GateUp::Stacked(
+                Linear::load(
+                    source,
+                    &[(&gate, inter), (&up, inter)],
+                    hidden,
+                    config.mlp_bias,
+                    dtype,
+                )?,
+                activation,
+            ),
         };
         let down_proj = Linear::load(
             source,
@@ -72,7 +79,9 @@ impl Mlp {
             GateUp::Fused(gated) => unsafe {
                 vec_written_by(t * gated.out_dim(), |act| gated.matmul_silu(h, t, act))
             },
-            GateUp::Stacked(linear) => silu_mul_halves(&linear.forward(h, t), linear.out_dim() / 2),
+            GateUp::Stacked(linear, activation) => {
+                act_mul_halves(&linear.forward(h, t), linear.out_dim() / 2, *activation)
+            }
         };
         self.down_proj.forward_add(&act, t, x);
     }
@@ -81,14 +90,14 @@ impl Mlp {
     pub fn bytes(&self) -> usize {
         let gate_up = match &self.gate_up {
             GateUp::Fused(gated) => gated.bytes(),
-            GateUp::Stacked(linear) => linear.bytes(),
+            GateUp::Stacked(linear, _) => linear.bytes(),
         };
         gate_up + self.down_proj.bytes()
     }
 }
 
-/// `silu(gate) * up` for each row of `gate_up: [T, 2 * inter]` (gate then up).
-fn silu_mul_halves(gate_up: &[f32], inter: usize) -> Vec<f32> {
+/// `act(gate) * up` for each row of `gate_up: [T, 2 * inter]` (gate then up).
+fn act_mul_halves(gate_up: &[f32], inter: usize, activation: Activation) -> Vec<f32> {
     let mut act = vec![0f32; gate_up.len() / 2];
     let ops = best_ops(inter);
     gate_up
@@ -97,9 +106,22 @@ fn silu_mul_halves(gate_up: &[f32], inter: usize) -> Vec<f32> {
         .with_min_len(8)
         .for_each(|(row, out)| {
             let (gate, up) = row.split_at(inter);
-            ops.silu_mul(gate, up, out);
+            match activation {
+                Activation::Silu => ops.silu_mul(gate, up, out),
+                Activation::GeluTanh => gelu_tanh_mul(gate, up, out),
+            }
         });
     act
+}
+
+/// `out[i] = gelu(gate[i]) · up[i]` with PyTorch's tanh approximation,
+/// `½x(1 + tanh(√(2/π)(x + 0.044715x³)))`, each element on its own (so batch-invariant).
+fn gelu_tanh_mul(gate: &[f32], up: &[f32], out: &mut [f32]) {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    for ((o, &x), &u) in out.iter_mut().zip(gate).zip(up) {
+        let inner = SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x);
+        *o = 0.5 * x * (1.0 + inner.tanh()) * u;
+    }
 }
 
 #[cfg(test)]
@@ -159,7 +181,8 @@ mod tests {
         let (hidden, inter, t) = (24, 48, 7);
         let (weights, config) = mlp(hidden, inter);
         for dtype in [WeightDtype::F32, WeightDtype::F16] {
-            let fused = Mlp::load(&weights, "mlp", &config, Some(dtype)).expect("load");
+            let fused =
+                Mlp::load(&weights, "mlp", &config, Activation::Silu, Some(dtype)).expect("load");
             assert!(matches!(fused.gate_up, GateUp::Fused(_)));
             let stacked = Mlp {
                 gate_up: GateUp::Stacked(
@@ -171,6 +194,7 @@ mod tests {
                         Some(dtype),
                     )
                     .expect("gate/up"),
+                    Activation::Silu,
                 ),
                 down_proj: Linear::load(
                     &weights,
@@ -192,7 +216,43 @@ mod tests {
         }
         // A width that ends inside a panel loads stacked.
         let (weights, config) = mlp(hidden, 40);
-        let odd = Mlp::load(&weights, "mlp", &config, Some(WeightDtype::F32)).expect("load");
-        assert!(matches!(odd.gate_up, GateUp::Stacked(_)));
+        let odd = Mlp::load(
+            &weights,
+            "mlp",
+            &config,
+            Activation::Silu,
+            Some(WeightDtype::F32),
+        )
+        .expect("load");
+        assert!(matches!(odd.gate_up, GateUp::Stacked(..)));
+    }
+
+    #[test]
+    fn gelu_tanh_matches_pytorch_values() {
+        // torch.nn.functional.gelu(x, approximate="tanh") at these points.
+        let gate = [-3.0, -1.0, 0.0, 0.5, 2.0];
+        let expected = [-0.003_637_433, -0.158_808, 0.0, 0.345_714, 1.954_598];
+        let mut out = [0.0; 5];
+        gelu_tanh_mul(&gate, &[1.0; 5], &mut out);
+        for (a, b) in out.iter().zip(expected) {
+            assert!((a - b).abs() < 1e-6, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn a_gelu_gate_loads_stacked_and_differs_from_silu() {
+        let (hidden, inter, t) = (24, 48, 3);
+        let (weights, config) = mlp(hidden, inter);
+        let gelu = Mlp::load(&weights, "mlp", &config, Activation::GeluTanh, None).expect("load");
+        assert!(matches!(
+            gelu.gate_up,
+            GateUp::Stacked(_, Activation::GeluTanh)
+        ));
+        let silu = Mlp::load(&weights, "mlp", &config, Activation::Silu, None).expect("load");
+        let h = test_values(t * hidden, 7);
+        let (mut a, mut b) = (vec![0.0; t * hidden], vec![0.0; t * hidden]);
+        gelu.forward_add(&h, t, &mut a);
+        silu.forward_add(&h, t, &mut b);
+        assert_ne!(a, b);
     }
 }

@@ -3,25 +3,32 @@
 use crate::checkpoint::TensorSource;
 use crate::error::LoadError;
 use crate::kernels::dot::sum_of_squares;
+use crate::plan::NormWeight;
 
 /// An RMS norm over rows of `weight.len()` features.
 #[derive(Debug)]
 pub struct RmsNorm {
-    /// `[dim]`.
+    /// `[dim]`, the factor applied (for [`NormWeight::OffsetFromOne`], `1 + w` in f32, as
+    /// transformers computes it).
     weight: Vec<f32>,
     eps: f32,
 }
 
 impl RmsNorm {
-    /// Loads `{prefix}.weight` of shape `[dim]`.
+    /// Loads `{prefix}.weight` of shape `[dim]`, applied as `style` says.
     pub fn load(
         source: &dyn TensorSource,
         prefix: &str,
         dim: usize,
         eps: f64,
+        style: NormWeight,
     ) -> Result<Self, LoadError> {
+        let mut weight = source.tensor(&format!("{prefix}.weight"), &[dim])?;
+        if style == NormWeight::OffsetFromOne {
+            weight.iter_mut().for_each(|w| *w += 1.0);
+        }
         Ok(Self {
-            weight: source.tensor(&format!("{prefix}.weight"), &[dim])?,
+            weight,
             eps: eps as f32,
         })
     }
@@ -68,5 +75,42 @@ mod tests {
         norm.forward(&[3.0, 4.0, 1.0, 1.0], &mut out);
         let r = (12.5f32).sqrt();
         assert_eq!(out, [3.0 / r, 2.0 * (4.0 / r), 1.0, 2.0]);
+    }
+
+    /// A source holding one norm weight.
+    struct OneWeight(Vec<f32>);
+
+    impl TensorSource for OneWeight {
+        fn tensor(&self, _name: &str, shape: &[usize]) -> Result<Vec<f32>, LoadError> {
+            assert_eq!(shape, [self.0.len()]);
+            Ok(self.0.clone())
+        }
+
+        fn raw(
+            &self,
+            name: &str,
+            shape: &[usize],
+        ) -> Result<crate::checkpoint::RawTensor<'_>, LoadError> {
+            Ok(crate::checkpoint::RawTensor::from_f32(
+                &self.tensor(name, shape)?,
+                shape,
+            ))
+        }
+
+        fn contains(&self, _name: &str) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn offset_weights_scale_by_one_plus_the_stored_value() {
+        let source = OneWeight(vec![0.0, 1.0]);
+        let plain = RmsNorm::load(&source, "n", 2, 0.0, NormWeight::Plain).unwrap();
+        let gemma = RmsNorm::load(&source, "n", 2, 0.0, NormWeight::OffsetFromOne).unwrap();
+        let (mut a, mut b) = ([0.0; 2], [0.0; 2]);
+        plain.forward(&[1.0, 1.0], &mut a);
+        gemma.forward(&[1.0, 1.0], &mut b);
+        assert_eq!(a, [0.0, 1.0]);
+        assert_eq!(b, [1.0, 2.0]);
     }
 }

@@ -26,6 +26,7 @@ impl Rope {
             .collect();
         let inv_freq = match &config.scaling {
             RopeScaling::Default => base,
+            &RopeScaling::Linear { factor } => base.into_iter().map(|f| f / factor).collect(),
             RopeScaling::FreqFactors(factors) => base
                 .into_iter()
                 .zip(factors.iter().chain(std::iter::repeat(&1.0)))

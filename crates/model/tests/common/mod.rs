@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use sluice_model::{Batch, KvCache, KvDtype, LoadOptions, Logits, Model, WeightDtype};
 
-/// Every fixture directory under `fixtures/models`.
-pub const FIXTURES: [&str; 7] = [
+/// Every fixture directory under `fixtures/models` with a transformers reference.
+pub const FIXTURES: [&str; 8] = [
     "llama",
     "llama3-rope-scaling",
     "llama-odd-head-dim",
@@ -17,6 +17,18 @@ pub const FIXTURES: [&str; 7] = [
     "qwen2",
     "qwen3",
     // Rows of 256 for the K-quants (scripts/make_gguf_fixtures.py).
+    "qwen2-q256",
+    "gemma3",
+];
+
+/// The fixtures `scripts/make_gguf_fixtures.py` also converted to GGUF (`fixtures/gguf`).
+pub const GGUF_FIXTURES: [&str; 7] = [
+    "llama",
+    "llama3-rope-scaling",
+    "llama-odd-head-dim",
+    "mistral",
+    "qwen2",
+    "qwen3",
     "qwen2-q256",
 ];
 

@@ -1,0 +1,84 @@
+//! What a [`Decoder`](crate::decoder::Decoder) is built from: a [`DecoderPlan`] with one
+//! [`LayerPlan`] per layer. An architecture file (`architectures/*.rs`) says what its blocks look
+//! like by filling a plan from the config; the decoder runs any plan with the same code, so a new
+//! block shape is a new plan (and, where it needs one, a new piece in `layers/`), not a second
+//! decoder.
+
+use crate::config::{Activation, ModelConfig, RopeConfig};
+use crate::layers::attention::AttentionOptions;
+
+/// How an RMS norm applies its stored weight `w`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NormWeight {
+    /// `x̂ · w` (Llama).
+    Plain,
+    /// `x̂ · (1 + w)` (Gemma's checkpoints store the offset from one).
+    OffsetFromOne,
+}
+
+/// Where a block's RMS norms sit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NormPlacement {
+    /// One norm before each sub-block: `input_layernorm` before attention,
+    /// `post_attention_layernorm` before the MLP (Llama).
+    Pre,
+    /// Norms before and after each sub-block, the output normed before it joins the residual:
+    /// `input_layernorm` / `post_attention_layernorm` around attention,
+    /// `pre_feedforward_layernorm` / `post_feedforward_layernorm` around the MLP (Gemma 2 and 3).
+    Sandwich,
+}
+
+/// One decoder layer (`model.layers.{i}`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerPlan {
+    /// Biases, q/k norm, sliding window, score scale and softcap of this layer's attention.
+    pub attention: AttentionOptions,
+    /// Rotary embedding of this layer (Gemma 3's local and global layers differ).
+    pub rope: RopeConfig,
+    /// Where the norms sit.
+    pub norms: NormPlacement,
+    /// The gate's activation in the MLP, `down(act(gate(x)) · up(x))`.
+    pub activation: Activation,
+}
+
+/// The whole stack: the layers and what happens before the first and after the last.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecoderPlan {
+    /// One entry per layer, in order.
+    pub layers: Vec<LayerPlan>,
+    /// How every RMS norm of the model (layers, q/k norms, final norm) applies its weight.
+    pub norm_weight: NormWeight,
+    /// Embedding rows are multiplied by this before the first layer (Gemma: `√hidden`).
+    pub embedding_scale: Option<f32>,
+    /// Logits become `cap · tanh(logits / cap)` (Gemma 2's `final_logit_softcapping`).
+    pub final_logit_softcap: Option<f32>,
+}
+
+impl LayerPlan {
+    /// The Llama block: pre-norms, the config's gate activation (SiLU) and RoPE.
+    pub fn llama(config: &ModelConfig, attention: AttentionOptions) -> Self {
+        Self {
+            attention,
+            rope: config.rope.clone(),
+            norms: NormPlacement::Pre,
+            activation: config.hidden_activation,
+        }
+    }
+}
+
+impl DecoderPlan {
+    /// `config.num_hidden_layers` copies of `layer`, plain norms, no embedding scale or softcap.
+    pub fn uniform(config: &ModelConfig, layer: LayerPlan) -> Self {
+        Self {
+            layers: vec![layer; config.num_hidden_layers],
+            norm_weight: NormWeight::Plain,
+            embedding_scale: None,
+            final_logit_softcap: None,
+        }
+    }
+
+    /// Every layer the Llama block with the same `attention` options.
+    pub fn llama(config: &ModelConfig, attention: AttentionOptions) -> Self {
+        Self::uniform(config, LayerPlan::llama(config, attention))
+    }
+}
