@@ -19,6 +19,10 @@ gemma3 is a Gemma 3 text model (Gemma3ForCausalLM) with sliding-window and globa
 interleaved (`sliding_window_pattern` 3, a window of 8 the prompt runs past), separate local and
 global RoPE (the global one with linear scaling) and `query_pre_attn_scalar` unlike head_dim.
 
+The mixture-of-experts fixtures (MOE_FIXTURES: qwen3-moe with a dense layer among sparse ones,
+mixtral, olmoe, qwen2-moe with a shared expert) have 8 experts, 2 per token; transformers 5
+keeps experts fused in memory but saves them per expert, as the hub's checkpoints are.
+
 Usage: python3 scripts/make_fixtures.py [--scoring-only | --only NAME]
 (CPU only, deterministic, seconds; `--only` rewrites one generation fixture.)
 """
@@ -37,9 +41,13 @@ from transformers import (
     GenerationConfig,
     LlamaConfig,
     MistralConfig,
+    MixtralConfig,
+    OlmoeConfig,
     PreTrainedTokenizerFast,
     Qwen2Config,
+    Qwen2MoeConfig,
     Qwen3Config,
+    Qwen3MoeConfig,
 )
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures" / "models"
@@ -130,7 +138,8 @@ def scale_init(model: torch.nn.Module, seed: int, tied: bool) -> None:
             elif "lm_head" in name:
                 p.copy_(3.0 * torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
             else:
-                p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1]))
+                # Fused experts are [experts, out, in]: scale by the input width.
+                p.copy_(torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[-1]))
 
 
 def round_weights(model: torch.nn.Module, dtype: torch.dtype) -> None:
@@ -165,6 +174,8 @@ def to_4x_dialect(config_path: Path) -> None:
     rope_type = params.get("rope_type", "default")
     cfg["rope_scaling"] = None if rope_type == "default" else params
     cfg["torch_dtype"] = cfg.pop("dtype", "float32")
+    if cfg.get("model_type") in ("qwen2_moe", "qwen3_moe") and "num_local_experts" in cfg:
+        cfg["num_experts"] = cfg.pop("num_local_experts")
     cfg["transformers_version"] = "4.46.0"
     config_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
@@ -233,6 +244,61 @@ FIXTURES = [
         None,
     ),
 ]
+
+
+# Each MoE fixture: 8 experts, 2 per token (seeded apart from FIXTURES so either list can grow).
+MOE = dict(num_experts_per_tok=2)
+MOE_FIXTURES = [
+    (
+        "qwen3-moe",
+        Qwen3MoeConfig,
+        dict(
+            MOE,
+            num_experts=8,
+            num_hidden_layers=3,
+            head_dim=16,
+            moe_intermediate_size=32,
+            norm_topk_prob=True,
+            mlp_only_layers=[1],
+            tie_word_embeddings=False,
+        ),
+        torch.bfloat16,
+        "4.x",
+        None,
+    ),
+    (
+        "mixtral",
+        MixtralConfig,
+        dict(MOE, num_local_experts=8, intermediate_size=48, tie_word_embeddings=False),
+        torch.float32,
+        "5.x",
+        None,
+    ),
+    (
+        "olmoe",
+        OlmoeConfig,
+        dict(MOE, num_experts=8, intermediate_size=32, norm_topk_prob=False, tie_word_embeddings=False),
+        torch.float32,
+        "4.x",
+        None,
+    ),
+    (
+        "qwen2-moe",
+        Qwen2MoeConfig,
+        dict(
+            MOE,
+            num_experts=8,
+            moe_intermediate_size=32,
+            shared_expert_intermediate_size=64,
+            norm_topk_prob=False,
+            tie_word_embeddings=False,
+        ),
+        torch.float32,
+        "5.x",
+        None,
+    ),
+]
+MOE_SEED = 3000
 
 
 def write_fixture(name, config_cls, over, dtype, dialect, shard, tokenizer, seed):
@@ -428,11 +494,16 @@ def main():
         for i, fixture in enumerate(FIXTURES):
             if fixture[0] == only:
                 write_fixture(*fixture, tokenizer=tokenizer, seed=1000 + i)
+        for i, fixture in enumerate(MOE_FIXTURES):
+            if fixture[0] == only:
+                write_fixture(*fixture, tokenizer=tokenizer, seed=MOE_SEED + i)
         return
     if "--scoring-only" not in args:
         tokenizer = train_tokenizer()
         for i, fixture in enumerate(FIXTURES):
             write_fixture(*fixture, tokenizer=tokenizer, seed=1000 + i)
+        for i, fixture in enumerate(MOE_FIXTURES):
+            write_fixture(*fixture, tokenizer=tokenizer, seed=MOE_SEED + i)
     write_scoring_fixtures()
 
 

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::LoadError;
+pub use crate::moe_config::MoeConfig;
 
 /// How rotary position embeddings are computed.
 #[derive(Debug, Clone, PartialEq)]
@@ -122,15 +123,21 @@ pub struct ModelConfig {
     pub bos_token_id: Option<u32>,
     /// The dtype the checkpoint declares (`dtype` or `torch_dtype`), informational.
     pub checkpoint_dtype: Option<String>,
+    /// The experts of a mixture-of-experts model; `None` for a dense one.
+    pub moe: Option<MoeConfig>,
 }
 
 /// The architectures this crate implements.
-pub const SUPPORTED_ARCHITECTURES: [&str; 5] = [
+pub const SUPPORTED_ARCHITECTURES: [&str; 9] = [
     "Gemma3ForCausalLM",
     "LlamaForCausalLM",
     "MistralForCausalLM",
+    "MixtralForCausalLM",
+    "OlmoeForCausalLM",
     "Qwen2ForCausalLM",
+    "Qwen2MoeForCausalLM",
     "Qwen3ForCausalLM",
+    "Qwen3MoeForCausalLM",
 ];
 
 /// The raw fields of `config.json` we read; everything else is ignored.
@@ -302,6 +309,7 @@ impl ModelConfig {
             eos_token_ids: token_ids(eos_source)?,
             bos_token_id: token_ids(bos_source)?.first().copied(),
             checkpoint_dtype: raw.dtype.or(raw.torch_dtype),
+            moe: crate::moe_config::parse(text, &architecture)?,
             architecture,
         })
     }

@@ -10,9 +10,9 @@ use crate::error::LoadError;
 use crate::kernels::matmul::{PackedMatrix, WeightDtype};
 use crate::kv_cache::KvCache;
 use crate::layers::attention::Attention;
+use crate::layers::feed_forward::FeedForward;
 use crate::layers::gather_rows;
 use crate::layers::linear::Linear;
-use crate::layers::mlp::Mlp;
 use crate::layers::norm::RmsNorm;
 use crate::layers::rope::Rope;
 use crate::layers::weights::{load_matrix, matrix_dtype};
@@ -39,7 +39,7 @@ struct DecoderLayer {
     attn_norms: Norms,
     self_attn: Attention,
     mlp_norms: Norms,
-    mlp: Mlp,
+    mlp: FeedForward,
     /// Index into [`Decoder::ropes`].
     rope: usize,
 }
@@ -130,10 +130,11 @@ impl Decoder {
                         dtype,
                     )?,
                     mlp_norms,
-                    mlp: Mlp::load(
+                    mlp: FeedForward::load(
                         source,
-                        &format!("{prefix}.mlp"),
+                        &prefix,
                         config,
+                        &layer.mlp,
                         layer.activation,
                         dtype,
                     )?,
@@ -237,6 +238,15 @@ impl Decoder {
             hidden: gather_rows(&last, hidden, &hidden_rows),
             hidden_size: hidden,
         }
+    }
+
+    /// Distinct experts the last forward pass ran, summed over the mixture-of-experts layers
+    /// (so an expert used in two layers counts twice); `None` for a dense model. A step whose
+    /// rows share experts touches fewer than `rows × experts_per_token` per layer.
+    pub fn experts_touched_last_step(&self) -> Option<usize> {
+        (self.layers.iter())
+            .filter_map(|l| l.mlp.experts_touched())
+            .reduce(|a, b| a + b)
     }
 
     /// Bytes of all weights as stored.

@@ -18,6 +18,7 @@ pub mod kernels;
 pub mod kv_cache;
 pub mod layers;
 pub mod model;
+pub mod moe_config;
 pub mod plan;
 pub mod pooling;
 

@@ -89,6 +89,12 @@ impl Model {
         self.decoder.weight_bytes()
     }
 
+    /// Distinct experts the last [`Self::forward`] ran, summed over the mixture-of-experts
+    /// layers; `None` for a dense model.
+    pub fn experts_touched_last_step(&self) -> Option<usize> {
+        self.decoder.experts_touched_last_step()
+    }
+
     /// Runs one step: writes every token's K/V into `kv` at its slot and returns logits for
     /// `batch.logits_indices`, `[rows, vocab_size]`, and the final-norm hidden states of
     /// `batch.hidden_indices`. A malformed batch is rejected before any

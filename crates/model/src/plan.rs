@@ -4,7 +4,7 @@
 //! block shape is a new plan (and, where it needs one, a new piece in `layers/`), not a second
 //! decoder.
 
-use crate::config::{Activation, ModelConfig, RopeConfig};
+use crate::config::{Activation, ModelConfig, MoeConfig, RopeConfig};
 use crate::layers::attention::AttentionOptions;
 
 /// How an RMS norm applies its stored weight `w`.
@@ -39,6 +39,53 @@ pub struct LayerPlan {
     pub norms: NormPlacement,
     /// The gate's activation in the MLP, `down(act(gate(x)) · up(x))`.
     pub activation: Activation,
+    /// Whether the feed-forward block is one dense MLP or a mixture of experts.
+    pub mlp: MlpKind,
+}
+
+/// A layer's feed-forward block.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MlpKind {
+    /// One gated MLP of `intermediate_size` at `mlp.{gate,up,down}_proj`.
+    Dense,
+    /// Experts chosen per token by a router (`layers/moe.rs`).
+    Sparse(SparseMlp),
+}
+
+/// Where a mixture-of-experts block's tensors are and how it routes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SparseMlp {
+    /// The block's module under `model.layers.{i}`: `mlp`, Mixtral's `block_sparse_moe`.
+    pub module: &'static str,
+    /// The gate, up and down projections' names inside `experts.{e}`: `gate_proj`, `up_proj`,
+    /// `down_proj`, or Mixtral's `w1`, `w3`, `w2`.
+    pub expert_projections: [&'static str; 3],
+    /// Experts (rows of the router `{module}.gate`).
+    pub num_experts: usize,
+    /// Experts each token runs.
+    pub experts_per_token: usize,
+    /// Width of one expert's gated hidden layer.
+    pub intermediate_size: usize,
+    /// The top-k routing weights are divided by their sum.
+    pub renormalize: bool,
+    /// Width of an always-on `shared_expert` scaled by `sigmoid(shared_expert_gate(x))`
+    /// (Qwen2-MoE).
+    pub shared_expert: Option<usize>,
+}
+
+impl SparseMlp {
+    /// The `mlp.experts.{e}.{gate,up,down}_proj` layout (Qwen-MoE, OLMoE) of `moe`.
+    pub fn from_config(moe: &MoeConfig) -> Self {
+        Self {
+            module: "mlp",
+            expert_projections: ["gate_proj", "up_proj", "down_proj"],
+            num_experts: moe.num_experts,
+            experts_per_token: moe.experts_per_token,
+            intermediate_size: moe.expert_intermediate_size,
+            renormalize: moe.renormalize,
+            shared_expert: moe.shared_expert_intermediate_size,
+        }
+    }
 }
 
 /// The whole stack: the layers and what happens before the first and after the last.
@@ -62,6 +109,7 @@ impl LayerPlan {
             rope: config.rope.clone(),
             norms: NormPlacement::Pre,
             activation: config.hidden_activation,
+            mlp: MlpKind::Dense,
         }
     }
 }
@@ -80,5 +128,22 @@ impl DecoderPlan {
     /// Every layer the Llama block with the same `attention` options.
     pub fn llama(config: &ModelConfig, attention: AttentionOptions) -> Self {
         Self::uniform(config, LayerPlan::llama(config, attention))
+    }
+
+    /// The Llama block with `sparse` experts in the layers `config.moe` makes sparse and a
+    /// dense MLP in the others.
+    pub fn llama_moe(
+        config: &ModelConfig,
+        moe: &MoeConfig,
+        attention: AttentionOptions,
+        sparse: SparseMlp,
+    ) -> Self {
+        let mut plan = Self::llama(config, attention);
+        for (i, layer) in plan.layers.iter_mut().enumerate() {
+            if moe.is_sparse(i) {
+                layer.mlp = MlpKind::Sparse(sparse.clone());
+            }
+        }
+        plan
     }
 }

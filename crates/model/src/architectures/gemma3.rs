@@ -8,8 +8,8 @@ use crate::config::{LayerType, ModelConfig};
 use crate::decoder::Decoder;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
-use crate::layers::attention::AttentionOptions;
-use crate::plan::{DecoderPlan, LayerPlan, NormPlacement, NormWeight};
+use crate::layers::attention::{AttentionOptions, QkNormSpan};
+use crate::plan::{DecoderPlan, LayerPlan, MlpKind, NormPlacement, NormWeight};
 
 /// Loads a Gemma 3 checkpoint.
 pub fn load(
@@ -40,6 +40,7 @@ pub fn plan(config: &ModelConfig, norm_weight: NormWeight) -> DecoderPlan {
             qkv_bias: config.qkv_bias,
             o_bias: config.o_bias,
             qk_norm: true,
+            qk_norm_span: QkNormSpan::Head,
             sliding_window: config.sliding_window.filter(|_| sliding),
             scale: scalar.powf(-0.5) as f32,
             logit_softcap: config.attn_logit_softcapping.map(|c| c as f32),
@@ -53,6 +54,7 @@ pub fn plan(config: &ModelConfig, norm_weight: NormWeight) -> DecoderPlan {
             rope,
             norms: NormPlacement::Sandwich,
             activation: config.hidden_activation,
+            mlp: MlpKind::Dense,
         }
     };
     DecoderPlan {

@@ -120,6 +120,7 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
         eos_token_ids,
         bos_token_id: ids("bos_token_id")?,
         checkpoint_dtype: None,
+        moe: None,
         architecture,
     })
 }

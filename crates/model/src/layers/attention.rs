@@ -23,8 +23,11 @@ pub struct AttentionOptions {
     pub qkv_bias: bool,
     /// The output projection carries a bias.
     pub o_bias: bool,
-    /// Queries and keys are RMS-normed per head before RoPE.
+    /// Queries and keys are RMS-normed before RoPE (per head, or as [`Self::qk_norm_span`]
+    /// says).
     pub qk_norm: bool,
+    /// What one q/k norm spans.
+    pub qk_norm_span: QkNormSpan,
     /// Attention sees only the last `n` positions.
     pub sliding_window: Option<usize>,
     /// Multiplier of `q · k`: `1 / √head_dim`, or Gemma's `query_pre_attn_scalar^-½`.
@@ -34,6 +37,16 @@ pub struct AttentionOptions {
     pub logit_softcap: Option<f32>,
 }
 
+/// The rows a q/k RMS norm normalises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QkNormSpan {
+    /// Each head's `head_dim` values (Qwen3, Gemma 3): `q_norm`/`k_norm` are `[head_dim]`.
+    Head,
+    /// A token's whole projection (OLMoE): `q_norm` is `[heads * head_dim]`, `k_norm`
+    /// `[kv_heads * head_dim]`.
+    Projection,
+}
+
 impl AttentionOptions {
     /// No biases, no q/k norm, every position visible, `1 / √head_dim`, no softcap.
     pub fn plain(config: &ModelConfig) -> Self {
@@ -41,6 +54,7 @@ impl AttentionOptions {
             qkv_bias: false,
             o_bias: false,
             qk_norm: false,
+            qk_norm_span: QkNormSpan::Head,
             sliding_window: None,
             scale: 1.0 / (config.head_dim as f32).sqrt(),
             logit_softcap: None,
@@ -55,7 +69,7 @@ pub struct Attention {
     qkv_proj: Linear,
     /// `[hidden, heads * head_dim]`.
     o_proj: Linear,
-    /// `[head_dim]` each, Qwen3 only.
+    /// `[head_dim]` each (Qwen3, Gemma 3), or the whole q and k widths (OLMoE).
     qk_norm: Option<(RmsNorm, RmsNorm)>,
     num_heads: usize,
     num_kv_heads: usize,
@@ -104,19 +118,23 @@ impl Attention {
             options.o_bias,
             dtype,
         )?;
+        let (q_width, k_width) = match options.qk_norm_span {
+            QkNormSpan::Head => (head_dim, head_dim),
+            QkNormSpan::Projection => (heads * head_dim, kv_heads * head_dim),
+        };
         let qk_norm = if options.qk_norm {
             Some((
                 RmsNorm::load(
                     source,
                     &format!("{prefix}.q_norm"),
-                    head_dim,
+                    q_width,
                     config.rms_norm_eps,
                     norm_weight,
                 )?,
                 RmsNorm::load(
                     source,
                     &format!("{prefix}.k_norm"),
-                    head_dim,
+                    k_width,
                     config.rms_norm_eps,
                     norm_weight,
                 )?,

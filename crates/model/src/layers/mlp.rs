@@ -20,6 +20,19 @@ enum GateUp {
     Stacked(Linear, Activation),
 }
 
+/// The dimensions and options of one gated MLP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MlpShape {
+    /// Input and output width.
+    pub hidden: usize,
+    /// Width of the gated hidden layer.
+    pub intermediate: usize,
+    /// Whether each projection carries a bias.
+    pub bias: bool,
+    /// The gate's activation.
+    pub activation: Activation,
+}
+
 /// One layer's MLP weights.
 #[derive(Debug)]
 pub struct Mlp {
@@ -37,10 +50,33 @@ impl Mlp {
         activation: Activation,
         dtype: Option<WeightDtype>,
     ) -> Result<Self, LoadError> {
-        let (hidden, inter) = (config.hidden_size, config.intermediate_size);
-        let (gate, up) = (format!("{prefix}.gate_proj"), format!("{prefix}.up_proj"));
+        let names = ["gate_proj", "up_proj", "down_proj"].map(|n| format!("{prefix}.{n}"));
+        let shape = MlpShape {
+            hidden: config.hidden_size,
+            intermediate: config.intermediate_size,
+            bias: config.mlp_bias,
+            activation,
+        };
+        Self::load_named(source, &names, shape, dtype)
+    }
+
+    /// Loads the gate, up and down projections named `gate`, `up`, `down` (prefixes of
+    /// `.weight` and `.bias`), of the given shape: an expert of an MoE block, whose names and
+    /// width differ from a dense layer's.
+    pub fn load_named(
+        source: &dyn TensorSource,
+        [gate, up, down]: &[String; 3],
+        shape: MlpShape,
+        dtype: Option<WeightDtype>,
+    ) -> Result<Self, LoadError> {
+        let MlpShape {
+            hidden,
+            intermediate: inter,
+            bias,
+            activation,
+        } = shape;
         // The fused epilogue computes SiLU only.
-        let fusable = activation == Activation::Silu && !config.mlp_bias;
+        let fusable = activation == Activation::Silu && !bias;
         let fused = if fusable && GatedMatrix::fits(inter) {
             let g = load_rows(source, &format!("{gate}.weight"), inter, hidden, dtype)?;
             let u = load_rows(source, &format!("{up}.weight"), inter, hidden, dtype)?;
@@ -52,23 +88,11 @@ impl Mlp {
         let gate_up = match fused {
             Some(gated) => GateUp::Fused(gated),
             None => GateUp::Stacked(
-                Linear::load(
-                    source,
-                    &[(&gate, inter), (&up, inter)],
-                    hidden,
-                    config.mlp_bias,
-                    dtype,
-                )?,
+                Linear::load(source, &[(gate, inter), (up, inter)], hidden, bias, dtype)?,
                 activation,
             ),
         };
-        let down_proj = Linear::load(
-            source,
-            &[(&format!("{prefix}.down_proj"), hidden)],
-            inter,
-            config.mlp_bias,
-            dtype,
-        )?;
+        let down_proj = Linear::load(source, &[(down, hidden)], inter, bias, dtype)?;
         Ok(Self { gate_up, down_proj })
     }
 

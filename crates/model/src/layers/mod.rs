@@ -2,8 +2,10 @@
 //! Face checkpoint, so tensor names follow from the prefix it is loaded with.
 
 pub mod attention;
+pub mod feed_forward;
 pub mod linear;
 pub mod mlp;
+pub mod moe;
 pub mod norm;
 pub mod rope;
 pub mod weights;

@@ -139,11 +139,23 @@ pub fn output_head_dtype(dtype: Option<WeightDtype>) -> Option<WeightDtype> {
 }
 
 /// The dtype matrix `name` (a Hugging Face tensor name) is converted to under `dtype`: the
-/// output head's ([`output_head_dtype`]) for `lm_head` and for a tied embedding, else `dtype`.
+/// output head's ([`output_head_dtype`]) for `lm_head` and for a tied embedding, the stored
+/// type for an MoE router ([`is_router`]), else `dtype`.
 pub fn matrix_dtype(name: &str, tied: bool, dtype: Option<WeightDtype>) -> Option<WeightDtype> {
     if name == "lm_head.weight" || (tied && name == "model.embed_tokens.weight") {
         output_head_dtype(dtype)
+    } else if is_router(name) {
+        None
     } else {
         dtype
     }
+}
+
+/// Whether `name` is a mixture-of-experts router (`mlp.gate`, Mixtral's `block_sparse_moe.gate`,
+/// Qwen2-MoE's `shared_expert_gate`): small matrices whose rounding would change which experts
+/// run, kept in their stored type as llama-quantize keeps `ffn_gate_inp`.
+pub fn is_router(name: &str) -> bool {
+    name.ends_with(".mlp.gate.weight")
+        || name.ends_with(".block_sparse_moe.gate.weight")
+        || name.ends_with(".shared_expert_gate.weight")
 }

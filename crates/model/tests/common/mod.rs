@@ -9,7 +9,7 @@ use serde::Deserialize;
 use sluice_model::{Batch, KvCache, KvDtype, LoadOptions, Logits, Model, WeightDtype};
 
 /// Every fixture directory under `fixtures/models` with a transformers reference.
-pub const FIXTURES: [&str; 8] = [
+pub const FIXTURES: [&str; 12] = [
     "llama",
     "llama3-rope-scaling",
     "llama-odd-head-dim",
@@ -19,6 +19,12 @@ pub const FIXTURES: [&str; 8] = [
     // Rows of 256 for the K-quants (scripts/make_gguf_fixtures.py).
     "qwen2-q256",
     "gemma3",
+    // Mixtures of experts: 8 experts, 2 per token (qwen3-moe's layer 1 dense, qwen2-moe with a
+    // shared expert).
+    "qwen3-moe",
+    "mixtral",
+    "olmoe",
+    "qwen2-moe",
 ];
 
 /// The fixtures `scripts/make_gguf_fixtures.py` also converted to GGUF (`fixtures/gguf`).
