@@ -207,3 +207,216 @@ pub fn dispatch(
     }
     (out, touched)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::RawTensor;
+    use crate::config::MoeConfig;
+    use crate::kernels::test_values;
+    use std::collections::HashMap;
+
+    /// Tensors by name, as a checkpoint would hand them over.
+    struct Weights(HashMap<String, Vec<f32>>);
+
+    impl TensorSource for Weights {
+        fn raw(&self, name: &str, shape: &[usize]) -> Result<RawTensor<'_>, LoadError> {
+            let t = &self.0[name];
+            assert_eq!(t.len(), shape.iter().product::<usize>(), "{name}");
+            Ok(RawTensor::from_f32(t, shape))
+        }
+
+        fn contains(&self, name: &str) -> bool {
+            self.0.contains_key(name)
+        }
+    }
+
+    const HIDDEN: usize = 32;
+    const INTER: usize = 48;
+    const EXPERTS: usize = 8;
+
+    /// An MoE block with random weights, `shared` adding a Qwen2-MoE shared expert.
+    fn moe(dtype: WeightDtype, shared: bool) -> Moe {
+        let mut w = HashMap::new();
+        let mut seed = 1;
+        let mut add = |name: String, len: usize| {
+            seed += 1;
+            w.insert(name, test_values(len, seed));
+        };
+        add("mlp.gate.weight".into(), EXPERTS * HIDDEN);
+        let mut mlps: Vec<String> = (0..EXPERTS).map(|e| format!("experts.{e}")).collect();
+        if shared {
+            add("mlp.shared_expert_gate.weight".into(), HIDDEN);
+            mlps.push("shared_expert".into());
+        }
+        for m in mlps {
+            for p in ["gate_proj", "up_proj", "down_proj"] {
+                add(format!("mlp.{m}.{p}.weight"), INTER * HIDDEN);
+            }
+        }
+        let config = ModelConfig::from_json(
+            &serde_json::json!({
+                "architectures": ["Qwen2MoeForCausalLM"], "vocab_size": 16,
+                "hidden_size": HIDDEN, "intermediate_size": INTER, "num_hidden_layers": 1,
+                "num_attention_heads": 2, "num_experts": EXPERTS, "num_experts_per_tok": 2,
+                "shared_expert_intermediate_size": if shared { INTER } else { 0 },
+            })
+            .to_string(),
+            None,
+        )
+        .expect("config");
+        let moe: &MoeConfig = config.moe.as_ref().expect("moe config");
+        let plan = SparseMlp::from_config(moe);
+        Moe::load(&Weights(w), "mlp", &config, &plan, Some(dtype)).expect("load")
+    }
+
+    /// A tiny xorshift generator for routings and orders.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+    }
+
+    /// `k` distinct experts with weights, in a random order.
+    fn random_route(rng: &mut Rng, k: usize) -> Route {
+        let mut route: Route = Vec::new();
+        while route.len() < k {
+            let e = rng.below(EXPERTS);
+            if route.iter().all(|r| r.0 != e) {
+                route.push((e, (1 + rng.below(1000)) as f32 / 1000.0));
+            }
+        }
+        route
+    }
+
+    #[test]
+    fn dispatched_rows_are_bit_identical_in_any_grouping_and_order() {
+        for dtype in [WeightDtype::F32, WeightDtype::F16] {
+            let moe = moe(dtype, false);
+            let run = |e: usize, xs: &[f32]| {
+                let mut y = vec![0f32; xs.len()];
+                moe.experts[e].forward_add(xs, xs.len() / HIDDEN, &mut y);
+                y
+            };
+            let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+            for trial in 0..20 {
+                let t = 1 + rng.below(40);
+                let h = test_values(t * HIDDEN, 100 + trial);
+                let routes: Vec<Route> = (0..t)
+                    .map(|_| {
+                        let k = 1 + rng.below(4);
+                        random_route(&mut rng, k)
+                    })
+                    .collect();
+                // Each row on its own.
+                let solo: Vec<Vec<f32>> = (0..t)
+                    .map(|r| {
+                        dispatch(
+                            &routes[r..=r],
+                            &h[r * HIDDEN..][..HIDDEN],
+                            HIDDEN,
+                            EXPERTS,
+                            run,
+                        )
+                        .0
+                    })
+                    .collect();
+                // The rows shuffled, then cut into random groups.
+                let mut order: Vec<usize> = (0..t).collect();
+                for i in (1..t).rev() {
+                    order.swap(i, rng.below(i + 1));
+                }
+                let mut start = 0;
+                while start < t {
+                    let end = start + 1 + rng.below(t - start);
+                    let group = &order[start..end];
+                    let group_routes: Vec<Route> =
+                        group.iter().map(|&r| routes[r].clone()).collect();
+                    let (out, touched) = dispatch(
+                        &group_routes,
+                        &gather_rows(&h, HIDDEN, group),
+                        HIDDEN,
+                        EXPERTS,
+                        run,
+                    );
+                    let mut distinct: Vec<usize> =
+                        group_routes.iter().flatten().map(|r| r.0).collect();
+                    distinct.sort_unstable();
+                    distinct.dedup();
+                    assert_eq!(touched, distinct.len());
+                    for (i, &r) in group.iter().enumerate() {
+                        assert_eq!(
+                            &out[i * HIDDEN..][..HIDDEN],
+                            &solo[r][..],
+                            "{dtype:?} row {r}"
+                        );
+                    }
+                    start = end;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_row_sums_its_experts_in_ascending_id_whatever_the_route_order() {
+        let moe = moe(WeightDtype::F32, false);
+        let run = |e: usize, xs: &[f32]| {
+            let mut y = vec![0f32; xs.len()];
+            moe.experts[e].forward_add(xs, xs.len() / HIDDEN, &mut y);
+            y
+        };
+        let h = test_values(HIDDEN, 7);
+        let route: Route = vec![(6, 0.25), (1, 0.5), (3, 0.125)];
+        let (out, _) = dispatch(std::slice::from_ref(&route), &h, HIDDEN, EXPERTS, run);
+        let mut expected = vec![0f32; HIDDEN];
+        for e in [1, 3, 6] {
+            let w = route.iter().find(|r| r.0 == e).unwrap().1;
+            expected
+                .iter_mut()
+                .zip(run(e, &h))
+                .for_each(|(o, y)| *o += w * y);
+        }
+        assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn routing_is_a_softmax_then_top_k_then_optional_renormalization() {
+        let logits = [0.0, 3f32.ln(), 1f32.ln(), 2f32.ln(), 3f32.ln()];
+        // Probabilities 1/10, 3/10, 1/10, 2/10, 3/10: the two 3/10 tie, lower id first.
+        let plain = route(&logits, 3, false);
+        let ids: Vec<usize> = plain.iter().map(|r| r.0).collect();
+        assert_eq!(ids, [1, 4, 3]);
+        for ((_, w), expected) in plain.iter().zip([0.3, 0.3, 0.2]) {
+            assert!((w - expected).abs() < 1e-6, "{w}");
+        }
+        let renormalized = route(&logits, 3, true);
+        for ((_, w), expected) in renormalized.iter().zip([0.375, 0.375, 0.25]) {
+            assert!((w - expected).abs() < 1e-6, "{w}");
+        }
+    }
+
+    #[test]
+    fn a_batched_forward_equals_each_row_alone_and_counts_distinct_experts() {
+        for shared in [false, true] {
+            let moe = moe(WeightDtype::F32, shared);
+            let t = 13;
+            let h = test_values(t * HIDDEN, 11);
+            let residual = test_values(t * HIDDEN, 12);
+            let mut batched = residual.clone();
+            moe.forward_add(&h, t, &mut batched);
+            assert_ne!(batched, residual);
+            assert!((1..=EXPERTS).contains(&moe.experts_touched()));
+            for r in 0..t {
+                let mut alone = residual[r * HIDDEN..][..HIDDEN].to_vec();
+                moe.forward_add(&h[r * HIDDEN..][..HIDDEN], 1, &mut alone);
+                assert_eq!(moe.experts_touched(), 2);
+                assert_eq!(&batched[r * HIDDEN..][..HIDDEN], &alone[..], "row {r}");
+            }
+        }
+    }
+}
