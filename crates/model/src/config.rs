@@ -40,6 +40,24 @@ pub enum RopeScaling {
     /// Per-frequency divisors, `[head_dim / 2]` (GGUF's `rope_freqs.weight`, which llama.cpp's
     /// converter writes for Llama 3.1's scaling).
     FreqFactors(Vec<f32>),
+    /// Phi-3's LongRoPE (`rope_type: "longrope"`, 4.x `"su"`): per-frequency divisors, one set
+    /// for short sequences and one for long ones.
+    LongRope(LongRope),
+}
+
+/// LongRoPE's parameters. A sequence uses `long_factor` once its own length (the tokens cached
+/// after the step) exceeds `original_max_position_embeddings`, as transformers does with the
+/// length it is given; cos and sin are scaled by `attention_factor` either way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LongRope {
+    /// `[rotary_dim / 2]` divisors of the inverse frequencies up to the original length.
+    pub short_factor: Vec<f32>,
+    /// `[rotary_dim / 2]` divisors past it.
+    pub long_factor: Vec<f32>,
+    /// The context length the model was pre-trained with.
+    pub original_max_position_embeddings: usize,
+    /// Multiplier of cos and sin (`√(1 + ln(max / original) / ln(original))` by default).
+    pub attention_factor: f32,
 }
 
 /// The activation of the MLP's gate (`hidden_act`, Gemma's `hidden_activation`).
@@ -67,6 +85,9 @@ pub struct RopeConfig {
     pub theta: f64,
     /// Frequency scaling.
     pub scaling: RopeScaling,
+    /// How many leading features of each head rotate, when not all of them
+    /// (`partial_rotary_factor`, GGUF `rope.dimension_count`); the rest pass through.
+    pub rotary_dim: Option<usize>,
 }
 
 /// Everything the runtime needs from a model directory's configuration files.
@@ -129,10 +150,11 @@ pub struct ModelConfig {
 }
 
 /// The architectures this crate implements.
-pub const SUPPORTED_ARCHITECTURES: [&str; 5] = [
+pub const SUPPORTED_ARCHITECTURES: [&str; 6] = [
     "Gemma3ForCausalLM",
     "LlamaForCausalLM",
     "MistralForCausalLM",
+    "Phi3ForCausalLM",
     "Qwen2ForCausalLM",
     "Qwen3ForCausalLM",
 ];
@@ -171,6 +193,8 @@ struct RawConfig {
     final_logit_softcapping: Option<f64>,
     attn_logit_softcapping: Option<f64>,
     use_bidirectional_attention: Option<bool>,
+    original_max_position_embeddings: Option<usize>,
+    partial_rotary_factor: Option<f64>,
     eos_token_id: Option<Value>,
     bos_token_id: Option<Value>,
 }
@@ -256,7 +280,7 @@ impl ModelConfig {
         if head_dim == 0 || !head_dim.is_multiple_of(2) {
             return Err(format!("head_dim {head_dim} must be even and non-zero"));
         }
-        let (rope, rope_local) = parse_rope(&raw, gemma3)?;
+        let (rope, rope_local) = parse_rope(&raw, gemma3, head_dim)?;
         if raw.use_bidirectional_attention == Some(true) {
             return Err("use_bidirectional_attention is not supported".into());
         }

@@ -5,6 +5,7 @@
 pub mod gemma3;
 pub mod llama;
 pub mod mistral;
+pub mod phi3;
 pub mod qwen2;
 pub mod qwen3;
 
@@ -24,6 +25,7 @@ pub fn load(
         "Gemma3ForCausalLM" => gemma3::load(source, config, dtype),
         "LlamaForCausalLM" => llama::load(source, config, dtype),
         "MistralForCausalLM" => mistral::load(source, config, dtype),
+        "Phi3ForCausalLM" => phi3::load(source, config, dtype),
         "Qwen2ForCausalLM" => qwen2::load(source, config, dtype),
         "Qwen3ForCausalLM" => qwen3::load(source, config, dtype),
         _ => return None,

@@ -156,7 +156,11 @@ fn rope_config(meta: &Metadata, arch: &str, model: &GgufModel) -> Result<RopeCon
             return Err(format!("unsupported RoPE scaling type `{other}`"));
         }
     };
-    Ok(RopeConfig { theta, scaling })
+    Ok(RopeConfig {
+        theta,
+        scaling,
+        rotary_dim: None,
+    })
 }
 
 /// An f32 metadata value as the decimal the converter was given (`1e-5`, not the f32 nearest

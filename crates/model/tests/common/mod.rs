@@ -9,7 +9,7 @@ use serde::Deserialize;
 use sluice_model::{Batch, KvCache, KvDtype, LoadOptions, Logits, Model, WeightDtype};
 
 /// Every fixture directory under `fixtures/models` with a transformers reference.
-pub const FIXTURES: [&str; 8] = [
+pub const FIXTURES: [&str; 10] = [
     "llama",
     "llama3-rope-scaling",
     "llama-odd-head-dim",
@@ -19,6 +19,9 @@ pub const FIXTURES: [&str; 8] = [
     // Rows of 256 for the K-quants (scripts/make_gguf_fixtures.py).
     "qwen2-q256",
     "gemma3",
+    // LongRoPE: the prompt within the original length (phi3), past it with partial rotary (phi4-mini).
+    "phi3",
+    "phi4-mini",
 ];
 
 /// The fixtures `scripts/make_gguf_fixtures.py` also converted to GGUF (`fixtures/gguf`).
