@@ -21,7 +21,7 @@ global RoPE (the global one with linear scaling) and `query_pre_attn_scalar` unl
 
 phi3 and phi4-mini are Phi3ForCausalLM models (fused qkv_proj and gate_up_proj) with `longrope`
 RoPE: short factors up to `original_max_position_embeddings`, long factors past it, cos/sin scaled
-by sqrt(1 + ln(max/original) / ln(original)). phi3 (multi-head, 4.x dialect with `su` scaling)
+by sqrt(1 + ln(max/original) / ln(original)). phi3 (multi-head, 4.x dialect)
 has an original length of 32, above the 26-token prompt, so its prompt uses the short factors
 and its greedy continuation crosses into the long ones; phi4-mini (grouped-query, tied, 5.x,
 `partial_rotary_factor` 0.75: 12 of 16 head dimensions rotate) has 16, so its prompt already
@@ -187,13 +187,14 @@ def reference_cached(model, prompt_ids):
     return prompt_logits, greedy, min_gap
 
 
-def su_dialect(config_path: Path) -> None:
-    """Phi-3's published 4.x configs: `rope_scaling` {"type": "su", short/long factors}, the
-    original length at top level."""
+def phi3_4x_dialect(config_path: Path) -> None:
+    """Phi-3's published 4.x configs: `rope_scaling` {"type": "longrope", short/long factors}, the
+    original length at top level. (Early revisions said "su"; transformers 5 cannot load that
+    without the original length inside `rope_scaling`, so llama.cpp's converter cannot either.)"""
     cfg = json.loads(config_path.read_text())
     scaling = cfg["rope_scaling"]
     cfg["rope_scaling"] = dict(
-        type="su", short_factor=scaling["short_factor"], long_factor=scaling["long_factor"]
+        type="longrope", short_factor=scaling["short_factor"], long_factor=scaling["long_factor"]
     )
     config_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
@@ -344,7 +345,7 @@ def write_fixture(name, config_cls, over, dtype, dialect, shard, tokenizer, seed
     if dialect == "4.x":
         to_4x_dialect(out / "config.json")
         if name.startswith("phi3"):
-            su_dialect(out / "config.json")
+            phi3_4x_dialect(out / "config.json")
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         bos_token="<|bos|>",

@@ -104,7 +104,11 @@ impl<'a> SplitFused<'a> {
 
 impl TensorSource for SplitFused<'_> {
     fn raw(&self, name: &str, expected_shape: &[usize]) -> Result<RawTensor<'_>, LoadError> {
-        let located = self.locate(name).filter(|_| !self.inner.contains(name));
+        // The fused tensor wins where both names answer: a GGUF source maps `mlp.up_proj` and
+        // `mlp.gate_up_proj` to the same `ffn_up`.
+        let located = self
+            .locate(name)
+            .filter(|(_, fused)| self.inner.contains(fused));
         let (Some((part, fused)), [rows, cols]) = (located, expected_shape) else {
             return self.inner.raw(name, expected_shape);
         };

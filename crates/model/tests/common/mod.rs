@@ -25,7 +25,7 @@ pub const FIXTURES: [&str; 10] = [
 ];
 
 /// The fixtures `scripts/make_gguf_fixtures.py` also converted to GGUF (`fixtures/gguf`).
-pub const GGUF_FIXTURES: [&str; 7] = [
+pub const GGUF_FIXTURES: [&str; 9] = [
     "llama",
     "llama3-rope-scaling",
     "llama-odd-head-dim",
@@ -33,6 +33,9 @@ pub const GGUF_FIXTURES: [&str; 7] = [
     "qwen2",
     "qwen3",
     "qwen2-q256",
+    // `phi3` files: fused attn_qkv and ffn_up, LongRoPE factors as tensors.
+    "phi3",
+    "phi4-mini",
 ];
 
 /// Tokens per KV block in the tests: small, so prompts span several blocks.
