@@ -23,6 +23,16 @@ The mixture-of-experts fixtures (MOE_FIXTURES: qwen3-moe with a dense layer amon
 mixtral, olmoe, qwen2-moe with a shared expert) have 8 experts, 2 per token; transformers 5
 keeps experts fused in memory but saves them per expert, as the hub's checkpoints are.
 
+phi3 and phi4-mini are Phi3ForCausalLM models (fused qkv_proj and gate_up_proj) with `longrope`
+RoPE: short factors up to `original_max_position_embeddings`, long factors past it, cos/sin scaled
+by sqrt(1 + ln(max/original) / ln(original)). phi3 (multi-head, 4.x dialect)
+has an original length of 32, above the 26-token prompt, so its prompt uses the short factors
+and its greedy continuation crosses into the long ones; phi4-mini (grouped-query, tied, 5.x,
+`partial_rotary_factor` 0.75: 12 of 16 head dimensions rotate) has 16, so its prompt already
+uses the long factors. transformers picks the factors by the length of the sequence in the call
+(`max(position_ids) + 1`), so their greedy references decode with the KV cache, as generation
+does, rather than recomputing every step from scratch (which would re-rotate cached keys).
+
 Usage: python3 scripts/make_fixtures.py [--scoring-only | --only NAME]
 (CPU only, deterministic, seconds; `--only` rewrites one generation fixture.)
 """
@@ -39,6 +49,8 @@ from transformers import (
     AutoModelForCausalLM,
     Gemma3TextConfig,
     GenerationConfig,
+    DynamicCache,
+    Phi3Config,
     LlamaConfig,
     MistralConfig,
     MixtralConfig,
@@ -166,6 +178,36 @@ def reference(model, prompt_ids):
     return prompt_logits, greedy, min_gap
 
 
+def reference_cached(model, prompt_ids):
+    """Like `reference`, but the continuation is decoded one token at a time with the KV cache, as
+    `generate` does: `longrope` picks its factors by the length seen in each call."""
+    model.eval()
+    with torch.no_grad():
+        prompt_logits = model(torch.tensor([prompt_ids])).logits[0]
+        cache = DynamicCache(config=model.config)
+        last = model(torch.tensor([prompt_ids]), past_key_values=cache, use_cache=True).logits[0, -1]
+        greedy, min_gap = [], float("inf")
+        for _ in range(CONTINUATION_TOKENS):
+            top2 = torch.topk(last, 2).values
+            min_gap = min(min_gap, float(top2[0] - top2[1]))
+            nxt = int(torch.argmax(last))
+            greedy.append(nxt)
+            last = model(torch.tensor([[nxt]]), past_key_values=cache, use_cache=True).logits[0, -1]
+    return prompt_logits, greedy, min_gap
+
+
+def phi3_4x_dialect(config_path: Path) -> None:
+    """Phi-3's published 4.x configs: `rope_scaling` {"type": "longrope", short/long factors}, the
+    original length at top level. (Early revisions said "su"; transformers 5 cannot load that
+    without the original length inside `rope_scaling`, so llama.cpp's converter cannot either.)"""
+    cfg = json.loads(config_path.read_text())
+    scaling = cfg["rope_scaling"]
+    cfg["rope_scaling"] = dict(
+        type="longrope", short_factor=scaling["short_factor"], long_factor=scaling["long_factor"]
+    )
+    config_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+
 def to_4x_dialect(config_path: Path) -> None:
     """Rewrites a transformers-5 config.json the way transformers 4.x published configs."""
     cfg = json.loads(config_path.read_text())
@@ -237,6 +279,43 @@ FIXTURES = [
             rope_parameters=dict(
                 full_attention=dict(rope_type="linear", rope_theta=1_000_000.0, factor=8.0),
                 sliding_attention=dict(rope_type="default", rope_theta=10_000.0),
+            ),
+        ),
+        torch.float32,
+        "5.x",
+        None,
+    ),
+    (
+        "phi3",
+        Phi3Config,
+        dict(
+            tie_word_embeddings=False,
+            num_key_value_heads=4,
+            original_max_position_embeddings=32,
+            rope_parameters=dict(
+                rope_type="longrope",
+                rope_theta=10000.0,
+                short_factor=[1.0 + 0.05 * i for i in range(8)],
+                long_factor=[1.0 + 0.9 * i for i in range(8)],
+            ),
+        ),
+        torch.float32,
+        "4.x",
+        None,
+    ),
+    (
+        "phi4-mini",
+        Phi3Config,
+        dict(
+            tie_word_embeddings=True,
+            original_max_position_embeddings=16,
+            partial_rotary_factor=0.75,
+            rope_parameters=dict(
+                rope_type="longrope",
+                rope_theta=10000.0,
+                partial_rotary_factor=0.75,
+                short_factor=[1.0 + 0.1 * i for i in range(6)],
+                long_factor=[1.5 + 1.5 * i for i in range(6)],
             ),
         ),
         torch.float32,
@@ -319,7 +398,8 @@ def write_fixture(name, config_cls, over, dtype, dialect, shard, tokenizer, seed
         if config.tie_word_embeddings:
             model.tie_weights()
         round_weights(model, dtype)
-        logits, greedy, gap = reference(model, prompt_ids)
+        longrope = config.rope_parameters.get("rope_type") == "longrope"
+        logits, greedy, gap = (reference_cached if longrope else reference)(model, prompt_ids)
         if gap > MIN_GREEDY_GAP and len(set(greedy)) >= 2:
             break
     else:
@@ -330,6 +410,8 @@ def write_fixture(name, config_cls, over, dtype, dialect, shard, tokenizer, seed
     GenerationConfig(bos_token_id=0, eos_token_id=[1, 3], pad_token_id=4).save_pretrained(out)
     if dialect == "4.x":
         to_4x_dialect(out / "config.json")
+        if name.startswith("phi3"):
+            phi3_4x_dialect(out / "config.json")
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         bos_token="<|bos|>",

@@ -51,7 +51,9 @@ def convert(model_dir: Path, out: Path, outtype: str, *extra: str) -> None:
         shutil.copytree(model_dir, copy)
         cfg_path = copy / "tokenizer_config.json"
         cfg = json.loads(cfg_path.read_text())
-        cfg["tokenizer_class"] = "TokenizersBackend"
+        # The Phi-3 converter reads a SentencePiece tokenizer.model unless the class is GPT-2's.
+        phi3 = json.loads((copy / "config.json").read_text()).get("model_type") == "phi3"
+        cfg["tokenizer_class"] = "GPT2Tokenizer" if phi3 else "TokenizersBackend"
         cfg.setdefault("unk_token", cfg.get("pad_token"))
         cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
         subprocess.run(

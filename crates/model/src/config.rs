@@ -13,6 +13,10 @@ use serde_json::Value;
 use crate::error::LoadError;
 pub use crate::moe_config::MoeConfig;
 
+mod rope;
+
+use rope::{layer_types, parse_rope};
+
 /// How rotary position embeddings are computed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RopeScaling {
@@ -37,6 +41,24 @@ pub enum RopeScaling {
     /// Per-frequency divisors, `[head_dim / 2]` (GGUF's `rope_freqs.weight`, which llama.cpp's
     /// converter writes for Llama 3.1's scaling).
     FreqFactors(Vec<f32>),
+    /// Phi-3's LongRoPE (`rope_type: "longrope"`, 4.x `"su"`): per-frequency divisors, one set
+    /// for short sequences and one for long ones.
+    LongRope(LongRope),
+}
+
+/// LongRoPE's parameters. A sequence uses `long_factor` once its own length (the tokens cached
+/// after the step) exceeds `original_max_position_embeddings`, as transformers does with the
+/// length it is given; cos and sin are scaled by `attention_factor` either way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LongRope {
+    /// `[rotary_dim / 2]` divisors of the inverse frequencies up to the original length.
+    pub short_factor: Vec<f32>,
+    /// `[rotary_dim / 2]` divisors past it.
+    pub long_factor: Vec<f32>,
+    /// The context length the model was pre-trained with.
+    pub original_max_position_embeddings: usize,
+    /// Multiplier of cos and sin (`√(1 + ln(max / original) / ln(original))` by default).
+    pub attention_factor: f32,
 }
 
 /// The activation of the MLP's gate (`hidden_act`, Gemma's `hidden_activation`).
@@ -64,6 +86,9 @@ pub struct RopeConfig {
     pub theta: f64,
     /// Frequency scaling.
     pub scaling: RopeScaling,
+    /// How many leading features of each head rotate, when not all of them
+    /// (`partial_rotary_factor`, GGUF `rope.dimension_count`); the rest pass through.
+    pub rotary_dim: Option<usize>,
 }
 
 /// Everything the runtime needs from a model directory's configuration files.
@@ -128,12 +153,13 @@ pub struct ModelConfig {
 }
 
 /// The architectures this crate implements.
-pub const SUPPORTED_ARCHITECTURES: [&str; 9] = [
+pub const SUPPORTED_ARCHITECTURES: [&str; 10] = [
     "Gemma3ForCausalLM",
     "LlamaForCausalLM",
     "MistralForCausalLM",
     "MixtralForCausalLM",
     "OlmoeForCausalLM",
+    "Phi3ForCausalLM",
     "Qwen2ForCausalLM",
     "Qwen2MoeForCausalLM",
     "Qwen3ForCausalLM",
@@ -174,6 +200,8 @@ struct RawConfig {
     final_logit_softcapping: Option<f64>,
     attn_logit_softcapping: Option<f64>,
     use_bidirectional_attention: Option<bool>,
+    original_max_position_embeddings: Option<usize>,
+    partial_rotary_factor: Option<f64>,
     eos_token_id: Option<Value>,
     bos_token_id: Option<Value>,
 }
@@ -259,7 +287,7 @@ impl ModelConfig {
         if head_dim == 0 || !head_dim.is_multiple_of(2) {
             return Err(format!("head_dim {head_dim} must be even and non-zero"));
         }
-        let (rope, rope_local) = parse_rope(&raw, gemma3)?;
+        let (rope, rope_local) = parse_rope(&raw, gemma3, head_dim)?;
         if raw.use_bidirectional_attention == Some(true) {
             return Err("use_bidirectional_attention is not supported".into());
         }
@@ -318,116 +346,6 @@ impl ModelConfig {
     pub fn heads_per_kv_head(&self) -> usize {
         self.num_attention_heads / self.num_key_value_heads
     }
-}
-
-/// Per layer, which attention it runs: 5.x `layer_types`, else (Gemma 3's 4.x configs) every
-/// `sliding_window_pattern`-th layer global and the others sliding; `None` when neither is given.
-fn layer_types(raw: &RawConfig, gemma3: bool) -> Result<Option<Vec<LayerType>>, String> {
-    if let Some(names) = &raw.layer_types {
-        if names.len() != raw.num_hidden_layers {
-            return Err(format!(
-                "{} layer_types for {} layers",
-                names.len(),
-                raw.num_hidden_layers
-            ));
-        }
-        let parse = |name: &String| match name.as_str() {
-            "full_attention" => Ok(LayerType::Full),
-            "sliding_attention" => Ok(LayerType::Sliding),
-            other => Err(format!("unsupported layer type `{other}`")),
-        };
-        return names.iter().map(parse).collect::<Result<_, _>>().map(Some);
-    }
-    let pattern = raw.sliding_window_pattern.or(gemma3.then_some(6));
-    Ok(pattern.map(|every| {
-        (0..raw.num_hidden_layers)
-            .map(|i| match (i + 1) % every.max(1) {
-                0 => LayerType::Full,
-                _ => LayerType::Sliding,
-            })
-            .collect()
-    }))
-}
-
-/// Reads the RoPE of (global) layers and, where it differs, of sliding-window layers, from
-/// either dialect. 4.x: `rope_theta` and `rope_scaling` at top level (Gemma 3 adds
-/// `rope_local_base_freq`); 5.x: `rope_parameters`, flat or (Gemma 3) one entry per layer type.
-fn parse_rope(raw: &RawConfig, gemma3: bool) -> Result<(RopeConfig, Option<RopeConfig>), String> {
-    let present = |v: &Option<Value>| v.clone().filter(|v| !v.is_null());
-    let (global_theta, local_theta) = if gemma3 {
-        (1_000_000.0, 10_000.0)
-    } else {
-        (10_000.0, 10_000.0)
-    };
-    let parameters = present(&raw.rope_parameters);
-    if let Some(per_type) = parameters
-        .as_ref()
-        .filter(|p| p.get("full_attention").is_some())
-    {
-        let global = rope_from(per_type.get("full_attention"), None, global_theta)?;
-        let local = match per_type.get("sliding_attention") {
-            Some(local) => Some(rope_from(Some(local), None, local_theta)?),
-            None => None,
-        };
-        return Ok((global, local));
-    }
-    // 5.x: everything lives in rope_parameters. 4.x: theta at top level, scaling beside it.
-    let params = parameters.or(present(&raw.rope_scaling));
-    let global = rope_from(params.as_ref(), raw.rope_theta, global_theta)?;
-    let local = match (raw.rope_local_base_freq, gemma3) {
-        (Some(theta), _) => Some(theta),
-        (None, true) => Some(local_theta),
-        (None, false) => None,
-    };
-    let local = local.map(|theta| RopeConfig {
-        theta,
-        scaling: RopeScaling::Default,
-    });
-    Ok((global, local))
-}
-
-/// One RoPE from its parameters (`rope_theta` in them, else `theta`, else `default_theta`).
-fn rope_from(
-    params: Option<&Value>,
-    theta: Option<f64>,
-    default_theta: f64,
-) -> Result<RopeConfig, String> {
-    let theta = params
-        .and_then(|p| p.get("rope_theta"))
-        .and_then(Value::as_f64)
-        .or(theta)
-        .unwrap_or(default_theta);
-    let Some(params) = params else {
-        return Ok(RopeConfig {
-            theta,
-            scaling: RopeScaling::Default,
-        });
-    };
-    let rope_type = params
-        .get("rope_type")
-        .or_else(|| params.get("type"))
-        .and_then(Value::as_str)
-        .unwrap_or("default");
-    let field = |name: &str| -> Result<f64, String> {
-        params
-            .get(name)
-            .and_then(Value::as_f64)
-            .ok_or_else(|| format!("rope scaling `{rope_type}` needs `{name}`"))
-    };
-    let scaling = match rope_type {
-        "default" => RopeScaling::Default,
-        "linear" => RopeScaling::Linear {
-            factor: field("factor")?,
-        },
-        "llama3" => RopeScaling::Llama3 {
-            factor: field("factor")?,
-            low_freq_factor: field("low_freq_factor")?,
-            high_freq_factor: field("high_freq_factor")?,
-            original_max_position_embeddings: field("original_max_position_embeddings")?,
-        },
-        other => return Err(format!("unsupported rope_type `{other}`")),
-    };
-    Ok(RopeConfig { theta, scaling })
 }
 
 /// A token id field that may be absent, a number or a list of numbers.

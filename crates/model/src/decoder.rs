@@ -172,9 +172,7 @@ impl Decoder {
                 row.iter_mut().for_each(|v| *v *= scale);
             }
         }
-        let ropes: Vec<_> = (self.ropes.iter())
-            .map(|r| r.tables(&batch.positions))
-            .collect();
+        let ropes: Vec<_> = (self.ropes.iter()).map(|r| r.tables(batch)).collect();
         let block_size = kv.block_size();
         let mut h = vec![0f32; t * hidden]; // [T, hidden], normed input of each block
         let last_layer = self.layers.len().saturating_sub(1);

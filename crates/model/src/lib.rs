@@ -24,7 +24,7 @@ pub mod pooling;
 
 pub use batch::{Batch, Logits, SeqBatch};
 pub use checkpoint::{Checkpoint, RawTensor, TensorSource};
-pub use config::{ModelConfig, RopeConfig, RopeScaling};
+pub use config::{LongRope, ModelConfig, RopeConfig, RopeScaling};
 pub use error::{ForwardError, LoadError};
 pub use files::ModelFiles;
 pub use kernels::matmul::WeightDtype;

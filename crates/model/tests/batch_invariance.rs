@@ -73,7 +73,8 @@ fn run_with_companions(
 
 #[test]
 fn logits_are_bit_identical_alone_and_batched_with_three_others() {
-    for name in ["llama", "qwen2", "llama-odd-head-dim"] {
+    // phi4-mini's companions are on both sides of its LongRoPE switch while it crosses it.
+    for name in ["llama", "qwen2", "llama-odd-head-dim", "phi3", "phi4-mini"] {
         for (dtype, kv_dtype) in [
             (WeightDtype::F32, KvDtype::F32),
             (WeightDtype::F16, KvDtype::F32),
@@ -96,7 +97,8 @@ fn logits_are_bit_identical_alone_and_batched_with_three_others() {
 
 #[test]
 fn chunked_prefill_gives_the_same_logits_as_one_chunk() {
-    for name in ["mistral", "qwen3"] {
+    // phi3's prompt stays within its LongRoPE original length, so no chunk crosses it.
+    for name in ["mistral", "qwen3", "phi3"] {
         for kv_dtype in [KvDtype::F32, KvDtype::F16] {
             let model = load(name, WeightDtype::F32);
             let tokens = reference(name).prompt_ids;
@@ -106,6 +108,22 @@ fn chunked_prefill_gives_the_same_logits_as_one_chunk() {
             assert_eq!(one_chunk.last(), chunked.last(), "{name} {kv_dtype:?}");
         }
     }
+}
+
+#[test]
+fn longrope_chunks_past_the_original_length_match_one_chunk_and_earlier_chunks_do_not() {
+    // phi4-mini's original length is 16 and its prompt 26 tokens: in one chunk every key is
+    // rotated with the long factors. A first chunk of 17 is already past 16, so both chunks use
+    // them too; chunks of 7 write the first 14 keys with the short factors (as transformers
+    // would, fed the same pieces), so the logits differ.
+    let model = load("phi4-mini", WeightDtype::F32);
+    let tokens = reference("phi4-mini").prompt_ids;
+    let len = tokens.len();
+    let one_chunk = run_with_companions(&model, &tokens, len, len, 0, KvDtype::F32);
+    let past = run_with_companions(&model, &tokens, len, 17, 0, KvDtype::F32);
+    assert_eq!(one_chunk.last(), past.last());
+    let across = run_with_companions(&model, &tokens, len, 7, 0, KvDtype::F32);
+    assert_ne!(one_chunk.last(), across.last());
 }
 
 #[test]

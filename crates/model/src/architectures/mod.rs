@@ -7,6 +7,7 @@ pub mod llama;
 pub mod mistral;
 pub mod mixtral;
 pub mod olmoe;
+pub mod phi3;
 pub mod qwen2;
 pub mod qwen2_moe;
 pub mod qwen3;
@@ -30,6 +31,7 @@ pub fn load(
         "MistralForCausalLM" => mistral::load(source, config, dtype),
         "MixtralForCausalLM" => mixtral::load(source, config, dtype),
         "OlmoeForCausalLM" => olmoe::load(source, config, dtype),
+        "Phi3ForCausalLM" => phi3::load(source, config, dtype),
         "Qwen2ForCausalLM" => qwen2::load(source, config, dtype),
         "Qwen2MoeForCausalLM" => qwen2_moe::load(source, config, dtype),
         "Qwen3ForCausalLM" => qwen3::load(source, config, dtype),

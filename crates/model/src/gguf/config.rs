@@ -4,11 +4,12 @@
 
 use sluice_gguf::{GgufModel, Metadata};
 
-use crate::config::{Activation, ModelConfig, RopeConfig, RopeScaling};
+use crate::config::{Activation, LongRope, ModelConfig, RopeConfig, RopeScaling};
 
 /// GGUF architecture name → the Hugging Face architecture sluice implements it with.
-const ARCHITECTURES: [(&str, &str); 3] = [
+const ARCHITECTURES: [(&str, &str); 4] = [
     ("llama", "LlamaForCausalLM"),
+    ("phi3", "Phi3ForCausalLM"),
     ("qwen2", "Qwen2ForCausalLM"),
     ("qwen3", "Qwen3ForCausalLM"),
 ];
@@ -57,13 +58,15 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
             "head dimension {head_dim} must be even and non-zero"
         ));
     }
-    if let Some(rotary) = usize_of("rope.dimension_count")? {
-        if rotary != head_dim {
+    let rotary_dim = match usize_of("rope.dimension_count")? {
+        Some(rotary) if rotary > head_dim || rotary == 0 || !rotary.is_multiple_of(2) => {
             return Err(format!(
-                "partial rotary embeddings ({rotary} of {head_dim} dimensions) are not supported"
+                "rope.dimension_count {rotary} must be even, non-zero and at most {head_dim}"
             ));
         }
-    }
+        Some(rotary) if rotary < head_dim => Some(rotary),
+        _ => None,
+    };
     let vocab_size = match usize_of("vocab_size")? {
         Some(n) => n,
         None => model
@@ -101,7 +104,10 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
             .map_err(e)?
             .map_or(1e-6, as_written),
         hidden_activation: Activation::Silu,
-        rope: rope_config(meta, arch, model)?,
+        rope: RopeConfig {
+            rotary_dim,
+            ..rope_config(meta, arch, model)?
+        },
         tie_word_embeddings: !has("output.weight"),
         qkv_bias: has("blk.0.attn_q.bias"),
         o_bias: has("blk.0.attn_output.bias"),
@@ -137,27 +143,48 @@ fn rope_config(meta: &Metadata, arch: &str, model: &GgufModel) -> Result<RopeCon
         .str(&format!("{arch}.rope.scaling.type"))
         .map_err(e)?
         .unwrap_or("none");
-    let scaling = match (scaling_type, model.tensor("rope_freqs.weight")) {
-        (_, Some((info, bytes))) => {
-            if info.ggml_type != sluice_gguf::GgmlType::F32 {
-                return Err(format!(
-                    "rope_freqs.weight is {}, expected f32",
-                    info.ggml_type
-                ));
-            }
-            RopeScaling::FreqFactors(
-                bytes
-                    .chunks_exact(4)
-                    .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                    .collect(),
-            )
+    let f32s = |name: &str| -> Result<Option<Vec<f32>>, String> {
+        let Some((info, bytes)) = model.tensor(name) else {
+            return Ok(None);
+        };
+        if info.ggml_type != sluice_gguf::GgmlType::F32 {
+            return Err(format!("{name} is {}, expected f32", info.ggml_type));
         }
-        ("none", None) => RopeScaling::Default,
-        (other, None) => {
+        Ok(Some(
+            (bytes.chunks_exact(4))
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect(),
+        ))
+    };
+    let long = (f32s("rope_factors_short.weight")?).zip(f32s("rope_factors_long.weight")?);
+    let scaling = match (scaling_type, f32s("rope_freqs.weight")?, long) {
+        (_, Some(factors), _) => RopeScaling::FreqFactors(factors),
+        // Phi-3's LongRoPE: llama.cpp's converter writes both factor sets as tensors.
+        (_, None, Some((short_factor, long_factor))) => {
+            let key = format!("{arch}.rope.scaling.original_context_length");
+            let original = meta.u64(&key).map_err(e)?;
+            RopeScaling::LongRope(LongRope {
+                short_factor,
+                long_factor,
+                original_max_position_embeddings: original
+                    .ok_or_else(|| format!("metadata key `{key}` is missing"))?
+                    as usize,
+                attention_factor: meta
+                    .f64(&format!("{arch}.rope.scaling.attn_factor"))
+                    .map_err(e)?
+                    .map_or(1.0, |f| f as f32),
+            })
+        }
+        ("none", None, None) => RopeScaling::Default,
+        (other, None, None) => {
             return Err(format!("unsupported RoPE scaling type `{other}`"));
         }
     };
-    Ok(RopeConfig { theta, scaling })
+    Ok(RopeConfig {
+        theta,
+        scaling,
+        rotary_dim: None,
+    })
 }
 
 /// An f32 metadata value as the decimal the converter was given (`1e-5`, not the f32 nearest

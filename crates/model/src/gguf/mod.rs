@@ -190,7 +190,8 @@ fn hf_name(gguf: &str) -> Option<String> {
 }
 
 /// Per-layer modules: Hugging Face name → GGUF name.
-const LAYER_NAMES: [(&str, &str); 11] = [
+/// Phi-3's fused projections come last, so a GGUF name maps back to the unfused module first.
+const LAYER_NAMES: [(&str, &str); 13] = [
     ("input_layernorm", "attn_norm"),
     ("self_attn.q_proj", "attn_q"),
     ("self_attn.k_proj", "attn_k"),
@@ -202,6 +203,8 @@ const LAYER_NAMES: [(&str, &str); 11] = [
     ("mlp.gate_proj", "ffn_gate"),
     ("mlp.up_proj", "ffn_up"),
     ("mlp.down_proj", "ffn_down"),
+    ("self_attn.qkv_proj", "attn_qkv"),
+    ("mlp.gate_up_proj", "ffn_up"),
 ];
 
 #[cfg(test)]

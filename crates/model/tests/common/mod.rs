@@ -9,7 +9,7 @@ use serde::Deserialize;
 use sluice_model::{Batch, KvCache, KvDtype, LoadOptions, Logits, Model, WeightDtype};
 
 /// Every fixture directory under `fixtures/models` with a transformers reference.
-pub const FIXTURES: [&str; 12] = [
+pub const FIXTURES: [&str; 14] = [
     "llama",
     "llama3-rope-scaling",
     "llama-odd-head-dim",
@@ -25,10 +25,13 @@ pub const FIXTURES: [&str; 12] = [
     "mixtral",
     "olmoe",
     "qwen2-moe",
+    // LongRoPE: the prompt within the original length (phi3), past it with partial rotary (phi4-mini).
+    "phi3",
+    "phi4-mini",
 ];
 
 /// The fixtures `scripts/make_gguf_fixtures.py` also converted to GGUF (`fixtures/gguf`).
-pub const GGUF_FIXTURES: [&str; 7] = [
+pub const GGUF_FIXTURES: [&str; 9] = [
     "llama",
     "llama3-rope-scaling",
     "llama-odd-head-dim",
@@ -36,6 +39,9 @@ pub const GGUF_FIXTURES: [&str; 7] = [
     "qwen2",
     "qwen3",
     "qwen2-q256",
+    // `phi3` files: fused attn_qkv and ffn_up, LongRoPE factors as tensors.
+    "phi3",
+    "phi4-mini",
 ];
 
 /// Tokens per KV block in the tests: small, so prompts span several blocks.
