@@ -31,7 +31,7 @@ pub const FIXTURES: [&str; 14] = [
 ];
 
 /// The fixtures `scripts/make_gguf_fixtures.py` also converted to GGUF (`fixtures/gguf`).
-pub const GGUF_FIXTURES: [&str; 9] = [
+pub const GGUF_FIXTURES: [&str; 10] = [
     "llama",
     "llama3-rope-scaling",
     "llama-odd-head-dim",
@@ -42,6 +42,8 @@ pub const GGUF_FIXTURES: [&str; 9] = [
     // `phi3` files: fused attn_qkv and ffn_up, LongRoPE factors as tensors.
     "phi3",
     "phi4-mini",
+    // `llama` files with experts: stacked `ffn_*_exps` tensors sliced per expert.
+    "mixtral",
 ];
 
 /// Tokens per KV block in the tests: small, so prompts span several blocks.
