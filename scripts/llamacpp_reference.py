@@ -5,14 +5,17 @@ next-token log-probabilities (all 512 tokens, before sampling), summarised per f
 divergence from the transformers f32 reference (mean and max over positions) and the argmax
 with its margin over the runner-up.
 
-Usage: python3 scripts/llamacpp_reference.py   (needs ../shared/peers/llama-server.sh's build)
-Writes fixtures/gguf/llamacpp-reference.json.
+Usage: python3 scripts/llamacpp_reference.py [--model NAME]
+(needs ../shared/peers/llama-server.sh's build). Writes fixtures/gguf/llamacpp-reference.json
+for qwen2-q256 (the default), fixtures/gguf/llamacpp-reference-NAME.json for another fixture
+(qwen3-moe-q256: stacked experts in Q8_0 and Q4_K_M).
 """
 
 import json
 import math
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -90,13 +93,14 @@ def main() -> None:
     out = subprocess.run([str(ROOT.parent / "shared/peers/llama-server.sh")], check=True,
                          capture_output=True, text=True)
     server = Path(out.stdout.strip().splitlines()[-1]) / "llama-server"
-    ref = json.loads((ROOT / "fixtures/models" / MODEL / "reference.json").read_text())
+    model = sys.argv[sys.argv.index("--model") + 1] if "--model" in sys.argv else MODEL
+    ref = json.loads((ROOT / "fixtures/models" / model / "reference.json").read_text())
     prompt, logits = ref["prompt_ids"], ref["prompt_logits"]
     vocab = len(logits[0])
     # Row i of the reference is the distribution after prompt[:i + 1].
     reference = [log_softmax(logits[end - 1]) for end in range(FIRST_POSITION, len(prompt) + 1)]
-    result = {"model": MODEL, "first_position": FIRST_POSITION, "files": {}}
-    for path in sorted(GGUF.glob(f"{MODEL}-*.gguf")):
+    result = {"model": model, "first_position": FIRST_POSITION, "files": {}}
+    for path in sorted(GGUF.glob(f"{model}-*.gguf")):
         rows = distributions(server, path, prompt, vocab)
         kls = [kl(p, q) for p, q in zip(reference, rows)]
         argmax, margin = [], []
@@ -111,7 +115,8 @@ def main() -> None:
             "margin": margin,
         }
         print(f"{path.name}: mean KL {sum(kls) / len(kls):.3e}, max {max(kls):.3e}")
-    (GGUF / "llamacpp-reference.json").write_text(json.dumps(result, indent=1) + "\n")
+    name = "llamacpp-reference.json" if model == MODEL else f"llamacpp-reference-{model}.json"
+    (GGUF / name).write_text(json.dumps(result, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,10 @@
 - `qwen2-q256`, a Qwen2-shaped fixture whose rows are multiples of 256 (so every K-quant
   applies), written like the others by make_fixtures.py (with reference.json), then converted
   to GGUF f16 and quantized by llama-quantize to every type sluice loads.
+- `qwen3-moe-q256`, a Qwen3-MoE fixture shaped the same way (hidden and expert width 256, every
+  layer sparse, as llama.cpp's `qwen3moe` requires: the `qwen3-moe` fixture's dense layer has no
+  GGUF name), converted to f16 (stacked `ffn_*_exps` tensors) and quantized to MOE_QUANT_TYPES.
+- The converter cannot express `qwen3-moe`'s dense layer 1, so that fixture is skipped.
 
 Usage: python3 scripts/make_gguf_fixtures.py [--skip-model] [--force]  (needs torch, transformers, gguf, sentencepiece and
 the llama.cpp build of ../shared/peers/llama-server.sh for llama-quantize)
@@ -23,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 import torch
-from transformers import Qwen2Config
+from transformers import Qwen2Config, Qwen3MoeConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_fixtures  # noqa: E402
@@ -35,6 +39,10 @@ PEERS = ROOT.parent / "shared" / "peers"
 QUANT_MODEL = "qwen2-q256"
 # llama-quantize presets: each one's mix of tensor types is what users' files hold.
 QUANT_TYPES = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K"]
+MOE_QUANT_MODEL = "qwen3-moe-q256"
+MOE_QUANT_TYPES = ["Q8_0", "Q4_K_M"]
+# mlp_only_layers: GGUF's qwen3moe has no dense layers.
+UNCONVERTIBLE = {"qwen3-moe"}
 
 
 def llama_bin() -> Path:
@@ -80,13 +88,37 @@ def write_quant_model() -> None:
     )
 
 
+def write_moe_quant_model() -> None:
+    tokenizer = make_fixtures.train_tokenizer()
+    over = dict(
+        tie_word_embeddings=False,
+        hidden_size=256,
+        intermediate_size=256,
+        moe_intermediate_size=256,
+        num_experts=4,
+        num_experts_per_tok=2,
+        norm_topk_prob=True,
+        mlp_only_layers=[],
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+    )
+    make_fixtures.write_fixture(
+        MOE_QUANT_MODEL, Qwen3MoeConfig, over, torch.bfloat16, "4.x", None, tokenizer=tokenizer, seed=3000
+    )
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     if "--skip-model" not in sys.argv:
         write_quant_model()
+        write_moe_quant_model()
     for name in sorted(p.name for p in MODELS.iterdir()):
         out = OUT / f"{name}-f16.gguf"
-        if name == QUANT_MODEL or "--force" in sys.argv or not out.exists():
+        if name in UNCONVERTIBLE:
+            continue
+        if name in (QUANT_MODEL, MOE_QUANT_MODEL) or "--force" in sys.argv or not out.exists():
             convert(MODELS / name, out, "f16")
     if "--force" in sys.argv or not (OUT / "llama-f32.gguf").exists():
         convert(MODELS / "llama", OUT / "llama-f32.gguf", "f32")
@@ -97,6 +129,11 @@ def main() -> None:
     base = OUT / f"{QUANT_MODEL}-f16.gguf"
     for qtype in QUANT_TYPES:
         out = OUT / f"{QUANT_MODEL}-{qtype.lower()}.gguf"
+        subprocess.run([str(quantize), str(base), str(out), qtype], check=True, capture_output=True)
+        print(f"{out.name}: {out.stat().st_size} bytes")
+    base = OUT / f"{MOE_QUANT_MODEL}-f16.gguf"
+    for qtype in MOE_QUANT_TYPES:
+        out = OUT / f"{MOE_QUANT_MODEL}-{qtype.lower()}.gguf"
         subprocess.run([str(quantize), str(base), str(out), qtype], check=True, capture_output=True)
         print(f"{out.name}: {out.stat().st_size} bytes")
 

@@ -135,6 +135,11 @@ impl ModelFiles {
                             let dtype = matrix_dtype(&hf, tied, dtype);
                             loaded_matrix_bytes(info.ggml_type, *rows, *cols, dtype)
                         }
+                        // Stacked experts: each one is a matrix of its own once loaded.
+                        [experts, rows, cols] => {
+                            let dtype = matrix_dtype(&hf, tied, dtype);
+                            experts * loaded_matrix_bytes(info.ggml_type, *rows, *cols, dtype)
+                        }
                         shape => shape.iter().product::<usize>() * 4,
                     })
                     .sum()
@@ -152,7 +157,7 @@ impl ModelFiles {
             }
             (None, Self::Gguf(source)) => source
                 .tensors()
-                .filter(|(_, info)| info.dims.len() == 2)
+                .filter(|(_, info)| info.dims.len() >= 2)
                 .all(|(_, info)| info.ggml_type == sluice_gguf::GgmlType::F32),
         }
     }

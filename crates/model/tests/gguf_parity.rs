@@ -106,6 +106,11 @@ fn gguf_weight_bytes_estimate_is_exact() {
         ("qwen2-q256-q4_k_m.gguf", None),
         ("qwen2-q256-f16.gguf", WeightDtype::from_name("q4_K")),
         ("qwen2-f16.gguf", WeightDtype::from_name("q4_K")),
+        // Stacked experts: counted once per expert.
+        ("mixtral-f16.gguf", None),
+        ("mixtral-f16.gguf", WeightDtype::from_name("q8_0")),
+        ("qwen3-moe-q256-q4_k_m.gguf", None),
+        ("qwen3-moe-q256-f16.gguf", WeightDtype::from_name("q4_K")),
     ] {
         let files = ModelFiles::open(&gguf_path(file)).unwrap();
         let model = Model::from_files(&files, &LoadOptions { dtype }).unwrap();

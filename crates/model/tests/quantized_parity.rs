@@ -1,4 +1,5 @@
-//! Quantized GGUF files (every llama-quantize preset of the `qwen2-q256` fixture) run within
+//! Quantized GGUF files (every llama-quantize preset of the `qwen2-q256` fixture, and Q8_0 /
+//! Q4_K_M of the `qwen3-moe-q256` fixture's stacked experts) run within
 //! the accuracy band llama.cpp reaches on the very same files: the KL divergence of the
 //! next-token distribution from the transformers f32 reference, and the same greedy token
 //! wherever llama.cpp's choice is clear. llama.cpp's figures come from
@@ -52,11 +53,29 @@ const CLEAR_MARGIN: f64 = 0.1;
 
 #[test]
 fn every_quantized_preset_stays_within_llama_cpps_kl_band_and_greedy_choices() {
-    let text = std::fs::read_to_string(gguf_dir().join("llamacpp-reference.json")).unwrap();
-    let llama: LlamaCppReference = serde_json::from_str(&text).unwrap();
+    let llama = llama_cpp_reference("llamacpp-reference.json");
+    assert_eq!(llama.files.len(), 11, "f16 and ten quantized presets");
+    assert_within_llama_cpps_band(&llama);
+}
+
+#[test]
+fn quantized_stacked_experts_stay_within_llama_cpps_kl_band_and_greedy_choices() {
+    // qwen3-moe-q256: every expert a slice of a Q8_0 or Q4_K_M (q4_K / q6_K) 3-D tensor.
+    let llama = llama_cpp_reference("llamacpp-reference-qwen3-moe-q256.json");
+    assert_eq!(llama.files.len(), 3, "f16, Q8_0 and Q4_K_M");
+    assert_within_llama_cpps_band(&llama);
+}
+
+fn llama_cpp_reference(file: &str) -> LlamaCppReference {
+    let text = std::fs::read_to_string(gguf_dir().join(file)).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Every file of `llama`: mean KL from the transformers reference within llama.cpp's on the
+/// same file, and llama.cpp's greedy token wherever its margin is clear.
+fn assert_within_llama_cpps_band(llama: &LlamaCppReference) {
     let reference = reference(&llama.model);
     let positions = llama.first_position..=reference.prompt_ids.len();
-    assert_eq!(llama.files.len(), 11, "f16 and ten quantized presets");
     for (file, expected) in &llama.files {
         let model = Model::load(&gguf_dir().join(file), &LoadOptions::default())
             .unwrap_or_else(|e| panic!("{file}: {e}"));

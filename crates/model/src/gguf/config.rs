@@ -1,17 +1,25 @@
 //! [`ModelConfig`] from GGUF metadata: the `{arch}.*` hyper-parameters llama.cpp's converter
 //! writes, with the parts the metadata does not state (biases, q/k norms, a tied head) read from
 //! which tensors the file holds.
+//!
+//! Mixtures of experts: `{arch}.expert_count`, `expert_used_count` and
+//! `expert_feed_forward_length` give the shape; a layer is sparse where the file holds its
+//! router `blk.N.ffn_gate_inp.weight`. llama.cpp renormalises the top-k routing weights of
+//! every architecture read here (its `qwen3moe` and `llama` graphs pass `norm_w = true`, and
+//! the converter writes no `norm_topk_prob`), so a file's model does too.
 
 use sluice_gguf::{GgufModel, Metadata};
 
-use crate::config::{Activation, LongRope, ModelConfig, RopeConfig, RopeScaling};
+use crate::config::{Activation, LongRope, ModelConfig, MoeConfig, RopeConfig, RopeScaling};
 
 /// GGUF architecture name → the Hugging Face architecture sluice implements it with.
-const ARCHITECTURES: [(&str, &str); 4] = [
+/// A `llama` file with experts is Mixtral.
+const ARCHITECTURES: [(&str, &str); 5] = [
     ("llama", "LlamaForCausalLM"),
     ("phi3", "Phi3ForCausalLM"),
     ("qwen2", "Qwen2ForCausalLM"),
     ("qwen3", "Qwen3ForCausalLM"),
+    ("qwen3moe", "Qwen3MoeForCausalLM"),
 ];
 
 /// The GGUF architecture names sluice loads.
@@ -75,6 +83,30 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
             .ok_or("no vocab_size and no token_embd.weight")?,
     };
     let has = |name: &str| model.tensor_info(name).is_some();
+    let num_hidden_layers = required("block_count")?;
+    let intermediate_size = required("feed_forward_length")?;
+    let moe = match usize_of("expert_count")?.filter(|&n| n > 0) {
+        Some(num_experts) => Some(moe_config(
+            num_experts,
+            required("expert_used_count")?,
+            usize_of("expert_feed_forward_length")?.unwrap_or(intermediate_size),
+            (0..num_hidden_layers)
+                .filter(|i| !has(&format!("blk.{i}.ffn_gate_inp.weight")))
+                .collect(),
+        )?),
+        None => None,
+    };
+    let architecture = match (arch, moe.is_some()) {
+        ("llama", true) => "MixtralForCausalLM".to_string(),
+        ("qwen3moe", false) => {
+            return Err(format!(
+                "metadata key `{}` is missing or 0",
+                key("expert_count")
+            ));
+        }
+        ("qwen3moe", true) | (_, false) => architecture,
+        (_, true) => return Err(format!("`{arch}` files with experts are not supported")),
+    };
     let is_qwen2 = arch == "qwen2";
     let ids = |name: &str| -> Result<Option<u32>, String> {
         Ok(meta
@@ -93,8 +125,8 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
     Ok(ModelConfig {
         vocab_size,
         hidden_size,
-        intermediate_size: required("feed_forward_length")?,
-        num_hidden_layers: required("block_count")?,
+        intermediate_size,
+        num_hidden_layers,
         num_attention_heads,
         num_key_value_heads,
         head_dim,
@@ -126,8 +158,32 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
         eos_token_ids,
         bos_token_id: ids("bos_token_id")?,
         checkpoint_dtype: None,
-        moe: None,
+        moe,
         architecture,
+    })
+}
+
+/// The experts of a file whose metadata names `num_experts`; `dense_layers` are those without a
+/// router tensor.
+fn moe_config(
+    num_experts: usize,
+    experts_per_token: usize,
+    expert_intermediate_size: usize,
+    dense_layers: Vec<usize>,
+) -> Result<MoeConfig, String> {
+    if experts_per_token == 0 || experts_per_token > num_experts {
+        return Err(format!(
+            "expert_used_count {experts_per_token} must be in 1..={num_experts} (expert_count)"
+        ));
+    }
+    Ok(MoeConfig {
+        num_experts,
+        experts_per_token,
+        expert_intermediate_size,
+        renormalize: true,
+        shared_expert_intermediate_size: None,
+        mlp_only_layers: dense_layers,
+        decoder_sparse_step: 1,
     })
 }
 

@@ -1,6 +1,12 @@
 //! GGUF models: the config from metadata ([`config`]) and a [`TensorSource`] that answers the
 //! Hugging Face tensor names the shared decoder asks for with the GGUF tensors llama.cpp's
 //! converter wrote, undoing the converter's Q/K row permutation for `llama`.
+//!
+//! Experts: the converter stacks a layer's experts into one 3-D tensor per projection,
+//! `blk.N.ffn_{gate,up,down}_exps.weight`, row-major `[num_experts, out, in]` (ggml's dims
+//! reversed). Expert `e` of any type is the contiguous run of rows `e·out .. (e+1)·out` (rows
+//! hold whole blocks), so the decoder's per-expert names are answered with that slice of the
+//! mapped file, without a copy.
 
 pub mod config;
 
@@ -97,11 +103,21 @@ impl TensorSource for GgufSource {
             path: self.path(),
             tensor: name.to_string(),
         };
-        let gguf_name = gguf_name(name).ok_or_else(missing)?;
+        let (gguf_name, expert) = gguf_location(name).ok_or_else(missing)?;
         let (info, bytes) = self.model.tensor(&gguf_name).ok_or_else(missing)?;
+        let (shape, bytes) = match expert {
+            None => (info.shape(), bytes),
+            Some(e) => match info.shape().as_slice() {
+                &[experts, rows, cols] if e < experts => {
+                    let size = bytes.len() / experts;
+                    (vec![rows, cols], &bytes[e * size..][..size])
+                }
+                _ => return Err(missing()),
+            },
+        };
         let raw = RawTensor {
             ggml_type: info.ggml_type,
-            shape: info.shape(),
+            shape,
             bytes: Cow::Borrowed(bytes),
             path: self.path(),
         };
@@ -123,7 +139,11 @@ impl TensorSource for GgufSource {
     }
 
     fn contains(&self, name: &str) -> bool {
-        gguf_name(name).is_some_and(|n| self.model.tensor(&n).is_some())
+        gguf_location(name).is_some_and(|(n, expert)| {
+            self.model
+                .tensor_info(&n)
+                .is_some_and(|info| expert.is_none_or(|e| e < info.shape()[0]))
+        })
     }
 }
 
@@ -155,7 +175,44 @@ fn unpermute_rows(raw: RawTensor<'_>, heads: usize) -> RawTensor<'_> {
     }
 }
 
-/// The GGUF name of a Hugging Face tensor name the decoder asks for.
+/// Where a Hugging Face tensor name the decoder asks for lives: a GGUF tensor, and for one
+/// expert's projection (`…experts.{e}.gate_proj.weight`, Mixtral's `w1`/`w3`/`w2`) its index in
+/// the stacked `ffn_*_exps` tensor.
+fn gguf_location(hf: &str) -> Option<(String, Option<usize>)> {
+    if let Some(found) = expert_location(hf) {
+        return Some(found);
+    }
+    gguf_name(hf).map(|name| (name, None))
+}
+
+/// `model.layers.{i}.{mlp|block_sparse_moe}.experts.{e}.{projection}.{suffix}` →
+/// (`blk.{i}.ffn_{gate|up|down}_exps.{suffix}`, `e`).
+fn expert_location(hf: &str) -> Option<(String, Option<usize>)> {
+    let rest = hf.strip_prefix("model.layers.")?;
+    let (layer, module) = rest.split_once('.')?;
+    let experts = module
+        .strip_prefix("mlp.experts.")
+        .or_else(|| module.strip_prefix("block_sparse_moe.experts."))?;
+    let (expert, projection) = experts.split_once('.')?;
+    let (projection, suffix) = projection.rsplit_once('.')?;
+    let stacked = EXPERT_PROJECTIONS
+        .iter()
+        .find(|(names, _)| names.contains(&projection))?
+        .1;
+    Some((
+        format!("blk.{layer}.{stacked}.{suffix}"),
+        Some(expert.parse().ok()?),
+    ))
+}
+
+/// An expert's projection names (Qwen/OLMoE, Mixtral) → the stacked GGUF tensor.
+const EXPERT_PROJECTIONS: [([&str; 2], &str); 3] = [
+    (["gate_proj", "w1"], "ffn_gate_exps"),
+    (["up_proj", "w3"], "ffn_up_exps"),
+    (["down_proj", "w2"], "ffn_down_exps"),
+];
+
+/// The GGUF name of a Hugging Face tensor name the decoder asks for (not an expert's).
 fn gguf_name(hf: &str) -> Option<String> {
     let fixed = [
         ("model.embed_tokens.weight", "token_embd.weight"),
@@ -172,7 +229,8 @@ fn gguf_name(hf: &str) -> Option<String> {
     Some(format!("blk.{layer}.{g}.{suffix}"))
 }
 
-/// The Hugging Face name of a GGUF tensor, when the decoder uses it.
+/// The Hugging Face name of a GGUF tensor, when the decoder uses it (for a stacked expert
+/// tensor, `…mlp.experts.{projection}.weight`).
 fn hf_name(gguf: &str) -> Option<String> {
     let fixed = [
         ("token_embd.weight", "model.embed_tokens.weight"),
@@ -185,13 +243,21 @@ fn hf_name(gguf: &str) -> Option<String> {
     let rest = gguf.strip_prefix("blk.")?;
     let (layer, module) = rest.split_once('.')?;
     let (module, suffix) = module.rsplit_once('.')?;
+    if let Some((names, _)) = EXPERT_PROJECTIONS.iter().find(|(_, g)| *g == module) {
+        // All experts at once, `[num_experts, out, in]`: a name no single tensor has.
+        return Some(format!(
+            "model.layers.{layer}.mlp.experts.{}.{suffix}",
+            names[0]
+        ));
+    }
     let h = LAYER_NAMES.iter().find(|(_, g)| *g == module)?.0;
     Some(format!("model.layers.{layer}.{h}.{suffix}"))
 }
 
 /// Per-layer modules: Hugging Face name → GGUF name.
-/// Phi-3's fused projections come last, so a GGUF name maps back to the unfused module first.
-const LAYER_NAMES: [(&str, &str); 13] = [
+/// Phi-3's fused projections and Mixtral's router come last, so a GGUF name maps back to the
+/// unfused module, and the router to `mlp.gate`, first.
+const LAYER_NAMES: [(&str, &str); 15] = [
     ("input_layernorm", "attn_norm"),
     ("self_attn.q_proj", "attn_q"),
     ("self_attn.k_proj", "attn_k"),
@@ -205,6 +271,8 @@ const LAYER_NAMES: [(&str, &str); 13] = [
     ("mlp.down_proj", "ffn_down"),
     ("self_attn.qkv_proj", "attn_qkv"),
     ("mlp.gate_up_proj", "ffn_up"),
+    ("mlp.gate", "ffn_gate_inp"),
+    ("block_sparse_moe.gate", "ffn_gate_inp"),
 ];
 
 #[cfg(test)]
@@ -228,6 +296,58 @@ mod tests {
             "blk.2.ffn_norm.weight"
         );
         assert!(gguf_name("model.layers.0.unknown.weight").is_none());
+        for router in ["mlp.gate", "block_sparse_moe.gate"] {
+            let hf = format!("model.layers.4.{router}.weight");
+            assert_eq!(gguf_name(&hf).unwrap(), "blk.4.ffn_gate_inp.weight");
+        }
+    }
+
+    #[test]
+    fn an_experts_projection_is_a_slice_of_the_stacked_tensor() {
+        for (hf, stacked, expert) in [
+            (
+                "model.layers.2.mlp.experts.5.gate_proj.weight",
+                "blk.2.ffn_gate_exps.weight",
+                5,
+            ),
+            (
+                "model.layers.0.mlp.experts.0.up_proj.weight",
+                "blk.0.ffn_up_exps.weight",
+                0,
+            ),
+            (
+                "model.layers.1.mlp.experts.127.down_proj.weight",
+                "blk.1.ffn_down_exps.weight",
+                127,
+            ),
+            (
+                "model.layers.3.block_sparse_moe.experts.7.w1.weight",
+                "blk.3.ffn_gate_exps.weight",
+                7,
+            ),
+            (
+                "model.layers.3.block_sparse_moe.experts.1.w3.weight",
+                "blk.3.ffn_up_exps.weight",
+                1,
+            ),
+            (
+                "model.layers.3.block_sparse_moe.experts.2.w2.weight",
+                "blk.3.ffn_down_exps.weight",
+                2,
+            ),
+        ] {
+            assert_eq!(
+                gguf_location(hf),
+                Some((stacked.to_string(), Some(expert))),
+                "{hf}"
+            );
+        }
+        assert_eq!(
+            hf_name("blk.2.ffn_down_exps.weight").as_deref(),
+            Some("model.layers.2.mlp.experts.down_proj.weight")
+        );
+        assert!(gguf_location("model.layers.0.mlp.experts.x.gate_proj.weight").is_none());
+        assert!(gguf_location("model.layers.0.mlp.experts.0.other.weight").is_none());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use sluice_model::{Batch, KvCache, KvDtype, LoadOptions, Logits, Model, WeightDtype};
 
 /// Every fixture directory under `fixtures/models` with a transformers reference.
-pub const FIXTURES: [&str; 14] = [
+pub const FIXTURES: [&str; 15] = [
     "llama",
     "llama3-rope-scaling",
     "llama-odd-head-dim",
@@ -25,13 +25,15 @@ pub const FIXTURES: [&str; 14] = [
     "mixtral",
     "olmoe",
     "qwen2-moe",
+    // Every layer sparse, rows of 256 for the K-quants (scripts/make_gguf_fixtures.py).
+    "qwen3-moe-q256",
     // LongRoPE: the prompt within the original length (phi3), past it with partial rotary (phi4-mini).
     "phi3",
     "phi4-mini",
 ];
 
 /// The fixtures `scripts/make_gguf_fixtures.py` also converted to GGUF (`fixtures/gguf`).
-pub const GGUF_FIXTURES: [&str; 9] = [
+pub const GGUF_FIXTURES: [&str; 11] = [
     "llama",
     "llama3-rope-scaling",
     "llama-odd-head-dim",
@@ -42,6 +44,9 @@ pub const GGUF_FIXTURES: [&str; 9] = [
     // `phi3` files: fused attn_qkv and ffn_up, LongRoPE factors as tensors.
     "phi3",
     "phi4-mini",
+    // `llama` files with experts: stacked `ffn_*_exps` tensors sliced per expert.
+    "mixtral",
+    "qwen3-moe-q256",
 ];
 
 /// Tokens per KV block in the tests: small, so prompts span several blocks.
