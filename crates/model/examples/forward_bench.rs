@@ -179,8 +179,12 @@ fn bench(label: &str, model: &Model, kv_dtype: KvDtype) {
         let t = measure(runs, || {
             model.forward(&batch, &mut kv).expect("decode");
         });
+        // Mixtures of experts: how many distinct experts the step ran, summed over its layers.
+        let experts = (model.experts_touched_last_step())
+            .map(|n| format!(", {n} experts touched over all layers"))
+            .unwrap_or_default();
         println!(
-            "  decode {seqs:>2} seqs: {t} per step, {:>8.1} tok/s",
+            "  decode {seqs:>2} seqs: {t} per step, {:>8.1} tok/s{experts}",
             seqs as f64 / t.wall.as_secs_f64()
         );
     }
