@@ -95,27 +95,33 @@ def main():
     writer.add_file_type(1)  # mostly f16
     tokenizer_fields(writer, SHAPE["vocab"])
 
-    plan = tensor_plan(args.layers)
+    write_tensors(writer, tensor_plan(args.layers), args.seed, args.out)
+
+
+def write_tensors(writer, plan, seed, out):
+    """Writes the header and `plan`'s tensors (f16 normal draws scaled by std, or f32 ones for
+    norms), one tensor at a time with a bounded f32 scratch, and closes `writer`."""
     for name, shape, std in plan:
         dtype = np.float32 if std is None else np.float16
         writer.add_tensor_info(name, shape, np.dtype(dtype), int(np.prod(shape)) * np.dtype(dtype).itemsize)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
-    rng = np.random.default_rng(args.seed)
+    rng = np.random.default_rng(seed)
     total = 0
     for name, shape, std in plan:
         if std is None:
             data = np.ones(shape, dtype=np.float32)
         else:
             data = np.empty(shape, dtype=np.float16)
-            for start in range(0, shape[0], 1024):  # bounded f32 scratch
-                rows = rng.standard_normal((min(1024, shape[0] - start),) + shape[1:], dtype=np.float32)
-                data[start:start + rows.shape[0]] = rows * std
+            flat = data.reshape(-1, shape[-1])
+            for start in range(0, flat.shape[0], 1024):
+                rows = rng.standard_normal((min(1024, flat.shape[0] - start), shape[-1]), dtype=np.float32)
+                flat[start:start + rows.shape[0]] = rows * std
         writer.write_tensor_data(data)
         total += data.size
     writer.close()
-    print(f"{args.out}: {total / 1e9:.2f}B parameters, {os.path.getsize(args.out) / 2**30:.1f} GiB", file=sys.stderr)
+    print(f"{out}: {total / 1e9:.2f}B parameters, {os.path.getsize(out) / 2**30:.1f} GiB", file=sys.stderr)
 
 
 if __name__ == "__main__":

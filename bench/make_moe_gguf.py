@@ -15,11 +15,10 @@ import math
 import os
 import sys
 
-import numpy as np
 from gguf import GGUFWriter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_large_gguf import tokenizer_fields  # noqa: E402
+from make_large_gguf import tokenizer_fields, write_tensors  # noqa: E402
 
 SHAPE = dict(hidden=2048, heads=32, kv_heads=4, head_dim=128, experts=128, used=8, expert_ffn=768,
              vocab=151936, rope_theta=1000000.0, eps=1e-6, context=40960)
@@ -77,28 +76,7 @@ def main():
     writer.add_file_type(1)  # mostly f16
     tokenizer_fields(writer, SHAPE["vocab"])
 
-    plan = tensor_plan(args.layers)
-    for name, shape, std in plan:
-        dtype = np.float32 if std is None else np.float16
-        writer.add_tensor_info(name, shape, np.dtype(dtype), int(np.prod(shape)) * np.dtype(dtype).itemsize)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_ti_data_to_file()
-    rng = np.random.default_rng(args.seed)
-    total = 0
-    for name, shape, std in plan:
-        if std is None:
-            data = np.ones(shape, dtype=np.float32)
-        else:
-            data = np.empty(shape, dtype=np.float16)
-            flat = data.reshape(-1, shape[-1])
-            for start in range(0, flat.shape[0], 4096):  # bounded f32 scratch
-                rows = rng.standard_normal((min(4096, flat.shape[0] - start), shape[-1]), dtype=np.float32)
-                flat[start:start + rows.shape[0]] = rows * std
-        writer.write_tensor_data(data)
-        total += data.size
-    writer.close()
-    print(f"{args.out}: {total / 1e9:.2f}B parameters, {os.path.getsize(args.out) / 2**30:.1f} GiB", file=sys.stderr)
+    write_tensors(writer, tensor_plan(args.layers), args.seed, args.out)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use crate::server::{post_json, sse_payloads, start, ServerOptions, MODEL_ID};
+use crate::server::{post_json, post_stream, sse_payloads, start, ServerOptions, MODEL_ID};
 
 fn fixture(name: &str) -> ServerOptions {
     ServerOptions {
@@ -117,17 +117,7 @@ async fn a_streamed_forced_call_folds_to_the_one_body() {
         json!({"tool_choice": {"type": "function", "function": {"name": "search"}}}),
     );
     let (_, whole) = post_json(&server.base, "/v1/chat/completions", &body).await;
-    let mut streamed = body.clone();
-    streamed["stream"] = json!(true);
-    let text = reqwest::Client::new()
-        .post(server.url("/v1/chat/completions"))
-        .json(&streamed)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = post_stream(&server.base, "/v1/chat/completions", &body).await;
     let (mut name, mut arguments, mut finish) = (String::new(), String::new(), Value::Null);
     for data in sse_payloads(&text).iter().filter(|d| *d != "[DONE]") {
         let chunk: Value = serde_json::from_str(data).unwrap();
@@ -158,10 +148,10 @@ async fn a_streamed_forced_call_folds_to_the_one_body() {
 #[tokio::test]
 async fn thinking_from_the_prompt_is_reasoning_content_and_kwargs_turn_it_off() {
     let server = start(fixture("llama-think")).await;
-    let ask = |kwargs: Value, stream: bool| {
+    let ask = |kwargs: Value| {
         // Token 203 is a newline, which this random model otherwise repeats (and reasoning is
         // trimmed of whitespace).
-        json!({"model": MODEL_ID, "seed": 9, "max_tokens": 12, "stream": stream,
+        json!({"model": MODEL_ID, "seed": 9, "max_tokens": 12,
             "logit_bias": {"203": -100},
             "chat_template_kwargs": kwargs,
             "messages": [{"role": "user", "content": "Think first."}]})
@@ -170,7 +160,7 @@ async fn thinking_from_the_prompt_is_reasoning_content_and_kwargs_turn_it_off() 
     let (_, thinking) = post_json(
         &server.base,
         "/v1/chat/completions",
-        ask(json!({"enable_thinking": true}), false),
+        ask(json!({"enable_thinking": true})),
     )
     .await;
     let message = &thinking["choices"][0]["message"];
@@ -179,15 +169,12 @@ async fn thinking_from_the_prompt_is_reasoning_content_and_kwargs_turn_it_off() 
         "{thinking}"
     );
     assert_eq!(message["content"], "", "{thinking}");
-    let text = reqwest::Client::new()
-        .post(server.url("/v1/chat/completions"))
-        .json(&ask(json!({"enable_thinking": true}), true))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = post_stream(
+        &server.base,
+        "/v1/chat/completions",
+        &ask(json!({"enable_thinking": true})),
+    )
+    .await;
     let reasoning: String = sse_payloads(&text)
         .iter()
         .filter(|d| *d != "[DONE]")
@@ -200,7 +187,7 @@ async fn thinking_from_the_prompt_is_reasoning_content_and_kwargs_turn_it_off() 
         .collect();
     assert_eq!(reasoning, message["reasoning_content"].as_str().unwrap());
     // Otherwise the prompt closes it, and the output is content.
-    let (_, plain) = post_json(&server.base, "/v1/chat/completions", ask(json!({}), false)).await;
+    let (_, plain) = post_json(&server.base, "/v1/chat/completions", ask(json!({}))).await;
     assert!(
         plain["choices"][0]["message"]
             .get("reasoning_content")
@@ -237,17 +224,7 @@ async fn responses_stream_in_order_and_fold_to_the_stored_response() {
         "logit_bias": {"6": 14}, "max_output_tokens": 600, "tool_choice": "required",
         "tools": [{"type": "function", "name": "get_weather", "parameters": tools()[0]["function"]["parameters"]},
                   {"type": "web_search_preview"}]});
-    let mut streamed = body.clone();
-    streamed["stream"] = json!(true);
-    let text = reqwest::Client::new()
-        .post(server.url("/v1/responses"))
-        .json(&streamed)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = post_stream(&server.base, "/v1/responses", &body).await;
     let events = named_events(&text);
     for (i, (name, data)) in events.iter().enumerate() {
         assert_eq!(data["sequence_number"], i, "{name}");
@@ -343,17 +320,7 @@ async fn messages_stream_folds_to_the_one_body_with_a_forced_tool_use() {
     check_call(
         &json!({"function": {"name": block["name"], "arguments": block["input"].to_string()}}),
     );
-    let mut streamed = body.clone();
-    streamed["stream"] = json!(true);
-    let text = reqwest::Client::new()
-        .post(server.url("/v1/messages"))
-        .json(&streamed)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = post_stream(&server.base, "/v1/messages", &body).await;
     let events = named_events(&text);
     let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names[0], "message_start");

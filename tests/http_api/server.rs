@@ -31,6 +31,19 @@ pub async fn post_json(
     (status, res.json().await.unwrap())
 }
 
+/// POSTs `body` with `"stream": true` added to `{base}{path}`; the whole SSE text.
+pub async fn post_stream(base: &str, path: &str, body: &serde_json::Value) -> String {
+    let mut body = body.clone();
+    body["stream"] = serde_json::json!(true);
+    let res = reqwest::Client::new()
+        .post(format!("{base}{path}"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    res.text().await.unwrap()
+}
+
 /// The fixture model directory.
 pub fn model_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models/llama")
