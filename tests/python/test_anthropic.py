@@ -12,44 +12,13 @@ import json
 import anthropic
 import jsonschema
 import pytest
+from agent_tools import NO_NEWLINES, NUDGE, anthropic_tool
 from sluice_server import TOOLS_MODEL_DIR, serve
 
 MODEL = "llama-tools"
 API_KEY = "test-key"
-NUDGE = {"logit_bias": {"6": 8}}
-# Left alone the fixture model writes only newlines (token 203); text worth comparing has none.
-NO_NEWLINES = {"logit_bias": {"203": -100}}
-
-READ_FILE = {
-    "name": "read_file",
-    "description": "Read a text file from the workspace",
-    "input_schema": {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "pattern": "^/", "description": "An absolute path"},
-            "start_line": {"type": "integer", "minimum": 1},
-            "encoding": {"type": "string", "enum": ["utf-8", "latin-1"]},
-        },
-        "required": ["path", "encoding"],
-        "additionalProperties": False,
-    },
-}
-RUN_COMMAND = {
-    "name": "run_command",
-    "description": "Run a command in the sandbox",
-    "input_schema": {
-        "type": "object",
-        "properties": {
-            "argv": {"type": "array", "items": {"type": "string", "minLength": 1},
-                     "minItems": 1, "maxItems": 8},
-            "cwd": {"type": "string", "pattern": "^/"},
-            "timeout_s": {"type": "integer", "minimum": 1, "maximum": 600},
-            "shell": {"type": "string", "enum": ["bash", "sh"]},
-        },
-        "required": ["argv", "shell"],
-        "additionalProperties": False,
-    },
-}
+READ_FILE = anthropic_tool("read_file")
+RUN_COMMAND = anthropic_tool("run_command")
 TOOLS = [READ_FILE, RUN_COMMAND]
 SCHEMAS = {t["name"]: t["input_schema"] for t in TOOLS}
 MESSAGES = [{"role": "user", "content": "List the files in /tmp, then show me /etc/hosts."}]

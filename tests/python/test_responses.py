@@ -15,45 +15,12 @@ import jsonschema
 import openai
 import pytest
 from openai.types.responses import ResponseStreamEvent
+from agent_tools import NO_NEWLINES, NUDGE, responses_tool
 from sluice_server import TOOLS_MODEL_DIR, serve
 
 MODEL = "llama-tools"
-NUDGE = {"logit_bias": {"6": 8}}
-# Left alone the fixture model writes only newlines (token 203); text worth comparing has none.
-NO_NEWLINES = {"logit_bias": {"203": -100}}
-
-READ_FILE = {
-    "type": "function",
-    "name": "read_file",
-    "description": "Read a text file from the workspace",
-    "parameters": {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "pattern": "^/", "description": "An absolute path"},
-            "start_line": {"type": "integer", "minimum": 1},
-            "encoding": {"type": "string", "enum": ["utf-8", "latin-1"]},
-        },
-        "required": ["path", "encoding"],
-        "additionalProperties": False,
-    },
-}
-RUN_COMMAND = {
-    "type": "function",
-    "name": "run_command",
-    "description": "Run a command in the sandbox",
-    "parameters": {
-        "type": "object",
-        "properties": {
-            "argv": {"type": "array", "items": {"type": "string", "minLength": 1},
-                     "minItems": 1, "maxItems": 8},
-            "cwd": {"type": "string", "pattern": "^/"},
-            "timeout_s": {"type": "integer", "minimum": 1, "maximum": 600},
-            "shell": {"type": "string", "enum": ["bash", "sh"]},
-        },
-        "required": ["argv", "shell"],
-        "additionalProperties": False,
-    },
-}
+READ_FILE = responses_tool("read_file")
+RUN_COMMAND = responses_tool("run_command")
 TOOLS = [READ_FILE, RUN_COMMAND]
 SCHEMAS = {t["name"]: t["parameters"] for t in TOOLS}
 PROMPT = "List the files in /tmp, then show me /etc/hosts."
