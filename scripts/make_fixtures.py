@@ -18,6 +18,9 @@ are.
 gemma3 is a Gemma 3 text model (Gemma3ForCausalLM) with sliding-window and global layers
 interleaved (`sliding_window_pattern` 3, a window of 8 the prompt runs past), separate local and
 global RoPE (the global one with linear scaling) and `query_pre_attn_scalar` unlike head_dim.
+gemma3-p6 is the Gemma 3 a GGUF file can state (llama.cpp's `gemma3` has no pattern key by
+default, no query_pre_attn_scalar, no per-type RoPE scaling): every 6th of 7 layers global,
+`query_pre_attn_scalar` = head_dim, plain RoPE; make_gguf_fixtures.py converts it.
 
 The mixture-of-experts fixtures (MOE_FIXTURES: qwen3-moe with a dense layer among sparse ones,
 mixtral, olmoe, qwen2-moe with a shared expert) have 8 experts, 2 per token; transformers 5
@@ -316,6 +319,27 @@ FIXTURES = [
                 partial_rotary_factor=0.75,
                 short_factor=[1.0 + 0.1 * i for i in range(6)],
                 long_factor=[1.5 + 1.5 * i for i in range(6)],
+            ),
+        ),
+        torch.float32,
+        "5.x",
+        None,
+    ),
+    # Gemma 3 as GGUF can state it: every 6th layer global, scores scaled by head_dim^-1/2, no
+    # RoPE scaling (make_gguf_fixtures.py converts it; `gemma3` keeps the other choices).
+    (
+        "gemma3-p6",
+        Gemma3TextConfig,
+        dict(
+            tie_word_embeddings=True,
+            num_hidden_layers=7,
+            head_dim=16,
+            sliding_window=8,
+            sliding_window_pattern=6,
+            query_pre_attn_scalar=16,
+            rope_parameters=dict(
+                full_attention=dict(rope_type="default", rope_theta=1_000_000.0),
+                sliding_attention=dict(rope_type="default", rope_theta=10_000.0),
             ),
         ),
         torch.float32,

@@ -97,6 +97,12 @@ pub trait TensorSource {
     /// Whether the source holds `name` (for optional tensors such as an untied output head).
     fn contains(&self, name: &str) -> bool;
 
+    /// Whether norm weights that scale by `1 + w` (Gemma's) are stored with the one already
+    /// added, as llama.cpp's converter writes them.
+    fn norm_weights_include_one(&self) -> bool {
+        false
+    }
+
     /// The tensor `name` as row-major f32, checked against `expected_shape`.
     fn tensor(&self, name: &str, expected_shape: &[usize]) -> Result<Vec<f32>, LoadError> {
         self.raw(name, expected_shape)?.to_f32(name)

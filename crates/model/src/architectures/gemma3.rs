@@ -17,12 +17,12 @@ pub fn load(
     config: &ModelConfig,
     dtype: Option<WeightDtype>,
 ) -> Result<Decoder, LoadError> {
-    Decoder::load(
-        source,
-        config,
-        &plan(config, NormWeight::OffsetFromOne),
-        dtype,
-    )
+    let norm_weight = if source.norm_weights_include_one() {
+        NormWeight::Plain
+    } else {
+        NormWeight::OffsetFromOne
+    };
+    Decoder::load(source, config, &plan(config, norm_weight), dtype)
 }
 
 /// The plan of a Gemma 3 model whose norm weights are applied as `norm_weight` says (GGUF

@@ -7,14 +7,21 @@
 //! router `blk.N.ffn_gate_inp.weight`. llama.cpp renormalises the top-k routing weights of
 //! every architecture read here (its `qwen3moe` and `llama` graphs pass `norm_w = true`, and
 //! the converter writes no `norm_topk_prob`), so a file's model does too.
+//!
+//! `gemma3`: llama.cpp reads the local RoPE base from `rope.freq_base_swa` (else 10000) and the
+//! layer pattern from `attention.sliding_window_pattern` (else 6: every 6th layer global), and
+//! scales scores by `head_dim^-½` (the converter writes no `query_pre_attn_scalar`).
 
 use sluice_gguf::{GgufModel, Metadata};
 
-use crate::config::{Activation, LongRope, ModelConfig, MoeConfig, RopeConfig, RopeScaling};
+use crate::config::{
+    Activation, LayerType, LongRope, ModelConfig, MoeConfig, RopeConfig, RopeScaling,
+};
 
 /// GGUF architecture name → the Hugging Face architecture sluice implements it with.
 /// A `llama` file with experts is Mixtral.
-const ARCHITECTURES: [(&str, &str); 5] = [
+const ARCHITECTURES: [(&str, &str); 6] = [
+    ("gemma3", "Gemma3ForCausalLM"),
     ("llama", "LlamaForCausalLM"),
     ("phi3", "Phi3ForCausalLM"),
     ("qwen2", "Qwen2ForCausalLM"),
@@ -108,6 +115,39 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
         (_, true) => return Err(format!("`{arch}` files with experts are not supported")),
     };
     let is_qwen2 = arch == "qwen2";
+    let gemma3 = arch == "gemma3";
+    let sliding_window = if is_qwen2 {
+        None
+    } else {
+        usize_of("attention.sliding_window")?.filter(|&w| w > 0)
+    };
+    let layer_types = match (gemma3, sliding_window) {
+        (true, Some(_)) => {
+            let every = usize_of("attention.sliding_window_pattern")?
+                .unwrap_or(6)
+                .max(1);
+            let types: Vec<_> = (0..num_hidden_layers)
+                .map(|i| match (i + 1) % every {
+                    0 => LayerType::Full,
+                    _ => LayerType::Sliding,
+                })
+                .collect();
+            // Layers all of one type are the uniform case, as in `config.json`.
+            types.contains(&LayerType::Full).then_some(types)
+        }
+        _ => None,
+    };
+    let rope_local = match gemma3 {
+        true => Some(RopeConfig {
+            theta: meta
+                .f64(&key("rope.freq_base_swa"))
+                .map_err(e)?
+                .map_or(10_000.0, as_written),
+            scaling: RopeScaling::Default,
+            rotary_dim,
+        }),
+        false => None,
+    };
     let ids = |name: &str| -> Result<Option<u32>, String> {
         Ok(meta
             .u64(&format!("tokenizer.ggml.{name}"))
@@ -135,7 +175,11 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
             .f64(&key("attention.layer_norm_rms_epsilon"))
             .map_err(e)?
             .map_or(1e-6, as_written),
-        hidden_activation: Activation::Silu,
+        hidden_activation: if gemma3 {
+            Activation::GeluTanh
+        } else {
+            Activation::Silu
+        },
         rope: RopeConfig {
             rotary_dim,
             ..rope_config(meta, arch, model)?
@@ -145,15 +189,14 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
         o_bias: has("blk.0.attn_output.bias"),
         mlp_bias: has("blk.0.ffn_down.bias"),
         qk_norm: has("blk.0.attn_q_norm.weight"),
-        sliding_window: if is_qwen2 {
-            None
-        } else {
-            usize_of("attention.sliding_window")?.filter(|&w| w > 0)
-        },
-        layer_types: None,
-        rope_local: None,
-        query_pre_attn_scalar: None,
-        final_logit_softcapping: None,
+        sliding_window,
+        layer_types,
+        rope_local,
+        query_pre_attn_scalar: gemma3.then_some(head_dim as f64),
+        final_logit_softcapping: meta
+            .f64(&key("final_logit_softcapping"))
+            .map_err(e)?
+            .map(as_written),
         attn_logit_softcapping: None,
         eos_token_ids,
         bos_token_id: ids("bos_token_id")?,
@@ -232,6 +275,15 @@ fn rope_config(meta: &Metadata, arch: &str, model: &GgufModel) -> Result<RopeCon
             })
         }
         ("none", None, None) => RopeScaling::Default,
+        ("linear", None, None) => {
+            let key = format!("{arch}.rope.scaling.factor");
+            RopeScaling::Linear {
+                factor: meta
+                    .f64(&key)
+                    .map_err(e)?
+                    .ok_or_else(|| format!("metadata key `{key}` is missing"))?,
+            }
+        }
         (other, None, None) => {
             return Err(format!("unsupported RoPE scaling type `{other}`"));
         }

@@ -2,6 +2,10 @@
 //! Hugging Face tensor names the shared decoder asks for with the GGUF tensors llama.cpp's
 //! converter wrote, undoing the converter's Q/K row permutation for `llama`.
 //!
+//! `gemma3` files name the sandwich norms differently: `post_attention_norm`, `ffn_norm` (before
+//! the MLP) and `post_ffw_norm`, so `ffn_norm` means `pre_feedforward_layernorm` there, not
+//! `post_attention_layernorm`. Their norm weights hold `1 + w` (the converter adds the one).
+//!
 //! Experts: the converter stacks a layer's experts into one 3-D tensor per projection,
 //! `blk.N.ffn_{gate,up,down}_exps.weight`, row-major `[num_experts, out, in]` (ggml's dims
 //! reversed). Expert `e` of any type is the contiguous run of rows `e·out .. (e+1)·out` (rows
@@ -26,6 +30,8 @@ pub struct GgufSource {
     config: ModelConfig,
     /// `llama` files store Q and K rows permuted for llama.cpp's interleaved RoPE.
     permuted_qk: bool,
+    /// A `gemma3` file: sandwich norm names, norm weights with the one added.
+    gemma3: bool,
 }
 
 impl GgufSource {
@@ -52,12 +58,13 @@ impl GgufSource {
             path: path.to_path_buf(),
             message,
         })?;
-        let permuted_qk =
-            model.metadata().str("general.architecture").ok().flatten() == Some("llama");
+        let arch = model.metadata().str("general.architecture").ok().flatten();
+        let (permuted_qk, gemma3) = (arch == Some("llama"), arch == Some("gemma3"));
         Ok(Self {
             model,
             config,
             permuted_qk,
+            gemma3,
         })
     }
 
@@ -73,7 +80,9 @@ impl GgufSource {
 
     /// Every tensor with its Hugging Face name, for memory estimates.
     pub fn tensors(&self) -> impl Iterator<Item = (Option<String>, &TensorInfo)> {
-        self.model.tensors().map(|t| (hf_name(&t.name), t))
+        self.model
+            .tensors()
+            .map(|t| (hf_name(&t.name, self.gemma3), t))
     }
 
     fn path(&self) -> PathBuf {
@@ -103,7 +112,7 @@ impl TensorSource for GgufSource {
             path: self.path(),
             tensor: name.to_string(),
         };
-        let (gguf_name, expert) = gguf_location(name).ok_or_else(missing)?;
+        let (gguf_name, expert) = gguf_location(name, self.gemma3).ok_or_else(missing)?;
         let (info, bytes) = self.model.tensor(&gguf_name).ok_or_else(missing)?;
         let (shape, bytes) = match expert {
             None => (info.shape(), bytes),
@@ -139,11 +148,15 @@ impl TensorSource for GgufSource {
     }
 
     fn contains(&self, name: &str) -> bool {
-        gguf_location(name).is_some_and(|(n, expert)| {
+        gguf_location(name, self.gemma3).is_some_and(|(n, expert)| {
             self.model
                 .tensor_info(&n)
                 .is_some_and(|info| expert.is_none_or(|e| e < info.shape()[0]))
         })
+    }
+
+    fn norm_weights_include_one(&self) -> bool {
+        self.gemma3
     }
 }
 
@@ -177,12 +190,12 @@ fn unpermute_rows(raw: RawTensor<'_>, heads: usize) -> RawTensor<'_> {
 
 /// Where a Hugging Face tensor name the decoder asks for lives: a GGUF tensor, and for one
 /// expert's projection (`…experts.{e}.gate_proj.weight`, Mixtral's `w1`/`w3`/`w2`) its index in
-/// the stacked `ffn_*_exps` tensor.
-fn gguf_location(hf: &str) -> Option<(String, Option<usize>)> {
+/// the stacked `ffn_*_exps` tensor. `gemma3` names its sandwich norms apart.
+fn gguf_location(hf: &str, gemma3: bool) -> Option<(String, Option<usize>)> {
     if let Some(found) = expert_location(hf) {
         return Some(found);
     }
-    gguf_name(hf).map(|name| (name, None))
+    gguf_name(hf, gemma3).map(|name| (name, None))
 }
 
 /// `model.layers.{i}.{mlp|block_sparse_moe}.experts.{e}.{projection}.{suffix}` →
@@ -212,8 +225,9 @@ const EXPERT_PROJECTIONS: [([&str; 2], &str); 3] = [
     (["down_proj", "w2"], "ffn_down_exps"),
 ];
 
-/// The GGUF name of a Hugging Face tensor name the decoder asks for (not an expert's).
-fn gguf_name(hf: &str) -> Option<String> {
+/// The GGUF name of a Hugging Face tensor name the decoder asks for (not an expert's), in a
+/// `gemma3` file or another.
+fn gguf_name(hf: &str, gemma3: bool) -> Option<String> {
     let fixed = [
         ("model.embed_tokens.weight", "token_embd.weight"),
         ("model.norm.weight", "output_norm.weight"),
@@ -225,13 +239,17 @@ fn gguf_name(hf: &str) -> Option<String> {
     let rest = hf.strip_prefix("model.layers.")?;
     let (layer, module) = rest.split_once('.')?;
     let (module, suffix) = module.rsplit_once('.')?;
-    let g = LAYER_NAMES.iter().find(|(h, _)| *h == module)?.1;
+    let gemma_norms = GEMMA3_NORMS.iter().filter(|_| gemma3);
+    let g = gemma_norms
+        .chain(&LAYER_NAMES)
+        .find(|(h, _)| *h == module)?
+        .1;
     Some(format!("blk.{layer}.{g}.{suffix}"))
 }
 
 /// The Hugging Face name of a GGUF tensor, when the decoder uses it (for a stacked expert
-/// tensor, `…mlp.experts.{projection}.weight`).
-fn hf_name(gguf: &str) -> Option<String> {
+/// tensor, `…mlp.experts.{projection}.weight`), in a `gemma3` file or another.
+fn hf_name(gguf: &str, gemma3: bool) -> Option<String> {
     let fixed = [
         ("token_embd.weight", "model.embed_tokens.weight"),
         ("output_norm.weight", "model.norm.weight"),
@@ -250,9 +268,21 @@ fn hf_name(gguf: &str) -> Option<String> {
             names[0]
         ));
     }
-    let h = LAYER_NAMES.iter().find(|(_, g)| *g == module)?.0;
+    let gemma_norms = GEMMA3_NORMS.iter().filter(|_| gemma3);
+    let h = gemma_norms
+        .chain(&LAYER_NAMES)
+        .find(|(_, g)| *g == module)?
+        .0;
     Some(format!("model.layers.{layer}.{h}.{suffix}"))
 }
+
+/// A `gemma3` file's sandwich norms (Hugging Face name → GGUF name), looked up before
+/// [`LAYER_NAMES`], whose `ffn_norm` is the norm after attention in every other architecture.
+const GEMMA3_NORMS: [(&str, &str); 3] = [
+    ("post_attention_layernorm", "post_attention_norm"),
+    ("pre_feedforward_layernorm", "ffn_norm"),
+    ("post_feedforward_layernorm", "post_ffw_norm"),
+];
 
 /// Per-layer modules: Hugging Face name → GGUF name.
 /// Phi-3's fused projections and Mixtral's router come last, so a GGUF name maps back to the
@@ -288,17 +318,35 @@ mod tests {
             "model.layers.11.mlp.down_proj.weight",
             "model.layers.0.self_attn.k_norm.weight",
         ] {
-            let g = gguf_name(hf).unwrap();
-            assert_eq!(hf_name(&g).as_deref(), Some(hf), "{g}");
+            let g = gguf_name(hf, false).unwrap();
+            assert_eq!(hf_name(&g, false).as_deref(), Some(hf), "{g}");
         }
         assert_eq!(
-            gguf_name("model.layers.2.post_attention_layernorm.weight").unwrap(),
+            gguf_name("model.layers.2.post_attention_layernorm.weight", false).unwrap(),
             "blk.2.ffn_norm.weight"
         );
-        assert!(gguf_name("model.layers.0.unknown.weight").is_none());
+        assert!(gguf_name("model.layers.0.unknown.weight", false).is_none());
         for router in ["mlp.gate", "block_sparse_moe.gate"] {
             let hf = format!("model.layers.4.{router}.weight");
-            assert_eq!(gguf_name(&hf).unwrap(), "blk.4.ffn_gate_inp.weight");
+            assert_eq!(gguf_name(&hf, false).unwrap(), "blk.4.ffn_gate_inp.weight");
+        }
+    }
+
+    #[test]
+    fn gemma3_sandwich_norms_have_their_own_names() {
+        for (hf, g) in [
+            ("input_layernorm", "attn_norm"),
+            ("post_attention_layernorm", "post_attention_norm"),
+            ("pre_feedforward_layernorm", "ffn_norm"),
+            ("post_feedforward_layernorm", "post_ffw_norm"),
+            ("self_attn.q_norm", "attn_q_norm"),
+        ] {
+            let (hf, g) = (
+                format!("model.layers.1.{hf}.weight"),
+                format!("blk.1.{g}.weight"),
+            );
+            assert_eq!(gguf_name(&hf, true).as_deref(), Some(g.as_str()));
+            assert_eq!(hf_name(&g, true).as_deref(), Some(hf.as_str()));
         }
     }
 
@@ -337,17 +385,17 @@ mod tests {
             ),
         ] {
             assert_eq!(
-                gguf_location(hf),
+                gguf_location(hf, false),
                 Some((stacked.to_string(), Some(expert))),
                 "{hf}"
             );
         }
         assert_eq!(
-            hf_name("blk.2.ffn_down_exps.weight").as_deref(),
+            hf_name("blk.2.ffn_down_exps.weight", false).as_deref(),
             Some("model.layers.2.mlp.experts.down_proj.weight")
         );
-        assert!(gguf_location("model.layers.0.mlp.experts.x.gate_proj.weight").is_none());
-        assert!(gguf_location("model.layers.0.mlp.experts.0.other.weight").is_none());
+        assert!(gguf_location("model.layers.0.mlp.experts.x.gate_proj.weight", false).is_none());
+        assert!(gguf_location("model.layers.0.mlp.experts.0.other.weight", false).is_none());
     }
 
     #[test]

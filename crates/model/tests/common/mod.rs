@@ -9,7 +9,7 @@ use serde::Deserialize;
 use sluice_model::{Batch, KvCache, KvDtype, LoadOptions, Logits, Model, WeightDtype};
 
 /// Every fixture directory under `fixtures/models` with a transformers reference.
-pub const FIXTURES: [&str; 15] = [
+pub const FIXTURES: [&str; 16] = [
     "llama",
     "llama3-rope-scaling",
     "llama-odd-head-dim",
@@ -19,6 +19,8 @@ pub const FIXTURES: [&str; 15] = [
     // Rows of 256 for the K-quants (scripts/make_gguf_fixtures.py).
     "qwen2-q256",
     "gemma3",
+    // Gemma 3 as a GGUF file can state it: every 6th layer global, scores by head_dim^-1/2.
+    "gemma3-p6",
     // Mixtures of experts: 8 experts, 2 per token (qwen3-moe's layer 1 dense, qwen2-moe with a
     // shared expert).
     "qwen3-moe",
@@ -33,7 +35,7 @@ pub const FIXTURES: [&str; 15] = [
 ];
 
 /// The fixtures `scripts/make_gguf_fixtures.py` also converted to GGUF (`fixtures/gguf`).
-pub const GGUF_FIXTURES: [&str; 11] = [
+pub const GGUF_FIXTURES: [&str; 12] = [
     "llama",
     "llama3-rope-scaling",
     "llama-odd-head-dim",
@@ -47,6 +49,8 @@ pub const GGUF_FIXTURES: [&str; 11] = [
     // `llama` files with experts: stacked `ffn_*_exps` tensors sliced per expert.
     "mixtral",
     "qwen3-moe-q256",
+    // `gemma3` files: sandwich norms under their own names, norm weights holding `1 + w`.
+    "gemma3-p6",
 ];
 
 /// Tokens per KV block in the tests: small, so prompts span several blocks.
