@@ -41,8 +41,10 @@ QUANT_MODEL = "qwen2-q256"
 QUANT_TYPES = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K"]
 MOE_QUANT_MODEL = "qwen3-moe-q256"
 MOE_QUANT_TYPES = ["Q8_0", "Q4_K_M"]
-# mlp_only_layers: GGUF's qwen3moe has no dense layers.
-UNCONVERTIBLE = {"qwen3-moe"}
+# mlp_only_layers: GGUF's qwen3moe has no dense layers. gemma3: its sliding pattern 3 and
+# query_pre_attn_scalar 24 have no GGUF keys (llama.cpp assumes 6 and head_dim); gemma3-p6 is
+# the convertible one.
+UNCONVERTIBLE = {"qwen3-moe", "gemma3"}
 
 
 def llama_bin() -> Path:
