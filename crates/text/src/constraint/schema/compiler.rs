@@ -34,6 +34,22 @@ struct Compiler<'a> {
     ignored: Vec<String>,
 }
 
+/// The keywords the strict compiler enforces (besides `$ref`, read first, and the annotations);
+/// the relaxed compile (`relax.rs`) keeps the same set.
+pub(super) const KEYWORDS: &[&str] = &[
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "minItems",
+    "maxItems",
+    "enum",
+    "const",
+    "anyOf",
+    "oneOf",
+    "allOf",
+];
 impl Schema {
     /// Compiles `schema` strictly (`response_format` `json_schema`): every keyword outside
     /// the subset is an error with its path. Its root must describe an object.
@@ -173,21 +189,7 @@ impl<'a> Compiler<'a> {
             return self.reference(reference, path);
         }
         for key in map.keys() {
-            let known = [
-                "type",
-                "properties",
-                "required",
-                "additionalProperties",
-                "items",
-                "minItems",
-                "maxItems",
-                "enum",
-                "const",
-                "anyOf",
-                "oneOf",
-                "allOf",
-            ];
-            if !known.contains(&key.as_str()) && !ANNOTATIONS.contains(&key.as_str()) {
+            if !KEYWORDS.contains(&key.as_str()) && !ANNOTATIONS.contains(&key.as_str()) {
                 return Err(SchemaError::at(
                     path,
                     format!("keyword \"{key}\" is not supported"),

@@ -17,25 +17,8 @@
 
 use serde_json::{Map, Value};
 
-use super::compiler::has_type;
+use super::compiler::{has_type, KEYWORDS};
 use super::*;
-
-/// The keywords the strict compiler takes, besides the annotations.
-const KNOWN: &[&str] = &[
-    "type",
-    "properties",
-    "required",
-    "additionalProperties",
-    "items",
-    "minItems",
-    "maxItems",
-    "enum",
-    "const",
-    "anyOf",
-    "oneOf",
-    "allOf",
-    "$ref",
-];
 
 /// Keywords that say what kind of value it is, for which a combinator beside them is dropped.
 const TYPED: &[&str] = &[
@@ -108,7 +91,10 @@ fn relax(schema: &Value, path: &str, ignored: &mut Vec<String>) -> Result<Value,
         let beside_deciding =
             deciding.is_some_and(|d| d != key && !(key == "type" && matches!(d, "const" | "enum")));
         let combinator = matches!(key, "anyOf" | "oneOf" | "allOf");
-        if !KNOWN.contains(&key) || beside_deciding || (combinator && deciding != Some(key)) {
+        if !(KEYWORDS.contains(&key) || key == "$ref")
+            || beside_deciding
+            || (combinator && deciding != Some(key))
+        {
             skip(key, ignored);
             continue;
         }
