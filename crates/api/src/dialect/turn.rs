@@ -129,3 +129,34 @@ pub trait TurnRenderer: Send {
     /// The one JSON body of a response that does not stream.
     fn body(self: Box<Self>, ending: super::Ending<'_>) -> String;
 }
+
+/// Builders of turn-update sequences for the renderers' tests.
+#[cfg(test)]
+pub(crate) mod build {
+    use super::{TurnEnd, TurnUpdate};
+
+    /// Choice 0's call number `call` of `name`, its arguments sent in the pieces `args`.
+    pub fn call(call: usize, id: &str, name: &str, args: &[&str]) -> Vec<TurnUpdate> {
+        let mut updates = vec![TurnUpdate::ToolCallStart {
+            index: 0,
+            call,
+            id: id.into(),
+            name: name.into(),
+        }];
+        updates.extend(args.iter().map(|delta| TurnUpdate::ToolCallArguments {
+            index: 0,
+            call,
+            delta: (*delta).into(),
+        }));
+        updates.push(TurnUpdate::ToolCallEnd { index: 0, call });
+        updates
+    }
+
+    /// Choice 0's whole turn: its start, `middle`, its finish with `end`.
+    pub fn turn(middle: Vec<TurnUpdate>, end: TurnEnd) -> Vec<TurnUpdate> {
+        let mut updates = vec![TurnUpdate::Start { index: 0 }];
+        updates.extend(middle);
+        updates.push(TurnUpdate::Finish { index: 0, end });
+        updates
+    }
+}

@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::assemble::{LogprobsShape, ResponseAssembler, TokenTexts};
+use crate::dialect::turn::build::{call, turn};
 
 struct NoTokens;
 
@@ -29,29 +30,6 @@ fn text(kind: &str, text: &str) -> TurnUpdate {
         "reasoning" => TurnUpdate::Reasoning { index: 0, text },
         _ => TurnUpdate::Content { index: 0, text },
     }
-}
-
-fn call(call: usize, id: &str, args: &[&str]) -> Vec<TurnUpdate> {
-    let mut updates = vec![TurnUpdate::ToolCallStart {
-        index: 0,
-        call,
-        id: id.into(),
-        name: "get".into(),
-    }];
-    updates.extend(args.iter().map(|d| TurnUpdate::ToolCallArguments {
-        index: 0,
-        call,
-        delta: (*d).into(),
-    }));
-    updates.push(TurnUpdate::ToolCallEnd { index: 0, call });
-    updates
-}
-
-fn turn(middle: Vec<TurnUpdate>, end: TurnEnd) -> Vec<TurnUpdate> {
-    let mut updates = vec![TurnUpdate::Start { index: 0 }];
-    updates.extend(middle);
-    updates.push(TurnUpdate::Finish { index: 0, end });
-    updates
 }
 
 /// The events (each checked to carry its `event:` name as `type`) and the body.
@@ -194,8 +172,8 @@ fn thinking_then_text_are_two_blocks() {
 #[test]
 fn text_then_two_calls_are_tool_use_blocks_with_parsed_input() {
     let mut middle = vec![text("c", "Let me check.")];
-    middle.extend(call(0, "toolu_a", &["{\"city\":", "\"Oslo\"}"]));
-    middle.extend(call(1, "toolu_b", &["{\"city\":\"Rome\"}"]));
+    middle.extend(call(0, "toolu_a", "get", &["{\"city\":", "\"Oslo\"}"]));
+    middle.extend(call(1, "toolu_b", "get", &["{\"city\":\"Rome\"}"]));
     let (events, body) = run(turn(middle, TurnEnd::ToolCalls));
     assert_eq!(fold(&events), body);
     assert_eq!(body["stop_reason"], "tool_use");
@@ -224,7 +202,7 @@ fn length_ending_is_max_tokens_and_a_cut_call_has_empty_input() {
     let (events, body) = run(turn(vec![text("c", "cut")], TurnEnd::Length));
     assert_eq!(fold(&events), body);
     assert_eq!(body["stop_reason"], "max_tokens");
-    let (_, body) = run(turn(call(0, "toolu_a", &["{\"ci"]), TurnEnd::Length));
+    let (_, body) = run(turn(call(0, "toolu_a", "get", &["{\"ci"]), TurnEnd::Length));
     assert_eq!(body["content"][0]["input"], json!({}));
     assert_eq!(body["stop_reason"], "max_tokens");
 }

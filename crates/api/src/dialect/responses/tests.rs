@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::assemble::{LogprobsShape, ResponseAssembler, TokenTexts};
+use crate::dialect::turn::build::{call, turn};
 use crate::validate::responses::validate_responses;
 use crate::validate::ModelLimits;
 use crate::wire::responses::ResponsesRequest;
@@ -50,31 +51,6 @@ fn content(text: &str) -> TurnUpdate {
         index: 0,
         text: text.into(),
     }
-}
-
-fn call(call: usize, id: &str, name: &str, args: &[&str]) -> Vec<TurnUpdate> {
-    let mut updates = vec![TurnUpdate::ToolCallStart {
-        index: 0,
-        call,
-        id: id.into(),
-        name: name.into(),
-    }];
-    for delta in args {
-        updates.push(TurnUpdate::ToolCallArguments {
-            index: 0,
-            call,
-            delta: (*delta).into(),
-        });
-    }
-    updates.push(TurnUpdate::ToolCallEnd { index: 0, call });
-    updates
-}
-
-fn turn(middle: Vec<TurnUpdate>, end: TurnEnd) -> Vec<TurnUpdate> {
-    let mut updates = vec![TurnUpdate::Start { index: 0 }];
-    updates.extend(middle);
-    updates.push(TurnUpdate::Finish { index: 0, end });
-    updates
 }
 
 /// The events (as JSON, each checked to carry its `event:` name as `type`) and the body the
