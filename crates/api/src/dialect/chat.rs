@@ -3,7 +3,7 @@
 //! `[DONE]`; or one `chat.completion` body. Renders parsed turns ([`TurnUpdate`]).
 
 use super::turn::{TurnEnd, TurnRenderer, TurnUpdate};
-use super::{to_json, Ending, Frame, DONE};
+use super::{openai_ending, to_json, Ending, Frame};
 use crate::assemble::ResponseMeta;
 use crate::wire::chat::{
     AssistantMessage, ChatChoice, ChatChunkChoice, ChatCompletion, ChatCompletionChunk, ChatDelta,
@@ -225,12 +225,8 @@ impl TurnRenderer for ChatRenderer {
     }
 
     fn close(&mut self, ending: Ending<'_>) -> Vec<Frame> {
-        let mut frames = Vec::with_capacity(2);
-        if self.include_usage {
-            frames.push(self.chunk(Vec::new(), Some(ending.usage)));
-        }
-        frames.push(Frame::data(DONE));
-        frames
+        let usage = (self.include_usage).then(|| self.chunk(Vec::new(), Some(ending.usage)));
+        openai_ending(usage)
     }
 
     fn body(self: Box<Self>, ending: Ending<'_>) -> String {

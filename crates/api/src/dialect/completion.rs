@@ -1,7 +1,7 @@
 //! `POST /v1/completions`: `text_completion` chunks then `[DONE]`, or one `text_completion`
 //! body; logprobs in the parallel-array shape.
 
-use super::{to_json, Dialect, Ending, Frame, DONE};
+use super::{openai_ending, to_json, Dialect, Ending, Frame};
 use crate::assemble::{
     ChoiceUpdate, LogprobsPiece, LogprobsShape, ResponseCollector, ResponseMeta,
 };
@@ -81,12 +81,8 @@ impl Dialect for CompletionDialect {
     }
 
     fn close(&mut self, ending: Ending<'_>) -> Vec<Frame> {
-        let mut frames = Vec::with_capacity(2);
-        if self.include_usage {
-            frames.push(self.chunk(Vec::new(), Some(ending.usage)));
-        }
-        frames.push(Frame::data(DONE));
-        frames
+        let usage = (self.include_usage).then(|| self.chunk(Vec::new(), Some(ending.usage)));
+        openai_ending(usage)
     }
 
     fn body(self: Box<Self>, ending: Ending<'_>) -> String {

@@ -82,12 +82,23 @@ pub trait Dialect: Send {
 
     /// The frames that end a stream an error cut short (the HTTP status is already sent).
     fn error(&mut self, err: &ApiError) -> Vec<Frame> {
-        vec![Frame::data(err.stream_event_data()), Frame::data(DONE)]
+        openai_error(err)
     }
 
     /// The one JSON body of a response that does not stream, after every update went through
     /// [`Dialect::update`]. Text, not a `Value`: a `Value` would widen the f32 logprobs.
     fn body(self: Box<Self>, ending: Ending<'_>) -> String;
+}
+
+/// The end of an OpenAI stream: the usage chunk (when the request asked for one), then
+/// `[DONE]`.
+pub fn openai_ending(usage_chunk: Option<Frame>) -> Vec<Frame> {
+    usage_chunk.into_iter().chain([Frame::data(DONE)]).collect()
+}
+
+/// OpenAI's in-stream error: a `data:` error object, then `[DONE]`.
+pub fn openai_error(err: &ApiError) -> Vec<Frame> {
+    vec![Frame::data(err.stream_event_data()), Frame::data(DONE)]
 }
 
 /// `value` as JSON text.

@@ -120,10 +120,7 @@ pub trait TurnRenderer: Send {
     /// The frames that end a stream an error cut short (by default OpenAI's: a `data:` error
     /// object, then `[DONE]`).
     fn error(&mut self, err: &ApiError) -> Vec<super::Frame> {
-        vec![
-            super::Frame::data(err.stream_event_data()),
-            super::Frame::data(super::DONE),
-        ]
+        super::openai_error(err)
     }
 
     /// The one JSON body of a response that does not stream.
