@@ -25,7 +25,7 @@ type HistogramSpec = (
 /// Renders every model's metrics; each sample carries a `model_name` label.
 pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
     let mut out = String::with_capacity(4096 + models.len() * 4096);
-    let gauges: [GaugeSpec; 5] = [
+    let gauges: [GaugeSpec; 7] = [
         (
             "vllm:num_requests_running",
             "Number of requests in model execution batches.",
@@ -40,6 +40,16 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
             "vllm:kv_cache_usage_perc",
             "KV-cache usage. 1 means 100 percent usage.",
             kv_cache_usage,
+        ),
+        (
+            "sluice:kv_window_blocks_used",
+            "Blocks of the sliding-window layers' KV pool held by sequences (0 without one).",
+            |s| s.kv_window_blocks_used as f64,
+        ),
+        (
+            "sluice:kv_window_blocks_total",
+            "Blocks in the sliding-window layers' KV pool (0 when the model keeps none).",
+            |s| s.kv_window_blocks_total as f64,
         ),
         (
             "sluice:fair_share_active_callers",
@@ -385,6 +395,8 @@ mod tests {
             waiting: 5,
             kv_blocks_used: 16,
             kv_blocks_total: 64,
+            kv_window_blocks_used: 3,
+            kv_window_blocks_total: 12,
             block_size: 16,
             prefix_cache_queries: 100,
             prefix_cache_hits: 40,
@@ -424,6 +436,8 @@ mod tests {
         );
         assert!(t.contains("vllm:num_requests_waiting{model_name=\"llama\"} 5\n"));
         assert!(t.contains("vllm:kv_cache_usage_perc{model_name=\"llama\"} 0.25\n"));
+        assert!(t.contains("sluice:kv_window_blocks_used{model_name=\"llama\"} 3\n"));
+        assert!(t.contains("sluice:kv_window_blocks_total{model_name=\"llama\"} 12\n"));
         assert!(t.contains("# TYPE vllm:num_requests_running gauge\n"));
     }
 
@@ -511,6 +525,7 @@ mod tests {
             assert!(
                 (series.starts_with("vllm:")
                     || series.starts_with("sluice:engine_")
+                    || series.starts_with("sluice:kv_window_")
                     || series.starts_with("sluice:fair_share_"))
                     && series.ends_with('}'),
                 "{line}"

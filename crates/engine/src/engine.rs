@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use sluice_model::{Batch, Logits};
+use sluice_model::{Batch, KvWindow, Logits};
 use sluice_text::constraint::{JsonTokenMasks, TokenMasks, TokenTrie};
 use sluice_text::Tokenizer;
 use thiserror::Error;
@@ -39,8 +39,13 @@ pub trait Executor: Send + 'static {
     fn vocab_size(&self) -> usize;
     /// Tokens per KV block.
     fn block_size(&self) -> usize;
-    /// KV blocks in the cache.
+    /// KV blocks in the cache (the full-attention layers' pool).
     fn num_blocks(&self) -> usize;
+    /// The sliding-window layers' pool, for a model that keeps one (see
+    /// `sluice_model::kv_layout`): the engine then gives every sequence window blocks too.
+    fn kv_window(&self) -> Option<KvWindow> {
+        None
+    }
 }
 
 /// A forward pass failed; the sequences in that step finish with `error`.
@@ -186,11 +191,14 @@ impl EngineLoop {
         shared: Arc<Shared>,
         inbox: Receiver<Command>,
     ) -> Self {
-        let blocks = BlockManager::new(
+        let mut blocks = BlockManager::new(
             executor.num_blocks(),
             executor.block_size(),
             config.enable_prefix_caching,
         );
+        if let Some(w) = executor.kv_window() {
+            blocks = blocks.with_window(w.window, w.num_blocks);
+        }
         let scheduler = Scheduler::new(
             SchedulerConfig {
                 // Zero would leave work waiting forever; one is the least that makes progress.
@@ -207,6 +215,8 @@ impl EngineLoop {
         );
         let m = &shared.metrics;
         EngineMetrics::set(&m.kv_blocks_total, executor.num_blocks());
+        let window_blocks = executor.kv_window().map_or(0, |w| w.num_blocks);
+        EngineMetrics::set(&m.kv_window_blocks_total, window_blocks);
         EngineMetrics::set(&m.block_size, executor.block_size());
         EngineLoop {
             eos_token_ids: config.eos_token_ids.clone().into(),
@@ -616,6 +626,9 @@ impl EngineLoop {
             &m.kv_blocks_used,
             self.scheduler.block_manager().num_used_blocks(),
         );
+        if let Some((total, free)) = self.scheduler.block_manager().window_blocks() {
+            EngineMetrics::set(&m.kv_window_blocks_used, total - free);
+        }
     }
 }
 

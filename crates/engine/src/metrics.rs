@@ -98,6 +98,8 @@ pub struct EngineMetrics {
     pub(crate) waiting: AtomicUsize,
     pub(crate) kv_blocks_used: AtomicUsize,
     pub(crate) kv_blocks_total: AtomicUsize,
+    pub(crate) kv_window_blocks_used: AtomicUsize,
+    pub(crate) kv_window_blocks_total: AtomicUsize,
     pub(crate) block_size: AtomicUsize,
     pub(crate) prefix_cache_queries: AtomicU64,
     pub(crate) prefix_cache_hits: AtomicU64,
@@ -151,6 +153,8 @@ impl Default for EngineMetrics {
             waiting: AtomicUsize::new(0),
             kv_blocks_used: AtomicUsize::new(0),
             kv_blocks_total: AtomicUsize::new(0),
+            kv_window_blocks_used: AtomicUsize::new(0),
+            kv_window_blocks_total: AtomicUsize::new(0),
             block_size: AtomicUsize::new(0),
             prefix_cache_queries: AtomicU64::new(0),
             prefix_cache_hits: AtomicU64::new(0),
@@ -182,6 +186,8 @@ impl EngineMetrics {
             waiting: load(&self.waiting),
             kv_blocks_used: load(&self.kv_blocks_used),
             kv_blocks_total: load(&self.kv_blocks_total),
+            kv_window_blocks_used: load(&self.kv_window_blocks_used),
+            kv_window_blocks_total: load(&self.kv_window_blocks_total),
             block_size: load(&self.block_size),
             prefix_cache_queries: load64(&self.prefix_cache_queries),
             prefix_cache_hits: load64(&self.prefix_cache_hits),
@@ -248,6 +254,10 @@ pub struct MetricsSnapshot {
     pub kv_blocks_used: usize,
     /// KV blocks in the pool.
     pub kv_blocks_total: usize,
+    /// Blocks of the sliding-window layers' pool held by sequences (0 without one).
+    pub kv_window_blocks_used: usize,
+    /// Blocks in the sliding-window layers' pool (0 when the model keeps none).
+    pub kv_window_blocks_total: usize,
     /// Tokens per KV block.
     pub block_size: usize,
     /// Prompt tokens looked up in the prefix cache (vLLM counts tokens, not requests).

@@ -1,6 +1,6 @@
 //! The real [`Executor`]: a loaded [`Model`] and the paged [`KvCache`] it reads and writes.
 
-use sluice_model::{Batch, KvCache, Logits, Model};
+use sluice_model::{Batch, KvCache, KvWindow, Logits, Model};
 
 use crate::engine::{Executor, ExecutorError};
 
@@ -38,6 +38,10 @@ impl Executor for ModelExecutor {
 
     fn num_blocks(&self) -> usize {
         self.kv.num_blocks()
+    }
+
+    fn kv_window(&self) -> Option<KvWindow> {
+        self.kv.window()
     }
 }
 

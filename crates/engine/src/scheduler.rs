@@ -466,7 +466,11 @@ impl Scheduler {
             return Admission::Rejected;
         }
         let block_size = self.blocks.block_size();
-        let shared = match sibling_prefix(&self.seqs, &self.requests, block_size, seq) {
+        let siblings = match self.blocks.shares_prefixes() {
+            true => sibling_prefix(&self.seqs, &self.requests, block_size, seq),
+            false => SiblingPrefix::None,
+        };
+        let shared = match siblings {
             SiblingPrefix::None => None,
             SiblingPrefix::Ready(shared) => Some(shared),
             SiblingPrefix::Computing => return Admission::WaitForSibling,
@@ -518,6 +522,9 @@ impl Scheduler {
                 block_size,
                 false,
             );
+            if let Some(window) = table.window() {
+                out.batch.set_window_table(window.table(), block_size);
+            }
             let batch = &mut out.batch;
             let prompt_rows = seq.prompt_scoring().map(|scoring| {
                 let (logprob_positions, hidden_positions) = scoring.rows(start, num_new);

@@ -5,6 +5,11 @@
 //! [`Batch::hidden_indices`], which embedding requests pool). Decode steps (one token) and
 //! prefill chunks (many tokens) of different sequences share one batch.
 
+use crate::kv_layout::KvGroup;
+
+/// A block-table entry whose block was released: the sliding window no longer reaches it.
+pub const RELEASED_BLOCK: u32 = u32::MAX;
+
 /// One sequence's share of a flat [`Batch`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeqBatch {
@@ -18,6 +23,20 @@ pub struct SeqBatch {
     /// Physical KV block ids holding this sequence's tokens, in logical order. Covers at least
     /// `context_len` tokens.
     pub block_table: Vec<u32>,
+    /// The window pool's blocks for this sequence, in logical order, [`RELEASED_BLOCK`] where
+    /// the window has moved past (see [`crate::kv_layout`]). Empty when the sliding-window
+    /// layers address their pool through `block_table` (a cache whose pools are equal).
+    pub window_table: Vec<u32>,
+}
+
+impl SeqBatch {
+    /// The block table of `group`'s pool.
+    pub fn table(&self, group: KvGroup) -> &[u32] {
+        match group {
+            KvGroup::Window if !self.window_table.is_empty() => &self.window_table,
+            _ => &self.block_table,
+        }
+    }
 }
 
 /// A flat batch of tokens from many sequences, with everything attention needs to find each
@@ -30,6 +49,9 @@ pub struct Batch {
     pub positions: Vec<u32>,
     /// Cache slot each token's K/V is written to, `[num_tokens]`: `block_id * block_size + offset`.
     pub slot_mapping: Vec<u32>,
+    /// The slot in the window pool each token's K/V is written to, `[num_tokens]`, when the
+    /// sequences carry window tables; else empty.
+    pub window_slot_mapping: Vec<u32>,
     /// The sequences, in the order their tokens appear.
     pub seqs: Vec<SeqBatch>,
     /// Flat token indices whose logits are returned, in this order (usually each sequence's
@@ -74,7 +96,30 @@ impl Batch {
             num_tokens: tokens.len(),
             context_len: first_position + tokens.len(),
             block_table,
+            window_table: Vec::new(),
         });
+    }
+
+    /// Gives the last pushed sequence its window pool table: its new tokens' K/V go to the
+    /// window pool slots `table` maps their positions to. Either every sequence of a batch has
+    /// one or none does.
+    pub fn set_window_table(&mut self, table: Vec<u32>, block_size: usize) {
+        let seq = self.seqs.last_mut().expect("a sequence was pushed");
+        let first = seq.context_len - seq.num_tokens;
+        for pos in first..seq.context_len {
+            let block = table[pos / block_size] as usize;
+            self.window_slot_mapping
+                .push((block * block_size + pos % block_size) as u32);
+        }
+        seq.window_table = table;
+    }
+
+    /// The slot each token's K/V is written to in `group`'s pool.
+    pub fn slots(&self, group: KvGroup) -> &[u32] {
+        match group {
+            KvGroup::Window if !self.window_slot_mapping.is_empty() => &self.window_slot_mapping,
+            _ => &self.slot_mapping,
+        }
     }
 }
 

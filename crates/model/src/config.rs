@@ -346,6 +346,16 @@ impl ModelConfig {
     pub fn heads_per_kv_head(&self) -> usize {
         self.num_attention_heads / self.num_key_value_heads
     }
+
+    /// The sliding window layer `layer` attends within, if it is a sliding-window layer: the
+    /// layers `layer_types` marks sliding, or every layer when there is no such list.
+    pub fn layer_window(&self, layer: usize) -> Option<usize> {
+        let sliding = match &self.layer_types {
+            Some(types) => types.get(layer) == Some(&LayerType::Sliding),
+            None => true,
+        };
+        self.sliding_window.filter(|_| sliding)
+    }
 }
 
 /// A token id field that may be absent, a number or a list of numbers.

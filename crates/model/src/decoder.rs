@@ -198,13 +198,14 @@ impl Decoder {
             if reduce {
                 x = gather_rows(&x, hidden, &wanted);
             }
+            let group = kv.group(i);
             add_normed(&layer.attn_norms, &mut x, |out| {
                 layer.self_attn.forward(
                     &h,
                     batch,
                     token_seq,
                     &ropes[layer.rope],
-                    kv.layer_mut(i),
+                    (kv.layer_mut(i), group),
                     block_size,
                     outputs,
                     out,

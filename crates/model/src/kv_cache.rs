@@ -8,6 +8,7 @@ use half::vec::HalfBitsVecExt;
 use crate::config::ModelConfig;
 use crate::kernels::matmul::WeightDtype;
 use crate::kernels::vector::KvElement;
+use crate::kv_layout::{KvGroup, KvLayout, KvPools, KvWindow};
 
 /// How cached keys and values are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,54 +103,88 @@ pub(crate) enum LayerKvMut<'a> {
     F16(&'a mut LayerKv<f16>),
 }
 
-/// The paged key/value cache of one model.
+/// The paged key/value cache of one model: the full-attention layers' pool and, for a model
+/// with sliding-window layers, the window layers' pool (see [`crate::kv_layout`]).
 #[derive(Debug)]
 pub struct KvCache {
     block_size: usize,
     num_blocks: usize,
+    window: Option<KvWindow>,
+    groups: Vec<KvGroup>,
     num_kv_heads: usize,
     head_dim: usize,
     layers: Layers,
 }
 
 impl KvCache {
-    /// A zeroed cache of `num_blocks` blocks of `block_size` tokens, shaped for `config`.
-    /// Pages are only touched when first written, so an idle pool costs address space only.
+    /// A zeroed cache of `num_blocks` blocks of `block_size` tokens, shaped for `config`; a
+    /// window pool, if the model has one, gets as many blocks (so a batch may address the
+    /// window layers through the full block tables).
     pub fn new(config: &ModelConfig, dtype: KvDtype, block_size: usize, num_blocks: usize) -> Self {
+        Self::with_pools(
+            config,
+            dtype,
+            block_size,
+            KvPools::uniform(config, num_blocks),
+        )
+    }
+
+    /// A zeroed cache with the pools `pools` names. Pages are only touched when first written,
+    /// so an idle pool costs address space only.
+    pub fn with_pools(
+        config: &ModelConfig,
+        dtype: KvDtype,
+        block_size: usize,
+        pools: KvPools,
+    ) -> Self {
         assert!(block_size > 0, "block_size must be positive");
+        let layout = KvLayout::of(config);
+        assert_eq!(
+            layout.window,
+            pools.window.map(|w| w.window),
+            "the pools follow the model's layout"
+        );
         let slot_values = config.num_key_value_heads * config.head_dim;
-        let layer_values = num_blocks * block_size * slot_values;
-        let n = config.num_hidden_layers;
+        let layer_values = |group: &KvGroup| {
+            let blocks = match group {
+                KvGroup::Full => pools.num_blocks,
+                KvGroup::Window => pools.window.map_or(0, |w| w.num_blocks),
+            };
+            blocks * block_size * slot_values
+        };
         // `vec![0; n]` of a primitive is a zeroed allocation (untouched pages); f16 storage is
         // made from u16 zeros for the same reason.
         let layers = match dtype {
             KvDtype::F32 => Layers::F32(
-                (0..n)
-                    .map(|_| LayerKv {
-                        keys: vec![0f32; layer_values],
-                        values: vec![0f32; layer_values],
+                (layout.groups.iter())
+                    .map(|g| LayerKv {
+                        keys: vec![0f32; layer_values(g)],
+                        values: vec![0f32; layer_values(g)],
                     })
                     .collect(),
             ),
             KvDtype::F16 => Layers::F16(
-                (0..n)
-                    .map(|_| LayerKv {
-                        keys: vec![0u16; layer_values].reinterpret_into::<f16>(),
-                        values: vec![0u16; layer_values].reinterpret_into::<f16>(),
+                (layout.groups.iter())
+                    .map(|g| LayerKv {
+                        keys: vec![0u16; layer_values(g)].reinterpret_into::<f16>(),
+                        values: vec![0u16; layer_values(g)].reinterpret_into::<f16>(),
                     })
                     .collect(),
             ),
         };
         Self {
             block_size,
-            num_blocks,
+            num_blocks: pools.num_blocks,
+            window: pools.window,
+            groups: layout.groups,
             num_kv_heads: config.num_key_value_heads,
             head_dim: config.head_dim,
             layers,
         }
     }
 
-    /// Bytes one block occupies across all layers (keys and values).
+    /// Bytes one block occupies across all layers (keys and values): what one position costs
+    /// when every layer keeps it.
     pub fn bytes_per_block(config: &ModelConfig, dtype: KvDtype, block_size: usize) -> usize {
         2 * config.num_hidden_layers
             * block_size
@@ -158,29 +193,14 @@ impl KvCache {
             * dtype.size()
     }
 
-    /// The number of blocks that fit in `budget_bytes`.
-    pub fn num_blocks_for_budget(
-        config: &ModelConfig,
-        dtype: KvDtype,
-        block_size: usize,
-        budget_bytes: usize,
-    ) -> usize {
-        budget_bytes / Self::bytes_per_block(config, dtype, block_size).max(1)
+    /// The window pool, for a model with sliding-window layers.
+    pub fn window(&self) -> Option<KvWindow> {
+        self.window
     }
 
-    /// A cache using at most `budget_bytes`.
-    pub fn with_budget(
-        config: &ModelConfig,
-        dtype: KvDtype,
-        block_size: usize,
-        budget_bytes: usize,
-    ) -> Self {
-        Self::new(
-            config,
-            dtype,
-            block_size,
-            Self::num_blocks_for_budget(config, dtype, block_size, budget_bytes),
-        )
+    /// The pool layer `layer` reads and writes.
+    pub(crate) fn group(&self, layer: usize) -> KvGroup {
+        self.groups[layer]
     }
 
     /// How keys and values are stored.
@@ -238,7 +258,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn budget_sizing_rounds_down_to_whole_blocks() {
+    fn a_block_holds_keys_and_values_of_every_layer() {
         let config = crate::config::tests_support::tiny_config();
         for (dtype, size) in [(KvDtype::F32, 4), (KvDtype::F16, 2)] {
             let per_block = KvCache::bytes_per_block(&config, dtype, 16);
@@ -250,16 +270,45 @@ mod tests {
                     * config.head_dim
                     * size
             );
-            assert_eq!(
-                KvCache::num_blocks_for_budget(&config, dtype, 16, per_block * 3 + 1),
-                3
-            );
-            let cache = KvCache::with_budget(&config, dtype, 16, per_block * 5);
+            let cache = KvCache::new(&config, dtype, 16, 5);
             assert_eq!(
                 (cache.num_blocks(), cache.block_size(), cache.num_slots()),
                 (5, 16, 80)
             );
             assert_eq!(cache.dtype(), dtype);
+            assert_eq!(cache.window(), None);
         }
+    }
+
+    #[test]
+    fn window_layers_are_sized_by_the_window_pool() {
+        let mut config = crate::config::tests_support::tiny_config();
+        config.sliding_window = Some(8);
+        config.layer_types = Some(vec![
+            crate::config::LayerType::Sliding,
+            crate::config::LayerType::Full,
+        ]);
+        let pools = KvPools {
+            num_blocks: 10,
+            window: Some(KvWindow {
+                window: 8,
+                num_blocks: 3,
+            }),
+        };
+        let mut cache = KvCache::with_pools(&config, KvDtype::F32, 4, pools);
+        let slot = config.num_key_value_heads * config.head_dim;
+        let len = |cache: &mut KvCache, layer| match cache.layer_mut(layer) {
+            LayerKvMut::F32(kv) => kv.keys.len(),
+            LayerKvMut::F16(kv) => kv.keys.len(),
+        };
+        assert_eq!(
+            (cache.group(0), len(&mut cache, 0)),
+            (KvGroup::Window, 3 * 4 * slot)
+        );
+        assert_eq!(
+            (cache.group(1), len(&mut cache, 1)),
+            (KvGroup::Full, 10 * 4 * slot)
+        );
+        assert_eq!(cache.window(), pools.window);
     }
 }

@@ -11,6 +11,7 @@ use crate::error::{ForwardError, LoadError};
 use crate::files::ModelFiles;
 use crate::kernels::matmul::WeightDtype;
 use crate::kv_cache::KvCache;
+use crate::kv_layout::KvWindow;
 
 /// How to load a model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -132,6 +133,27 @@ impl Model {
                 batch.slot_mapping.len()
             ));
         }
+        let windowed = !batch.window_slot_mapping.is_empty();
+        match kv.window() {
+            None if windowed => {
+                return inconsistent("window tables for a cache without a window pool".into())
+            }
+            Some(w) if !windowed && w.num_blocks < kv.num_blocks() => {
+                return inconsistent(format!(
+                    "no window tables, and the window pool ({} blocks) is smaller than the full \
+                     one ({})",
+                    w.num_blocks,
+                    kv.num_blocks()
+                ))
+            }
+            _ if windowed && batch.window_slot_mapping.len() != n => {
+                return inconsistent(format!(
+                    "{n} tokens, {} window slots",
+                    batch.window_slot_mapping.len()
+                ))
+            }
+            _ => {}
+        }
         if let Some((index, &token)) = batch
             .token_ids
             .iter()
@@ -189,6 +211,9 @@ impl Model {
                 });
             }
             let first = seq.context_len - seq.num_tokens;
+            if let Some(window) = kv.window().filter(|_| windowed) {
+                validate_window_table(batch, s, window, block_size)?;
+            }
             for i in 0..seq.num_tokens {
                 let flat = seq.token_start + i;
                 if flat >= n {
@@ -215,6 +240,47 @@ impl Model {
         }
         Ok(token_seq)
     }
+}
+
+/// Checks sequence `s`'s window table: it covers the context, every block its new tokens read
+/// (the last `window` positions of each) or write is in the window pool, and the window slots
+/// are the ones their positions map to.
+fn validate_window_table(
+    batch: &Batch,
+    s: usize,
+    window: KvWindow,
+    block_size: usize,
+) -> Result<(), ForwardError> {
+    let seq = &batch.seqs[s];
+    let table = &seq.window_table;
+    let first = seq.context_len - seq.num_tokens;
+    if table.len() * block_size < seq.context_len {
+        return Err(ForwardError::InconsistentBatch(format!(
+            "sequence {s}: context {} with {} window blocks of {block_size}",
+            seq.context_len,
+            table.len()
+        )));
+    }
+    let reached = (first + 1).saturating_sub(window.window) / block_size;
+    let used = &table[reached..seq.context_len.div_ceil(block_size)];
+    if let Some(&block) = used.iter().find(|&&b| b as usize >= window.num_blocks) {
+        return Err(ForwardError::SlotOutOfRange {
+            slot: block as usize * block_size,
+            num_slots: window.num_blocks * block_size,
+        });
+    }
+    for i in 0..seq.num_tokens {
+        let position = first + i;
+        let slot = table[position / block_size] as usize * block_size + position % block_size;
+        let flat = seq.token_start + i;
+        if batch.window_slot_mapping.get(flat).map(|&w| w as usize) != Some(slot) {
+            return Err(ForwardError::InconsistentBatch(format!(
+                "token {flat}: window slot {:?} but sequence {s} implies {slot}",
+                batch.window_slot_mapping.get(flat)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Runs `f` on a thread of rayon's global pool, so the hundreds of parallel loops in one

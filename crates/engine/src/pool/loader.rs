@@ -9,7 +9,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use sluice_model::{KvCache, KvDtype, LoadOptions, Model, ModelConfig, ModelFiles, WeightDtype};
+use sluice_model::{
+    KvCache, KvDemand, KvDtype, KvPools, LoadOptions, Model, ModelConfig, ModelFiles, WeightDtype,
+};
 use sluice_text::Tokenizer;
 use thiserror::Error;
 
@@ -118,10 +120,19 @@ impl DirectoryLoader {
     fn context_limits(&self, config: &ModelConfig, kv_dtype: KvDtype) -> (usize, usize) {
         let own = config.max_position_embeddings;
         let asked = self.settings.max_model_len.map_or(own, |n| n.min(own));
+        let blocks = self.kv_pools(config, kv_dtype).num_blocks;
+        (asked.min(blocks * self.settings.block_size), asked)
+    }
+
+    /// How the KV budget is shared between the full and the window pool (see
+    /// `sluice_model::kv_layout`).
+    fn kv_pools(&self, config: &ModelConfig, kv_dtype: KvDtype) -> KvPools {
         let s = &self.settings;
-        let blocks =
-            KvCache::num_blocks_for_budget(config, kv_dtype, s.block_size, s.kv_cache_bytes);
-        (asked.min(blocks * s.block_size), asked)
+        let demand = KvDemand {
+            max_num_seqs: s.engine.max_num_seqs,
+            max_num_batched_tokens: s.engine.max_num_batched_tokens,
+        };
+        KvPools::for_budget(config, kv_dtype, s.block_size, s.kv_cache_bytes, demand)
     }
 
     /// The KV cache storage type for a model: as set, else following the weights (f32 when
@@ -137,10 +148,9 @@ impl DirectoryLoader {
     }
 
     fn kv_bytes(&self, files: &ModelFiles) -> usize {
-        let s = &self.settings;
         let (config, dtype) = (files.config(), self.kv_dtype(files));
-        KvCache::num_blocks_for_budget(config, dtype, s.block_size, s.kv_cache_bytes)
-            * KvCache::bytes_per_block(config, dtype, s.block_size)
+        self.kv_pools(config, dtype)
+            .bytes(config, dtype, self.settings.block_size)
     }
 }
 
@@ -187,7 +197,8 @@ impl ModelLoader for DirectoryLoader {
                  that (raise --kv-cache-memory for more)"
             );
         }
-        let kv = KvCache::with_budget(&config, kv_dtype, s.block_size, s.kv_cache_bytes);
+        let pools = self.kv_pools(&config, kv_dtype);
+        let kv = KvCache::with_pools(&config, kv_dtype, s.block_size, pools);
         if kv.num_blocks() < 2 {
             return Err(ModelLoadError::KvCacheTooSmall {
                 budget_bytes: s.kv_cache_bytes,
@@ -202,6 +213,7 @@ impl ModelLoader for DirectoryLoader {
             weights_mib = model.weight_bytes() / (1 << 20),
             kernels = sluice_model::kernels::formats::Isa::detect().name(),
             kv_blocks = kv.num_blocks(),
+            window_kv_blocks = kv.window().map_or(0, |w| w.num_blocks),
             block_size = s.block_size,
             max_model_len,
             seconds = format_args!("{:.2}", started.elapsed().as_secs_f64()),

@@ -4,7 +4,7 @@
 //! sliding-window layers (with their own RoPE base) interleaved with global ones.
 
 use crate::checkpoint::TensorSource;
-use crate::config::{LayerType, ModelConfig};
+use crate::config::ModelConfig;
 use crate::decoder::Decoder;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
@@ -32,16 +32,14 @@ pub fn plan(config: &ModelConfig, norm_weight: NormWeight) -> DecoderPlan {
         .query_pre_attn_scalar
         .unwrap_or(config.head_dim as f64);
     let layer = |i: usize| {
-        let sliding = match &config.layer_types {
-            Some(types) => types[i] == LayerType::Sliding,
-            None => config.sliding_window.is_some(),
-        };
+        let window = config.layer_window(i);
+        let sliding = window.is_some();
         let attention = AttentionOptions {
             qkv_bias: config.qkv_bias,
             o_bias: config.o_bias,
             qk_norm: true,
             qk_norm_span: QkNormSpan::Head,
-            sliding_window: config.sliding_window.filter(|_| sliding),
+            sliding_window: window,
             scale: scalar.powf(-0.5) as f32,
             logit_softcap: config.attn_logit_softcapping.map(|c| c as f32),
         };

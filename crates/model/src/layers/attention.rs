@@ -14,6 +14,7 @@ use crate::kernels::matmul::WeightDtype;
 use crate::kernels::paged_attention::{paged_attention, AttentionShape};
 use crate::kernels::vector::KvElement;
 use crate::kv_cache::{LayerKv, LayerKvMut};
+use crate::kv_layout::KvGroup;
 use crate::plan::NormWeight;
 
 /// Which optional parts a layer's attention has, and how it scores.
@@ -166,7 +167,7 @@ impl Attention {
         batch: &Batch,
         token_seq: &[usize],
         rope: &RopeTables,
-        kv: LayerKvMut<'_>,
+        (kv, group): (LayerKvMut<'_>, KvGroup),
         block_size: usize,
         outputs: &[usize],
         residual: &mut [f32],
@@ -196,6 +197,7 @@ impl Attention {
             num_kv_heads: self.num_kv_heads,
             head_dim: self.head_dim,
             block_size,
+            group,
             sliding_window: self.sliding_window,
             scale: self.scale,
             logit_softcap: self.logit_softcap,
@@ -243,7 +245,7 @@ impl Attention {
     }
 }
 
-/// Stores the batch's new keys (`k: [T, kv_dim]`) and values at `batch.slot_mapping`, then
+/// Stores the batch's new keys (`k: [T, kv_dim]`) and values at their slots in the layer's pool, then
 /// attends for `tokens` (`q: [tokens.len(), q_dim]`; a prefill chunk sees itself causally
 /// because its K/V are written first).
 #[allow(clippy::too_many_arguments)]
@@ -258,7 +260,7 @@ fn write_and_attend<'a, E: KvElement>(
     out: &mut [f32],
 ) {
     let kv_dim = shape.num_kv_heads * shape.head_dim;
-    for (i, &slot) in batch.slot_mapping.iter().enumerate() {
+    for (i, &slot) in batch.slots(shape.group).iter().enumerate() {
         kv.write(
             slot as usize,
             &k[i * kv_dim..][..kv_dim],

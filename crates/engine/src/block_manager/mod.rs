@@ -6,6 +6,11 @@
 //! count drops to zero go on one free list: unkeyed blocks at the front (reused first), keyed ones
 //! at the back, so cached content is evicted in least-recently-freed order and only when a fresh
 //! block is needed. A block with a non-zero count is never on the free list, so it is never evicted.
+//!
+//! A model with sliding-window layers has a second pool for them ([`window`]): every table then
+//! also holds window blocks, released as the window moves on, and nothing is shared or cached.
+
+mod window;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -13,6 +18,9 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::rc::Rc;
 
 use thiserror::Error;
+
+pub use window::WindowBlocks;
+use window::WindowPool;
 
 /// Index of a physical KV block.
 pub type BlockId = u32;
@@ -64,6 +72,22 @@ fn block_key(parent: Option<u64>, tokens: &[u32]) -> u64 {
 }
 
 impl BlockPool {
+    fn new(num_blocks: usize, block_size: usize, prefix_caching: bool) -> Self {
+        let mut pool = BlockPool {
+            block_size,
+            blocks: (0..num_blocks).map(|_| BlockMeta::default()).collect(),
+            free_head: None,
+            free_tail: None,
+            num_free: 0,
+            cache: HashMap::new(),
+            prefix_caching,
+        };
+        for b in 0..num_blocks {
+            pool.push_back(b as BlockId);
+        }
+        pool
+    }
+
     fn unlink(&mut self, b: BlockId) {
         let (prev, next) = {
             let m = &mut self.blocks[b as usize];
@@ -181,6 +205,8 @@ pub struct BlockTable {
     last_key: Option<u64>,
     /// Tokens reused from other sequences when this table was allocated.
     num_cached_tokens: usize,
+    /// The window pool's blocks, for a model with sliding-window layers.
+    window: Option<WindowBlocks>,
 }
 
 impl BlockTable {
@@ -194,10 +220,16 @@ impl BlockTable {
     pub fn num_cached_tokens(&self) -> usize {
         self.num_cached_tokens
     }
+
+    /// The window pool's blocks, for a model with sliding-window layers.
+    pub fn window(&self) -> Option<&WindowBlocks> {
+        self.window.as_ref()
+    }
 }
 
 impl Drop for BlockTable {
     fn drop(&mut self) {
+        // (`window` releases its own blocks when dropped with the table.)
         let mut pool = self.pool.borrow_mut();
         // Last blocks first, so a sequence's tail is evicted before its (more shareable) head.
         for &b in self.blocks.iter().rev() {
@@ -210,27 +242,39 @@ impl Drop for BlockTable {
 #[derive(Debug)]
 pub struct BlockManager {
     pool: Rc<RefCell<BlockPool>>,
+    window: Option<WindowPool>,
 }
 
 impl BlockManager {
     /// A pool of `num_blocks` blocks of `block_size` tokens each.
     pub fn new(num_blocks: usize, block_size: usize, enable_prefix_caching: bool) -> Self {
         assert!(block_size > 0, "block size must be positive");
-        let mut pool = BlockPool {
-            block_size,
-            blocks: (0..num_blocks).map(|_| BlockMeta::default()).collect(),
-            free_head: None,
-            free_tail: None,
-            num_free: 0,
-            cache: HashMap::new(),
-            prefix_caching: enable_prefix_caching,
-        };
-        for b in 0..num_blocks {
-            pool.push_back(b as BlockId);
-        }
+        let pool = BlockPool::new(num_blocks, block_size, enable_prefix_caching);
         BlockManager {
             pool: Rc::new(RefCell::new(pool)),
+            window: None,
         }
+    }
+
+    /// Adds a window pool of `num_blocks` blocks for layers that read the last `window`
+    /// positions. Blocks are then neither shared nor cached (a hit in the full pool would
+    /// come without the window layers' keys and values).
+    pub fn with_window(mut self, window: usize, num_blocks: usize) -> Self {
+        self.pool.borrow_mut().prefix_caching = false;
+        let block_size = self.block_size();
+        self.window = Some(WindowPool::new(window, num_blocks, block_size));
+        self
+    }
+
+    /// Whether a new table may start from blocks another sequence computed (a cached prefix
+    /// or a sibling choice's prompt).
+    pub fn shares_prefixes(&self) -> bool {
+        self.window.is_none()
+    }
+
+    /// (blocks, free blocks) of the window pool, for a model with sliding-window layers.
+    pub fn window_blocks(&self) -> Option<(usize, usize)> {
+        (self.window.as_ref()).map(|w| (w.num_blocks(), w.num_free()))
     }
 
     /// Tokens per block.
@@ -265,6 +309,9 @@ impl BlockManager {
         shared: Option<SharedPrefix<'_>>,
         salt: Option<u64>,
     ) -> Vec<BlockId> {
+        if !self.shares_prefixes() {
+            return Vec::new();
+        }
         let pool = self.pool.borrow();
         let limit = tokens.len().saturating_sub(1) / pool.block_size;
         let mut reuse = pool.cached_prefix(&tokens[..limit * pool.block_size], salt);
@@ -311,7 +358,12 @@ impl BlockManager {
     ) -> bool {
         let reuse = self.reusable(tokens, shared, salt);
         let (needed, free) = self.fresh_needed(&reuse, num_tokens);
-        needed <= free
+        needed <= free && self.window_fits_new(num_tokens)
+    }
+
+    /// Whether the window pool (if any) has the blocks a new table for `num_tokens` needs.
+    fn window_fits_new(&self, num_tokens: usize) -> bool {
+        (self.window.as_ref()).is_none_or(|w| w.needed_from_start(num_tokens) <= w.num_free())
     }
 
     /// A table for a sequence with `tokens`, covering at least its first `num_tokens` (the reused
@@ -332,6 +384,17 @@ impl BlockManager {
         if needed > free {
             return Err(OutOfBlocks { needed, free });
         }
+        if let Some(w) = self
+            .window
+            .as_ref()
+            .filter(|_| !self.window_fits_new(num_tokens))
+        {
+            return Err(OutOfBlocks {
+                needed: w.needed_from_start(num_tokens),
+                free: w.num_free(),
+            });
+        }
+        let window = self.window.as_ref().map(|w| w.allocate(num_tokens));
         let mut pool = self.pool.borrow_mut();
         let block_size = pool.block_size;
         for &b in &reuse {
@@ -354,6 +417,7 @@ impl BlockManager {
             num_registered,
             last_key: registered,
             num_cached_tokens,
+            window,
         })
     }
 
@@ -362,7 +426,20 @@ impl BlockManager {
         let needed = self
             .blocks_for(num_tokens)
             .saturating_sub(table.blocks.len());
-        needed <= self.num_free_blocks()
+        needed <= self.num_free_blocks() && self.window_fits_append(table, num_tokens).is_ok()
+    }
+
+    /// Whether the window pool (if any) has the blocks `table` needs to cover `num_tokens`.
+    fn window_fits_append(&self, table: &BlockTable, num_tokens: usize) -> Result<(), OutOfBlocks> {
+        match (&self.window, &table.window) {
+            (Some(pool), Some(blocks)) if blocks.needed(num_tokens) > pool.num_free() => {
+                Err(OutOfBlocks {
+                    needed: blocks.needed(num_tokens),
+                    free: pool.num_free(),
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Grows `table` to cover `num_tokens`; on failure nothing changes.
@@ -370,6 +447,7 @@ impl BlockManager {
         let needed = self
             .blocks_for(num_tokens)
             .saturating_sub(table.blocks.len());
+        self.window_fits_append(table, num_tokens)?;
         let mut pool = self.pool.borrow_mut();
         if needed > pool.num_free {
             return Err(OutOfBlocks {
@@ -380,17 +458,24 @@ impl BlockManager {
         for _ in 0..needed {
             table.blocks.push(pool.take_fresh());
         }
+        if let Some(window) = table.window.as_mut() {
+            window.grow(num_tokens);
+        }
         Ok(())
     }
 
     /// Registers the blocks of `table` that `num_computed` computed `tokens` have filled, so later
     /// sequences can reuse them. A block whose content is already cached elsewhere stays private.
+    /// Window blocks the next token no longer reaches go back to the window pool.
     pub fn register_computed(
         &mut self,
         table: &mut BlockTable,
         tokens: &[u32],
         num_computed: usize,
     ) {
+        if let Some(window) = table.window.as_mut() {
+            window.release_behind(num_computed);
+        }
         let mut pool = self.pool.borrow_mut();
         let block_size = pool.block_size;
         let full = (num_computed / block_size).min(table.blocks.len());
@@ -421,5 +506,4 @@ impl BlockManager {
 }
 
 #[cfg(test)]
-#[path = "block_manager_tests.rs"]
 mod tests;

@@ -244,3 +244,85 @@ proptest! {
         prop_assert_eq!(bm.num_free_blocks(), 6);
     }
 }
+
+/// A manager whose window layers read the last 5 positions, 4 tokens a block.
+fn windowed(full: usize, window_blocks: usize) -> BlockManager {
+    BlockManager::new(full, 4, true).with_window(5, window_blocks)
+}
+
+#[test]
+fn window_blocks_are_released_once_the_window_has_moved_past_them() {
+    let mut bm = windowed(16, 8);
+    let toks = tokens(40, 0);
+    let mut t = bm.allocate(&toks, 10, None, None).unwrap();
+    assert_eq!(t.window().unwrap().table().len(), 3);
+    bm.register_computed(&mut t, &toks, 10);
+    // The next token (position 10) reads positions 6..=10: block 0 is behind the window.
+    let released = sluice_model::RELEASED_BLOCK;
+    let table = t.window().unwrap().table();
+    assert_eq!((table[0], table.len()), (released, 3));
+    for computed in 11..=40 {
+        bm.append(&mut t, computed).unwrap();
+        bm.register_computed(&mut t, &toks, computed);
+        // Positions computed - 4 ..= computed span at most 2 blocks (plus the one growing).
+        assert!(t.window().unwrap().num_held() <= 3, "{computed}");
+        let table = t.window().unwrap().table();
+        let reach = (computed + 1 - 5) / 4;
+        assert!(table[..reach].iter().all(|&b| b == released));
+        assert!(table[reach..].iter().all(|&b| b != released));
+    }
+    // The full pool keeps every block; both pools get everything back with the table.
+    assert_eq!(t.block_ids().len(), 10);
+    assert_eq!(
+        bm.window_blocks(),
+        Some((8, 8 - t.window().unwrap().num_held()))
+    );
+    drop(t);
+    assert_eq!(bm.num_free_blocks(), 16);
+    assert_eq!(bm.window_blocks(), Some((8, 8)));
+}
+
+#[test]
+fn a_full_window_pool_refuses_growth_and_changes_nothing() {
+    let mut bm = windowed(16, 3);
+    let toks = tokens(16, 0);
+    assert!(!bm.can_allocate(&toks, 13, None, None));
+    assert_eq!(
+        bm.allocate(&toks, 13, None, None).unwrap_err(),
+        OutOfBlocks { needed: 4, free: 3 }
+    );
+    assert_eq!(
+        (bm.num_free_blocks(), bm.window_blocks()),
+        (16, Some((3, 3)))
+    );
+    let mut t = bm.allocate(&toks, 12, None, None).unwrap();
+    // Nothing computed yet, so nothing released: a 13th position needs a 4th window block.
+    assert!(!bm.can_append(&t, 13));
+    assert!(bm.append(&mut t, 13).is_err());
+    assert_eq!(
+        (t.block_ids().len(), t.window().unwrap().num_held()),
+        (3, 3)
+    );
+    bm.register_computed(&mut t, &toks, 12);
+    assert!(bm.can_append(&t, 13));
+    bm.append(&mut t, 13).unwrap();
+}
+
+#[test]
+fn with_a_window_pool_nothing_is_shared_or_cached() {
+    let mut bm = windowed(16, 8);
+    assert!(!bm.shares_prefixes());
+    let prompt = tokens(10, 0);
+    let mut first = bm.allocate(&prompt, 10, None, None).unwrap();
+    bm.register_computed(&mut first, &prompt, 10);
+    let shared = SharedPrefix {
+        table: &first,
+        num_blocks: 2,
+    };
+    assert_eq!(bm.num_reusable_tokens(&prompt, Some(shared), None), 0);
+    let second = bm.allocate(&prompt, 10, Some(shared), None).unwrap();
+    assert_eq!(second.num_cached_tokens(), 0);
+    drop(first);
+    let third = bm.allocate(&prompt, 10, None, None).unwrap();
+    assert_eq!(third.num_cached_tokens(), 0);
+}
