@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Writes random-weight Hugging Face model directories with the real shapes of SmolLM2-135M and
-Qwen2.5-0.5B, for benchmarking sluice against llama.cpp on identical f16 weights.
+"""Writes random-weight Hugging Face model directories with the real shapes of SmolLM2-135M,
+Qwen2.5-0.5B, Qwen3-0.6B and Gemma-3-1B, for benchmarking sluice against llama.cpp on identical
+f16 weights.
 
     python3 bench/make_random_model.py [OUT_DIR] [--models smollm2-135m,qwen2.5-0.5b] [--seed 0]
                                        [--check]
@@ -104,6 +105,33 @@ MODELS = {
         "tie_word_embeddings": True,
         "vocab_size": 151936,
     },
+    # Gemma 3 1B: 22 sliding-window layers (512 positions) and 4 global ones (every 6th), one
+    # KV head of 256, sandwich norms, GELU-tanh; norm weights are stored as offsets from one.
+    "gemma3-1b": {
+        "architectures": ["Gemma3ForCausalLM"],
+        "model_type": "gemma3_text",
+        "hidden_size": 1152,
+        "intermediate_size": 6912,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 256,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "max_position_embeddings": 32768,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0,
+        "rope_local_base_freq": 10000.0,
+        "rope_scaling": None,
+        "query_pre_attn_scalar": 256,
+        "sliding_window": 512,
+        "sliding_window_pattern": 6,
+        "final_logit_softcapping": None,
+        "attn_logit_softcapping": None,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "tie_word_embeddings": True,
+        "vocab_size": 262144,
+    },
 }
 
 
@@ -176,6 +204,7 @@ def random_weights(config, generator):
     head_dim = config.get("head_dim", hidden // heads)
     inter, layers = config["intermediate_size"], config["num_hidden_layers"]
     qkv_bias = config["model_type"] == "qwen2"
+    gemma = config["model_type"] == "gemma3_text"
     residual_scale = 1.0 / math.sqrt(2 * layers)
 
     def normal(shape, std):
@@ -185,21 +214,33 @@ def random_weights(config, generator):
         # [out_features, in_features], as nn.Linear stores it
         return normal((out_features, in_features), scale / math.sqrt(in_features))
 
+    def norm(width, scale=1.0):
+        # Gemma stores `w` of `x̂ · (1 + w)`.
+        value = scale - 1.0 if gemma else scale
+        return torch.full((width,), value, dtype=torch.float16)
+
     tensors = {
         "model.embed_tokens.weight": normal((config["vocab_size"], hidden), 0.02),  # [vocab, hidden]
-        "model.norm.weight": torch.ones(hidden, dtype=torch.float16),  # [hidden]
+        "model.norm.weight": norm(hidden),  # [hidden]
     }
     for i in range(layers):
         p = f"model.layers.{i}."
-        tensors[p + "input_layernorm.weight"] = torch.ones(hidden, dtype=torch.float16)
-        tensors[p + "post_attention_layernorm.weight"] = torch.ones(hidden, dtype=torch.float16)
+        tensors[p + "input_layernorm.weight"] = norm(hidden)
+        if gemma:
+            # The sandwich: each sub-block's output is normed before it joins the residual;
+            # scaled like the other models' output projections.
+            tensors[p + "post_attention_layernorm.weight"] = norm(hidden, residual_scale)
+            tensors[p + "pre_feedforward_layernorm.weight"] = norm(hidden)
+            tensors[p + "post_feedforward_layernorm.weight"] = norm(hidden, residual_scale)
+        else:
+            tensors[p + "post_attention_layernorm.weight"] = norm(hidden)
         tensors[p + "self_attn.q_proj.weight"] = linear(heads * head_dim, hidden)
         tensors[p + "self_attn.k_proj.weight"] = linear(kv_heads * head_dim, hidden)
         tensors[p + "self_attn.v_proj.weight"] = linear(kv_heads * head_dim, hidden)
         tensors[p + "self_attn.o_proj.weight"] = linear(hidden, heads * head_dim, residual_scale)
-        if config["model_type"] == "qwen3":
-            tensors[p + "self_attn.q_norm.weight"] = torch.ones(head_dim, dtype=torch.float16)
-            tensors[p + "self_attn.k_norm.weight"] = torch.ones(head_dim, dtype=torch.float16)
+        if config["model_type"] in ("qwen3", "gemma3_text"):
+            tensors[p + "self_attn.q_norm.weight"] = norm(head_dim)
+            tensors[p + "self_attn.k_norm.weight"] = norm(head_dim)
         if qkv_bias:
             tensors[p + "self_attn.q_proj.bias"] = normal((heads * head_dim,), 0.02)
             tensors[p + "self_attn.k_proj.bias"] = normal((kv_heads * head_dim,), 0.02)

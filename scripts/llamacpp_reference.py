@@ -8,7 +8,7 @@ with its margin over the runner-up.
 Usage: python3 scripts/llamacpp_reference.py [--model NAME]
 (needs ../shared/peers/llama-server.sh's build). Writes fixtures/gguf/llamacpp-reference.json
 for qwen2-q256 (the default), fixtures/gguf/llamacpp-reference-NAME.json for another fixture
-(qwen3-moe-q256: stacked experts in Q8_0 and Q4_K_M).
+(qwen3-moe-q256: stacked experts in Q8_0 and Q4_K_M; gemma3-p6 in Q8_0 and Q4_K_M).
 """
 
 import json
@@ -52,11 +52,11 @@ def kl(p_log, q_log):
     return sum(math.exp(p) * (p - q) for p, q in zip(p_log, q_log))
 
 
-def distributions(server: Path, model: Path, prompt: list, vocab: int) -> list:
+def distributions(server: Path, model: Path, prompt: list, vocab: int, ctx: int) -> list:
     port = free_port()
     proc = subprocess.Popen(
         [str(server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-         "-c", "512", "-np", "1", "-t", "2", "--no-webui"],
+         "-c", str(ctx), "-np", "1", "-t", "2", "--no-webui"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
@@ -95,13 +95,18 @@ def main() -> None:
     server = Path(out.stdout.strip().splitlines()[-1]) / "llama-server"
     model = sys.argv[sys.argv.index("--model") + 1] if "--model" in sys.argv else MODEL
     ref = json.loads((ROOT / "fixtures/models" / model / "reference.json").read_text())
+    config = json.loads((ROOT / "fixtures/models" / model / "config.json").read_text())
+    # LongRoPE: llama.cpp picks the long factors when its context exceeds the original one
+    # (transformers by the sequence's own length), so a fixture whose prompt fits the original
+    # context is served with that context.
+    ctx = config.get("original_max_position_embeddings") or 512
     prompt, logits = ref["prompt_ids"], ref["prompt_logits"]
     vocab = len(logits[0])
     # Row i of the reference is the distribution after prompt[:i + 1].
     reference = [log_softmax(logits[end - 1]) for end in range(FIRST_POSITION, len(prompt) + 1)]
     result = {"model": model, "first_position": FIRST_POSITION, "files": {}}
     for path in sorted(GGUF.glob(f"{model}-*.gguf")):
-        rows = distributions(server, path, prompt, vocab)
+        rows = distributions(server, path, prompt, vocab, ctx)
         kls = [kl(p, q) for p, q in zip(reference, rows)]
         argmax, margin = [], []
         for row in rows:

@@ -12,6 +12,7 @@
 - `qwen3-moe-q256`, a Qwen3-MoE fixture shaped the same way (hidden and expert width 256, every
   layer sparse, as llama.cpp's `qwen3moe` requires: the `qwen3-moe` fixture's dense layer has no
   GGUF name), converted to f16 (stacked `ffn_*_exps` tensors) and quantized to MOE_QUANT_TYPES.
+- `gemma3-p6` quantized to Q8_0 and Q4_K_M (its rows fall back to legacy types).
 - The converter cannot express `qwen3-moe`'s dense layer 1, so that fixture is skipped.
 
 Usage: python3 scripts/make_gguf_fixtures.py [--skip-model] [--force]  (needs torch, transformers, gguf, sentencepiece and
@@ -41,6 +42,15 @@ QUANT_MODEL = "qwen2-q256"
 QUANT_TYPES = ["Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K"]
 MOE_QUANT_MODEL = "qwen3-moe-q256"
 MOE_QUANT_TYPES = ["Q8_0", "Q4_K_M"]
+# Every fixture llama-quantize writes, and the presets. Gemma 3's rows (64, 128) are not whole
+# K-quant super-blocks: its Q4_K_M file holds llama-quantize's fallbacks (q5_0, q5_1, q8_0), as
+# users' files of such shapes do. (llama.cpp cannot load the phi3 fixture's GPT-2-style
+# vocabulary, so there is no llama.cpp band to hold a quantized phi3 file to.)
+QUANTIZED = {
+    QUANT_MODEL: QUANT_TYPES,
+    MOE_QUANT_MODEL: MOE_QUANT_TYPES,
+    "gemma3-p6": ["Q8_0", "Q4_K_M"],
+}
 # mlp_only_layers: GGUF's qwen3moe has no dense layers. gemma3: its sliding pattern 3 and
 # query_pre_attn_scalar 24 have no GGUF keys (llama.cpp assumes 6 and head_dim); gemma3-p6 is
 # the convertible one.
@@ -127,15 +137,16 @@ def main() -> None:
     if "--force" in sys.argv or not list(OUT.glob("llama-split-*.gguf")):
         convert(MODELS / "llama", OUT / "llama-split.gguf", "f16", "--split-max-tensors", "8")
         print(", ".join(sorted(p.name for p in OUT.glob("llama-split-*.gguf"))))
+    for name in QUANTIZED:
+        quantize_fixture(name)
+
+
+def quantize_fixture(name: str) -> None:
+    """`<name>-<type>.gguf` for each of the fixture's presets, from its f16 GGUF."""
     quantize = llama_bin() / "llama-quantize"
-    base = OUT / f"{QUANT_MODEL}-f16.gguf"
-    for qtype in QUANT_TYPES:
-        out = OUT / f"{QUANT_MODEL}-{qtype.lower()}.gguf"
-        subprocess.run([str(quantize), str(base), str(out), qtype], check=True, capture_output=True)
-        print(f"{out.name}: {out.stat().st_size} bytes")
-    base = OUT / f"{MOE_QUANT_MODEL}-f16.gguf"
-    for qtype in MOE_QUANT_TYPES:
-        out = OUT / f"{MOE_QUANT_MODEL}-{qtype.lower()}.gguf"
+    base = OUT / f"{name}-f16.gguf"
+    for qtype in QUANTIZED[name]:
+        out = OUT / f"{name}-{qtype.lower()}.gguf"
         subprocess.run([str(quantize), str(base), str(out), qtype], check=True, capture_output=True)
         print(f"{out.name}: {out.stat().st_size} bytes")
 
