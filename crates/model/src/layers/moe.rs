@@ -15,6 +15,8 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use rayon::prelude::*;
+
 use super::gather_rows;
 use super::linear::Linear;
 use super::mlp::{Mlp, MlpShape};
@@ -178,14 +180,16 @@ pub fn route(logits: &[f32], k: usize, renormalize: bool) -> Route {
 /// Runs every row of `h: [T, hidden]` through the experts of its route and returns the weighted
 /// sums `[T, hidden]` with the number of distinct experts run. `run(e, xs)` is expert `e` on
 /// gathered rows `xs: [n, hidden]`, returning `[n, hidden]`; it is called once per expert that
-/// any row chose, in ascending id, so each row's sum is built from zero in ascending expert id
-/// whatever rows share the call.
+/// any row chose. The experts run concurrently (at 16 streams a step runs ~80 experts per
+/// layer on one or two rows each: one after another, each small product's fork and join left
+/// a core idle), and each row's sum is then built from zero in ascending expert id, whatever
+/// rows share the call and whichever expert finished first.
 pub fn dispatch(
     routes: &[Route],
     h: &[f32],
     hidden: usize,
     num_experts: usize,
-    run: impl Fn(usize, &[f32]) -> Vec<f32>,
+    run: impl Fn(usize, &[f32]) -> Vec<f32> + Sync,
 ) -> (Vec<f32>, usize) {
     // Per expert, the rows that chose it and their weights, rows ascending.
     let mut members: Vec<Vec<(usize, f32)>> = vec![Vec::new(); num_experts];
@@ -194,18 +198,24 @@ pub fn dispatch(
             members[e].push((row, weight));
         }
     }
+    let active: Vec<(usize, &Vec<(usize, f32)>)> = (members.iter().enumerate())
+        .filter(|(_, m)| !m.is_empty())
+        .collect();
+    let outputs: Vec<Vec<f32>> = active
+        .par_iter()
+        .map(|&(e, rows)| {
+            let index: Vec<usize> = rows.iter().map(|r| r.0).collect();
+            run(e, &gather_rows(h, hidden, &index)) // [rows, hidden]
+        })
+        .collect();
     let mut out = vec![0f32; routes.len() * hidden]; // [T, hidden]
-    let mut touched = 0;
-    for (e, rows) in members.iter().enumerate().filter(|(_, m)| !m.is_empty()) {
-        touched += 1;
-        let index: Vec<usize> = rows.iter().map(|r| r.0).collect();
-        let y = run(e, &gather_rows(h, hidden, &index)); // [rows, hidden]
+    for (&(_, rows), y) in active.iter().zip(&outputs) {
         for (&(row, weight), y) in rows.iter().zip(y.chunks_exact(hidden)) {
             let o = &mut out[row * hidden..][..hidden];
             o.iter_mut().zip(y).for_each(|(o, y)| *o += weight * y);
         }
     }
-    (out, touched)
+    (out, active.len())
 }
 
 #[cfg(test)]
