@@ -124,6 +124,10 @@ fi
 # 3. models and their GGUF files, one per weight type
 for model in ${MODELS//,/ }; do
   dir="$OUT/models/$model"
+  # Every file asked for is there (the f16 source may have been deleted to save disk).
+  missing=0
+  for w in ${WEIGHTS//,/ }; do [ -f "$dir.$w.gguf" ] || missing=1; done
+  [ "$missing" = 0 ] && continue
   if [ "$model" = llama3.1-8b ] && [ ! -f "$dir.f16.gguf" ]; then
     # Too large for a safetensors round trip: written as GGUF f16 directly, tensor by tensor.
     log "making random-weight $model (GGUF f16, ~15 GiB)"

@@ -5,8 +5,9 @@
 //! Mixtures of experts: `{arch}.expert_count`, `expert_used_count` and
 //! `expert_feed_forward_length` give the shape; a layer is sparse where the file holds its
 //! router `blk.N.ffn_gate_inp.weight`. llama.cpp renormalises the top-k routing weights of
-//! every architecture read here (its `qwen3moe` and `llama` graphs pass `norm_w = true`, and
-//! the converter writes no `norm_topk_prob`), so a file's model does too.
+//! `qwen3moe` and `llama` (Mixtral) files (their graphs pass `norm_w = true`; the converter
+//! writes no `norm_topk_prob`) and not those of `olmoe` files (OLMoE's `norm_topk_prob` is
+//! false), so a file's model does the same.
 //!
 //! `gemma3`: llama.cpp reads the local RoPE base from `rope.freq_base_swa` (else 10000) and the
 //! layer pattern from `attention.sliding_window_pattern` (else 6: every 6th layer global), and
@@ -20,9 +21,10 @@ use crate::config::{
 
 /// GGUF architecture name → the Hugging Face architecture sluice implements it with.
 /// A `llama` file with experts is Mixtral.
-const ARCHITECTURES: [(&str, &str); 6] = [
+const ARCHITECTURES: [(&str, &str); 7] = [
     ("gemma3", "Gemma3ForCausalLM"),
     ("llama", "LlamaForCausalLM"),
+    ("olmoe", "OlmoeForCausalLM"),
     ("phi3", "Phi3ForCausalLM"),
     ("qwen2", "Qwen2ForCausalLM"),
     ("qwen3", "Qwen3ForCausalLM"),
@@ -100,18 +102,19 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
             (0..num_hidden_layers)
                 .filter(|i| !has(&format!("blk.{i}.ffn_gate_inp.weight")))
                 .collect(),
+            arch != "olmoe",
         )?),
         None => None,
     };
     let architecture = match (arch, moe.is_some()) {
         ("llama", true) => "MixtralForCausalLM".to_string(),
-        ("qwen3moe", false) => {
+        ("qwen3moe" | "olmoe", false) => {
             return Err(format!(
                 "metadata key `{}` is missing or 0",
                 key("expert_count")
             ));
         }
-        ("qwen3moe", true) | (_, false) => architecture,
+        ("qwen3moe" | "olmoe", true) | (_, false) => architecture,
         (_, true) => return Err(format!("`{arch}` files with experts are not supported")),
     };
     let is_qwen2 = arch == "qwen2";
@@ -207,12 +210,13 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
 }
 
 /// The experts of a file whose metadata names `num_experts`; `dense_layers` are those without a
-/// router tensor.
+/// router tensor; `renormalize` divides the top-k routing weights by their sum.
 fn moe_config(
     num_experts: usize,
     experts_per_token: usize,
     expert_intermediate_size: usize,
     dense_layers: Vec<usize>,
+    renormalize: bool,
 ) -> Result<MoeConfig, String> {
     if experts_per_token == 0 || experts_per_token > num_experts {
         return Err(format!(
@@ -223,7 +227,7 @@ fn moe_config(
         num_experts,
         experts_per_token,
         expert_intermediate_size,
-        renormalize: true,
+        renormalize,
         shared_expert_intermediate_size: None,
         mlp_only_layers: dense_layers,
         decoder_sparse_step: 1,

@@ -35,7 +35,7 @@ pub const FIXTURES: [&str; 16] = [
 ];
 
 /// The fixtures `scripts/make_gguf_fixtures.py` also converted to GGUF (`fixtures/gguf`).
-pub const GGUF_FIXTURES: [&str; 12] = [
+pub const GGUF_FIXTURES: [&str; 13] = [
     "llama",
     "llama3-rope-scaling",
     "llama-odd-head-dim",
@@ -49,6 +49,8 @@ pub const GGUF_FIXTURES: [&str; 12] = [
     // `llama` files with experts: stacked `ffn_*_exps` tensors sliced per expert.
     "mixtral",
     "qwen3-moe-q256",
+    // `olmoe` files: q/k norms over whole projections, top-k weights not renormalised.
+    "olmoe",
     // `gemma3` files: sandwich norms under their own names, norm weights holding `1 + w`.
     "gemma3-p6",
 ];
