@@ -327,7 +327,10 @@ impl ModelConfig {
             qkv_bias: is("Qwen2ForCausalLM") || raw.attention_bias.unwrap_or(false),
             o_bias: !is("Qwen2ForCausalLM") && raw.attention_bias.unwrap_or(false),
             mlp_bias: raw.mlp_bias.unwrap_or(false),
-            qk_norm: is("Qwen3ForCausalLM") || is("Qwen3MoeForCausalLM") || gemma3,
+            qk_norm: is("Qwen3ForCausalLM")
+                || is("Qwen3MoeForCausalLM")
+                || is("OlmoeForCausalLM")
+                || gemma3,
             sliding_window,
             layer_types,
             rope_local,
