@@ -12,7 +12,8 @@ use std::rc::Rc;
 
 use sluice_model::RELEASED_BLOCK;
 
-use super::{BlockId, BlockPool};
+use super::pool::BlockPool;
+use super::BlockId;
 
 /// The shared window pool behind the [`WindowBlocks`] of every table.
 #[derive(Debug)]

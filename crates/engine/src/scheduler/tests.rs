@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::engine::Executor;
 use crate::fake_executor::{greedy_alone, HistoryExecutor};
-use crate::request::{SamplingParams, StopRules};
+use crate::request::{Priority, SamplingParams, StopRules};
 use crate::sampler::sample;
 use crate::sequence::SequenceSpec;
 
@@ -487,10 +487,10 @@ fn the_fake_model_sees_every_token_through_the_block_tables() {
     }
 }
 
-#[path = "scheduler_proptest.rs"]
+#[path = "proptest.rs"]
 mod proptests;
 
-#[path = "scheduler_fair_tests.rs"]
+#[path = "fair_tests.rs"]
 mod fair_share_tests;
 
 /// A scheduler whose steps have been measured at 1 ms per token (logits rows cost nothing extra)

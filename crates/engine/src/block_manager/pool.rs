@@ -1,0 +1,156 @@
+//! The block pool's bookkeeping: reference counts, the free list (unkeyed blocks at the front,
+//! cached ones at the back) and the prefix cache's key -> block map.
+
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use super::BlockId;
+
+/// Content identity of a full block, stored to verify a hash hit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct CachedContent {
+    pub(super) key: u64,
+    pub(super) parent: Option<u64>,
+    pub(super) tokens: Vec<u32>,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct BlockMeta {
+    pub(super) ref_count: u32,
+    pub(super) cached: Option<CachedContent>,
+    pub(super) prev: Option<BlockId>,
+    pub(super) next: Option<BlockId>,
+}
+
+/// The shared state behind [`BlockManager`] and every [`BlockTable`].
+#[derive(Debug)]
+pub(super) struct BlockPool {
+    pub(super) block_size: usize,
+    pub(super) blocks: Vec<BlockMeta>,
+    pub(super) free_head: Option<BlockId>,
+    pub(super) free_tail: Option<BlockId>,
+    pub(super) num_free: usize,
+    /// Key of a full computed block -> the block holding it.
+    pub(super) cache: HashMap<u64, BlockId>,
+    pub(super) prefix_caching: bool,
+}
+
+pub(super) fn block_key(parent: Option<u64>, tokens: &[u32]) -> u64 {
+    let mut h = DefaultHasher::new();
+    parent.hash(&mut h);
+    tokens.hash(&mut h);
+    h.finish()
+}
+
+impl BlockPool {
+    pub(super) fn new(num_blocks: usize, block_size: usize, prefix_caching: bool) -> Self {
+        let mut pool = BlockPool {
+            block_size,
+            blocks: (0..num_blocks).map(|_| BlockMeta::default()).collect(),
+            free_head: None,
+            free_tail: None,
+            num_free: 0,
+            cache: HashMap::new(),
+            prefix_caching,
+        };
+        for b in 0..num_blocks {
+            pool.push_back(b as BlockId);
+        }
+        pool
+    }
+
+    pub(super) fn unlink(&mut self, b: BlockId) {
+        let (prev, next) = {
+            let m = &mut self.blocks[b as usize];
+            (m.prev.take(), m.next.take())
+        };
+        match prev {
+            Some(p) => self.blocks[p as usize].next = next,
+            None => self.free_head = next,
+        }
+        match next {
+            Some(n) => self.blocks[n as usize].prev = prev,
+            None => self.free_tail = prev,
+        }
+        self.num_free -= 1;
+    }
+
+    pub(super) fn push_back(&mut self, b: BlockId) {
+        self.blocks[b as usize].prev = self.free_tail;
+        match self.free_tail {
+            Some(t) => self.blocks[t as usize].next = Some(b),
+            None => self.free_head = Some(b),
+        }
+        self.free_tail = Some(b);
+        self.num_free += 1;
+    }
+
+    pub(super) fn push_front(&mut self, b: BlockId) {
+        self.blocks[b as usize].next = self.free_head;
+        match self.free_head {
+            Some(h) => self.blocks[h as usize].prev = Some(b),
+            None => self.free_tail = Some(b),
+        }
+        self.free_head = Some(b);
+        self.num_free += 1;
+    }
+
+    /// Takes a reference on `b`, removing it from the free list if it was there.
+    pub(super) fn acquire(&mut self, b: BlockId) {
+        if self.blocks[b as usize].ref_count == 0 {
+            self.unlink(b);
+        }
+        self.blocks[b as usize].ref_count += 1;
+    }
+
+    /// Takes the least valuable free block, evicting whatever it cached.
+    pub(super) fn take_fresh(&mut self) -> BlockId {
+        let b = self.free_head.expect("caller checked the free count");
+        self.unlink(b);
+        if let Some(content) = self.blocks[b as usize].cached.take() {
+            if self.cache.get(&content.key) == Some(&b) {
+                self.cache.remove(&content.key);
+            }
+        }
+        self.blocks[b as usize].ref_count = 1;
+        b
+    }
+
+    pub(super) fn release(&mut self, b: BlockId) {
+        let m = &mut self.blocks[b as usize];
+        m.ref_count -= 1;
+        if m.ref_count == 0 {
+            if m.cached.is_some() {
+                self.push_back(b);
+            } else {
+                self.push_front(b);
+            }
+        }
+    }
+
+    /// Cached blocks matching the full blocks of `tokens` under `salt`, in order.
+    pub(super) fn cached_prefix(&self, tokens: &[u32], salt: Option<u64>) -> Vec<BlockId> {
+        let mut found = Vec::new();
+        if !self.prefix_caching {
+            return found;
+        }
+        let mut parent = salt;
+        for chunk in tokens.chunks_exact(self.block_size) {
+            let key = block_key(parent, chunk);
+            let Some(&b) = self.cache.get(&key) else {
+                break;
+            };
+            let expected = CachedContent {
+                key,
+                parent,
+                tokens: chunk.to_vec(),
+            };
+            if self.blocks[b as usize].cached.as_ref() != Some(&expected) {
+                break;
+            }
+            found.push(b);
+            parent = Some(key);
+        }
+        found
+    }
+}

@@ -1,0 +1,223 @@
+//! Admission: which waiting sequence fair sharing lets in next, whom it may displace, and
+//! whether the block pool has room for it (a cached prefix or a sibling choice's prompt blocks
+//! reused first).
+
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use super::{is_prefilling, Scheduler, SchedulerOutput};
+use crate::block_manager::SharedPrefix;
+use crate::fair_share::Shares;
+use crate::handle::RequestId;
+use crate::prompt_scoring::PROMPT_LOGITS_ROWS_PER_STEP;
+use crate::request::{FinishReason, Priority};
+use crate::sequence::{SeqId, Sequence};
+
+impl Scheduler {
+    /// The best waiting sequence fair sharing lets in now. When it passes over the queue's
+    /// head, the head is counted as deferred (once per sequence).
+    pub(super) fn next_admissible(
+        &mut self,
+        now: Instant,
+        shares: &Shares,
+        out: &mut SchedulerOutput,
+    ) -> Option<SeqId> {
+        let head = *self.waiting.peek(now)?;
+        if shares.may_admit(self.seqs[&head].caller) {
+            return Some(head);
+        }
+        let seqs = &self.seqs;
+        let chosen = self
+            .waiting
+            .peek_where(now, |id| shares.may_admit(seqs[id].caller))
+            .copied();
+        let head_seq = self.seqs.get_mut(&head).expect("waiting sequence exists");
+        if !head_seq.deferred_by_fair_share {
+            head_seq.deferred_by_fair_share = true;
+            out.fair_share_deferred += 1;
+        }
+        chosen
+    }
+
+    /// A running sequence that waiting sequence `id` may preempt for its fair share: the worst
+    /// one of a caller over its share, not of better priority, never one admitted in this step.
+    pub(super) fn fair_victim(
+        &self,
+        id: SeqId,
+        shares: &Shares,
+        admitted: &HashSet<SeqId>,
+    ) -> Option<SeqId> {
+        let waiting = &self.seqs[&id];
+        self.running.iter().rev().copied().find(|v| {
+            let victim = &self.seqs[v];
+            !admitted.contains(v)
+                && shares.may_preempt_for(
+                    waiting.caller,
+                    waiting.priority,
+                    victim.caller,
+                    victim.priority,
+                )
+        })
+    }
+
+    /// Prompt tokens (prefill chunks, admissions) this step may compute. Unbounded unless a step
+    /// time target is set, the cost of a step has been measured, and some running sequence is
+    /// decoding: then the prompt share of the step is the target less the decodes' predicted
+    /// time, but never less than the decodes' time (a model too slow for the target still
+    /// gives prompts half of every step) nor less than one block.
+    pub(super) fn prefill_budget(&self) -> usize {
+        let (Some(target), Some(cost)) = (self.config.step_time_target, self.cost.estimate())
+        else {
+            return usize::MAX;
+        };
+        let decoding = self
+            .running
+            .iter()
+            .filter(|id| !is_prefilling(&self.seqs[id]))
+            .count();
+        if decoding == 0 {
+            return usize::MAX;
+        }
+        let decode_secs = cost.seconds(decoding, decoding);
+        let prefill_secs = (target.as_secs_f64() - decode_secs).max(decode_secs);
+        // `as` saturates: a free step (per_token ~ 0) means no limit.
+        ((prefill_secs / cost.per_token) as usize).max(self.blocks.block_size())
+    }
+
+    /// A running Low sequence a waiting High one may preempt (worst first, never one admitted in
+    /// this step).
+    pub(super) fn low_victim(&self, waiting: Priority, admitted: &HashSet<SeqId>) -> Option<SeqId> {
+        if waiting != Priority::High {
+            return None;
+        }
+        self.running
+            .iter()
+            .rev()
+            .copied()
+            .find(|id| self.seqs[id].priority == Priority::Low && !admitted.contains(id))
+    }
+
+    pub(super) fn try_admit(
+        &mut self,
+        id: SeqId,
+        budget: usize,
+        now: Instant,
+        out: &mut SchedulerOutput,
+    ) -> Admission {
+        let seq = &self.seqs[&id];
+        let total = seq.tokens().len();
+        if total.div_ceil(self.blocks.block_size()) > self.blocks.num_blocks()
+            || total >= self.config.max_model_len
+        {
+            let seq = self.seqs.get_mut(&id).expect("exists");
+            self.waiting.remove(seq.priority, seq.arrival, id);
+            seq.finish(
+                FinishReason::Error,
+                Some(format!(
+                    "sequence of {total} tokens does not fit the KV cache or the context"
+                )),
+            );
+            return Admission::Rejected;
+        }
+        let block_size = self.blocks.block_size();
+        let siblings = match self.blocks.shares_prefixes() {
+            true => sibling_prefix(&self.seqs, &self.requests, block_size, seq),
+            false => SiblingPrefix::None,
+        };
+        let shared = match siblings {
+            SiblingPrefix::None => None,
+            SiblingPrefix::Ready(shared) => Some(shared),
+            SiblingPrefix::Computing => return Admission::WaitForSibling,
+        };
+        // Rows found in the cache have no logits or hidden states to score or pool: such a
+        // sequence looks nothing up (an empty lookup key reuses no block).
+        let needs_rows = seq.prompt_scoring().is_some_and(|p| p.needs_prompt_rows());
+        let (lookup, shared) = match needs_rows {
+            true => (&[][..], None),
+            false => (seq.tokens(), shared),
+        };
+        let salt = seq.cache_salt;
+        let cached = self.blocks.num_reusable_tokens(lookup, shared, salt);
+        let num_new = (total - cached).min(budget).min(row_cap(seq));
+        if !self
+            .blocks
+            .can_allocate(lookup, cached + num_new, shared, salt)
+        {
+            return Admission::NoBlocks;
+        }
+        let table = self
+            .blocks
+            .allocate(lookup, cached + num_new, shared, salt)
+            .expect("checked");
+        let seq = self.seqs.get_mut(&id).expect("exists");
+        self.waiting.remove(seq.priority, seq.arrival, id);
+        if seq.first_scheduled_at.is_none() {
+            out.first_scheduled.push(id);
+            out.prefix_cache_queries += seq.prompt().len() as u64;
+            out.prefix_cache_hits += cached.min(seq.prompt().len()) as u64;
+        }
+        seq.start_running(table, now);
+        self.running.push(id);
+        Admission::Admitted(num_new)
+    }
+}
+
+/// Most tokens a sequence may compute in one step: a chunk whose every row is scored is cut to
+/// [`PROMPT_LOGITS_ROWS_PER_STEP`].
+pub(super) fn row_cap(seq: &Sequence) -> usize {
+    match seq.prompt_scoring() {
+        Some(p) if p.wants_logprob_rows() => PROMPT_LOGITS_ROWS_PER_STEP,
+        _ => usize::MAX,
+    }
+}
+
+/// What a running sibling choice offers a sequence about to be admitted.
+enum SiblingPrefix<'a> {
+    /// No sibling holds the prompt's full blocks.
+    None,
+    /// A sibling has computed them: share instead of recomputing.
+    Ready(SharedPrefix<'a>),
+    /// A sibling is still computing them: waiting for it saves recomputing.
+    Computing,
+}
+
+fn sibling_prefix<'a>(
+    seqs: &'a HashMap<SeqId, Sequence>,
+    requests: &HashMap<RequestId, Vec<SeqId>>,
+    block_size: usize,
+    seq: &Sequence,
+) -> SiblingPrefix<'a> {
+    let shareable = seq.prompt().len().saturating_sub(1) / block_size;
+    if shareable == 0 {
+        return SiblingPrefix::None;
+    }
+    let mut computing = false;
+    let siblings = requests.get(&seq.request_id).into_iter().flatten();
+    for sib in siblings.filter(|&&s| s != seq.id).map(|s| &seqs[s]) {
+        let Some(table) = sib.block_table() else {
+            continue;
+        };
+        if sib.num_computed_tokens() >= shareable * block_size {
+            return SiblingPrefix::Ready(SharedPrefix {
+                table,
+                num_blocks: shareable,
+            });
+        }
+        computing = true;
+    }
+    if computing {
+        SiblingPrefix::Computing
+    } else {
+        SiblingPrefix::None
+    }
+}
+
+/// The outcome of trying to admit the best waiting sequence.
+pub(super) enum Admission {
+    Admitted(usize),
+    Rejected,
+    NoBlocks,
+    /// `max_num_seqs` sequences already run.
+    NoSeat,
+    WaitForSibling,
+}
