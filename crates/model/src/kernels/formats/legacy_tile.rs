@@ -1,7 +1,8 @@
 //! The tile kernel of the 32-weight block types: for each block, output `j` and activation row
 //! `r`, the exact integer `A = Σ level·q` (less `c·Σq` for a centred type), then
 //! `acc = fma(d_w·d_x, A, acc)` and, for the `_1` types, `acc = fma(m_w·d_x, Σq, acc)`, block by
-//! block. Integer sums are exact in any order, so the AVX2 kernel, the AVX-512 VNNI one and the
+//! block. Integer sums are exact in any order, so the AVX2 kernel, the AVX-512 VNNI one (16 outputs
+//! a 512-bit vector, `vpdpbusd` on the stored unsigned bytes) and the
 //! portable one give the same bits and a row's result never depends on the tile it is in. The
 //! vector kernels load and unpack each cell once for all rows of the tile.
 //!
@@ -42,7 +43,7 @@ pub(super) fn tile(
         // `2 * blocks` cells and every row `blocks` blocks.
         Isa::Avx2 => unsafe { avx2::tile(scheme, panel, xs, tile) },
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above, and `Isa::Avx512Vnni` is only detected with avx512vnni+vl.
+        // SAFETY: as above, and `Isa::Avx512Vnni` is only detected with avx512f+vnni+vl.
         Isa::Avx512Vnni => unsafe { avx2::tile_vnni(scheme, panel, xs, tile) },
         _ => {
             for (tile_row, xs) in tile.iter_mut().zip(xs) {
@@ -145,31 +146,14 @@ mod avx2 {
         w
     }
 
-    /// The 8 outputs' integer dots `Σ level·q` with one block, one per 32-bit lane. With
-    /// `VNNI` each byte product, pair sum and accumulation is one `vpdpbusd` (Q8_0's levels
-    /// arrive offset by 128, as stored, and `128·Σq` is taken off after); without, `maddubs`
-    /// pairs add up in 16 bits where they fit (see the module's bounds) and widen with `madd`,
-    /// and Q8_0's `w` holds the signed levels. The same integers either way. Every loop has
-    /// constant bounds, so `w` stays in registers.
+    /// The 8 outputs' integer dots `Σ level·q` with one block, one per 32-bit lane:
+    /// `maddubs` pairs add up in 16 bits where they fit (see the module's bounds) and widen
+    /// with `madd`; Q8_0's `w` holds the signed levels. Every loop has constant bounds, so `w`
+    /// stays in registers.
     #[inline(always)]
-    unsafe fn dots<const VNNI: bool>(scheme: &Scheme, w: &[__m256i; 8], x: &BlockQ8) -> __m256i {
+    unsafe fn dots(scheme: &Scheme, w: &[__m256i; 8], x: &BlockQ8) -> __m256i {
         let signed = matches!(scheme.offset, Offset::Signed);
         let mut total = _mm256_setzero_si256();
-        if VNNI {
-            // Two chains (even and odd groups) halve the `vpdpbusd` latency chain; integer
-            // sums, so the order changes no bit.
-            let mut odd = _mm256_setzero_si256();
-            for (g, pair) in w.chunks_exact(2).enumerate() {
-                total = _mm256_dpbusd_epi32(total, pair[0], group(x, 2 * g));
-                odd = _mm256_dpbusd_epi32(odd, pair[1], group(x, 2 * g + 1));
-            }
-            total = _mm256_add_epi32(total, odd);
-            if signed {
-                let bias = i32::from(super::super::legacy::SIGNED_BIAS) * x.sum;
-                total = _mm256_sub_epi32(total, _mm256_set1_epi32(bias));
-            }
-            return total;
-        }
         let ones = _mm256_set1_epi16(1);
         if signed {
             for (g, w) in w.iter().enumerate() {
@@ -201,34 +185,110 @@ mod avx2 {
     /// `blocks` blocks.
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn tile(scheme: &Scheme, panel: &[u8], xs: &[&[BlockQ8]], tile: &mut Tile) {
-        tile_with::<false>(scheme, panel, xs, tile)
+        match xs.len() {
+            1 => tile_rows::<1>(scheme, panel, xs, tile),
+            2 => tile_rows::<2>(scheme, panel, xs, tile),
+            3 => tile_rows::<3>(scheme, panel, xs, tile),
+            4 => tile_rows::<4>(scheme, panel, xs, tile),
+            5 => tile_rows::<5>(scheme, panel, xs, tile),
+            _ => tile_rows::<6>(scheme, panel, xs, tile),
+        }
     }
 
-    /// Safety: needs avx2+fma+avx512vnni+avx512vl; otherwise as [`tile`].
-    #[target_feature(enable = "avx2,fma,avx512vnni,avx512vl")]
+    /// Safety: needs avx2+fma+avx512f+avx512vnni+avx512vl; otherwise as [`tile`].
+    #[target_feature(enable = "avx2,fma,avx512f,avx512vnni,avx512vl")]
     pub(super) unsafe fn tile_vnni(
         scheme: &Scheme,
         panel: &[u8],
         xs: &[&[BlockQ8]],
         tile: &mut Tile,
     ) {
-        tile_with::<true>(scheme, panel, xs, tile)
+        match xs.len() {
+            1 => tile_rows_zmm::<1>(scheme, panel, xs, tile),
+            2 => tile_rows_zmm::<2>(scheme, panel, xs, tile),
+            3 => tile_rows_zmm::<3>(scheme, panel, xs, tile),
+            4 => tile_rows_zmm::<4>(scheme, panel, xs, tile),
+            5 => tile_rows_zmm::<5>(scheme, panel, xs, tile),
+            _ => tile_rows_zmm::<6>(scheme, panel, xs, tile),
+        }
+    }
+
+    /// Two 8-lane halves as one 16-lane vector (`lo` in lanes 0-7).
+    #[inline(always)]
+    unsafe fn join_i(lo: __m256i, hi: __m256i) -> __m512i {
+        _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
     }
 
     #[inline(always)]
-    unsafe fn tile_with<const VNNI: bool>(
+    unsafe fn join_f(lo: *const f32, hi: *const f32) -> __m512 {
+        let lo = _mm512_castps_pd(_mm512_castps256_ps512(_mm256_loadu_ps(lo)));
+        _mm512_castpd_ps(_mm512_insertf64x4::<1>(
+            lo,
+            _mm256_castps_pd(_mm256_loadu_ps(hi)),
+        ))
+    }
+
+    /// VNNI on 512-bit vectors: a block's two cells (outputs 0-7 and 8-15) are unpacked as
+    /// before and joined, so each `vpdpbusd`, activation broadcast, conversion and FMA serves
+    /// all 16 outputs (half the instructions of two 8-lane passes, which also broadcast every
+    /// activation group twice). Per output lane the same integers and the same FMA sequence as
+    /// [`tile_rows`], so the same bits.
+    #[inline(always)]
+    unsafe fn tile_rows_zmm<const R: usize>(
         scheme: &Scheme,
         panel: &[u8],
         xs: &[&[BlockQ8]],
         tile: &mut Tile,
     ) {
-        match xs.len() {
-            1 => tile_rows::<1, VNNI>(scheme, panel, xs, tile),
-            2 => tile_rows::<2, VNNI>(scheme, panel, xs, tile),
-            3 => tile_rows::<3, VNNI>(scheme, panel, xs, tile),
-            4 => tile_rows::<4, VNNI>(scheme, panel, xs, tile),
-            5 => tile_rows::<5, VNNI>(scheme, panel, xs, tile),
-            _ => tile_rows::<6, VNNI>(scheme, panel, xs, tile),
+        let cell_bytes = scheme.cell_bytes();
+        let level_bytes = scheme.level_bytes();
+        let blocks = xs[0].len();
+        let xp: [*const BlockQ8; R] = std::array::from_fn(|r| xs[r].as_ptr());
+        let signed = matches!(scheme.offset, Offset::Signed);
+        let with_min = scheme.offset == Offset::Min;
+        let mut acc = [_mm512_setzero_ps(); R];
+        for b in 0..blocks {
+            let c0 = panel.as_ptr().add(2 * b * cell_bytes);
+            let c1 = c0.add(cell_bytes);
+            let (w0, w1) = (levels(scheme, c0), levels(scheme, c1));
+            let w: [__m512i; 8] = std::array::from_fn(|g| join_i(w0[g], w1[g]));
+            let scale = |cell: *const u8, at: usize| cell.add(at) as *const f32;
+            let d = join_f(scale(c0, level_bytes), scale(c1, level_bytes));
+            let m = match with_min {
+                true => join_f(scale(c0, level_bytes + 32), scale(c1, level_bytes + 32)),
+                false => d,
+            };
+            for r in 0..R {
+                let x = &*xp[r].add(b);
+                let group = |g: usize| {
+                    _mm512_set1_epi32(std::ptr::read_unaligned(
+                        x.qs.as_ptr().add(4 * g) as *const i32
+                    ))
+                };
+                let (mut even, mut odd) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+                for g in (0..8).step_by(2) {
+                    even = _mm512_dpbusd_epi32(even, w[g], group(g));
+                    odd = _mm512_dpbusd_epi32(odd, w[g + 1], group(g + 1));
+                }
+                let mut dot = _mm512_add_epi32(even, odd);
+                let bias = match scheme.offset {
+                    Offset::Signed => i32::from(super::super::legacy::SIGNED_BIAS) * x.sum,
+                    Offset::Centre(c) => c * x.sum,
+                    Offset::Min => 0,
+                };
+                if signed || bias != 0 {
+                    dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(bias));
+                }
+                let dx = _mm512_set1_ps(x.d);
+                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(dot), acc[r]);
+                if with_min {
+                    let sum = _mm512_set1_ps(x.sum as f32);
+                    acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(m, dx), sum, acc[r]);
+                }
+            }
+        }
+        for r in 0..R {
+            _mm512_storeu_ps(tile[r].as_mut_ptr(), acc[r]);
         }
     }
 
@@ -236,7 +296,7 @@ mod avx2 {
     /// for all `R` rows. Each output's accumulator sees its blocks in order with the portable
     /// kernel's operations, so the rows sharing a tile change no bit.
     #[inline(always)]
-    unsafe fn tile_rows<const R: usize, const VNNI: bool>(
+    unsafe fn tile_rows<const R: usize>(
         scheme: &Scheme,
         panel: &[u8],
         xs: &[&[BlockQ8]],
@@ -252,7 +312,7 @@ mod avx2 {
             for b in 0..blocks {
                 let cell = panel.as_ptr().add((2 * b + half) * cell_bytes);
                 let mut w = levels(scheme, cell);
-                if signed && !VNNI {
+                if signed {
                     // Back to signed levels for the `maddubs` sign transfer.
                     for w in &mut w {
                         *w = _mm256_xor_si256(*w, _mm256_set1_epi8(0x80u8 as i8));
@@ -265,7 +325,7 @@ mod avx2 {
                 let m = _mm256_loadu_ps(cell.add(min_at) as *const f32);
                 for r in 0..R {
                     let x = &*xp[r].add(b);
-                    let mut dot = dots::<VNNI>(scheme, &w, x);
+                    let mut dot = dots(scheme, &w, x);
                     if let Offset::Centre(c) = scheme.offset {
                         dot = _mm256_sub_epi32(dot, _mm256_set1_epi32(c * x.sum));
                     }

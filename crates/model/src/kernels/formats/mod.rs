@@ -87,6 +87,7 @@ impl Isa {
                 isas.push(Isa::Avx2);
                 if std::arch::is_x86_feature_detected!("avx512vnni")
                     && std::arch::is_x86_feature_detected!("avx512vl")
+                    && std::arch::is_x86_feature_detected!("avx512f")
                 {
                     isas.push(Isa::Avx512Vnni);
                 }
