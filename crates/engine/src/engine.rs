@@ -602,16 +602,16 @@ impl EngineLoop {
     fn deliver_events(&mut self) {
         let mut done = Vec::new();
         for (&id, request) in self.requests.iter_mut() {
-            match flush(request) {
+            match flush(request, &self.shared.unfinished) {
                 Flush::AllDelivered => done.push(id),
                 Flush::Pending => {}
                 // Noticed (and aborted) at the next loop's `abort_closed_requests`.
                 Flush::Closed => {}
             }
         }
+        // (`flush` took each of these off the unfinished count as it sent the last event.)
         for id in done {
             self.requests.remove(&id);
-            self.shared.unfinished.fetch_sub(1, Ordering::AcqRel);
         }
     }
 

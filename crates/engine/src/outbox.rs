@@ -8,6 +8,8 @@
 //! at once. A client that stopped reading then holds only its few buffered events, never the
 //! model: with `--max-models 1` another model can be loaded in its place.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use tokio::sync::mpsc::{self, error::TrySendError, OwnedPermit};
 
 use crate::request::{Event, PromptScores, Task};
@@ -85,7 +87,9 @@ pub(crate) enum Flush {
 }
 
 /// Sends, in order, what the request's channel will take.
-pub(crate) fn flush(request: &mut RequestState) -> Flush {
+/// `unfinished` is the engine's count of requests not yet done; the request leaves it as its
+/// last `Finished` goes out.
+pub(crate) fn flush(request: &mut RequestState, unfinished: &AtomicUsize) -> Flush {
     let final_events = request.computed();
     for choice in 0..request.choices.len() {
         if let Some(scores) = request.choices[choice].prompt.take() {
@@ -124,13 +128,28 @@ pub(crate) fn flush(request: &mut RequestState) -> Flush {
             }
         }
         if let Some(event) = request.choices[choice].finished.take() {
+            // The request stops counting as unfinished before its last `Finished` can reach
+            // the caller: one who has the whole answer and at once unloads the model must not
+            // find it still in flight (it was, for the instant between send and count).
+            let last = (request.choices.iter().enumerate()).all(|(c, s)| c == choice || s.done);
+            if last {
+                unfinished.fetch_sub(1, Ordering::AcqRel);
+            }
             match request.send(event, final_events) {
                 Ok(()) => request.choices[choice].done = true,
                 Err(TrySendError::Full(event)) => {
+                    if last {
+                        unfinished.fetch_add(1, Ordering::AcqRel);
+                    }
                     request.choices[choice].finished = Some(event);
                     return Flush::Pending;
                 }
-                Err(TrySendError::Closed(_)) => return Flush::Closed,
+                Err(TrySendError::Closed(_)) => {
+                    if last {
+                        unfinished.fetch_add(1, Ordering::AcqRel);
+                    }
+                    return Flush::Closed;
+                }
             }
         }
     }
