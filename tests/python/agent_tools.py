@@ -1,6 +1,7 @@
 """The tools the Responses and Anthropic tests offer the fixture model, with real-agent-like
 schemas (pattern, minimum/maximum, enum, arrays), and the sampling nudges a random-weight model
-needs: the quote token (6) biased so strings close, newlines (203) banned where text is compared."""
+needs: the quote token (6) biased so strings close, newlines (203) banned where text is compared;
+and `enforced`, a schema less the value assertions tool-call constraints leave out."""
 
 NUDGE = {"logit_bias": {"6": 8}}
 # Left alone the fixture model writes only newlines (token 203); text worth comparing has none.
@@ -49,3 +50,19 @@ def anthropic_tool(name):
     """The tool as Anthropic's Messages API declares it."""
     description, schema = SCHEMAS[name]
     return {"name": name, "description": description, "input_schema": schema}
+
+
+# The constraint holds calls to the schema's structure (types, properties, required,
+# additionalProperties, items, minItems/maxItems, enum) but by design drops value assertions
+# (crates/text/src/constraint/schema/relax.rs), which random weights then break (`"path": ""`).
+UNENFORCED = {"pattern", "minLength", "maxLength", "minimum", "maximum"}
+
+
+def enforced(schema):
+    """`schema` without the value assertions the constraint leaves out."""
+    out = {k: v for k, v in schema.items() if k not in UNENFORCED}
+    if "properties" in out:
+        out["properties"] = {name: enforced(s) for name, s in out["properties"].items()}
+    if isinstance(out.get("items"), dict):
+        out["items"] = enforced(out["items"])
+    return out

@@ -12,7 +12,7 @@ import json
 import anthropic
 import jsonschema
 import pytest
-from agent_tools import NO_NEWLINES, NUDGE, anthropic_tool
+from agent_tools import NO_NEWLINES, NUDGE, anthropic_tool, enforced
 from sluice_server import TOOLS_MODEL_DIR, serve
 
 MODEL = "llama-tools"
@@ -22,22 +22,6 @@ RUN_COMMAND = anthropic_tool("run_command")
 TOOLS = [READ_FILE, RUN_COMMAND]
 SCHEMAS = {t["name"]: t["input_schema"] for t in TOOLS}
 MESSAGES = [{"role": "user", "content": "List the files in /tmp, then show me /etc/hosts."}]
-
-# The constraint holds calls to the schema's structure (types, properties, required,
-# additionalProperties, items, minItems/maxItems, enum) but by design drops value assertions
-# (crates/text/src/constraint/schema/relax.rs), which random weights then break (`"path": ""`).
-UNENFORCED = {"pattern", "minLength", "maxLength", "minimum", "maximum"}
-
-
-def enforced(schema):
-    """`schema` without the value assertions the constraint leaves out."""
-    out = {k: v for k, v in schema.items() if k not in UNENFORCED}
-    if "properties" in out:
-        out["properties"] = {name: enforced(s) for name, s in out["properties"].items()}
-    if isinstance(out.get("items"), dict):
-        out["items"] = enforced(out["items"])
-    return out
-
 
 def check_tool_use(block, names):
     assert block.type == "tool_use", block

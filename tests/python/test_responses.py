@@ -15,7 +15,7 @@ import jsonschema
 import openai
 import pytest
 from openai.types.responses import ResponseStreamEvent
-from agent_tools import NO_NEWLINES, NUDGE, responses_tool
+from agent_tools import NO_NEWLINES, NUDGE, enforced, responses_tool
 from sluice_server import TOOLS_MODEL_DIR, serve
 
 MODEL = "llama-tools"
@@ -24,22 +24,6 @@ RUN_COMMAND = responses_tool("run_command")
 TOOLS = [READ_FILE, RUN_COMMAND]
 SCHEMAS = {t["name"]: t["parameters"] for t in TOOLS}
 PROMPT = "List the files in /tmp, then show me /etc/hosts."
-
-# The constraint holds calls to the schema's structure (types, properties, required,
-# additionalProperties, items, minItems/maxItems, enum) but by design drops value assertions
-# (crates/text/src/constraint/schema/relax.rs), which random weights then break (`"path": ""`).
-UNENFORCED = {"pattern", "minLength", "maxLength", "minimum", "maximum"}
-
-
-def enforced(schema):
-    """`schema` without the value assertions the constraint leaves out."""
-    out = {k: v for k, v in schema.items() if k not in UNENFORCED}
-    if "properties" in out:
-        out["properties"] = {name: enforced(s) for name, s in out["properties"].items()}
-    if isinstance(out.get("items"), dict):
-        out["items"] = enforced(out["items"])
-    return out
-
 
 def check_call(item, names):
     """A `function_call` output item naming one of `names`, whose arguments validate."""
