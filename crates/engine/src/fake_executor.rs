@@ -9,6 +9,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use sluice_model::batch::slot;
 use sluice_model::{Batch, Logits};
 
 use crate::engine::{Executor, ExecutorError};
@@ -97,10 +98,7 @@ impl Executor for HistoryExecutor {
                 })?;
             let context = seq.context_len - seq.num_tokens + (row - seq.token_start) + 1;
             let history = (0..context)
-                .map(|p| {
-                    let block = seq.block_table[p / self.block_size] as usize;
-                    self.slots[block * self.block_size + p % self.block_size]
-                })
+                .map(|p| self.slots[slot(&seq.block_table, p, self.block_size)])
                 .collect::<Option<Vec<u32>>>()
                 .ok_or_else(|| ExecutorError::Forward("read an unwritten KV slot".into()))?;
             data.extend(logits_after(&history, self.vocab_size));

@@ -10,6 +10,12 @@ use crate::kv_layout::KvGroup;
 /// A block-table entry whose block was released: the sliding window no longer reaches it.
 pub const RELEASED_BLOCK: u32 = u32::MAX;
 
+/// The cache slot of `position` in a sequence whose blocks are `table`: `block_id * block_size +
+/// offset`.
+pub fn slot(table: &[u32], position: usize, block_size: usize) -> usize {
+    table[position / block_size] as usize * block_size + position % block_size
+}
+
 /// One sequence's share of a flat [`Batch`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeqBatch {
@@ -84,9 +90,8 @@ impl Batch {
             let pos = first_position + i;
             self.token_ids.push(t);
             self.positions.push(pos as u32);
-            let block = block_table[pos / block_size] as usize;
             self.slot_mapping
-                .push((block * block_size + pos % block_size) as u32);
+                .push(slot(&block_table, pos, block_size) as u32);
         }
         if want_logits && !tokens.is_empty() {
             self.logits_indices.push(token_start + tokens.len() - 1);
@@ -107,9 +112,8 @@ impl Batch {
         let seq = self.seqs.last_mut().expect("a sequence was pushed");
         let first = seq.context_len - seq.num_tokens;
         for pos in first..seq.context_len {
-            let block = table[pos / block_size] as usize;
             self.window_slot_mapping
-                .push((block * block_size + pos % block_size) as u32);
+                .push(slot(&table, pos, block_size) as u32);
         }
         seq.window_table = table;
     }

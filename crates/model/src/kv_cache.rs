@@ -186,11 +186,7 @@ impl KvCache {
     /// Bytes one block occupies across all layers (keys and values): what one position costs
     /// when every layer keeps it.
     pub fn bytes_per_block(config: &ModelConfig, dtype: KvDtype, block_size: usize) -> usize {
-        2 * config.num_hidden_layers
-            * block_size
-            * config.num_key_value_heads
-            * config.head_dim
-            * dtype.size()
+        crate::kv_layout::block_bytes(config, dtype, block_size, config.num_hidden_layers)
     }
 
     /// The window pool, for a model with sliding-window layers.

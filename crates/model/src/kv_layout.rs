@@ -68,6 +68,13 @@ pub struct KvWindow {
     pub num_blocks: usize,
 }
 
+/// Logical blocks wholly before what a token at `position` reads in a layer seeing `window`
+/// positions (its own and the `window - 1` before it): the blocks a window table may have
+/// released by the time that token is computed.
+pub fn blocks_behind(position: usize, window: usize, block_size: usize) -> usize {
+    (position + 1).saturating_sub(window) / block_size
+}
+
 /// How many blocks each pool of a cache has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KvPools {
@@ -87,7 +94,12 @@ pub struct KvDemand {
 }
 
 /// Bytes one block of `layers` layers takes (keys and values).
-fn block_bytes(config: &ModelConfig, dtype: KvDtype, block_size: usize, layers: usize) -> usize {
+pub(crate) fn block_bytes(
+    config: &ModelConfig,
+    dtype: KvDtype,
+    block_size: usize,
+    layers: usize,
+) -> usize {
     2 * layers * block_size * config.num_key_value_heads * config.head_dim * dtype.size()
 }
 

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use crate::architectures;
-use crate::batch::{Batch, Logits};
+use crate::batch::{slot, Batch, Logits};
 use crate::checkpoint::TensorSource;
 use crate::config::{ModelConfig, SUPPORTED_ARCHITECTURES};
 use crate::decoder::Decoder;
@@ -11,7 +11,7 @@ use crate::error::{ForwardError, LoadError};
 use crate::files::ModelFiles;
 use crate::kernels::matmul::WeightDtype;
 use crate::kv_cache::KvCache;
-use crate::kv_layout::KvWindow;
+use crate::kv_layout::{blocks_behind, KvWindow};
 
 /// How to load a model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -222,8 +222,7 @@ impl Model {
                 let position = first + i;
                 // The attention kernel reads history through the block table, so the slot a
                 // token is written to must be the one its position maps to.
-                let slot = seq.block_table[position / block_size] as usize * block_size
-                    + position % block_size;
+                let slot = slot(&seq.block_table, position, block_size);
                 if batch.positions[flat] as usize != position
                     || batch.slot_mapping[flat] as usize != slot
                 {
@@ -261,7 +260,7 @@ fn validate_window_table(
             table.len()
         )));
     }
-    let reached = (first + 1).saturating_sub(window.window) / block_size;
+    let reached = blocks_behind(first, window.window, block_size);
     let used = &table[reached..seq.context_len.div_ceil(block_size)];
     if let Some(&block) = used.iter().find(|&&b| b as usize >= window.num_blocks) {
         return Err(ForwardError::SlotOutOfRange {
@@ -271,7 +270,7 @@ fn validate_window_table(
     }
     for i in 0..seq.num_tokens {
         let position = first + i;
-        let slot = table[position / block_size] as usize * block_size + position % block_size;
+        let slot = slot(table, position, block_size);
         let flat = seq.token_start + i;
         if batch.window_slot_mapping.get(flat).map(|&w| w as usize) != Some(slot) {
             return Err(ForwardError::InconsistentBatch(format!(

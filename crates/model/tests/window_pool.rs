@@ -6,7 +6,8 @@ mod common;
 
 use common::{argmax, cache, load, reference, BlockPool, Sequence, BLOCK_SIZE};
 use sluice_model::{
-    Batch, ForwardError, KvCache, KvDtype, KvPools, KvWindow, Model, WeightDtype, RELEASED_BLOCK,
+    kv_layout, Batch, ForwardError, KvCache, KvDtype, KvPools, KvWindow, Model, WeightDtype,
+    RELEASED_BLOCK,
 };
 
 /// A sequence's window-pool blocks: a logical table with the blocks behind the window released
@@ -19,7 +20,7 @@ impl WindowTable {
     /// Covers positions up to `end`, after releasing the blocks no position from `first` on
     /// reads (`first - window + 1` is the earliest any of them sees).
     fn advance(&mut self, first: usize, end: usize, window: usize, free: &mut Vec<u32>) {
-        let reached = (first + 1).saturating_sub(window) / BLOCK_SIZE;
+        let reached = kv_layout::blocks_behind(first, window, BLOCK_SIZE);
         let held = reached.min(self.table.len());
         for b in &mut self.table[..held] {
             if *b != RELEASED_BLOCK {

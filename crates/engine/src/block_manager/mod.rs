@@ -209,12 +209,23 @@ impl BlockManager {
     ) -> bool {
         let reuse = self.reusable(tokens, shared, salt);
         let (needed, free) = self.fresh_needed(&reuse, num_tokens);
-        needed <= free && self.window_fits_new(num_tokens)
+        needed <= free && self.window_room(self.window_needed_new(num_tokens)).is_ok()
     }
 
-    /// Whether the window pool (if any) has the blocks a new table for `num_tokens` needs.
-    fn window_fits_new(&self, num_tokens: usize) -> bool {
-        (self.window.as_ref()).is_none_or(|w| w.needed_from_start(num_tokens) <= w.num_free())
+    /// `Err` when the window pool (if any) has fewer than `needed` free blocks.
+    fn window_room(&self, needed: usize) -> Result<(), OutOfBlocks> {
+        match &self.window {
+            Some(pool) if needed > pool.num_free() => Err(OutOfBlocks {
+                needed,
+                free: pool.num_free(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Window blocks a new table covering `num_tokens` takes.
+    fn window_needed_new(&self, num_tokens: usize) -> usize {
+        (self.window.as_ref()).map_or(0, |w| w.needed_from_start(num_tokens))
     }
 
     /// A table for a sequence with `tokens`, covering at least its first `num_tokens` (the reused
@@ -235,16 +246,7 @@ impl BlockManager {
         if needed > free {
             return Err(OutOfBlocks { needed, free });
         }
-        if let Some(w) = self
-            .window
-            .as_ref()
-            .filter(|_| !self.window_fits_new(num_tokens))
-        {
-            return Err(OutOfBlocks {
-                needed: w.needed_from_start(num_tokens),
-                free: w.num_free(),
-            });
-        }
+        self.window_room(self.window_needed_new(num_tokens))?;
         let window = self.window.as_ref().map(|w| w.allocate(num_tokens));
         let mut pool = self.pool.borrow_mut();
         let block_size = pool.block_size;
@@ -277,20 +279,13 @@ impl BlockManager {
         let needed = self
             .blocks_for(num_tokens)
             .saturating_sub(table.blocks.len());
-        needed <= self.num_free_blocks() && self.window_fits_append(table, num_tokens).is_ok()
+        needed <= self.num_free_blocks()
+            && (self.window_room(Self::window_needed_append(table, num_tokens))).is_ok()
     }
 
-    /// Whether the window pool (if any) has the blocks `table` needs to cover `num_tokens`.
-    fn window_fits_append(&self, table: &BlockTable, num_tokens: usize) -> Result<(), OutOfBlocks> {
-        match (&self.window, &table.window) {
-            (Some(pool), Some(blocks)) if blocks.needed(num_tokens) > pool.num_free() => {
-                Err(OutOfBlocks {
-                    needed: blocks.needed(num_tokens),
-                    free: pool.num_free(),
-                })
-            }
-            _ => Ok(()),
-        }
+    /// Window blocks `table` takes to grow to `num_tokens`.
+    fn window_needed_append(table: &BlockTable, num_tokens: usize) -> usize {
+        (table.window.as_ref()).map_or(0, |w| w.needed(num_tokens))
     }
 
     /// Grows `table` to cover `num_tokens`; on failure nothing changes.
@@ -298,7 +293,7 @@ impl BlockManager {
         let needed = self
             .blocks_for(num_tokens)
             .saturating_sub(table.blocks.len());
-        self.window_fits_append(table, num_tokens)?;
+        self.window_room(Self::window_needed_append(table, num_tokens))?;
         let mut pool = self.pool.borrow_mut();
         if needed > pool.num_free {
             return Err(OutOfBlocks {

@@ -10,6 +10,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 
+use sluice_model::kv_layout::blocks_behind;
 use sluice_model::RELEASED_BLOCK;
 
 use super::pool::BlockPool;
@@ -93,9 +94,8 @@ impl WindowBlocks {
 
     /// Gives back the blocks no token after the first `num_computed` will read.
     pub(super) fn release_behind(&mut self, num_computed: usize) {
-        let block_size = self.block_size();
-        // The next token, at position `num_computed`, reads from `num_computed + 1 - window`.
-        let unreachable = (num_computed + 1).saturating_sub(self.window) / block_size;
+        // The next token is at position `num_computed`.
+        let unreachable = blocks_behind(num_computed, self.window, self.block_size());
         let mut pool = self.pool.borrow_mut();
         while self.released < unreachable {
             let Some(b) = self.blocks.pop_front() else {

@@ -244,7 +244,6 @@ mod avx2 {
         let level_bytes = scheme.level_bytes();
         let blocks = xs[0].len();
         let xp: [*const BlockQ8; R] = std::array::from_fn(|r| xs[r].as_ptr());
-        let signed = matches!(scheme.offset, Offset::Signed);
         let with_min = scheme.offset == Offset::Min;
         let mut acc = [_mm512_setzero_ps(); R];
         for b in 0..blocks {
@@ -276,7 +275,7 @@ mod avx2 {
                     Offset::Centre(c) => c * x.sum,
                     Offset::Min => 0,
                 };
-                if signed || bias != 0 {
+                if bias != 0 {
                     dot = _mm512_sub_epi32(dot, _mm512_set1_epi32(bias));
                 }
                 let dx = _mm512_set1_ps(x.d);
