@@ -19,13 +19,16 @@ use rayon::prelude::*;
 use sluice_gguf::GgmlType;
 
 use super::balanced_parts;
-use super::formats::{format_for, Activations, AlignedBytes, Isa, Tile, WeightFormat};
+use super::formats::{format_for, Activations, AlignedBytes, Isa, Tile, TilePlace, WeightFormat};
 use super::vector::{best_ops, VectorOps};
 
 /// Output features per packed panel (two 8-lane vectors).
 pub const PANEL: usize = 16;
-/// Rows of `x` one micro-kernel call handles.
-pub const TILE_ROWS: usize = 6;
+/// Most rows of `x` one micro-kernel call handles; each format says how many its kernel takes
+/// ([`WeightFormat::tile_rows`]), [`DEFAULT_TILE_ROWS`] unless it has registers for more.
+pub const TILE_ROWS: usize = 8;
+/// Rows of `x` a micro-kernel call handles unless its format says otherwise.
+pub const DEFAULT_TILE_ROWS: usize = 6;
 /// Most rows of `x` run against one panel before moving to the next: the rows are re-read for
 /// every panel, so they should stay in the last-level cache (256 rows of a 4864-wide
 /// activation are 5 MB).
@@ -225,8 +228,8 @@ impl PackedMatrix {
         self.for_each_panel(m, n.div_ceil(PANEL), |p, rows| {
             let mut tile = [[0f32; PANEL]; TILE_ROWS];
             let cols = PANEL.min(n - p * PANEL);
-            for (r0, tile_rows, first) in row_tiles(rows) {
-                self.tile(isa, &acts, r0, tile_rows, p, first, &mut tile);
+            for (r0, tile_rows, place) in row_tiles(rows, self.format.tile_rows(isa)) {
+                self.tile(isa, &acts, r0, tile_rows, p, place, &mut tile);
                 for (r, tile_row) in tile.iter().take(tile_rows).enumerate() {
                     // SAFETY: tasks cover disjoint (row, panel) rectangles of y, and
                     // `(r0 + r) * n + p * PANEL + cols <= m * n` by the loop bounds.
@@ -275,8 +278,7 @@ impl PackedMatrix {
             });
     }
 
-    /// One tile: `tile[r][j] = Σ_k x[r0 + r, k] · panel_p[k, j]` for `r < rows`. `streams`: the
-    /// panel is not in cache yet, so the kernel prefetches ahead of its reads.
+    /// One tile: `tile[r][j] = Σ_k x[r0 + r, k] · panel_p[k, j]` for `r < rows`.
     #[allow(clippy::too_many_arguments)]
     fn tile(
         &self,
@@ -285,19 +287,11 @@ impl PackedMatrix {
         r0: usize,
         rows: usize,
         p: usize,
-        streams: bool,
+        place: TilePlace,
         tile: &mut Tile,
     ) {
-        self.format.tile(
-            isa,
-            self.panel(p),
-            self.in_dim,
-            acts,
-            r0,
-            rows,
-            streams,
-            tile,
-        );
+        self.format
+            .tile(isa, self.panel(p), self.in_dim, acts, r0, rows, place, tile);
     }
 }
 
@@ -393,9 +387,14 @@ impl GatedMatrix {
         packed.for_each_panel(m, n / PANEL, |p, rows| {
             let mut tiles = [[[0f32; PANEL]; TILE_ROWS]; 2];
             let [gate, up] = &mut tiles;
-            for (r0, tile_rows, first) in row_tiles(rows) {
-                packed.tile(isa, &acts, r0, tile_rows, 2 * p, first, gate);
-                packed.tile(isa, &acts, r0, tile_rows, 2 * p + 1, first, up);
+            for (r0, tile_rows, place) in row_tiles(rows, packed.format.tile_rows(isa)) {
+                // The gate panel's next is the up panel, read now: only the up tile warms.
+                let gate_place = TilePlace {
+                    last: false,
+                    ..place
+                };
+                packed.tile(isa, &acts, r0, tile_rows, 2 * p, gate_place, gate);
+                packed.tile(isa, &acts, r0, tile_rows, 2 * p + 1, place, up);
                 for r in 0..tile_rows {
                     // SAFETY: tasks cover disjoint (row, panel) rectangles of y, and
                     // `(r0 + r) * n + p * PANEL + PANEL <= m * n` by the loop bounds.
@@ -409,12 +408,20 @@ impl GatedMatrix {
     }
 }
 
-/// The row tiles of a block of rows, as `(first row, rows, whether it is the block's first
-/// tile)`: balanced, so 13 rows run as 5 + 4 + 4, not 6 + 6 + 1 (see `balanced_parts`). The
-/// first tile of a panel is the one that waits on memory for it, so it prefetches.
-fn row_tiles(rows: Range<usize>) -> impl Iterator<Item = (usize, usize, bool)> {
-    balanced_parts(rows.len(), TILE_ROWS).scan(rows.start, move |r0, tile_rows| {
-        let tile = (*r0, tile_rows, *r0 == rows.start);
+/// The row tiles of a block of rows, as `(first row, rows, place)`, at most `per_tile` rows
+/// each: balanced, so 13 rows run as 5 + 4 + 4 in tiles of 6, not 6 + 6 + 1 (see
+/// `balanced_parts`).
+fn row_tiles(
+    rows: Range<usize>,
+    per_tile: usize,
+) -> impl Iterator<Item = (usize, usize, TilePlace)> {
+    debug_assert!((1..=TILE_ROWS).contains(&per_tile));
+    balanced_parts(rows.len(), per_tile).scan(rows.start, move |r0, tile_rows| {
+        let place = TilePlace {
+            first: *r0 == rows.start,
+            last: *r0 + tile_rows == rows.end,
+        };
+        let tile = (*r0, tile_rows, place);
         *r0 += tile_rows;
         Some(tile)
     })

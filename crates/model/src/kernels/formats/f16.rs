@@ -1,7 +1,7 @@
 //! f16 weights: panels `[k, 16]` of IEEE halves, widened to f32 inside the kernel and multiplied
 //! with f32 activations.
 
-use super::{float_tile, ActivationKind, Activations, Isa, Tile, WeightFormat};
+use super::{float_tile, ActivationKind, Activations, Isa, Tile, TilePlace, WeightFormat};
 use half::f16;
 use sluice_gguf::GgmlType;
 
@@ -46,12 +46,12 @@ impl WeightFormat for F16 {
         x: &Activations<'_>,
         r0: usize,
         rows: usize,
-        streams: bool,
+        place: TilePlace,
         tile: &mut Tile,
     ) {
         let Activations::F32 { x, .. } = x else {
             panic!("f16 weights multiply f32 activations");
         };
-        float_tile::tile::<f16>(isa, panel, k, x, r0, rows, streams, tile)
+        float_tile::tile::<f16>(isa, panel, k, x, r0, rows, place.first, tile)
     }
 }

@@ -1,6 +1,6 @@
 //! f32 weights: panels `[k, 16]` of 32-bit floats, multiplied with f32 activations.
 
-use super::{float_tile, ActivationKind, Activations, Isa, Tile, WeightFormat};
+use super::{float_tile, ActivationKind, Activations, Isa, Tile, TilePlace, WeightFormat};
 use sluice_gguf::GgmlType;
 
 /// The f32 format.
@@ -44,12 +44,12 @@ impl WeightFormat for F32 {
         x: &Activations<'_>,
         r0: usize,
         rows: usize,
-        streams: bool,
+        place: TilePlace,
         tile: &mut Tile,
     ) {
         let Activations::F32 { x, .. } = x else {
             panic!("f32 weights multiply f32 activations");
         };
-        float_tile::tile::<f32>(isa, panel, k, x, r0, rows, streams, tile)
+        float_tile::tile::<f32>(isa, panel, k, x, r0, rows, place.first, tile)
     }
 }

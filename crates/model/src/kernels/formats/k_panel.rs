@@ -23,7 +23,7 @@ use std::marker::PhantomData;
 use sluice_gguf::GgmlType;
 
 use super::act_q8k::QK_K;
-use super::{k_tile, ActivationKind, Activations, Isa, Tile, WeightFormat, PANEL};
+use super::{k_tile, ActivationKind, Activations, Isa, Tile, TilePlace, WeightFormat, PANEL};
 
 /// Outputs per cell (half a panel).
 pub(super) const CELL_OUTPUTS: usize = PANEL / 2;
@@ -349,12 +349,12 @@ impl<Q: KQuant> WeightFormat for KFormat<Q> {
         x: &Activations<'_>,
         r0: usize,
         rows: usize,
-        streams: bool,
+        place: TilePlace,
         tile: &mut Tile,
     ) {
         let Activations::Q8K(x) = x else {
             panic!("{} multiplies Q8_K activations", Q::TYPE);
         };
-        k_tile::tile::<Q>(isa, panel, k, x, r0, rows, streams, tile)
+        k_tile::tile::<Q>(isa, panel, k, x, r0, rows, place, tile)
     }
 }

@@ -15,7 +15,7 @@
 
 use super::act_q8k::{BlockQ8K, Q8KRows, QK_K};
 use super::k_panel::{read_cell_row, KBlock, KQuant, Offset, CELL_OUTPUTS};
-use super::{Isa, Tile, PANEL, TILE_ROWS};
+use super::{Isa, Tile, TilePlace, PANEL, TILE_ROWS};
 
 /// One tile against a K-quant panel, rows `r0..r0 + rows` of `x`.
 #[allow(clippy::too_many_arguments)]
@@ -26,10 +26,11 @@ pub(super) fn tile<Q: KQuant>(
     x: &Q8KRows,
     r0: usize,
     rows: usize,
-    streams: bool,
+    place: TilePlace,
     tile: &mut Tile,
 ) {
     let blocks = k / QK_K;
+    let prefetch = place.prefetch(panel.len());
     let panel = &panel[..2 * blocks * Q::SCHEME.cell_bytes()];
     let mut xs: [&[BlockQ8K]; TILE_ROWS] = [&[]; TILE_ROWS];
     for (r, row) in xs.iter_mut().enumerate().take(rows) {
@@ -40,10 +41,10 @@ pub(super) fn tile<Q: KQuant>(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2` is only detected on CPUs with avx2+fma; the panel holds
         // `2 * blocks` cells and every row `blocks` super-blocks.
-        Isa::Avx2 => unsafe { avx2::tile::<Q>(panel, blocks, xs, streams, tile) },
+        Isa::Avx2 => unsafe { avx2::tile::<Q>(panel, blocks, xs, prefetch, tile) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above, and `Isa::Avx512Vnni` is only detected with avx512vnni+vl.
-        Isa::Avx512Vnni => unsafe { avx2::tile_vnni::<Q>(panel, blocks, xs, streams, tile) },
+        Isa::Avx512Vnni => unsafe { avx2::tile_vnni::<Q>(panel, blocks, xs, prefetch, tile) },
         _ => portable_tile::<Q>(panel, blocks, xs, tile),
     }
 }
@@ -105,7 +106,7 @@ fn portable_tile<Q: KQuant>(panel: &[u8], blocks: usize, xs: &[&[BlockQ8K]], til
 mod avx2 {
     use super::super::act_q8k::BlockQ8K;
     use super::super::k_panel::{KQuant, Offset};
-    use super::super::Tile;
+    use super::super::{Prefetch, Tile};
     use std::arch::x86_64::*;
 
     /// How far ahead (in cells) a streaming tile prefetches its panel.
@@ -200,7 +201,7 @@ mod avx2 {
         panel: &[u8],
         blocks: usize,
         xs: &[&[BlockQ8K]],
-        streams: bool,
+        prefetch: Prefetch,
         tile: &mut Tile,
     ) {
         let scheme = Q::SCHEME;
@@ -212,9 +213,13 @@ mod avx2 {
         let mut cell = panel.as_ptr();
         for b in 0..blocks {
             for half in 0..2 {
-                if streams {
-                    // A hint, never a read: past the panel's end it only warms what follows.
-                    let ahead = cell.wrapping_add(PREFETCH_CELLS * cell_bytes);
+                // A hint, never a read: past the matrix's end it touches nothing.
+                let ahead = match prefetch {
+                    Prefetch::Nothing => None,
+                    Prefetch::Ahead => Some(cell.wrapping_add(PREFETCH_CELLS * cell_bytes)),
+                    Prefetch::Next(stride) => Some(cell.wrapping_add(stride)),
+                };
+                if let Some(ahead) = ahead {
                     for line in (0..cell_bytes).step_by(64) {
                         _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line) as *const i8);
                     }
@@ -327,10 +332,10 @@ mod avx2 {
         panel: &[u8],
         blocks: usize,
         xs: &[&[BlockQ8K]],
-        streams: bool,
+        prefetch: Prefetch,
         tile: &mut Tile,
     ) {
-        tile_with::<Q, false>(panel, blocks, xs, streams, tile)
+        tile_with::<Q, false>(panel, blocks, xs, prefetch, tile)
     }
 
     /// Safety: needs avx2+fma+avx512vnni+avx512vl; otherwise as [`tile`].
@@ -339,10 +344,10 @@ mod avx2 {
         panel: &[u8],
         blocks: usize,
         xs: &[&[BlockQ8K]],
-        streams: bool,
+        prefetch: Prefetch,
         tile: &mut Tile,
     ) {
-        tile_with::<Q, true>(panel, blocks, xs, streams, tile)
+        tile_with::<Q, true>(panel, blocks, xs, prefetch, tile)
     }
 
     #[inline(always)]
@@ -350,16 +355,16 @@ mod avx2 {
         panel: &[u8],
         blocks: usize,
         xs: &[&[BlockQ8K]],
-        streams: bool,
+        prefetch: Prefetch,
         tile: &mut Tile,
     ) {
         match xs.len() {
-            1 => tile_rows::<Q, 1, VNNI>(panel, blocks, xs, streams, tile),
-            2 => tile_rows::<Q, 2, VNNI>(panel, blocks, xs, streams, tile),
-            3 => tile_rows::<Q, 3, VNNI>(panel, blocks, xs, streams, tile),
-            4 => tile_rows::<Q, 4, VNNI>(panel, blocks, xs, streams, tile),
-            5 => tile_rows::<Q, 5, VNNI>(panel, blocks, xs, streams, tile),
-            _ => tile_rows::<Q, 6, VNNI>(panel, blocks, xs, streams, tile),
+            1 => tile_rows::<Q, 1, VNNI>(panel, blocks, xs, prefetch, tile),
+            2 => tile_rows::<Q, 2, VNNI>(panel, blocks, xs, prefetch, tile),
+            3 => tile_rows::<Q, 3, VNNI>(panel, blocks, xs, prefetch, tile),
+            4 => tile_rows::<Q, 4, VNNI>(panel, blocks, xs, prefetch, tile),
+            5 => tile_rows::<Q, 5, VNNI>(panel, blocks, xs, prefetch, tile),
+            _ => tile_rows::<Q, 6, VNNI>(panel, blocks, xs, prefetch, tile),
         }
     }
 }

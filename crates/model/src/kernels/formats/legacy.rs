@@ -18,7 +18,7 @@ use std::marker::PhantomData;
 use sluice_gguf::GgmlType;
 
 use super::act_q8_0::QK;
-use super::{legacy_tile, ActivationKind, Activations, Isa, Tile, WeightFormat, PANEL};
+use super::{legacy_tile, ActivationKind, Activations, Isa, Tile, TilePlace, WeightFormat, PANEL};
 
 /// Outputs per cell.
 pub(super) const CELL_OUTPUTS: usize = 8;
@@ -244,6 +244,10 @@ impl<Q: LegacyQuant> WeightFormat for LegacyFormat<Q> {
         }
     }
 
+    fn tile_rows(&self, isa: Isa) -> usize {
+        legacy_tile::tile_rows(isa)
+    }
+
     fn tile(
         &self,
         isa: Isa,
@@ -252,13 +256,13 @@ impl<Q: LegacyQuant> WeightFormat for LegacyFormat<Q> {
         x: &Activations<'_>,
         r0: usize,
         rows: usize,
-        _streams: bool,
+        place: TilePlace,
         tile: &mut Tile,
     ) {
         let Activations::Q8_0(x) = x else {
             panic!("{} multiplies Q8_0 activations", Q::TYPE);
         };
-        legacy_tile::tile(&Q::SCHEME, isa, panel, k / QK, x, r0, rows, tile)
+        legacy_tile::tile(&Q::SCHEME, isa, panel, k / QK, x, r0, rows, place, tile)
     }
 }
 

@@ -107,20 +107,21 @@ fn tile_equals_the_f32_product_of_what_is_stored() {
         format.pack_panel(&rows, k, &mut panel);
         let acts = Activations::prepare(format.activation(), &x, k);
         let mut tile = [[0f32; PANEL]; TILE_ROWS];
+        let n = format.tile_rows(Isa::detect());
         format.tile(
             Isa::detect(),
             &panel,
             k,
             &acts,
             0,
-            TILE_ROWS,
-            false,
+            n,
+            TilePlace::MIDDLE,
             &mut tile,
         );
         let mut weights = vec![0f32; k];
         for j in 0..PANEL {
             format.decode_row(rows[j], &mut weights);
-            for (r, tile_row) in tile.iter().enumerate() {
+            for (r, tile_row) in tile.iter().take(n).enumerate() {
                 let exact: f32 = weights
                     .iter()
                     .zip(&x[r * k..][..k])

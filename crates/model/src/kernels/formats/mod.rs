@@ -37,7 +37,7 @@ mod q8_0;
 
 use sluice_gguf::GgmlType;
 
-pub use super::matmul::{PANEL, TILE_ROWS};
+pub use super::matmul::{DEFAULT_TILE_ROWS, PANEL, TILE_ROWS};
 
 /// One tile of results: `tile[r][j]` for up to [`TILE_ROWS`] rows and the [`PANEL`] outputs of
 /// a panel.
@@ -188,8 +188,14 @@ pub trait WeightFormat: Send + Sync + std::fmt::Debug {
     /// Row `j` of a packed panel as `k` f32 weights (embedding look-ups of a tied head).
     fn unpack_row(&self, panel: &[u8], k: usize, j: usize, out: &mut [f32]);
 
-    /// `tile[r][j] = Σ_kk x[r0 + r, kk] · W_panel[j, kk]` for `r < rows`, `j < PANEL`.
-    /// `streams`: the panel is not in cache yet, so the kernel may prefetch ahead of its reads.
+    /// Most rows one [`WeightFormat::tile`] call takes on `isa` (at most [`TILE_ROWS`]).
+    fn tile_rows(&self, _isa: Isa) -> usize {
+        DEFAULT_TILE_ROWS
+    }
+
+    /// `tile[r][j] = Σ_kk x[r0 + r, kk] · W_panel[j, kk]` for `r < rows`, `j < PANEL`, where
+    /// `rows <= self.tile_rows(isa)`. `place` says which of the panel's row tiles this is, so
+    /// the kernel may prefetch.
     #[allow(clippy::too_many_arguments)]
     fn tile(
         &self,
@@ -199,9 +205,53 @@ pub trait WeightFormat: Send + Sync + std::fmt::Debug {
         x: &Activations<'_>,
         r0: usize,
         rows: usize,
-        streams: bool,
+        place: TilePlace,
         tile: &mut Tile,
     );
+}
+
+/// Where a tile falls among the row tiles one task runs against a panel: the first waits on
+/// memory for the panel (its kernel may prefetch ahead of its reads); the last may warm the
+/// panel stored after it, which the task (or the other thread) reads next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TilePlace {
+    /// The panel is not in cache yet.
+    pub first: bool,
+    /// No later tile reads this panel in this task.
+    pub last: bool,
+}
+
+/// What a kernel prefetches while it runs a tile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Prefetch {
+    /// Nothing: the panel is in cache, or the hardware prefetcher keeps up.
+    Nothing,
+    /// Its own panel, a few cells ahead of its reads.
+    Ahead,
+    /// The panel stored after its own, this many bytes on, cell by cell as it reads its own.
+    Next(usize),
+}
+
+impl TilePlace {
+    /// The only tile of its panel.
+    pub const ALONE: TilePlace = TilePlace {
+        first: true,
+        last: true,
+    };
+    /// A tile between the first and the last.
+    pub const MIDDLE: TilePlace = TilePlace {
+        first: false,
+        last: false,
+    };
+
+    /// The first tile streams its panel (`panel_len` bytes); the last warms the next.
+    pub(super) fn prefetch(self, panel_len: usize) -> Prefetch {
+        match (self.first, self.last) {
+            (true, _) => Prefetch::Ahead,
+            (false, true) => Prefetch::Next(panel_len),
+            (false, false) => Prefetch::Nothing,
+        }
+    }
 }
 
 /// The format that keeps weights of ggml type `ty` as they are, if sluice has one.
