@@ -225,6 +225,8 @@ mod avx2 {
                     }
                 }
                 let mut a = [_mm256_setzero_si256(); R];
+                // VNNI: a sub-block's groups sum in `t` (exact in 32 bits), then one scale.
+                let mut t = [_mm256_setzero_si256(); R];
                 for unit in 0..8 {
                     let unit_ptr = cell.add(scheme.units_offset() + unit * scheme.unit_bytes());
                     for half_unit in 0..2 {
@@ -233,14 +235,18 @@ mod avx2 {
                         let sub = group / subs_per_group;
                         let scales = cell.add(scheme.scales_offset() + 8 * sub);
                         if VNNI {
-                            let sc = scale_lanes(scales);
-                            for r in 0..R {
+                            for (r, t) in t.iter_mut().enumerate() {
                                 let q = (*xp[r].add(b)).qs.as_ptr().add(16 * group);
-                                let mut t = _mm256_setzero_si256();
                                 for (i, w) in w.iter().enumerate() {
-                                    t = _mm256_dpbusd_epi32(t, *w, broadcast4(q.add(4 * i)));
+                                    *t = _mm256_dpbusd_epi32(*t, *w, broadcast4(q.add(4 * i)));
                                 }
-                                a[r] = _mm256_add_epi32(a[r], _mm256_mullo_epi32(t, sc));
+                            }
+                            if (group + 1) % subs_per_group == 0 {
+                                let sc = scale_lanes(scales);
+                                for (a, t) in a.iter_mut().zip(&mut t) {
+                                    *a = _mm256_add_epi32(*a, _mm256_mullo_epi32(*t, sc));
+                                    *t = _mm256_setzero_si256();
+                                }
                             }
                             continue;
                         }
