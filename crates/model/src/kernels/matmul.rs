@@ -19,7 +19,9 @@ use rayon::prelude::*;
 use sluice_gguf::GgmlType;
 
 use super::balanced_parts;
-use super::formats::{format_for, Activations, AlignedBytes, Isa, Tile, TilePlace, WeightFormat};
+use super::formats::{
+    format_for, Activations, AlignedBytes, Isa, PanelForm, Tile, TilePlace, WeightFormat,
+};
 use super::vector::{best_ops, VectorOps};
 
 /// Output features per packed panel (two 8-lane vectors).
@@ -33,6 +35,9 @@ pub const DEFAULT_TILE_ROWS: usize = 6;
 /// every panel, so they should stay in the last-level cache (256 rows of a 4864-wide
 /// activation are 5 MB).
 const MAX_BLOCK_ROWS: usize = 256;
+/// Row tiles that must share a panel before it is expanded for them (see
+/// [`WeightFormat::expand_panel`]): at 16 rows (two tiles) expanding measured 15% slower.
+const EXPAND_MIN_TILES: usize = 3;
 
 /// How packed weights are stored: a ggml type that has a [`WeightFormat`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -228,14 +233,17 @@ impl PackedMatrix {
         self.for_each_panel(m, n.div_ceil(PANEL), |p, rows| {
             let mut tile = [[0f32; PANEL]; TILE_ROWS];
             let cols = PANEL.min(n - p * PANEL);
-            for (r0, tile_rows, place) in row_tiles(rows, self.format.tile_rows(isa)) {
-                self.tile(isa, &acts, r0, tile_rows, p, place, &mut tile);
-                for (r, tile_row) in tile.iter().take(tile_rows).enumerate() {
-                    // SAFETY: tasks cover disjoint (row, panel) rectangles of y, and
-                    // `(r0 + r) * n + p * PANEL + cols <= m * n` by the loop bounds.
-                    store(unsafe { out.at((r0 + r) * n + p * PANEL) }, tile_row, cols)
+            with_scratch(|scratch| {
+                let panel = self.panel_for(isa, p, rows.len(), scratch);
+                for (r0, tile_rows, place) in row_tiles(rows, self.format.tile_rows(isa)) {
+                    self.tile(isa, &acts, r0, tile_rows, panel, place, &mut tile);
+                    for (r, tile_row) in tile.iter().take(tile_rows).enumerate() {
+                        // SAFETY: tasks cover disjoint (row, panel) rectangles of y, and
+                        // `(r0 + r) * n + p * PANEL + cols <= m * n` by the loop bounds.
+                        store(unsafe { out.at((r0 + r) * n + p * PANEL) }, tile_row, cols)
+                    }
                 }
-            }
+            })
         });
     }
 
@@ -278,7 +286,7 @@ impl PackedMatrix {
             });
     }
 
-    /// One tile: `tile[r][j] = Σ_k x[r0 + r, k] · panel_p[k, j]` for `r < rows`.
+    /// One tile: `tile[r][j] = Σ_k x[r0 + r, k] · panel[k, j]` for `r < rows`.
     #[allow(clippy::too_many_arguments)]
     fn tile(
         &self,
@@ -286,12 +294,33 @@ impl PackedMatrix {
         acts: &Activations<'_>,
         r0: usize,
         rows: usize,
-        p: usize,
+        (panel, form): (&[u8], PanelForm),
         place: TilePlace,
         tile: &mut Tile,
     ) {
+        let k = self.in_dim;
         self.format
-            .tile(isa, self.panel(p), self.in_dim, acts, r0, rows, place, tile);
+            .tile(isa, panel, k, acts, r0, rows, place, form, tile);
+    }
+
+    /// Panel `p` as the tiles of `rows` rows should read it: expanded into `scratch` where the
+    /// format has an expanded form and enough row tiles share the panel to repay the pass
+    /// (prefill), else packed.
+    fn panel_for<'a>(
+        &'a self,
+        isa: Isa,
+        p: usize,
+        rows: usize,
+        scratch: &'a mut Vec<u8>,
+    ) -> (&'a [u8], PanelForm) {
+        let bytes = self.format.expanded_bytes(isa, self.in_dim);
+        if bytes == 0 || rows < EXPAND_MIN_TILES * self.format.tile_rows(isa) {
+            return (self.panel(p), PanelForm::Packed);
+        }
+        scratch.resize(bytes, 0);
+        self.format
+            .expand_panel(isa, self.panel(p), self.in_dim, scratch);
+        (scratch, PanelForm::Expanded)
     }
 }
 
@@ -387,23 +416,31 @@ impl GatedMatrix {
         packed.for_each_panel(m, n / PANEL, |p, rows| {
             let mut tiles = [[[0f32; PANEL]; TILE_ROWS]; 2];
             let [gate, up] = &mut tiles;
-            for (r0, tile_rows, place) in row_tiles(rows, packed.format.tile_rows(isa)) {
-                // The gate panel's next is the up panel, read now: only the up tile warms.
-                let gate_place = TilePlace {
-                    last: false,
-                    ..place
-                };
-                packed.tile(isa, &acts, r0, tile_rows, 2 * p, gate_place, gate);
-                packed.tile(isa, &acts, r0, tile_rows, 2 * p + 1, place, up);
-                for r in 0..tile_rows {
-                    // SAFETY: tasks cover disjoint (row, panel) rectangles of y, and
-                    // `(r0 + r) * n + p * PANEL + PANEL <= m * n` by the loop bounds.
-                    let dst = unsafe {
-                        std::slice::from_raw_parts_mut(out.at((r0 + r) * n + p * PANEL), PANEL)
-                    };
-                    ops.silu_mul(&gate[r], &up[r], dst);
-                }
-            }
+            with_scratch(|gate_scratch| {
+                with_scratch(|up_scratch| {
+                    let gate_panel = packed.panel_for(isa, 2 * p, rows.len(), gate_scratch);
+                    let up_panel = packed.panel_for(isa, 2 * p + 1, rows.len(), up_scratch);
+                    for (r0, tile_rows, place) in row_tiles(rows, packed.format.tile_rows(isa)) {
+                        // The gate panel's next is the up panel, read now: only the up tile
+                        // warms.
+                        let gate_place = TilePlace {
+                            last: false,
+                            ..place
+                        };
+                        packed.tile(isa, &acts, r0, tile_rows, gate_panel, gate_place, gate);
+                        packed.tile(isa, &acts, r0, tile_rows, up_panel, place, up);
+                        for r in 0..tile_rows {
+                            // SAFETY: tasks cover disjoint (row, panel) rectangles of y, and
+                            // `(r0 + r) * n + p * PANEL + PANEL <= m * n` by the loop bounds.
+                            let dst = unsafe {
+                                let at = out.at((r0 + r) * n + p * PANEL);
+                                std::slice::from_raw_parts_mut(at, PANEL)
+                            };
+                            ops.silu_mul(&gate[r], &up[r], dst);
+                        }
+                    }
+                })
+            })
         });
     }
 }
@@ -425,6 +462,22 @@ fn row_tiles(
         *r0 += tile_rows;
         Some(tile)
     })
+}
+
+thread_local! {
+    /// Each thread's buffers for expanded panels, one per level of nesting.
+    static SCRATCH: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with a buffer of this thread's that no enclosing call is using (taken out of the
+/// thread's pool while `f` runs, so nested calls each get their own).
+fn with_scratch<T>(f: impl FnOnce(&mut Vec<u8>) -> T) -> T {
+    let mut buffer = SCRATCH
+        .with_borrow_mut(|pool| pool.pop())
+        .unwrap_or_default();
+    let result = f(&mut buffer);
+    SCRATCH.with_borrow_mut(|pool| pool.push(buffer));
+    result
 }
 
 /// A pointer to the output that tasks writing disjoint regions may share.
@@ -472,121 +525,5 @@ unsafe fn add_tile_row(dst: *mut f32, row: &[f32; PANEL], cols: usize) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::kernels::test_values;
-
-    fn naive(x: &[f32], w: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
-        let mut y = vec![0f32; m * n];
-        for i in 0..m {
-            for j in 0..n {
-                y[i * n + j] = (0..k).map(|kk| x[i * k + kk] * w[j * k + kk]).sum();
-            }
-        }
-        y
-    }
-
-    #[test]
-    fn matmul_matches_naive_product_for_ragged_shapes() {
-        // 517 rows run as three row blocks of 174, 174 and 169.
-        for (m, n, k) in [(13, 37, 29), (517, 37, 29)] {
-            matches_naive(m, n, k);
-        }
-    }
-
-    fn matches_naive(m: usize, n: usize, k: usize) {
-        let x = test_values(m * k, 1);
-        let w = test_values(n * k, 2);
-        for dtype in [WeightDtype::F32, WeightDtype::F16] {
-            let packed = PackedMatrix::pack(&w, n, k, dtype);
-            let mut y = vec![0f32; m * n];
-            packed.matmul(&x, m, &mut y);
-            let expected = naive(&x, &w, m, n, k);
-            let tol = if dtype == WeightDtype::F32 {
-                1e-5
-            } else {
-                1e-2
-            };
-            for (a, b) in y.iter().zip(&expected) {
-                assert!((a - b).abs() < tol, "{dtype:?}: {a} vs {b}");
-            }
-        }
-    }
-
-    #[test]
-    fn each_row_is_bit_identical_whatever_the_batch_size() {
-        let (n, k) = (40, 33);
-        let w = test_values(n * k, 3);
-        // 600 rows: three row blocks in the full batch, one in every part.
-        let x = test_values(600 * k, 4);
-        for dtype in [WeightDtype::F32, WeightDtype::F16] {
-            let packed = PackedMatrix::pack(&w, n, k, dtype);
-            let mut all = vec![0f32; 600 * n];
-            packed.matmul(&x, 600, &mut all);
-            for (row, m_offset) in [(0usize, 0usize), (5, 3), (50, 49), (69, 60), (599, 400)] {
-                let m = row - m_offset + 1;
-                let mut part = vec![0f32; m * n];
-                packed.matmul(&x[m_offset * k..(row + 1) * k], m, &mut part);
-                assert_eq!(part[(m - 1) * n..], all[row * n..(row + 1) * n]);
-            }
-        }
-    }
-
-    #[test]
-    fn product_added_in_place_equals_the_product_then_the_sum() {
-        let (n, k, m) = (37, 29, 13);
-        let w = test_values(n * k, 10);
-        let x = test_values(m * k, 11);
-        let residual = test_values(m * n, 12);
-        for dtype in [WeightDtype::F32, WeightDtype::F16] {
-            let packed = PackedMatrix::pack(&w, n, k, dtype);
-            let mut product = vec![0f32; m * n];
-            packed.matmul(&x, m, &mut product);
-            let expected: Vec<f32> = residual.iter().zip(&product).map(|(a, b)| a + b).collect();
-            let mut y = residual.clone();
-            packed.matmul_add(&x, m, &mut y);
-            assert_eq!(y, expected, "{dtype:?}");
-        }
-    }
-
-    #[test]
-    fn gated_product_equals_the_product_then_silu_mul_bit_for_bit() {
-        let (half, k) = (48, 37);
-        let w = test_values(2 * half * k, 8);
-        let (gate, up) = w.split_at(half * k);
-        for m in [1, 13, 517] {
-            let x = test_values(m * k, 9);
-            for dtype in [WeightDtype::F32, WeightDtype::F16] {
-                let stacked = PackedMatrix::pack(&w, 2 * half, k, dtype);
-                let mut full = vec![0f32; m * 2 * half];
-                stacked.matmul(&x, m, &mut full);
-                let mut expected = vec![0f32; m * half];
-                for (row, out) in full
-                    .chunks_exact(2 * half)
-                    .zip(expected.chunks_exact_mut(half))
-                {
-                    let (gate, up) = row.split_at(half);
-                    best_ops(half).silu_mul(gate, up, out);
-                }
-                let gated = GatedMatrix::pack(gate, up, half, k, dtype);
-                assert_eq!(gated.bytes(), stacked.bytes());
-                // NaN where nothing was written, so a missed element fails the comparison.
-                let mut y = vec![MaybeUninit::new(f32::NAN); m * half];
-                gated.matmul_silu(&x, m, &mut y);
-                // SAFETY: every element was initialised (to NaN) before the call.
-                let y: Vec<f32> = y.iter().map(|v| unsafe { v.assume_init() }).collect();
-                assert_eq!(y, expected, "{dtype:?}, {m} rows");
-            }
-        }
-        assert!(!GatedMatrix::fits(40));
-    }
-
-    #[test]
-    fn row_into_recovers_the_unpacked_row() {
-        let w = test_values(20 * 7, 7);
-        let packed = PackedMatrix::pack(&w, 20, 7, WeightDtype::F32);
-        let mut row = vec![0f32; 7];
-        packed.row_into(17, &mut row);
-        assert_eq!(row, w[17 * 7..18 * 7]);
-    }
-}
+#[path = "matmul_tests.rs"]
+mod tests;

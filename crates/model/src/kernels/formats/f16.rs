@@ -1,7 +1,9 @@
 //! f16 weights: panels `[k, 16]` of IEEE halves, widened to f32 inside the kernel and multiplied
 //! with f32 activations.
 
-use super::{float_tile, ActivationKind, Activations, Isa, Tile, TilePlace, WeightFormat};
+use super::{
+    float_tile, ActivationKind, Activations, Isa, PanelForm, Tile, TilePlace, WeightFormat,
+};
 use half::f16;
 use sluice_gguf::GgmlType;
 
@@ -47,8 +49,10 @@ impl WeightFormat for F16 {
         r0: usize,
         rows: usize,
         place: TilePlace,
+        form: PanelForm,
         tile: &mut Tile,
     ) {
+        assert_eq!(form, PanelForm::Packed, "{self:?} panels do not expand");
         let Activations::F32 { x, .. } = x else {
             panic!("f16 weights multiply f32 activations");
         };

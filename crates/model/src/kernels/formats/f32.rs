@@ -1,6 +1,8 @@
 //! f32 weights: panels `[k, 16]` of 32-bit floats, multiplied with f32 activations.
 
-use super::{float_tile, ActivationKind, Activations, Isa, Tile, TilePlace, WeightFormat};
+use super::{
+    float_tile, ActivationKind, Activations, Isa, PanelForm, Tile, TilePlace, WeightFormat,
+};
 use sluice_gguf::GgmlType;
 
 /// The f32 format.
@@ -45,8 +47,10 @@ impl WeightFormat for F32 {
         r0: usize,
         rows: usize,
         place: TilePlace,
+        form: PanelForm,
         tile: &mut Tile,
     ) {
+        assert_eq!(form, PanelForm::Packed, "{self:?} panels do not expand");
         let Activations::F32 { x, .. } = x else {
             panic!("f32 weights multiply f32 activations");
         };

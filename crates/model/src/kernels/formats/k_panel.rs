@@ -23,7 +23,9 @@ use std::marker::PhantomData;
 use sluice_gguf::GgmlType;
 
 use super::act_q8k::QK_K;
-use super::{k_tile, ActivationKind, Activations, Isa, Tile, TilePlace, WeightFormat, PANEL};
+use super::{
+    k_tile, ActivationKind, Activations, Isa, PanelForm, Tile, TilePlace, WeightFormat, PANEL,
+};
 
 /// Outputs per cell (half a panel).
 pub(super) const CELL_OUTPUTS: usize = PANEL / 2;
@@ -350,8 +352,10 @@ impl<Q: KQuant> WeightFormat for KFormat<Q> {
         r0: usize,
         rows: usize,
         place: TilePlace,
+        form: PanelForm,
         tile: &mut Tile,
     ) {
+        assert_eq!(form, PanelForm::Packed, "{self:?} panels do not expand");
         let Activations::Q8K(x) = x else {
             panic!("{} multiplies Q8_K activations", Q::TYPE);
         };

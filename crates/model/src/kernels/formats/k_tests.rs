@@ -175,7 +175,17 @@ fn tile_equals_the_f32_product_of_what_is_stored() {
         for isa in Isa::available() {
             let mut tile = [[0f32; PANEL]; TILE_ROWS];
             let rows = rows.min(format.tile_rows(isa));
-            format.tile(isa, &panel, k, &acts, 0, rows, TilePlace::MIDDLE, &mut tile);
+            format.tile(
+                isa,
+                &panel,
+                k,
+                &acts,
+                0,
+                rows,
+                TilePlace::MIDDLE,
+                PanelForm::Packed,
+                &mut tile,
+            );
             for r in 0..rows {
                 for j in 0..PANEL {
                     let expected: f64 = (0..k)

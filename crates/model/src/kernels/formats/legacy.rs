@@ -18,7 +18,9 @@ use std::marker::PhantomData;
 use sluice_gguf::GgmlType;
 
 use super::act_q8_0::QK;
-use super::{legacy_tile, ActivationKind, Activations, Isa, Tile, TilePlace, WeightFormat, PANEL};
+use super::{
+    legacy_tile, ActivationKind, Activations, Isa, PanelForm, Tile, TilePlace, WeightFormat, PANEL,
+};
 
 /// Outputs per cell.
 pub(super) const CELL_OUTPUTS: usize = 8;
@@ -248,6 +250,14 @@ impl<Q: LegacyQuant> WeightFormat for LegacyFormat<Q> {
         legacy_tile::tile_rows(isa)
     }
 
+    fn expanded_bytes(&self, isa: Isa, k: usize) -> usize {
+        legacy_tile::expanded_bytes(&Q::SCHEME, isa, k / QK)
+    }
+
+    fn expand_panel(&self, isa: Isa, panel: &[u8], k: usize, out: &mut [u8]) {
+        legacy_tile::expand(&Q::SCHEME, isa, panel, k / QK, out)
+    }
+
     fn tile(
         &self,
         isa: Isa,
@@ -257,12 +267,24 @@ impl<Q: LegacyQuant> WeightFormat for LegacyFormat<Q> {
         r0: usize,
         rows: usize,
         place: TilePlace,
+        form: PanelForm,
         tile: &mut Tile,
     ) {
         let Activations::Q8_0(x) = x else {
             panic!("{} multiplies Q8_0 activations", Q::TYPE);
         };
-        legacy_tile::tile(&Q::SCHEME, isa, panel, k / QK, x, r0, rows, place, tile)
+        legacy_tile::tile(
+            &Q::SCHEME,
+            isa,
+            panel,
+            k / QK,
+            x,
+            r0,
+            rows,
+            place,
+            form,
+            tile,
+        )
     }
 }
 

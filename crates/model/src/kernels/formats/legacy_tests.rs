@@ -116,6 +116,7 @@ fn tile_equals_the_f32_product_of_what_is_stored() {
             0,
             n,
             TilePlace::MIDDLE,
+            PanelForm::Packed,
             &mut tile,
         );
         let mut weights = vec![0f32; k];

@@ -12,7 +12,7 @@
 
 use super::act_q8_0::{BlockQ8, Q8Rows, QK};
 use super::legacy::{Offset, Scheme, CELL_OUTPUTS};
-use super::{Isa, Prefetch, Tile, TilePlace, DEFAULT_TILE_ROWS, PANEL, TILE_ROWS};
+use super::{Isa, PanelForm, Prefetch, Tile, TilePlace, DEFAULT_TILE_ROWS, PANEL, TILE_ROWS};
 
 /// Rows a tile takes: the 512-bit VNNI kernel keeps 8 rows' sums in its 32 registers, the
 /// portable one any number.
@@ -34,9 +34,15 @@ pub(super) fn tile(
     r0: usize,
     rows: usize,
     place: TilePlace,
+    form: PanelForm,
     tile: &mut Tile,
 ) {
     assert!(rows <= tile_rows(isa), "{rows} rows in one tile");
+    let expanded = form == PanelForm::Expanded;
+    assert!(
+        !expanded || isa == Isa::Avx512Vnni,
+        "only VNNI panels expand"
+    );
     let cell = scheme.cell_bytes();
     // A tile alone on its panel (a few rows) is bound by bandwidth that the hardware prefetcher
     // already uses: software prefetches there measured 15% slower at one row.
@@ -44,7 +50,10 @@ pub(super) fn tile(
         TilePlace::ALONE => Prefetch::Nothing,
         _ => place.prefetch(panel.len()),
     };
-    let panel = &panel[..2 * blocks * cell];
+    let panel = match expanded {
+        true => panel,
+        false => &panel[..2 * blocks * cell],
+    };
     const { assert!(PANEL == 2 * CELL_OUTPUTS) };
     let xs: [&[BlockQ8]; TILE_ROWS] = std::array::from_fn(|r| {
         if r < rows {
@@ -61,7 +70,9 @@ pub(super) fn tile(
         Isa::Avx2 => unsafe { avx2::tile(scheme, panel, xs, tile) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above, and `Isa::Avx512Vnni` is only detected with avx512f+vnni+vl.
-        Isa::Avx512Vnni => unsafe { avx2::tile_vnni(scheme, panel, xs, prefetch, tile) },
+        Isa::Avx512Vnni => unsafe {
+            super::legacy_zmm::tile(scheme, panel, xs, expanded, prefetch, tile)
+        },
         _ => {
             for (tile_row, xs) in tile.iter_mut().zip(xs) {
                 for (half, out) in tile_row.chunks_exact_mut(CELL_OUTPUTS).enumerate() {
@@ -70,6 +81,27 @@ pub(super) fn tile(
                 }
             }
         }
+    }
+}
+
+/// Bytes a panel of `blocks` blocks takes expanded for `isa`, 0 where its kernel reads only
+/// packed panels.
+pub(super) fn expanded_bytes(scheme: &Scheme, isa: Isa, blocks: usize) -> usize {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512Vnni => blocks * super::legacy_zmm::expanded_block_bytes(scheme),
+        _ => 0,
+    }
+}
+
+/// Expands a packed panel of `blocks` blocks into `out` (`expanded_bytes` long).
+pub(super) fn expand(scheme: &Scheme, isa: Isa, panel: &[u8], blocks: usize, out: &mut [u8]) {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx512Vnni` is only detected with avx2+fma+avx512f+vnni+vl; `expand`
+        // checks the lengths.
+        Isa::Avx512Vnni => unsafe { super::legacy_zmm::expand(scheme, panel, blocks, out) },
+        _ => panic!("{isa:?} kernels read packed panels"),
     }
 }
 
@@ -119,11 +151,8 @@ fn portable_half_row(
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use super::{BlockQ8, Offset, Prefetch, Scheme, Tile, CELL_OUTPUTS};
-
-    /// How far ahead (in blocks) a streaming tile prefetches its panel.
-    const PREFETCH_BLOCKS: usize = 2;
+pub(super) mod avx2 {
+    use super::{BlockQ8, Offset, Scheme, Tile, CELL_OUTPUTS};
     use std::arch::x86_64::*;
 
     /// Group `g`'s 4 activation bytes in every 32-bit lane.
@@ -138,7 +167,7 @@ mod avx2 {
     /// output `i`'s levels `4g..4g + 4` in 32-bit lane `i` (unsigned; Q8_0's offset by 128).
     /// Loaded once per cell and used by every row of the tile.
     #[inline(always)]
-    unsafe fn levels(scheme: &Scheme, cell: *const u8) -> [__m256i; 8] {
+    pub(in super::super) unsafe fn levels(scheme: &Scheme, cell: *const u8) -> [__m256i; 8] {
         let load = |g: usize| _mm256_loadu_si256(cell.add(32 * g) as *const __m256i);
         let mut w = [_mm256_setzero_si256(); 8];
         if scheme.bits != 8 {
@@ -212,143 +241,6 @@ mod avx2 {
             4 => tile_rows::<4>(scheme, panel, xs, tile),
             5 => tile_rows::<5>(scheme, panel, xs, tile),
             _ => tile_rows::<6>(scheme, panel, xs, tile),
-        }
-    }
-
-    /// Safety: needs avx2+fma+avx512f+avx512vnni+avx512vl; otherwise as [`tile`].
-    #[target_feature(enable = "avx2,fma,avx512f,avx512vnni,avx512vl")]
-    pub(super) unsafe fn tile_vnni(
-        scheme: &Scheme,
-        panel: &[u8],
-        xs: &[&[BlockQ8]],
-        prefetch: Prefetch,
-        tile: &mut Tile,
-    ) {
-        // One kernel per type, so the block loop has no branch on the scheme.
-        const { assert!(super::super::legacy::SIGNED_BIAS as i32 == 1 << 7) };
-        match (scheme.bits, scheme.offset) {
-            (8, Offset::Signed) => rows_zmm::<8, 7, false>(panel, xs, prefetch, tile),
-            (4, Offset::Centre(8)) => rows_zmm::<4, 3, false>(panel, xs, prefetch, tile),
-            (5, Offset::Centre(16)) => rows_zmm::<5, 4, false>(panel, xs, prefetch, tile),
-            (4, Offset::Min) => rows_zmm::<4, 0, true>(panel, xs, prefetch, tile),
-            (5, Offset::Min) => rows_zmm::<5, 0, true>(panel, xs, prefetch, tile),
-            _ => unreachable!("no 32-weight block type has the scheme {scheme:?}"),
-        }
-    }
-
-    /// The scheme of `BITS`-bit levels less `2^SHIFT` (none when 0), or plus a minimum.
-    const fn scheme_of(bits: u32, shift: u32, min: bool) -> Scheme {
-        Scheme {
-            bits,
-            offset: match (min, bits, shift) {
-                (true, _, _) => Offset::Min,
-                (false, 8, _) => Offset::Signed,
-                (false, _, _) => Offset::Centre(1 << shift),
-            },
-        }
-    }
-
-    #[inline(always)]
-    unsafe fn rows_zmm<const BITS: u32, const SHIFT: u32, const MIN: bool>(
-        panel: &[u8],
-        xs: &[&[BlockQ8]],
-        prefetch: Prefetch,
-        tile: &mut Tile,
-    ) {
-        match xs.len() {
-            1 => tile_rows_zmm::<1, BITS, SHIFT, MIN>(panel, xs, prefetch, tile),
-            2 => tile_rows_zmm::<2, BITS, SHIFT, MIN>(panel, xs, prefetch, tile),
-            3 => tile_rows_zmm::<3, BITS, SHIFT, MIN>(panel, xs, prefetch, tile),
-            4 => tile_rows_zmm::<4, BITS, SHIFT, MIN>(panel, xs, prefetch, tile),
-            5 => tile_rows_zmm::<5, BITS, SHIFT, MIN>(panel, xs, prefetch, tile),
-            6 => tile_rows_zmm::<6, BITS, SHIFT, MIN>(panel, xs, prefetch, tile),
-            7 => tile_rows_zmm::<7, BITS, SHIFT, MIN>(panel, xs, prefetch, tile),
-            _ => tile_rows_zmm::<8, BITS, SHIFT, MIN>(panel, xs, prefetch, tile),
-        }
-    }
-
-    /// Two 8-lane halves as one 16-lane vector (`lo` in lanes 0-7).
-    #[inline(always)]
-    unsafe fn join_i(lo: __m256i, hi: __m256i) -> __m512i {
-        _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
-    }
-
-    #[inline(always)]
-    unsafe fn join_f(lo: *const f32, hi: *const f32) -> __m512 {
-        let lo = _mm512_castps_pd(_mm512_castps256_ps512(_mm256_loadu_ps(lo)));
-        _mm512_castpd_ps(_mm512_insertf64x4::<1>(
-            lo,
-            _mm256_castps_pd(_mm256_loadu_ps(hi)),
-        ))
-    }
-
-    /// VNNI on 512-bit vectors: a block's two cells (outputs 0-7 and 8-15) are unpacked as
-    /// before and joined, so each `vpdpbusd`, activation broadcast, conversion and FMA serves
-    /// all 16 outputs. The `vpdpbusd`s run group by group across the rows, so the `R` rows'
-    /// sums are `R` independent chains. Per output lane the same integers and the same FMA
-    /// sequence as [`tile_rows`], so the same bits.
-    #[inline(always)]
-    unsafe fn tile_rows_zmm<const R: usize, const BITS: u32, const SHIFT: u32, const MIN: bool>(
-        panel: &[u8],
-        xs: &[&[BlockQ8]],
-        prefetch: Prefetch,
-        tile: &mut Tile,
-    ) {
-        let scheme = &const { scheme_of(BITS, SHIFT, MIN) };
-        let cell_bytes = scheme.cell_bytes();
-        let level_bytes = scheme.level_bytes();
-        let blocks = xs[0].len();
-        let xp: [*const BlockQ8; R] = std::array::from_fn(|r| xs[r].as_ptr());
-        let mut acc = [_mm512_setzero_ps(); R];
-        for b in 0..blocks {
-            let c0 = panel.as_ptr().add(2 * b * cell_bytes);
-            let c1 = c0.add(cell_bytes);
-            // A hint, never a read: past the matrix's end it touches nothing.
-            let ahead = match prefetch {
-                Prefetch::Nothing => None,
-                Prefetch::Ahead => Some(c0.wrapping_add(PREFETCH_BLOCKS * 2 * cell_bytes)),
-                Prefetch::Next(stride) => Some(c0.wrapping_add(stride)),
-            };
-            if let Some(ahead) = ahead {
-                for line in (0..2 * cell_bytes).step_by(64) {
-                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line) as *const i8);
-                }
-            }
-            let (w0, w1) = (levels(scheme, c0), levels(scheme, c1));
-            let w: [__m512i; 8] = std::array::from_fn(|g| join_i(w0[g], w1[g]));
-            let scale = |cell: *const u8, at: usize| cell.add(at) as *const f32;
-            let d = join_f(scale(c0, level_bytes), scale(c1, level_bytes));
-            let x: [&BlockQ8; R] = std::array::from_fn(|r| &*xp[r].add(b));
-            // Under 4 rows, two chains a row (even and odd groups) hide `vpdpbusd`'s latency.
-            let mut dots = [[_mm512_setzero_si512(); 2]; R];
-            for (g, w) in w.iter().enumerate() {
-                for (r, dots) in dots.iter_mut().enumerate() {
-                    let group = std::ptr::read_unaligned(x[r].qs.as_ptr().add(4 * g) as *const i32);
-                    let chain = &mut dots[if R < 4 { g % 2 } else { 0 }];
-                    *chain = _mm512_dpbusd_epi32(*chain, *w, _mm512_set1_epi32(group));
-                }
-            }
-            for r in 0..R {
-                let mut dot = match R < 4 {
-                    true => _mm512_add_epi32(dots[r][0], dots[r][1]),
-                    false => dots[r][0],
-                };
-                if SHIFT != 0 {
-                    // `c·Σq` with `c = 2^SHIFT` (128 for Q8_0's offset levels).
-                    let bias = _mm512_slli_epi32::<SHIFT>(_mm512_set1_epi32(x[r].sum));
-                    dot = _mm512_sub_epi32(dot, bias);
-                }
-                let dx = _mm512_set1_ps(x[r].d);
-                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(dot), acc[r]);
-                if MIN {
-                    let m = join_f(scale(c0, level_bytes + 32), scale(c1, level_bytes + 32));
-                    let sum = _mm512_set1_ps(x[r].sum as f32);
-                    acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(m, dx), sum, acc[r]);
-                }
-            }
-        }
-        for r in 0..R {
-            _mm512_storeu_ps(tile[r].as_mut_ptr(), acc[r]);
         }
     }
 

@@ -24,6 +24,8 @@ mod k_quantize;
 mod k_tile;
 mod legacy;
 mod legacy_tile;
+#[cfg(target_arch = "x86_64")]
+mod legacy_zmm;
 mod q2_k;
 mod q3_k;
 mod q4_0;
@@ -193,9 +195,23 @@ pub trait WeightFormat: Send + Sync + std::fmt::Debug {
         DEFAULT_TILE_ROWS
     }
 
+    /// Bytes of one panel of `k` weights expanded for `isa` by
+    /// [`WeightFormat::expand_panel`]; 0 (the default) where the kernel reads only packed
+    /// panels.
+    fn expanded_bytes(&self, _isa: Isa, _k: usize) -> usize {
+        0
+    }
+
+    /// Writes `panel` into `out` (`expanded_bytes(isa, k)` bytes) in the form its kernel reads
+    /// fastest, for a call that runs many row tiles against it: unpacked once, not once a
+    /// tile. The same integers, so the same bits. Only called where `expanded_bytes` is not 0.
+    fn expand_panel(&self, isa: Isa, _panel: &[u8], _k: usize, _out: &mut [u8]) {
+        panic!("{self:?} has no expanded panels on {isa:?}")
+    }
+
     /// `tile[r][j] = Σ_kk x[r0 + r, kk] · W_panel[j, kk]` for `r < rows`, `j < PANEL`, where
     /// `rows <= self.tile_rows(isa)`. `place` says which of the panel's row tiles this is, so
-    /// the kernel may prefetch.
+    /// the kernel may prefetch; `form`, whether `panel` is packed or expanded.
     #[allow(clippy::too_many_arguments)]
     fn tile(
         &self,
@@ -206,8 +222,18 @@ pub trait WeightFormat: Send + Sync + std::fmt::Debug {
         r0: usize,
         rows: usize,
         place: TilePlace,
+        form: PanelForm,
         tile: &mut Tile,
     );
+}
+
+/// How the bytes of a panel handed to [`WeightFormat::tile`] are laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PanelForm {
+    /// As packed at load.
+    Packed,
+    /// As [`WeightFormat::expand_panel`] wrote it.
+    Expanded,
 }
 
 /// Where a tile falls among the row tiles one task runs against a panel: the first waits on

@@ -52,7 +52,17 @@ fn every_available_kernel_agrees_bit_for_bit_with_the_portable_one() {
                 let mut portable = [[0f32; PANEL]; TILE_ROWS];
                 // Where the tile falls (what it prefetches) changes no bit.
                 let place = PLACES[rows % PLACES.len()];
-                format.tile(isa, &panel, K, &acts, 0, rows, place, &mut fast);
+                format.tile(
+                    isa,
+                    &panel,
+                    K,
+                    &acts,
+                    0,
+                    rows,
+                    place,
+                    PanelForm::Packed,
+                    &mut fast,
+                );
                 format.tile(
                     Isa::Portable,
                     &panel,
@@ -61,6 +71,7 @@ fn every_available_kernel_agrees_bit_for_bit_with_the_portable_one() {
                     0,
                     rows,
                     TilePlace::MIDDLE,
+                    PanelForm::Packed,
                     &mut portable,
                 );
                 assert_eq!(
@@ -87,11 +98,31 @@ fn a_row_gives_the_same_bits_in_any_tile_position() {
             first: true,
             last: false,
         };
-        format.tile(Isa::detect(), &panel, K, &acts, 0, rows, first, &mut full);
+        format.tile(
+            Isa::detect(),
+            &panel,
+            K,
+            &acts,
+            0,
+            rows,
+            first,
+            PanelForm::Packed,
+            &mut full,
+        );
         for (r0, expected) in full.iter().take(rows).enumerate() {
             let mut alone = [[0f32; PANEL]; TILE_ROWS];
             let place = TilePlace::ALONE;
-            format.tile(Isa::detect(), &panel, K, &acts, r0, 1, place, &mut alone);
+            format.tile(
+                Isa::detect(),
+                &panel,
+                K,
+                &acts,
+                r0,
+                1,
+                place,
+                PanelForm::Packed,
+                &mut alone,
+            );
             assert_eq!(&alone[0], expected, "{:?}, row {r0}", format.ggml_type());
         }
     }
@@ -145,4 +176,61 @@ fn bf16_is_read_but_not_kept() {
     decode(GgmlType::BF16, &bytes, 2, &mut out).unwrap();
     assert_eq!(out, [1.5, -2.0]);
     assert!(decode(GgmlType::Other(99), &bytes, 2, &mut out).is_none());
+}
+
+#[test]
+fn an_expanded_panel_gives_the_bits_of_the_packed_one() {
+    let w = test_values(PANEL * K, 11);
+    let x = test_values(TILE_ROWS * K, 12);
+    let mut expanded_any = false;
+    for format in formats() {
+        let panel = packed_panel(format, &w, PANEL);
+        let acts = Activations::prepare(format.activation(), &x, K);
+        for isa in Isa::available() {
+            let bytes = format.expanded_bytes(isa, K);
+            if bytes == 0 {
+                continue;
+            }
+            expanded_any = true;
+            let mut expanded = vec![0u8; bytes];
+            format.expand_panel(isa, &panel, K, &mut expanded);
+            for rows in 1..=format.tile_rows(isa) {
+                let place = PLACES[rows % PLACES.len()];
+                let mut packed_tile = [[0f32; PANEL]; TILE_ROWS];
+                let mut expanded_tile = [[0f32; PANEL]; TILE_ROWS];
+                let packed_form = PanelForm::Packed;
+                format.tile(
+                    isa,
+                    &panel,
+                    K,
+                    &acts,
+                    0,
+                    rows,
+                    place,
+                    packed_form,
+                    &mut packed_tile,
+                );
+                let form = PanelForm::Expanded;
+                format.tile(
+                    isa,
+                    &expanded,
+                    K,
+                    &acts,
+                    0,
+                    rows,
+                    place,
+                    form,
+                    &mut expanded_tile,
+                );
+                let ty = format.ggml_type();
+                assert_eq!(packed_tile, expanded_tile, "{ty:?} {isa:?}, {rows} rows");
+            }
+        }
+    }
+    // Where the CPU has a kernel that expands, the test must have reached it.
+    let vnni = Isa::available().contains(&Isa::Avx512Vnni);
+    assert_eq!(
+        expanded_any, vnni,
+        "the VNNI legacy kernels expand, no other"
+    );
 }
