@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use super::act_q8k::nearest_int;
+use super::act_q8k::{abs_max, nearest_int};
 
 /// Values per block.
 pub const QK: usize = 32;
@@ -30,7 +30,7 @@ impl BlockQ8 {
 
     /// Quantizes 32 values with the scale that maps the largest magnitude to 127.
     pub fn quantize(x: &[f32]) -> Self {
-        let amax = x.iter().fold(0f32, |a, v| a.max(v.abs()));
+        let amax = abs_max(x);
         let mut block = Self::ZERO;
         if amax == 0.0 {
             return block;
