@@ -5,6 +5,7 @@
 use rayon::prelude::*;
 
 use super::act_q8k::{abs_max, nearest_int};
+use super::Isa;
 
 /// Values per block.
 pub const QK: usize = 32;
@@ -45,6 +46,75 @@ impl BlockQ8 {
     }
 }
 
+/// Quantizes `x` into `out`, 32 values a block, with the vector kernel where the CPU has one:
+/// the same operations as [`BlockQ8::quantize`], so the same bits.
+fn quantize_blocks(x: &[f32], out: &mut [BlockQ8]) {
+    match Isa::detect() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: both are only detected on CPUs with avx2.
+        Isa::Avx2 | Isa::Avx512Vnni => unsafe { avx2::quantize_blocks(x, out) },
+        _ => {
+            for (block, values) in out.iter_mut().zip(x.chunks_exact(QK)) {
+                *block = BlockQ8::quantize(values);
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{BlockQ8, QK};
+    use std::arch::x86_64::*;
+
+    /// Safety: needs avx2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn quantize_blocks(x: &[f32], out: &mut [BlockQ8]) {
+        for (block, values) in out.iter_mut().zip(x.chunks_exact(QK)) {
+            let p = values.as_ptr();
+            let v: [__m256; 4] = std::array::from_fn(|i| _mm256_loadu_ps(p.add(8 * i)));
+            let sign = _mm256_set1_ps(-0.0);
+            let abs: [__m256; 4] = std::array::from_fn(|i| _mm256_andnot_ps(sign, v[i]));
+            let m = _mm256_max_ps(_mm256_max_ps(abs[0], abs[1]), _mm256_max_ps(abs[2], abs[3]));
+            let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
+            let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+            let amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps::<1>(m, m)));
+            if amax == 0.0 {
+                *block = BlockQ8::ZERO;
+                continue;
+            }
+            // `nearest_int(v * inverse).clamp(-127, 127)` lane by lane: the same mul, the
+            // same add of 1.5·2^23, the same mask.
+            let inverse = _mm256_set1_ps(127.0 / amax);
+            let magic = _mm256_set1_ps(12_582_912.0);
+            let (mask, half) = (
+                _mm256_set1_epi32(0x007F_FFFF),
+                _mm256_set1_epi32(0x0040_0000),
+            );
+            let (lo, hi) = (_mm256_set1_epi32(-127), _mm256_set1_epi32(127));
+            let q: [__m256i; 4] = std::array::from_fn(|i| {
+                let t = _mm256_castps_si256(_mm256_add_ps(_mm256_mul_ps(v[i], inverse), magic));
+                let n = _mm256_sub_epi32(_mm256_and_si256(t, mask), half);
+                _mm256_max_epi32(_mm256_min_epi32(n, hi), lo)
+            });
+            let s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+            let s = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256::<1>(s));
+            let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+            let sum = _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<1>(s)));
+            // Packing works within 128-bit lanes: dwords come out as values 0-3, 8-11, 16-19,
+            // 24-27, 4-7, 12-15, 20-23, 28-31, put back in order by the permutation.
+            let bytes = _mm256_packs_epi16(
+                _mm256_packs_epi32(q[0], q[1]),
+                _mm256_packs_epi32(q[2], q[3]),
+            );
+            let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+            let bytes = _mm256_permutevar8x32_epi32(bytes, order);
+            block.d = amax / 127.0;
+            block.sum = sum;
+            _mm256_storeu_si256(block.qs.as_mut_ptr() as *mut __m256i, bytes);
+        }
+    }
+}
+
 /// Rows of activations `[m, k]` as blocks of 32, `k / 32` a row.
 #[derive(Debug)]
 pub struct Q8Rows {
@@ -63,11 +133,7 @@ impl Q8Rows {
         blocks
             .par_chunks_mut(256)
             .zip(x.par_chunks(256 * QK))
-            .for_each(|(dst, src)| {
-                for (block, values) in dst.iter_mut().zip(src.chunks_exact(QK)) {
-                    *block = BlockQ8::quantize(values);
-                }
-            });
+            .for_each(|(dst, src)| quantize_blocks(src, dst));
         Self {
             blocks,
             blocks_per_row: k / QK,
@@ -98,5 +164,24 @@ mod tests {
             block.qs.iter().map(|&q| i32::from(q)).sum::<i32>()
         );
         assert_eq!(BlockQ8::quantize(&[0.0; QK]).d, 0.0);
+    }
+
+    #[test]
+    fn the_vector_kernel_gives_the_scalar_bits() {
+        let mut x = test_values(64 * QK, 9);
+        // A zero block, a block of ties (0.5 steps), a huge and a tiny one.
+        x[..QK].fill(0.0);
+        for (i, v) in x[QK..2 * QK].iter_mut().enumerate() {
+            *v = (i as f32 - 16.0) * 0.5;
+        }
+        x[2 * QK..3 * QK].iter_mut().for_each(|v| *v *= 1e30);
+        x[3 * QK..4 * QK].iter_mut().for_each(|v| *v *= 1e-30);
+        let mut fast = vec![BlockQ8::ZERO; 64];
+        quantize_blocks(&x, &mut fast);
+        for (b, (fast, values)) in fast.iter().zip(x.chunks_exact(QK)).enumerate() {
+            let scalar = BlockQ8::quantize(values);
+            assert_eq!(fast.d.to_bits(), scalar.d.to_bits(), "block {b}");
+            assert_eq!((fast.sum, fast.qs), (scalar.sum, scalar.qs), "block {b}");
+        }
     }
 }
