@@ -3,6 +3,7 @@
 //! multiply weight bytes with these bytes in integer arithmetic and use the group sums to
 //! subtract the weights' offsets and minimums once per group instead of once per weight.
 
+use super::Isa;
 use rayon::prelude::*;
 
 /// Values per super-block.
@@ -82,6 +83,48 @@ impl BlockQ8K {
     }
 }
 
+/// Quantizes `x` into `out`, 256 values a block, with the vector kernel where the CPU has one:
+/// the same operations as [`BlockQ8K::quantize`], so the same bits.
+fn quantize_blocks(x: &[f32], out: &mut [BlockQ8K]) {
+    match Isa::detect() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: both are only detected on CPUs with avx2.
+        Isa::Avx2 | Isa::Avx512Vnni => unsafe { quantize_blocks_avx2(x, out) },
+        _ => {
+            for (block, values) in out.iter_mut().zip(x.chunks_exact(QK_K)) {
+                *block = BlockQ8K::quantize(values);
+            }
+        }
+    }
+}
+
+/// Safety: needs avx2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn quantize_blocks_avx2(x: &[f32], out: &mut [BlockQ8K]) {
+    use super::act_q8_0::avx2::{abs_max, load32, quantize32};
+    use std::arch::x86_64::*;
+    for (block, values) in out.iter_mut().zip(x.chunks_exact(QK_K)) {
+        let v: [[__m256; 4]; QK_K / 32] =
+            std::array::from_fn(|c| load32(values[32 * c..].as_ptr()));
+        let amax = abs_max(v.as_flattened());
+        if amax == 0.0 {
+            *block = BlockQ8K::ZERO;
+            continue;
+        }
+        let inverse = 127.0 / amax;
+        block.d = amax / 127.0;
+        for (c, v) in v.iter().enumerate() {
+            let (bytes, first, last) = quantize32(v, inverse);
+            _mm256_storeu_si256(block.qs[32 * c..].as_mut_ptr() as *mut __m256i, bytes);
+            // Each sum of 16 bytes in -127..=127 fits in i16.
+            block.bsums16[2 * c] = first as i16;
+            block.bsums16[2 * c + 1] = last as i16;
+            block.bsums32[c] = (first + last) as i16;
+        }
+    }
+}
+
 /// Rows of activations `[m, k]` as Q8_K super-blocks, `k / 256` a row.
 #[derive(Debug)]
 pub struct Q8KRows {
@@ -102,11 +145,7 @@ impl Q8KRows {
         blocks
             .par_chunks_mut(64)
             .zip(x.par_chunks(64 * QK_K))
-            .for_each(|(dst, src)| {
-                for (block, values) in dst.iter_mut().zip(src.chunks_exact(QK_K)) {
-                    *block = BlockQ8K::quantize(values);
-                }
-            });
+            .for_each(|(dst, src)| quantize_blocks(src, dst));
         Self {
             blocks,
             blocks_per_row,
@@ -141,6 +180,27 @@ mod tests {
         for g in 0..8 {
             let sum: i32 = block.qs[32 * g..][..32].iter().map(|&q| i32::from(q)).sum();
             assert_eq!(i32::from(block.bsums32[g]), sum);
+        }
+    }
+
+    #[test]
+    fn the_vector_kernel_gives_the_scalar_bits() {
+        let mut x = crate::kernels::test_values(16 * QK_K, 5);
+        x[..QK_K].fill(0.0);
+        for (i, v) in x[QK_K..2 * QK_K].iter_mut().enumerate() {
+            *v = (i as f32 - 128.0) * 0.5;
+        }
+        x[2 * QK_K..3 * QK_K].iter_mut().for_each(|v| *v *= 1e30);
+        let mut fast = vec![BlockQ8K::ZERO; 16];
+        quantize_blocks(&x, &mut fast);
+        for (b, (fast, values)) in fast.iter().zip(x.chunks_exact(QK_K)).enumerate() {
+            let scalar = BlockQ8K::quantize(values);
+            assert_eq!(fast.d.to_bits(), scalar.d.to_bits(), "block {b}");
+            assert_eq!(fast.qs, scalar.qs, "block {b}");
+            assert_eq!(
+                (fast.bsums16, fast.bsums32),
+                (scalar.bsums16, scalar.bsums32)
+            );
         }
     }
 
