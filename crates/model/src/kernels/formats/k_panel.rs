@@ -343,6 +343,10 @@ impl<Q: KQuant> WeightFormat for KFormat<Q> {
         }
     }
 
+    fn tile_rows(&self, isa: Isa) -> usize {
+        k_tile::tile_rows(isa)
+    }
+
     fn tile(
         &self,
         isa: Isa,

@@ -15,7 +15,16 @@
 
 use super::act_q8k::{BlockQ8K, Q8KRows, QK_K};
 use super::k_panel::{read_cell_row, KBlock, KQuant, Offset, CELL_OUTPUTS};
-use super::{Isa, Tile, TilePlace, PANEL, TILE_ROWS};
+use super::{Isa, Tile, TilePlace, DEFAULT_TILE_ROWS, PANEL, TILE_ROWS};
+
+/// Rows a tile takes: with VNNI's 32 registers 8 rows' sums fit, the portable kernel takes any
+/// number.
+pub(super) fn tile_rows(isa: Isa) -> usize {
+    match isa {
+        Isa::Avx2 => DEFAULT_TILE_ROWS,
+        _ => TILE_ROWS,
+    }
+}
 
 /// One tile against a K-quant panel, rows `r0..r0 + rows` of `x`.
 #[allow(clippy::too_many_arguments)]
@@ -29,6 +38,7 @@ pub(super) fn tile<Q: KQuant>(
     place: TilePlace,
     tile: &mut Tile,
 ) {
+    assert!(rows <= tile_rows(isa), "{rows} rows in one tile");
     let blocks = k / QK_K;
     let prefetch = place.prefetch(panel.len());
     let panel = &panel[..2 * blocks * Q::SCHEME.cell_bytes()];
@@ -204,130 +214,155 @@ mod avx2 {
         prefetch: Prefetch,
         tile: &mut Tile,
     ) {
-        let scheme = Q::SCHEME;
-        let cell_bytes = scheme.cell_bytes();
-        let subs_per_group = scheme.sub / 16;
-        let chain = scheme.chain();
+        let cell_bytes = Q::SCHEME.cell_bytes();
         let xp: [*const BlockQ8K; R] = std::array::from_fn(|r| xs[r].as_ptr());
-        let mut acc = [[_mm256_setzero_ps(); 2]; R];
-        let mut cell = panel.as_ptr();
-        for b in 0..blocks {
+        // A hint, never a read: past the matrix's end it touches nothing.
+        let warm = |b: usize| {
+            let block = panel.as_ptr().wrapping_add(2 * b * cell_bytes);
+            let ahead = match prefetch {
+                Prefetch::Nothing => return,
+                Prefetch::Ahead => block.wrapping_add(PREFETCH_CELLS * cell_bytes),
+                Prefetch::Next(stride) => block.wrapping_add(stride),
+            };
+            for line in (0..2 * cell_bytes).step_by(64) {
+                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line) as *const i8);
+            }
+        };
+        let cell = |b: usize, half: usize| panel.as_ptr().add((2 * b + half) * cell_bytes);
+        if R >= 4 {
+            // Half by half (outputs 0-7, then 8-15), so only one half's accumulators are live
+            // (8 rows fit the registers): the first pass brings the panel in (warming both
+            // halves), the second finds it cached.
             for half in 0..2 {
-                // A hint, never a read: past the matrix's end it touches nothing.
-                let ahead = match prefetch {
-                    Prefetch::Nothing => None,
-                    Prefetch::Ahead => Some(cell.wrapping_add(PREFETCH_CELLS * cell_bytes)),
-                    Prefetch::Next(stride) => Some(cell.wrapping_add(stride)),
-                };
-                if let Some(ahead) = ahead {
-                    for line in (0..cell_bytes).step_by(64) {
-                        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line) as *const i8);
+                let mut acc = [_mm256_setzero_ps(); R];
+                for b in 0..blocks {
+                    if half == 0 {
+                        warm(b);
                     }
+                    cell_product::<Q, R, VNNI>(cell(b, half), b, &xp, &mut acc);
                 }
-                let mut a = [_mm256_setzero_si256(); R];
-                // VNNI: a sub-block's groups sum in `t` (exact in 32 bits), then one scale.
-                let mut t = [_mm256_setzero_si256(); R];
-                for unit in 0..8 {
-                    let unit_ptr = cell.add(scheme.units_offset() + unit * scheme.unit_bytes());
-                    for half_unit in 0..2 {
-                        let group = 2 * unit + half_unit;
-                        let w = unpack_group::<Q>(unit_ptr, half_unit);
-                        let sub = group / subs_per_group;
-                        let scales = cell.add(scheme.scales_offset() + 8 * sub);
-                        if VNNI {
-                            for (r, t) in t.iter_mut().enumerate() {
-                                let q = (*xp[r].add(b)).qs.as_ptr().add(16 * group);
-                                for (i, w) in w.iter().enumerate() {
-                                    *t = _mm256_dpbusd_epi32(*t, *w, broadcast4(q.add(4 * i)));
-                                }
-                            }
-                            if (group + 1) % subs_per_group == 0 {
-                                let sc = scale_lanes(scales);
-                                for (a, t) in a.iter_mut().zip(&mut t) {
-                                    *a = _mm256_add_epi32(*a, _mm256_mullo_epi32(*t, sc));
-                                    *t = _mm256_setzero_si256();
-                                }
-                            }
-                            continue;
-                        }
-                        let sc = scale_pairs(scales);
-                        for r in 0..R {
-                            let q = (*xp[r].add(b)).qs.as_ptr().add(16 * group);
-                            // Pair sums of `chain` quads add up in 16 bits (exact, see
-                            // `Scheme::chain`), then widen once with the scale.
-                            for (c, quads) in w.chunks_exact(chain).enumerate() {
-                                let q = q.add(4 * chain * c);
-                                let mut sum = _mm256_maddubs_epi16(quads[0], broadcast4(q));
-                                for (i, w) in quads.iter().enumerate().skip(1) {
-                                    let products =
-                                        _mm256_maddubs_epi16(*w, broadcast4(q.add(4 * i)));
-                                    sum = _mm256_add_epi16(sum, products);
-                                }
-                                a[r] = _mm256_add_epi32(a[r], _mm256_madd_epi16(sum, sc));
-                            }
-                        }
-                    }
-                }
-                let factors = if scheme.has_min() {
-                    scheme.mins_offset()
-                } else {
-                    scheme.scales_offset()
-                };
-                let mut bs = [_mm256_setzero_si256(); R];
-                for pair in 0..scheme.subs() / 2 {
-                    let f = cell.add(factors + 16 * pair);
-                    let v = interleave_pairs(f, f.add(8));
-                    for r in 0..R {
-                        let x = &*xp[r].add(b);
-                        let sums = if scheme.sub == 32 {
-                            x.bsums32.as_ptr()
-                        } else {
-                            x.bsums16.as_ptr()
-                        };
-                        let s =
-                            _mm256_set1_epi32((sums.add(2 * pair) as *const i32).read_unaligned());
-                        bs[r] = if VNNI {
-                            _mm256_dpwssd_epi32(bs[r], v, s)
-                        } else {
-                            _mm256_add_epi32(bs[r], _mm256_madd_epi16(v, s))
-                        };
-                    }
-                }
-                let d = _mm256_loadu_ps(cell as *const f32);
-                let dmin = _mm256_loadu_ps(cell.add(scheme.dmin_offset()) as *const f32);
                 for r in 0..R {
-                    let dx = _mm256_set1_ps((*xp[r].add(b)).d);
-                    let acc = &mut acc[r][half];
-                    match scheme.offset {
-                        Offset::Min => {
-                            *acc = _mm256_fmadd_ps(
-                                _mm256_mul_ps(dx, d),
-                                _mm256_cvtepi32_ps(a[r]),
-                                *acc,
-                            );
-                            *acc = _mm256_fnmadd_ps(
-                                _mm256_mul_ps(dx, dmin),
-                                _mm256_cvtepi32_ps(bs[r]),
-                                *acc,
-                            );
-                        }
-                        Offset::Centre(shift) => {
-                            let shift = _mm_cvtsi32_si128(shift as i32);
-                            let centred = _mm256_sub_epi32(a[r], _mm256_sll_epi32(bs[r], shift));
-                            *acc = _mm256_fmadd_ps(
-                                _mm256_mul_ps(dx, d),
-                                _mm256_cvtepi32_ps(centred),
-                                *acc,
-                            );
-                        }
-                    }
+                    _mm256_storeu_ps(tile[r].as_mut_ptr().add(8 * half), acc[r]);
                 }
-                cell = cell.add(cell_bytes);
+            }
+        } else {
+            // Few rows: decode, bound by the panel's stream, which is read once in order.
+            let mut acc = [[_mm256_setzero_ps(); R]; 2];
+            for b in 0..blocks {
+                warm(b);
+                for (half, acc) in acc.iter_mut().enumerate() {
+                    cell_product::<Q, R, VNNI>(cell(b, half), b, &xp, acc);
+                }
+            }
+            for r in 0..R {
+                for (half, acc) in acc.iter().enumerate() {
+                    _mm256_storeu_ps(tile[r].as_mut_ptr().add(8 * half), acc[r]);
+                }
             }
         }
+    }
+
+    /// Adds one cell's products with super-block `b` of each row `xp[r]` to `acc[r]`.
+    #[inline(always)]
+    unsafe fn cell_product<Q: KQuant, const R: usize, const VNNI: bool>(
+        cell: *const u8,
+        b: usize,
+        xp: &[*const BlockQ8K; R],
+        acc: &mut [__m256; R],
+    ) {
+        let scheme = Q::SCHEME;
+        let subs_per_group = scheme.sub / 16;
+        let chain = scheme.chain();
+        let mut a = [_mm256_setzero_si256(); R];
+        // VNNI: a sub-block's groups sum in `t` (exact in 32 bits), then one scale.
+        // Under 4 rows, two chains a row (even and odd quads) hide the latency.
+        let mut t = [[_mm256_setzero_si256(); 2]; R];
+        for unit in 0..8 {
+            let unit_ptr = cell.add(scheme.units_offset() + unit * scheme.unit_bytes());
+            for half_unit in 0..2 {
+                let group = 2 * unit + half_unit;
+                let w = unpack_group::<Q>(unit_ptr, half_unit);
+                let sub = group / subs_per_group;
+                let scales = cell.add(scheme.scales_offset() + 8 * sub);
+                if VNNI {
+                    for (r, t) in t.iter_mut().enumerate() {
+                        let q = (*xp[r].add(b)).qs.as_ptr().add(16 * group);
+                        for (i, w) in w.iter().enumerate() {
+                            let t = &mut t[if R < 4 { i % 2 } else { 0 }];
+                            *t = _mm256_dpbusd_epi32(*t, *w, broadcast4(q.add(4 * i)));
+                        }
+                    }
+                    if (group + 1) % subs_per_group == 0 {
+                        let sc = scale_lanes(scales);
+                        for (a, t) in a.iter_mut().zip(&mut t) {
+                            let sum = match R < 4 {
+                                true => _mm256_add_epi32(t[0], t[1]),
+                                false => t[0],
+                            };
+                            *a = _mm256_add_epi32(*a, _mm256_mullo_epi32(sum, sc));
+                            *t = [_mm256_setzero_si256(); 2];
+                        }
+                    }
+                    continue;
+                }
+                let sc = scale_pairs(scales);
+                for r in 0..R {
+                    let q = (*xp[r].add(b)).qs.as_ptr().add(16 * group);
+                    // Pair sums of `chain` quads add up in 16 bits (exact, see
+                    // `Scheme::chain`), then widen once with the scale.
+                    for (c, quads) in w.chunks_exact(chain).enumerate() {
+                        let q = q.add(4 * chain * c);
+                        let mut sum = _mm256_maddubs_epi16(quads[0], broadcast4(q));
+                        for (i, w) in quads.iter().enumerate().skip(1) {
+                            let products = _mm256_maddubs_epi16(*w, broadcast4(q.add(4 * i)));
+                            sum = _mm256_add_epi16(sum, products);
+                        }
+                        a[r] = _mm256_add_epi32(a[r], _mm256_madd_epi16(sum, sc));
+                    }
+                }
+            }
+        }
+        let factors = if scheme.has_min() {
+            scheme.mins_offset()
+        } else {
+            scheme.scales_offset()
+        };
+        let mut bs = [_mm256_setzero_si256(); R];
+        for pair in 0..scheme.subs() / 2 {
+            let f = cell.add(factors + 16 * pair);
+            let v = interleave_pairs(f, f.add(8));
+            for r in 0..R {
+                let x = &*xp[r].add(b);
+                let sums = if scheme.sub == 32 {
+                    x.bsums32.as_ptr()
+                } else {
+                    x.bsums16.as_ptr()
+                };
+                let s = _mm256_set1_epi32((sums.add(2 * pair) as *const i32).read_unaligned());
+                bs[r] = if VNNI {
+                    _mm256_dpwssd_epi32(bs[r], v, s)
+                } else {
+                    _mm256_add_epi32(bs[r], _mm256_madd_epi16(v, s))
+                };
+            }
+        }
+        let d = _mm256_loadu_ps(cell as *const f32);
+        let dmin = _mm256_loadu_ps(cell.add(scheme.dmin_offset()) as *const f32);
         for r in 0..R {
-            _mm256_storeu_ps(tile[r].as_mut_ptr(), acc[r][0]);
-            _mm256_storeu_ps(tile[r].as_mut_ptr().add(8), acc[r][1]);
+            let dx = _mm256_set1_ps((*xp[r].add(b)).d);
+            let acc = &mut acc[r];
+            match scheme.offset {
+                Offset::Min => {
+                    *acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, d), _mm256_cvtepi32_ps(a[r]), *acc);
+                    *acc =
+                        _mm256_fnmadd_ps(_mm256_mul_ps(dx, dmin), _mm256_cvtepi32_ps(bs[r]), *acc);
+                }
+                Offset::Centre(shift) => {
+                    let shift = _mm_cvtsi32_si128(shift as i32);
+                    let centred = _mm256_sub_epi32(a[r], _mm256_sll_epi32(bs[r], shift));
+                    *acc = _mm256_fmadd_ps(_mm256_mul_ps(dx, d), _mm256_cvtepi32_ps(centred), *acc);
+                }
+            }
         }
     }
 
@@ -370,7 +405,11 @@ mod avx2 {
             3 => tile_rows::<Q, 3, VNNI>(panel, blocks, xs, prefetch, tile),
             4 => tile_rows::<Q, 4, VNNI>(panel, blocks, xs, prefetch, tile),
             5 => tile_rows::<Q, 5, VNNI>(panel, blocks, xs, prefetch, tile),
-            _ => tile_rows::<Q, 6, VNNI>(panel, blocks, xs, prefetch, tile),
+            6 => tile_rows::<Q, 6, VNNI>(panel, blocks, xs, prefetch, tile),
+            // Eight rows only with VNNI (32 vector registers): see `tile_rows` above.
+            7 if VNNI => tile_rows::<Q, 7, VNNI>(panel, blocks, xs, prefetch, tile),
+            _ if VNNI => tile_rows::<Q, 8, VNNI>(panel, blocks, xs, prefetch, tile),
+            _ => unreachable!("{} rows in an AVX2 tile", xs.len()),
         }
     }
 }
