@@ -233,7 +233,7 @@ impl PackedMatrix {
         self.for_each_panel(m, n.div_ceil(PANEL), |p, rows| {
             let mut tile = [[0f32; PANEL]; TILE_ROWS];
             let cols = PANEL.min(n - p * PANEL);
-            with_scratch(|scratch| {
+            with_scratch(self.expands(isa, rows.len()), |scratch| {
                 let panel = self.panel_for(isa, p, rows.len(), scratch);
                 for (r0, tile_rows, place) in row_tiles(rows, self.format.tile_rows(isa)) {
                     self.tile(isa, &acts, r0, tile_rows, panel, place, &mut tile);
@@ -303,9 +303,15 @@ impl PackedMatrix {
             .tile(isa, panel, k, acts, r0, rows, place, form, tile);
     }
 
-    /// Panel `p` as the tiles of `rows` rows should read it: expanded into `scratch` where the
-    /// format has an expanded form and enough row tiles share the panel to repay the pass
-    /// (prefill), else packed.
+    /// Whether the tiles of `rows` rows read expanded panels: where the format has an
+    /// expanded form and enough row tiles share each panel to repay the pass (prefill).
+    fn expands(&self, isa: Isa, rows: usize) -> bool {
+        rows >= EXPAND_MIN_TILES * self.format.tile_rows(isa)
+            && self.format.expanded_bytes(isa, self.in_dim) > 0
+    }
+
+    /// Panel `p` as the tiles of `rows` rows should read it: expanded into `scratch` where
+    /// [`PackedMatrix::expands`], else packed.
     fn panel_for<'a>(
         &'a self,
         isa: Isa,
@@ -313,11 +319,10 @@ impl PackedMatrix {
         rows: usize,
         scratch: &'a mut Vec<u8>,
     ) -> (&'a [u8], PanelForm) {
-        let bytes = self.format.expanded_bytes(isa, self.in_dim);
-        if bytes == 0 || rows < EXPAND_MIN_TILES * self.format.tile_rows(isa) {
+        if !self.expands(isa, rows) {
             return (self.panel(p), PanelForm::Packed);
         }
-        scratch.resize(bytes, 0);
+        scratch.resize(self.format.expanded_bytes(isa, self.in_dim), 0);
         self.format
             .expand_panel(isa, self.panel(p), self.in_dim, scratch);
         (scratch, PanelForm::Expanded)
@@ -416,16 +421,21 @@ impl GatedMatrix {
         packed.for_each_panel(m, n / PANEL, |p, rows| {
             let mut tiles = [[[0f32; PANEL]; TILE_ROWS]; 2];
             let [gate, up] = &mut tiles;
-            with_scratch(|gate_scratch| {
-                with_scratch(|up_scratch| {
+            let expands = packed.expands(isa, rows.len());
+            with_scratch(expands, |gate_scratch| {
+                with_scratch(expands, |up_scratch| {
                     let gate_panel = packed.panel_for(isa, 2 * p, rows.len(), gate_scratch);
                     let up_panel = packed.panel_for(isa, 2 * p + 1, rows.len(), up_scratch);
                     for (r0, tile_rows, place) in row_tiles(rows, packed.format.tile_rows(isa)) {
                         // The gate panel's next is the up panel, read now: only the up tile
-                        // warms.
-                        let gate_place = TilePlace {
-                            last: false,
-                            ..place
+                        // warms. A tile alone on its panel stays so (kernels prefetch
+                        // differently there).
+                        let gate_place = match place {
+                            TilePlace::ALONE => place,
+                            _ => TilePlace {
+                                last: false,
+                                ..place
+                            },
                         };
                         packed.tile(isa, &acts, r0, tile_rows, gate_panel, gate_place, gate);
                         packed.tile(isa, &acts, r0, tile_rows, up_panel, place, up);
@@ -470,8 +480,12 @@ thread_local! {
 }
 
 /// Runs `f` with a buffer of this thread's that no enclosing call is using (taken out of the
-/// thread's pool while `f` runs, so nested calls each get their own).
-fn with_scratch<T>(f: impl FnOnce(&mut Vec<u8>) -> T) -> T {
+/// thread's pool while `f` runs, so nested calls each get their own), or with an empty one
+/// when the buffer is not `needed` (decode: no thread-local access per panel).
+fn with_scratch<T>(needed: bool, f: impl FnOnce(&mut Vec<u8>) -> T) -> T {
+    if !needed {
+        return f(&mut Vec::new());
+    }
     let mut buffer = SCRATCH
         .with_borrow_mut(|pool| pool.pop())
         .unwrap_or_default();
