@@ -39,6 +39,25 @@ const PLACES: [TilePlace; 4] = [
     },
 ];
 
+const PACKED: PanelForm = PanelForm::Packed;
+
+/// One tile of `rows` rows from row `r0`: `format.tile` on a fresh tile.
+#[allow(clippy::too_many_arguments)]
+fn run_tile(
+    format: &dyn WeightFormat,
+    isa: Isa,
+    panel: &[u8],
+    acts: &Activations<'_>,
+    r0: usize,
+    rows: usize,
+    place: TilePlace,
+    form: PanelForm,
+) -> Tile {
+    let mut tile = [[0f32; PANEL]; TILE_ROWS];
+    format.tile(isa, panel, K, acts, r0, rows, place, form, &mut tile);
+    tile
+}
+
 #[test]
 fn every_available_kernel_agrees_bit_for_bit_with_the_portable_one() {
     let w = test_values(PANEL * K, 5);
@@ -48,31 +67,18 @@ fn every_available_kernel_agrees_bit_for_bit_with_the_portable_one() {
         let acts = Activations::prepare(format.activation(), &x, K);
         for isa in Isa::available() {
             for rows in 1..=format.tile_rows(isa) {
-                let mut fast = [[0f32; PANEL]; TILE_ROWS];
-                let mut portable = [[0f32; PANEL]; TILE_ROWS];
                 // Where the tile falls (what it prefetches) changes no bit.
                 let place = PLACES[rows % PLACES.len()];
-                format.tile(
-                    isa,
-                    &panel,
-                    K,
-                    &acts,
-                    0,
-                    rows,
-                    place,
-                    PanelForm::Packed,
-                    &mut fast,
-                );
-                format.tile(
+                let fast = run_tile(format, isa, &panel, &acts, 0, rows, place, PACKED);
+                let portable = run_tile(
+                    format,
                     Isa::Portable,
                     &panel,
-                    K,
                     &acts,
                     0,
                     rows,
                     TilePlace::MIDDLE,
-                    PanelForm::Packed,
-                    &mut portable,
+                    PACKED,
                 );
                 assert_eq!(
                     fast,
@@ -92,37 +98,15 @@ fn a_row_gives_the_same_bits_in_any_tile_position() {
     for format in formats() {
         let panel = packed_panel(format, &w, PANEL);
         let acts = Activations::prepare(format.activation(), &x, K);
-        let mut full = [[0f32; PANEL]; TILE_ROWS];
         let rows = format.tile_rows(Isa::detect());
         let first = TilePlace {
             first: true,
             last: false,
         };
-        format.tile(
-            Isa::detect(),
-            &panel,
-            K,
-            &acts,
-            0,
-            rows,
-            first,
-            PanelForm::Packed,
-            &mut full,
-        );
+        let full = run_tile(format, Isa::detect(), &panel, &acts, 0, rows, first, PACKED);
         for (r0, expected) in full.iter().take(rows).enumerate() {
-            let mut alone = [[0f32; PANEL]; TILE_ROWS];
             let place = TilePlace::ALONE;
-            format.tile(
-                Isa::detect(),
-                &panel,
-                K,
-                &acts,
-                r0,
-                1,
-                place,
-                PanelForm::Packed,
-                &mut alone,
-            );
+            let alone = run_tile(format, Isa::detect(), &panel, &acts, r0, 1, place, PACKED);
             assert_eq!(&alone[0], expected, "{:?}, row {r0}", format.ggml_type());
         }
     }
@@ -196,32 +180,9 @@ fn an_expanded_panel_gives_the_bits_of_the_packed_one() {
             format.expand_panel(isa, &panel, K, &mut expanded);
             for rows in 1..=format.tile_rows(isa) {
                 let place = PLACES[rows % PLACES.len()];
-                let mut packed_tile = [[0f32; PANEL]; TILE_ROWS];
-                let mut expanded_tile = [[0f32; PANEL]; TILE_ROWS];
-                let packed_form = PanelForm::Packed;
-                format.tile(
-                    isa,
-                    &panel,
-                    K,
-                    &acts,
-                    0,
-                    rows,
-                    place,
-                    packed_form,
-                    &mut packed_tile,
-                );
+                let packed_tile = run_tile(format, isa, &panel, &acts, 0, rows, place, PACKED);
                 let form = PanelForm::Expanded;
-                format.tile(
-                    isa,
-                    &expanded,
-                    K,
-                    &acts,
-                    0,
-                    rows,
-                    place,
-                    form,
-                    &mut expanded_tile,
-                );
+                let expanded_tile = run_tile(format, isa, &expanded, &acts, 0, rows, place, form);
                 let ty = format.ggml_type();
                 assert_eq!(packed_tile, expanded_tile, "{ty:?} {isa:?}, {rows} rows");
             }
