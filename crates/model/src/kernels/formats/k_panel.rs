@@ -344,7 +344,7 @@ impl<Q: KQuant> WeightFormat for KFormat<Q> {
     }
 
     fn tile_rows(&self, isa: Isa) -> usize {
-        k_tile::tile_rows(isa)
+        isa.integer_tile_rows()
     }
 
     fn tile(

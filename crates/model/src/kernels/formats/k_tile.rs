@@ -15,16 +15,7 @@
 
 use super::act_q8k::{BlockQ8K, Q8KRows, QK_K};
 use super::k_panel::{read_cell_row, KBlock, KQuant, Offset, CELL_OUTPUTS};
-use super::{Isa, Tile, TilePlace, DEFAULT_TILE_ROWS, PANEL, TILE_ROWS};
-
-/// Rows a tile takes: with VNNI's 32 registers 8 rows' sums fit, the portable kernel takes any
-/// number.
-pub(super) fn tile_rows(isa: Isa) -> usize {
-    match isa {
-        Isa::Avx2 => DEFAULT_TILE_ROWS,
-        _ => TILE_ROWS,
-    }
-}
+use super::{Isa, Tile, TilePlace, PANEL, TILE_ROWS};
 
 /// One tile against a K-quant panel, rows `r0..r0 + rows` of `x`.
 #[allow(clippy::too_many_arguments)]
@@ -38,7 +29,7 @@ pub(super) fn tile<Q: KQuant>(
     place: TilePlace,
     tile: &mut Tile,
 ) {
-    assert!(rows <= tile_rows(isa), "{rows} rows in one tile");
+    assert!(rows <= isa.integer_tile_rows(), "{rows} rows in one tile");
     let blocks = k / QK_K;
     let prefetch = place.prefetch(panel.len());
     let panel = &panel[..2 * blocks * Q::SCHEME.cell_bytes()];

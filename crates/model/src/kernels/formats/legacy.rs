@@ -247,7 +247,7 @@ impl<Q: LegacyQuant> WeightFormat for LegacyFormat<Q> {
     }
 
     fn tile_rows(&self, isa: Isa) -> usize {
-        legacy_tile::tile_rows(isa)
+        isa.integer_tile_rows()
     }
 
     fn expanded_bytes(&self, isa: Isa, k: usize) -> usize {

@@ -12,16 +12,7 @@
 
 use super::act_q8_0::{BlockQ8, Q8Rows, QK};
 use super::legacy::{Offset, Scheme, CELL_OUTPUTS};
-use super::{Isa, PanelForm, Prefetch, Tile, TilePlace, DEFAULT_TILE_ROWS, PANEL, TILE_ROWS};
-
-/// Rows a tile takes: the 512-bit VNNI kernel keeps 8 rows' sums in its 32 registers, the
-/// portable one any number.
-pub(super) fn tile_rows(isa: Isa) -> usize {
-    match isa {
-        Isa::Avx2 => DEFAULT_TILE_ROWS,
-        _ => TILE_ROWS,
-    }
-}
+use super::{Isa, PanelForm, Prefetch, Tile, TilePlace, PANEL, TILE_ROWS};
 
 /// One tile against a legacy panel of `blocks` blocks, activation rows `r0..r0 + rows`.
 #[allow(clippy::too_many_arguments)]
@@ -37,7 +28,7 @@ pub(super) fn tile(
     form: PanelForm,
     tile: &mut Tile,
 ) {
-    assert!(rows <= tile_rows(isa), "{rows} rows in one tile");
+    assert!(rows <= isa.integer_tile_rows(), "{rows} rows in one tile");
     let expanded = form == PanelForm::Expanded;
     assert!(
         !expanded || isa == Isa::Avx512Vnni,

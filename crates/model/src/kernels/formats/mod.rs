@@ -63,6 +63,16 @@ pub enum Isa {
 }
 
 impl Isa {
+    /// Rows one tile of the integer kernels takes on this ISA: AVX-512VL's 32 vector registers
+    /// hold 8 rows' sums, AVX2's 16 hold [`DEFAULT_TILE_ROWS`], and the portable kernels take
+    /// any number.
+    pub(super) fn integer_tile_rows(self) -> usize {
+        match self {
+            Isa::Avx2 => DEFAULT_TILE_ROWS,
+            _ => TILE_ROWS,
+        }
+    }
+
     /// The best instruction set this CPU has, or the one `SLUICE_ISA` (`portable`, `avx2`,
     /// `avx512vnni`) names when the CPU has it: for comparing kernels, never needed to run.
     pub fn detect() -> Self {
