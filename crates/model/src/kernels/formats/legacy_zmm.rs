@@ -222,7 +222,16 @@ unsafe fn tile_rows<
             packed_block(scheme, panel.as_ptr(), b)
         };
         let x: [&BlockQ8; R] = std::array::from_fn(|r| &*xp[r].add(b));
-        let mut dots = [[_mm512_setzero_si512(); 2]; R];
+        // The chains start from `-c·Σq` with `c = 2^SHIFT` (128 for Q8_0's offset levels), so
+        // they end at `Σ level·q - c·Σq` with no vector shift and subtract a row: the same
+        // integers (no sum comes near overflowing 32 bits), so the same bits.
+        let mut dots: [[__m512i; 2]; R] = std::array::from_fn(|r| {
+            let bias = match SHIFT {
+                0 => 0,
+                _ => x[r].sum.wrapping_shl(SHIFT).wrapping_neg(),
+            };
+            [_mm512_set1_epi32(bias), _mm512_setzero_si512()]
+        });
         for (g, w) in w.iter().enumerate() {
             for (r, dots) in dots.iter_mut().enumerate() {
                 let group = std::ptr::read_unaligned(x[r].qs.as_ptr().add(4 * g) as *const i32);
@@ -231,15 +240,10 @@ unsafe fn tile_rows<
             }
         }
         for r in 0..R {
-            let mut dot = match R < 4 {
+            let dot = match R < 4 {
                 true => _mm512_add_epi32(dots[r][0], dots[r][1]),
                 false => dots[r][0],
             };
-            if SHIFT != 0 {
-                // `c·Σq` with `c = 2^SHIFT` (128 for Q8_0's offset levels).
-                let bias = _mm512_slli_epi32::<SHIFT>(_mm512_set1_epi32(x[r].sum));
-                dot = _mm512_sub_epi32(dot, bias);
-            }
             let dx = _mm512_set1_ps(x[r].d);
             acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(dot), acc[r]);
             if MIN {
