@@ -63,6 +63,27 @@ def test_max_tokens_stops_with_max_tokens(client):
     assert m.usage.output_tokens == 3
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_stop_sequence_ends_the_turn_and_is_named(client, stream):
+    # The seeded turn without stops, then cut by a piece of its own text: the answer ends
+    # before that piece, with `stop_reason: "stop_sequence"` naming it, streamed or not.
+    free = client.messages.create(model=MODEL, max_tokens=24, messages=MESSAGES,
+                                  extra_body={"seed": 5})
+    text = free.content[0].text
+    assert len(text) >= 6, text
+    stop = text[3:6]
+    kwargs = dict(model=MODEL, max_tokens=24, messages=MESSAGES, stop_sequences=[stop],
+                  extra_body={"seed": 5})
+    if stream:
+        with client.messages.stream(**kwargs) as s:
+            m = s.get_final_message()
+    else:
+        m = client.messages.create(**kwargs)
+    assert m.stop_reason == "stop_sequence"
+    assert m.stop_sequence == stop
+    assert "".join(b.text for b in m.content if b.type == "text") == text[:text.index(stop)]
+
+
 def test_the_key_is_required(url):
     bad = anthropic.Anthropic(base_url=url, api_key="wrong", max_retries=0)
     with pytest.raises(anthropic.AuthenticationError):

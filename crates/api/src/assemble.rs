@@ -78,6 +78,8 @@ pub enum ChoiceUpdate {
         index: u32,
         /// OpenAI's finish reason: "stop" or "length".
         reason: &'static str,
+        /// The stop string that ended the choice, when one did.
+        stop_string: Option<String>,
     },
 }
 
@@ -354,6 +356,7 @@ impl ResponseAssembler {
             Event::Finished {
                 reason,
                 error,
+                stop_string,
                 usage,
                 ..
             } => {
@@ -387,7 +390,11 @@ impl ResponseAssembler {
                 // The engine's count is authoritative (it includes tokens a stop string cut off).
                 state.completion_tokens = usage.completion_tokens;
                 self.prompt_usage[prompt_index].get_or_insert(usage);
-                updates.push(ChoiceUpdate::Finish { index, reason });
+                updates.push(ChoiceUpdate::Finish {
+                    index,
+                    reason,
+                    stop_string,
+                });
             }
             Event::Prompt { scores, .. } => self.prompt_scores[prompt_index] = Some(scores),
         }
@@ -527,7 +534,7 @@ impl ResponseCollector {
                     (Some(_), Some(_)) => unreachable!("one response has one logprobs shape"),
                 }
             }
-            ChoiceUpdate::Finish { index, reason } => {
+            ChoiceUpdate::Finish { index, reason, .. } => {
                 self.choices[index as usize].finish_reason = Some(reason)
             }
         }

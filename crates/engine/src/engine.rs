@@ -581,6 +581,7 @@ impl EngineLoop {
         let queue_time = seq
             .first_scheduled_at
             .map_or(now - seq.arrival, |t| t - seq.arrival);
+        let stop_string = seq.stop_string().map(str::to_owned);
         let pending = seq.take_pending();
         if let Some(r) = self.requests.get_mut(&seq.request_id) {
             if matches!(reason, FinishReason::Stop | FinishReason::Length) {
@@ -592,6 +593,7 @@ impl EngineLoop {
                 choice: seq.choice,
                 reason,
                 error,
+                stop_string,
                 usage,
                 queue_time,
             });

@@ -59,6 +59,11 @@ impl OutputText {
         })
     }
 
+    /// The stop string that matched, once one has.
+    pub fn matched_stop(&self) -> Option<&str> {
+        self.stop.matched_stop()
+    }
+
     /// Releases everything held back, at the end of a choice that did not stop on a string.
     pub fn finish(&mut self) -> String {
         let rest = self.decoder.finish();

@@ -305,6 +305,8 @@ pub enum Event {
         reason: FinishReason,
         /// Set when `reason` is `Error`.
         error: Option<String>,
+        /// The stop string that ended the choice, when one did (`reason` is then `Stop`).
+        stop_string: Option<String>,
         /// Token counts.
         usage: Usage,
         /// Time spent waiting in the queue before first being scheduled.

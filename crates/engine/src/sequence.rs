@@ -123,8 +123,8 @@ pub struct Sequence {
     rng: SamplerRng,
     text: Option<OutputText>,
     constraint: Option<OutputConstraint>,
-    /// A stop string matched: the text after it is never released.
-    stopped_on_text: bool,
+    /// The stop string that matched, if one did: the text after it is never released.
+    stop_string: Option<String>,
     pending: PendingOutput,
     /// Outputs over the prompt still being computed, if any were asked for.
     prompt_scoring: Option<PromptScoring>,
@@ -164,7 +164,7 @@ impl Sequence {
             masked_until_min_tokens: masked,
             text: spec.text,
             constraint: spec.constraint,
-            stopped_on_text: false,
+            stop_string: None,
             pending: PendingOutput::default(),
             prompt_scoring: None,
             num_cached_prompt_tokens: 0,
@@ -320,7 +320,7 @@ impl Sequence {
                 Ok(step) => {
                     self.pending.text.push_str(&step.emit);
                     if step.stopped {
-                        self.stopped_on_text = true;
+                        self.stop_string = text.matched_stop().map(str::to_owned);
                         return Some((FinishReason::Stop, None));
                     }
                 }
@@ -343,12 +343,17 @@ impl Sequence {
         None
     }
 
+    /// The stop string that ended the sequence, when one did.
+    pub fn stop_string(&self) -> Option<&str> {
+        self.stop_string.as_deref()
+    }
+
     /// Ends the sequence, releasing its blocks. Held-back text is released unless the choice
     /// stopped on a string, was cancelled or failed.
     pub fn finish(&mut self, reason: FinishReason, error: Option<String>) {
         if !self.is_finished() {
             let release = matches!(reason, FinishReason::Stop | FinishReason::Length)
-                && !self.stopped_on_text;
+                && self.stop_string.is_none();
             if let Some(text) = self.text.as_mut().filter(|_| release) {
                 let rest = text.finish();
                 self.pending.text.push_str(&rest);

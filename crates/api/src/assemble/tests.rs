@@ -30,6 +30,7 @@ pub(crate) fn finished(choice: u32, reason: FinishReason, prompt: u32, completio
         choice,
         reason,
         error: None,
+        stop_string: None,
         usage: Usage {
             prompt_tokens: prompt,
             completion_tokens: completion,
@@ -84,7 +85,8 @@ fn finish_without_any_delta_still_starts_the_choice_first() {
             },
             ChoiceUpdate::Finish {
                 index: 0,
-                reason: "stop"
+                reason: "stop",
+                stop_string: None,
             },
         ]
     );

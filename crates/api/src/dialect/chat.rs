@@ -165,7 +165,7 @@ impl ChatRenderer {
                 )
             }
             TurnUpdate::ToolCallEnd { .. } => return None,
-            TurnUpdate::Finish { index, end } => {
+            TurnUpdate::Finish { index, end, .. } => {
                 self.choices[index as usize].end = Some(end);
                 return Some((index, end));
             }

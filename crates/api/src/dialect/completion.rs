@@ -69,7 +69,7 @@ impl Dialect for CompletionDialect {
                 finish_reason: None,
                 prompt_logprobs: None,
             },
-            ChoiceUpdate::Finish { index, reason } => CompletionChoice {
+            ChoiceUpdate::Finish { index, reason, .. } => CompletionChoice {
                 text: String::new(),
                 index,
                 logprobs: None,

@@ -5,8 +5,8 @@
 //!
 //! A new block starts whenever the turn switches between thinking, text and a call. Usage
 //! follows Anthropic's meaning: `input_tokens` are the prompt tokens not read from the prefix
-//! cache, `cache_read_input_tokens` those that were. The stop sequence that ended a turn is
-//! not known here, so `stop_sequence` is always null and such a turn reads `end_turn`.
+//! cache, `cache_read_input_tokens` those that were. A turn one of `stop_sequences` ended
+//! reads `stop_reason: "stop_sequence"` with that sequence in `stop_sequence` (null otherwise).
 //! A call whose arguments do not parse as a JSON object (cut off by `max_tokens`) has
 //! `input: {}` in the one-body answer; its stream still carries the raw `partial_json`.
 
@@ -48,6 +48,8 @@ pub struct MessagesRenderer {
     blocks: Vec<Value>,
     open: Option<OpenBlock>,
     end: Option<TurnEnd>,
+    /// The stop sequence that ended the turn, when one did.
+    stop_sequence: Option<String>,
 }
 
 impl MessagesRenderer {
@@ -60,6 +62,7 @@ impl MessagesRenderer {
             blocks: Vec::new(),
             open: None,
             end: None,
+            stop_sequence: None,
         }
     }
 
@@ -71,6 +74,7 @@ impl MessagesRenderer {
         match self.end {
             Some(TurnEnd::Length) => "max_tokens",
             Some(TurnEnd::ToolCalls) => "tool_use",
+            Some(TurnEnd::Stop) if self.stop_sequence.is_some() => "stop_sequence",
             Some(TurnEnd::Stop) | None => "end_turn",
         }
     }
@@ -206,8 +210,11 @@ impl TurnRenderer for MessagesRenderer {
                 )]
             }
             TurnUpdate::ToolCallEnd { .. } => self.finish_block(),
-            TurnUpdate::Finish { end, .. } => {
+            TurnUpdate::Finish {
+                end, stop_string, ..
+            } => {
                 self.end = Some(end);
+                self.stop_sequence = stop_string;
                 self.finish_block()
             }
         }
@@ -215,7 +222,10 @@ impl TurnRenderer for MessagesRenderer {
 
     fn close(&mut self, ending: Ending<'_>) -> Vec<Frame> {
         let mut frames = self.finish_block();
-        let delta = json!({"stop_reason": self.stop_reason(), "stop_sequence": null});
+        let delta = json!({
+            "stop_reason": self.stop_reason(),
+            "stop_sequence": self.stop_sequence,
+        });
         let usage = self.usage(&ending.usage);
         frames.push(event(
             "message_delta",
@@ -238,7 +248,7 @@ impl TurnRenderer for MessagesRenderer {
             "model": self.meta.model,
             "content": self.blocks,
             "stop_reason": self.stop_reason(),
-            "stop_sequence": null,
+            "stop_sequence": self.stop_sequence,
             "usage": self.usage(&ending.usage),
         }))
     }

@@ -92,6 +92,8 @@ pub enum TurnUpdate {
         index: u32,
         /// Why.
         end: TurnEnd,
+        /// The stop string that ended the turn, when one did (`end` is then `Stop`).
+        stop_string: Option<String>,
     },
 }
 
@@ -153,7 +155,11 @@ pub(crate) mod build {
     pub fn turn(middle: Vec<TurnUpdate>, end: TurnEnd) -> Vec<TurnUpdate> {
         let mut updates = vec![TurnUpdate::Start { index: 0 }];
         updates.extend(middle);
-        updates.push(TurnUpdate::Finish { index: 0, end });
+        updates.push(TurnUpdate::Finish {
+            index: 0,
+            end,
+            stop_string: None,
+        });
         updates
     }
 }

@@ -193,7 +193,11 @@ impl<R: TurnRenderer> Dialect for TurnDialect<R> {
                     out.push(TurnUpdate::Logprobs { index, logprobs });
                 }
             }
-            ChoiceUpdate::Finish { index, reason } => {
+            ChoiceUpdate::Finish {
+                index,
+                reason,
+                stop_string,
+            } => {
                 let events = self.choices[index as usize].stream.finish();
                 self.translate(index, events, &mut out);
                 let choice = &self.choices[index as usize];
@@ -203,7 +207,13 @@ impl<R: TurnRenderer> Dialect for TurnDialect<R> {
                     _ if choice.calls > 0 => TurnEnd::ToolCalls,
                     _ => TurnEnd::Stop,
                 };
-                out.push(TurnUpdate::Finish { index, end });
+                // A stop string ends a plain turn; one that ended in tool calls reads so.
+                let stop_string = stop_string.filter(|_| end == TurnEnd::Stop);
+                out.push(TurnUpdate::Finish {
+                    index,
+                    end,
+                    stop_string,
+                });
             }
         }
         self.renderer.updates(out)

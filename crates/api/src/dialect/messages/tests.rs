@@ -208,6 +208,24 @@ fn length_ending_is_max_tokens_and_a_cut_call_has_empty_input() {
 }
 
 #[test]
+fn a_stop_sequence_ending_names_the_sequence() {
+    let mut updates = turn(vec![text("c", "one, two")], TurnEnd::Stop);
+    let Some(TurnUpdate::Finish { stop_string, .. }) = updates.last_mut() else {
+        panic!("a turn ends with Finish");
+    };
+    *stop_string = Some(", three".into());
+    let (events, body) = run(updates);
+    assert_eq!(fold(&events), body);
+    assert_eq!(body["stop_reason"], "stop_sequence");
+    assert_eq!(body["stop_sequence"], ", three");
+    // Any other ending leaves it null.
+    let (events, body) = run(turn(vec![text("c", "one")], TurnEnd::Stop));
+    assert_eq!(fold(&events), body);
+    assert_eq!(body["stop_reason"], "end_turn");
+    assert_eq!(body["stop_sequence"], Value::Null);
+}
+
+#[test]
 fn error_is_one_anthropic_error_event() {
     let mut r = MessagesRenderer::new(meta(), 1);
     let frames = r.error(&ApiError::Overloaded {

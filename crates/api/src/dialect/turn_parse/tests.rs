@@ -47,6 +47,7 @@ fn run(pieces: &[&str], single_call: bool) -> (Vec<Value>, Value) {
     for update in updates.chain([ChoiceUpdate::Finish {
         index: 0,
         reason: "stop",
+        stop_string: None,
     }]) {
         for frame in streamed.update(update.clone()) {
             chunks.push(serde_json::from_str(&frame.data).unwrap());
