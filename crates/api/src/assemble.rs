@@ -71,6 +71,9 @@ pub enum ChoiceUpdate {
         text: String,
         /// Logprobs of the tokens behind this text, when requested.
         logprobs: Option<LogprobsPiece>,
+        /// Tokens generated since the choice's previous update (a token whose text is held
+        /// back is counted with the update that releases text).
+        tokens: u32,
     },
     /// The choice ended; always preceded by at least one `Delta` of the same choice.
     Finish {
@@ -80,6 +83,9 @@ pub enum ChoiceUpdate {
         reason: &'static str,
         /// The stop string that ended the choice, when one did.
         stop_string: Option<String>,
+        /// Tokens generated since the choice's previous update (including those whose text a
+        /// stop string cut off).
+        tokens: u32,
     },
 }
 
@@ -90,6 +96,8 @@ struct ChoiceState {
     /// Characters of echo and token texts so far (for completions' `text_offset`).
     token_text_chars: u32,
     completion_tokens: u32,
+    /// Of `completion_tokens`, those already counted in an update.
+    reported_tokens: u32,
 }
 
 /// Validates and translates the event streams of one response.
@@ -345,11 +353,14 @@ impl ResponseAssembler {
                 state.started = true;
                 state.completion_tokens += token_ids.len() as u32;
                 if first || !update_text.is_empty() || piece.is_some() {
+                    let tokens = state.completion_tokens - state.reported_tokens;
+                    state.reported_tokens = state.completion_tokens;
                     updates.push(ChoiceUpdate::Delta {
                         index,
                         first,
                         text: update_text,
                         logprobs: piece,
+                        tokens,
                     });
                 }
             }
@@ -382,6 +393,7 @@ impl ResponseAssembler {
                         first: true,
                         text,
                         logprobs: echo_piece.map(LogprobsPiece::Completion),
+                        tokens: 0,
                     });
                 }
                 let state = &mut self.choices[index as usize];
@@ -389,11 +401,16 @@ impl ResponseAssembler {
                 state.finished = true;
                 // The engine's count is authoritative (it includes tokens a stop string cut off).
                 state.completion_tokens = usage.completion_tokens;
+                let tokens = state
+                    .completion_tokens
+                    .saturating_sub(state.reported_tokens);
+                state.reported_tokens = state.completion_tokens;
                 self.prompt_usage[prompt_index].get_or_insert(usage);
                 updates.push(ChoiceUpdate::Finish {
                     index,
                     reason,
                     stop_string,
+                    tokens,
                 });
             }
             Event::Prompt { scores, .. } => self.prompt_scores[prompt_index] = Some(scores),

@@ -69,6 +69,33 @@ fn empty_later_deltas_without_logprobs_produce_nothing() {
 }
 
 #[test]
+fn tokens_whose_text_is_held_back_are_counted_with_the_next_update() {
+    let mut a = ResponseAssembler::new(LogprobsShape::Chat, 1, 1, None, false);
+    let tokens_of = |u: &[ChoiceUpdate]| match u {
+        [ChoiceUpdate::Delta { tokens, .. }] | [ChoiceUpdate::Finish { tokens, .. }] => *tokens,
+        _ => panic!("one update: {u:?}"),
+    };
+    let u = a.apply(0, delta(0, "a", &[1]), &NumberedTokens).unwrap();
+    assert_eq!(tokens_of(&u), 1);
+    // Two tokens release nothing (a held-back stop prefix), the third releases their text.
+    assert!(a
+        .apply(0, delta(0, "", &[2]), &NumberedTokens)
+        .unwrap()
+        .is_empty());
+    assert!(a
+        .apply(0, delta(0, "", &[3]), &NumberedTokens)
+        .unwrap()
+        .is_empty());
+    let u = a.apply(0, delta(0, "bcd", &[4]), &NumberedTokens).unwrap();
+    assert_eq!(tokens_of(&u), 3);
+    // The finish carries what the engine counted past the last update (text a stop cut off).
+    let u = a
+        .apply(0, finished(0, FinishReason::Stop, 3, 6), &NumberedTokens)
+        .unwrap();
+    assert_eq!(tokens_of(&u), 2);
+}
+
+#[test]
 fn finish_without_any_delta_still_starts_the_choice_first() {
     let mut a = ResponseAssembler::new(LogprobsShape::Chat, 1, 1, None, false);
     let u = a
@@ -81,12 +108,14 @@ fn finish_without_any_delta_still_starts_the_choice_first() {
                 index: 0,
                 first: true,
                 text: String::new(),
-                logprobs: None
+                logprobs: None,
+                tokens: 0,
             },
             ChoiceUpdate::Finish {
                 index: 0,
                 reason: "stop",
                 stop_string: None,
+                tokens: 0,
             },
         ]
     );

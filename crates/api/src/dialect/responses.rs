@@ -61,6 +61,8 @@ pub struct ResponsesRenderer {
     items: Vec<Value>,
     open: Option<OpenItem>,
     end: Option<TurnEnd>,
+    /// Of the output tokens, those the turn reasoned in (known at `Finish`).
+    reasoning_tokens: u32,
     /// Where a finished response is kept, with the conversation it answered.
     store: Option<(Arc<ResponseStore>, Value, Option<usize>)>,
 }
@@ -76,6 +78,7 @@ impl ResponsesRenderer {
             items: Vec::new(),
             open: None,
             end: None,
+            reasoning_tokens: 0,
             store: None,
         }
     }
@@ -138,7 +141,10 @@ impl ResponsesRenderer {
             ("incomplete_details", json!(incomplete)),
             ("model", json!(self.meta.model)),
             ("output", self.output_items()),
-            ("usage", usage.map_or(Value::Null, usage_object)),
+            (
+                "usage",
+                usage.map_or(Value::Null, |u| usage_object(u, self.reasoning_tokens)),
+            ),
         ] {
             object.insert(key.into(), value);
         }
@@ -289,16 +295,16 @@ fn merge(a: &Value, b: Value) -> Value {
     out
 }
 
-/// Responses' `usage`. Reasoning tokens are not counted apart from output tokens here, so
-/// `reasoning_tokens` is 0; hidden cached tokens read as 0 (the field is not optional).
-fn usage_object(usage: &UsageBody) -> Value {
+/// Responses' `usage`, `reasoning_tokens` of its output tokens in reasoning; hidden cached
+/// tokens read as 0 (the field is not optional).
+fn usage_object(usage: &UsageBody, reasoning_tokens: u32) -> Value {
     json!({
         "input_tokens": usage.prompt_tokens,
         "input_tokens_details": {
             "cached_tokens": usage.prompt_tokens_details.map_or(0, |d| d.cached_tokens),
         },
         "output_tokens": usage.completion_tokens,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
         "total_tokens": usage.total_tokens,
     })
 }
@@ -372,8 +378,13 @@ impl TurnRenderer for ResponsesRenderer {
             // token limit also gets its `ToolCallEnd` (before `Finish`), and only `Finish`
             // says whether its item is `completed` or `incomplete`.
             TurnUpdate::ToolCallEnd { .. } => Vec::new(),
-            TurnUpdate::Finish { end, .. } => {
+            TurnUpdate::Finish {
+                end,
+                reasoning_tokens,
+                ..
+            } => {
                 self.end = Some(end);
+                self.reasoning_tokens = reasoning_tokens;
                 self.finish_item()
             }
         }

@@ -94,6 +94,8 @@ pub enum TurnUpdate {
         end: TurnEnd,
         /// The stop string that ended the turn, when one did (`end` is then `Stop`).
         stop_string: Option<String>,
+        /// Of the turn's output tokens, those it reasoned in.
+        reasoning_tokens: u32,
     },
 }
 
@@ -159,6 +161,7 @@ pub(crate) mod build {
             index: 0,
             end,
             stop_string: None,
+            reasoning_tokens: 0,
         });
         updates
     }

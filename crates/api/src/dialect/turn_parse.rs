@@ -93,6 +93,35 @@ struct ChoiceTurn {
     stream: TurnStream,
     /// Calls started so far.
     calls: usize,
+    reasoning: ReasoningTokens,
+}
+
+/// Counts a turn's reasoning tokens: those generated before its answer (content or a call)
+/// began, once it has reasoned. A token is placed by the text it releases: tokens that release
+/// nothing yet (a marker, text held back) go with the next update that releases something,
+/// and an update releasing both reasoning and answer counts as answer. So the opening marker
+/// counts as reasoning and the closing one as answer.
+#[derive(Debug, Default)]
+struct ReasoningTokens {
+    counted: u32,
+    /// Tokens whose text is not placed yet.
+    pending: u32,
+    answering: bool,
+}
+
+impl ReasoningTokens {
+    fn add(&mut self, tokens: u32, events: &[TurnEvent]) {
+        if self.answering {
+            return;
+        }
+        self.pending += tokens;
+        let answer = events.iter().any(|e| !matches!(e, TurnEvent::Reasoning(_)));
+        if answer {
+            self.answering = true;
+        } else if !events.is_empty() {
+            self.counted += std::mem::take(&mut self.pending);
+        }
+    }
 }
 
 /// A chat-like dialect: a renderer over parsed turns.
@@ -115,6 +144,7 @@ impl<R: TurnRenderer> TurnDialect<R> {
                 .map(|_| ChoiceTurn {
                     stream: TurnStream::new(options.clone()),
                     calls: 0,
+                    reasoning: ReasoningTokens::default(),
                 })
                 .collect(),
             ids,
@@ -183,11 +213,14 @@ impl<R: TurnRenderer> Dialect for TurnDialect<R> {
                 first,
                 text,
                 logprobs,
+                tokens,
             } => {
                 if first {
                     out.push(TurnUpdate::Start { index });
                 }
-                let events = self.choices[index as usize].stream.push(&text);
+                let choice = &mut self.choices[index as usize];
+                let events = choice.stream.push(&text);
+                choice.reasoning.add(tokens, &events);
                 self.translate(index, events, &mut out);
                 if let Some(LogprobsPiece::Chat(logprobs)) = logprobs {
                     out.push(TurnUpdate::Logprobs { index, logprobs });
@@ -197,8 +230,19 @@ impl<R: TurnRenderer> Dialect for TurnDialect<R> {
                 index,
                 reason,
                 stop_string,
+                tokens,
             } => {
-                let events = self.choices[index as usize].stream.finish();
+                let choice = &mut self.choices[index as usize];
+                let events = choice.stream.finish();
+                // What is still unplaced at the end goes with the last text released; an
+                // unclosed reasoning block (released now, or earlier) keeps it reasoning.
+                let events_or_reasoning =
+                    match events.is_empty() && !choice.stream.turn().reasoning.is_empty() {
+                        true => vec![TurnEvent::Reasoning(String::new())],
+                        false => events.clone(),
+                    };
+                choice.reasoning.add(tokens, &events_or_reasoning);
+                let reasoning_tokens = choice.reasoning.counted;
                 self.translate(index, events, &mut out);
                 let choice = &self.choices[index as usize];
                 self.malformed_calls += choice.stream.turn().malformed_calls;
@@ -213,6 +257,7 @@ impl<R: TurnRenderer> Dialect for TurnDialect<R> {
                     index,
                     end,
                     stop_string,
+                    reasoning_tokens,
                 });
             }
         }

@@ -179,14 +179,22 @@ fn text_only_turn_is_one_message_item() {
 
 #[test]
 fn reasoning_then_text_are_two_items() {
-    let (events, body) = run(
-        renderer,
-        turn(
-            vec![reasoning("hm"), reasoning("m"), content("ok")],
-            TurnEnd::Stop,
-        ),
+    let mut updates = turn(
+        vec![reasoning("hm"), reasoning("m"), content("ok")],
+        TurnEnd::Stop,
     );
+    if let Some(TurnUpdate::Finish {
+        reasoning_tokens, ..
+    }) = updates.last_mut()
+    {
+        *reasoning_tokens = 3;
+    }
+    let (events, body) = run(renderer, updates);
     check_stream_matches_body(&events, &body);
+    assert_eq!(
+        body["usage"]["output_tokens_details"]["reasoning_tokens"],
+        3
+    );
     assert_eq!(body["output"][0]["type"], "reasoning");
     assert_eq!(
         body["output"][0]["content"],

@@ -43,11 +43,13 @@ fn run(pieces: &[&str], single_call: bool) -> (Vec<Value>, Value) {
             first: i == 0,
             text: text.to_string(),
             logprobs: None,
+            tokens: 1,
         });
     for update in updates.chain([ChoiceUpdate::Finish {
         index: 0,
         reason: "stop",
         stop_string: None,
+        tokens: 0,
     }]) {
         for frame in streamed.update(update.clone()) {
             chunks.push(serde_json::from_str(&frame.data).unwrap());
@@ -145,4 +147,75 @@ fn one_call_is_kept_without_parallel_tool_calls() {
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0]["function"]["name"], "get_weather");
     assert_eq!(fold(&chunks).2.len(), 1);
+}
+
+/// Records the reasoning tokens a turn finished with.
+struct ReasoningRecorder(std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+impl TurnRenderer for ReasoningRecorder {
+    fn update(&mut self, update: TurnUpdate) -> Vec<Frame> {
+        if let TurnUpdate::Finish {
+            reasoning_tokens, ..
+        } = update
+        {
+            (self.0).store(reasoning_tokens, std::sync::atomic::Ordering::Relaxed);
+        }
+        Vec::new()
+    }
+
+    fn close(&mut self, _: Ending<'_>) -> Vec<Frame> {
+        Vec::new()
+    }
+
+    fn body(self: Box<Self>, _: Ending<'_>) -> String {
+        String::new()
+    }
+}
+
+/// The reasoning tokens of deltas `(text, tokens)` followed by a finish with `last` tokens.
+fn reasoning_tokens(deltas: &[(&str, u32)], last: u32, options: TurnOptions) -> u32 {
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(u32::MAX));
+    let recorder = ReasoningRecorder(count.clone());
+    let mut dialect = TurnDialect::new(recorder, 1, options, CallIds::OpenAi);
+    for (i, (text, tokens)) in deltas.iter().enumerate() {
+        dialect.update(ChoiceUpdate::Delta {
+            index: 0,
+            first: i == 0,
+            text: text.to_string(),
+            logprobs: None,
+            tokens: *tokens,
+        });
+    }
+    dialect.update(ChoiceUpdate::Finish {
+        index: 0,
+        reason: "stop",
+        stop_string: None,
+        tokens: last,
+    });
+    count.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[test]
+fn reasoning_tokens_are_those_before_the_answer() {
+    // The opening marker counts with the reasoning it opens, the closing one with the answer;
+    // a delta of two tokens counts two.
+    let thought = [("<think>", 1), ("Let", 1), (" me see", 2), ("</think>", 1)];
+    let answered = [&thought[..], &[("\n\nYes", 1), (".", 1)]].concat();
+    assert_eq!(reasoning_tokens(&answered, 0, options()), 4);
+    // A marker split over tokens (held back, then released) is placed with what follows.
+    let split = [
+        ("<th", 1),
+        ("ink>", 1),
+        ("Hm", 1),
+        ("</th", 1),
+        ("ink>", 1),
+        ("No", 1),
+    ];
+    assert_eq!(reasoning_tokens(&split, 0, options()), 3);
+    // Never closed: every token reasoned, the finish's own (cut by a stop string) included.
+    assert_eq!(reasoning_tokens(&thought[..3], 2, options()), 6);
+    // Without a reasoning syntax, or a turn that answers at once: none.
+    let plain = TurnOptions::default();
+    assert_eq!(reasoning_tokens(&answered, 0, plain), 0);
+    assert_eq!(reasoning_tokens(&[("Yes", 1), (".", 1)], 3, options()), 0);
 }
