@@ -53,6 +53,7 @@ impl ChatTemplate {
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
+        env.add_function("namespace", crate::python_list::namespace);
         env.add_filter("tojson", tojson);
         env.add_filter("string", python_string);
         env.add_test("iterable", is_iterable);

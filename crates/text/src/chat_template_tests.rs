@@ -277,3 +277,38 @@ fn none_is_not_iterable() {
         "tools"
     );
 }
+
+/// Kimi K2's pattern: ids queued in a namespace list as calls are rendered, popped from the
+/// front by the tool results that answer them.
+#[test]
+fn namespace_lists_take_append_and_pop_as_in_python() {
+    let source = "{%- set queue = namespace(ids=[], n=0) -%}\
+{%- for m in messages -%}\
+{%- if m.role == 'assistant' -%}{%- for c in m.tool_calls -%}\
+{%- set _ = queue.ids.append(c.function.name ~ ':' ~ loop.index0) -%}[call {{ queue.ids[-1] }}]\
+{%- endfor -%}\
+{%- elif m.role == 'tool' -%}[result of {{ queue.ids.pop(0) }}: {{ m.content }}]\
+{%- else -%}[{{ m.role }}]{%- endif -%}\
+{%- endfor -%}[left {{ queue.ids | length }}{{ ' ' ~ (queue.ids | tojson) if queue.ids }}]";
+    let template = ChatTemplate::new(source, None, None).unwrap();
+    let call =
+        |name: &str| json!({"type": "function", "function": {"name": name, "arguments": "{}"}});
+    let messages = json!([
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "", "tool_calls": [call("a"), call("b"), call("c")]},
+        {"role": "tool", "content": "1"},
+        {"role": "tool", "content": "2"},
+    ]);
+    assert_eq!(
+        template.render(&messages, false, None).unwrap(),
+        "[user][call a:0][call b:1][call c:2][result of a:0: 1][result of b:1: 2][left 1 [\"c:2\"]]"
+    );
+    // Popping an empty list is the template's error, not a panic.
+    let empty = ChatTemplate::new(
+        "{% set q = namespace(ids=[]) %}{{ q.ids.pop() }}",
+        None,
+        None,
+    );
+    let err = empty.unwrap().render(&json!([]), false, None).unwrap_err();
+    assert!(err.to_string().contains("pop from empty list"), "{err}");
+}

@@ -21,6 +21,7 @@ mod gguf_tokenizer;
 mod incremental;
 mod prompt_bound;
 mod python_json;
+mod python_list;
 mod python_repr;
 mod special_literals;
 mod stop;
