@@ -169,6 +169,12 @@ async fn thinking_from_the_prompt_is_reasoning_content_and_kwargs_turn_it_off() 
         "{thinking}"
     );
     assert_eq!(message["content"], "", "{thinking}");
+    // Every generated token was reasoning, and usage says so.
+    let usage = &thinking["usage"];
+    assert_eq!(
+        usage["completion_tokens_details"]["reasoning_tokens"], usage["completion_tokens"],
+        "{thinking}"
+    );
     let text = post_stream(
         &server.base,
         "/v1/chat/completions",
@@ -192,6 +198,10 @@ async fn thinking_from_the_prompt_is_reasoning_content_and_kwargs_turn_it_off() 
         plain["choices"][0]["message"]
             .get("reasoning_content")
             .is_none(),
+        "{plain}"
+    );
+    assert!(
+        plain["usage"].get("completion_tokens_details").is_none(),
         "{plain}"
     );
 }

@@ -9,7 +9,7 @@ use crate::wire::chat::{
     AssistantMessage, ChatChoice, ChatChunkChoice, ChatCompletion, ChatCompletionChunk, ChatDelta,
     FunctionCall, ToolCallBody, ToolCallDelta,
 };
-use crate::wire::{ChatLogprobs, UsageBody};
+use crate::wire::{ChatLogprobs, CompletionTokensDetails, UsageBody};
 
 /// A change to the chunk being built for a choice: its delta and its logprobs.
 type DeltaEdit = Box<dyn FnOnce(&mut ChatDelta, &mut Option<ChatLogprobs>)>;
@@ -22,6 +22,7 @@ struct ChoiceSoFar {
     calls: Vec<ToolCallBody>,
     logprobs: Option<ChatLogprobs>,
     end: Option<TurnEnd>,
+    reasoning_tokens: u32,
 }
 
 /// Chat Completions.
@@ -46,6 +47,16 @@ impl ChatRenderer {
             include_usage,
             logprobs,
             choices: vec![ChoiceSoFar::default(); num_choices],
+        }
+    }
+
+    /// `usage` with the choices' reasoning tokens, when any choice reasoned.
+    fn usage(&self, usage: UsageBody) -> UsageBody {
+        let reasoning_tokens = self.choices.iter().map(|c| c.reasoning_tokens).sum();
+        UsageBody {
+            completion_tokens_details: (reasoning_tokens > 0)
+                .then_some(CompletionTokensDetails { reasoning_tokens }),
+            ..usage
         }
     }
 
@@ -165,8 +176,14 @@ impl ChatRenderer {
                 )
             }
             TurnUpdate::ToolCallEnd { .. } => return None,
-            TurnUpdate::Finish { index, end, .. } => {
+            TurnUpdate::Finish {
+                index,
+                end,
+                reasoning_tokens,
+                ..
+            } => {
                 self.choices[index as usize].end = Some(end);
+                self.choices[index as usize].reasoning_tokens = reasoning_tokens;
                 return Some((index, end));
             }
         };
@@ -225,12 +242,14 @@ impl TurnRenderer for ChatRenderer {
     }
 
     fn close(&mut self, ending: Ending<'_>) -> Vec<Frame> {
-        let usage = (self.include_usage).then(|| self.chunk(Vec::new(), Some(ending.usage)));
+        let usage = self.usage(ending.usage);
+        let usage = (self.include_usage).then(|| self.chunk(Vec::new(), Some(usage)));
         openai_ending(usage)
     }
 
     fn body(self: Box<Self>, ending: Ending<'_>) -> String {
         let logprobs = self.logprobs;
+        let usage = self.usage(ending.usage);
         let body = ChatCompletion {
             id: self.meta.id,
             object: "chat.completion".into(),
@@ -257,7 +276,7 @@ impl TurnRenderer for ChatRenderer {
                     }
                 })
                 .collect(),
-            usage: ending.usage,
+            usage,
             prompt_logprobs: ending.assembler.prompt_logprobs(0, ending.tokens),
         };
         to_json(&body)

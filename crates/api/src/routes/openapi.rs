@@ -288,7 +288,8 @@ fn add_scoring(doc: &mut Value) {
 fn document_as_written() -> Value {
     let usage = json!({"type": "object", "properties": {
         "prompt_tokens": {"type": "integer"}, "completion_tokens": {"type": "integer"}, "total_tokens": {"type": "integer"},
-        "prompt_tokens_details": {"type": "object", "properties": {"cached_tokens": {"type": "integer"}}}}});
+        "prompt_tokens_details": {"type": "object", "properties": {"cached_tokens": {"type": "integer"}}},
+        "completion_tokens_details": {"type": "object", "properties": {"reasoning_tokens": {"type": "integer"}}}}});
     // vLLM's shape: null for the first prompt token, then token id -> {logprob, rank, decoded_token}.
     let prompt_logprobs = json!({"type": "array", "items": {"oneOf": [{"type": "null"},
         {"type": "object", "additionalProperties": {"type": "object",

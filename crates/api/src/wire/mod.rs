@@ -138,6 +138,17 @@ pub struct UsageBody {
     /// (`--hide-cached-tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_tokens_details: Option<PromptTokensDetails>,
+    /// Of the completion tokens, those generated as reasoning; chat sets it when a choice
+    /// reasoned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+/// `usage.completion_tokens_details`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompletionTokensDetails {
+    /// Completion tokens the model reasoned in (before its answer began).
+    pub reasoning_tokens: u32,
 }
 
 /// `usage.prompt_tokens_details`.
@@ -155,6 +166,7 @@ impl UsageBody {
             completion_tokens,
             total_tokens: prompt_tokens + completion_tokens,
             prompt_tokens_details: Some(PromptTokensDetails { cached_tokens }),
+            completion_tokens_details: None,
         }
     }
 
