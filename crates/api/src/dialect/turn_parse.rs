@@ -122,6 +122,16 @@ impl ReasoningTokens {
             self.counted += std::mem::take(&mut self.pending);
         }
     }
+
+    /// The count once the turn ended with `tokens` more and `events`: what no text placed goes
+    /// with the reasoning of a turn that `reasoned` and never answered (an unclosed block).
+    fn finish(&mut self, tokens: u32, events: &[TurnEvent], reasoned: bool) -> u32 {
+        self.add(tokens, events);
+        if !self.answering && reasoned {
+            self.counted += std::mem::take(&mut self.pending);
+        }
+        self.counted
+    }
 }
 
 /// A chat-like dialect: a renderer over parsed turns.
@@ -234,15 +244,8 @@ impl<R: TurnRenderer> Dialect for TurnDialect<R> {
             } => {
                 let choice = &mut self.choices[index as usize];
                 let events = choice.stream.finish();
-                // What is still unplaced at the end goes with the last text released; an
-                // unclosed reasoning block (released now, or earlier) keeps it reasoning.
-                let events_or_reasoning =
-                    match events.is_empty() && !choice.stream.turn().reasoning.is_empty() {
-                        true => vec![TurnEvent::Reasoning(String::new())],
-                        false => events.clone(),
-                    };
-                choice.reasoning.add(tokens, &events_or_reasoning);
-                let reasoning_tokens = choice.reasoning.counted;
+                let reasoned = !choice.stream.turn().reasoning.is_empty();
+                let reasoning_tokens = choice.reasoning.finish(tokens, &events, reasoned);
                 self.translate(index, events, &mut out);
                 let choice = &self.choices[index as usize];
                 self.malformed_calls += choice.stream.turn().malformed_calls;
