@@ -100,6 +100,15 @@ struct ChoiceState {
     reported_tokens: u32,
 }
 
+impl ChoiceState {
+    /// The completion tokens not yet counted in an update, now counted.
+    fn unreported_tokens(&mut self) -> u32 {
+        let tokens = self.completion_tokens.saturating_sub(self.reported_tokens);
+        self.reported_tokens = self.completion_tokens;
+        tokens
+    }
+}
+
 /// Validates and translates the event streams of one response.
 pub struct ResponseAssembler {
     shape: LogprobsShape,
@@ -353,14 +362,12 @@ impl ResponseAssembler {
                 state.started = true;
                 state.completion_tokens += token_ids.len() as u32;
                 if first || !update_text.is_empty() || piece.is_some() {
-                    let tokens = state.completion_tokens - state.reported_tokens;
-                    state.reported_tokens = state.completion_tokens;
                     updates.push(ChoiceUpdate::Delta {
                         index,
                         first,
                         text: update_text,
                         logprobs: piece,
-                        tokens,
+                        tokens: state.unreported_tokens(),
                     });
                 }
             }
@@ -401,10 +408,7 @@ impl ResponseAssembler {
                 state.finished = true;
                 // The engine's count is authoritative (it includes tokens a stop string cut off).
                 state.completion_tokens = usage.completion_tokens;
-                let tokens = state
-                    .completion_tokens
-                    .saturating_sub(state.reported_tokens);
-                state.reported_tokens = state.completion_tokens;
+                let tokens = state.unreported_tokens();
                 self.prompt_usage[prompt_index].get_or_insert(usage);
                 updates.push(ChoiceUpdate::Finish {
                     index,
