@@ -9,7 +9,7 @@ use sluice_api::registry::ModelTask;
 use sluice_api::server::ServeOptions;
 use sluice_api::{ApiConfig, ServedModel};
 use sluice_engine::{Engine, EngineConfig, EngineHandle, Executor, ExecutorError, ModelExecutor};
-use sluice_model::{Batch, KvCache, KvDtype, LoadOptions, Logits, Model};
+use sluice_model::{Batch, KvCache, KvDtype, KvPools, LoadOptions, Logits, Model};
 use sluice_text::Tokenizer;
 
 /// The model every test serves.
@@ -72,8 +72,8 @@ impl Executor for SlowedExecutor {
         self.inner.block_size()
     }
 
-    fn num_blocks(&self) -> usize {
-        self.inner.num_blocks()
+    fn kv_pools(&self) -> KvPools {
+        self.inner.kv_pools()
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use sluice_model::{Batch, KvWindow, Logits};
+use sluice_model::{Batch, KvPools, KvSpan, Logits};
 use sluice_text::constraint::{JsonTokenMasks, TokenMasks, TokenTrie};
 use sluice_text::Tokenizer;
 use thiserror::Error;
@@ -39,13 +39,10 @@ pub trait Executor: Send + 'static {
     fn vocab_size(&self) -> usize;
     /// Tokens per KV block.
     fn block_size(&self) -> usize;
-    /// KV blocks in the cache (the full-attention layers' pool).
-    fn num_blocks(&self) -> usize;
-    /// The sliding-window layers' pool, for a model that keeps one (see
-    /// `sluice_model::kv_layout`): the engine then gives every sequence window blocks too.
-    fn kv_window(&self) -> Option<KvWindow> {
-        None
-    }
+    /// The KV spec: one block pool per KV group (see `sluice_model::kv_layout`), the
+    /// full-attention group's first. The engine's block manager keeps a pool of as many blocks
+    /// per group and gives every sequence a block table in each.
+    fn kv_pools(&self) -> KvPools;
 }
 
 /// A forward pass failed; the sequences in that step finish with `error`.
@@ -177,6 +174,8 @@ struct EngineLoop {
     requests: HashMap<RequestId, RequestState>,
     next_seq_id: SeqId,
     draining: bool,
+    /// The KV group of the sliding-window layers, for a model that has them.
+    window_group: Option<usize>,
     /// The vocabulary trie for constrained decoding, built on the first request that needs it.
     token_trie: Option<Arc<TokenTrie>>,
     /// `json_object` masks over it, shared by every such request.
@@ -191,14 +190,9 @@ impl EngineLoop {
         shared: Arc<Shared>,
         inbox: Receiver<Command>,
     ) -> Self {
-        let mut blocks = BlockManager::new(
-            executor.num_blocks(),
-            executor.block_size(),
-            config.enable_prefix_caching,
-        );
-        if let Some(w) = executor.kv_window() {
-            blocks = blocks.with_window(w.window, w.num_blocks);
-        }
+        let pools = executor.kv_pools();
+        let blocks =
+            BlockManager::for_pools(&pools, executor.block_size(), config.enable_prefix_caching);
         let scheduler = Scheduler::new(
             SchedulerConfig {
                 // Zero would leave work waiting forever; one is the least that makes progress.
@@ -214,8 +208,8 @@ impl EngineLoop {
             blocks,
         );
         let m = &shared.metrics;
-        EngineMetrics::set(&m.kv_blocks_total, executor.num_blocks());
-        let window_blocks = executor.kv_window().map_or(0, |w| w.num_blocks);
+        EngineMetrics::set(&m.kv_blocks_total, pools.num_blocks());
+        let window_blocks = pools.window().map_or(0, |w| w.num_blocks);
         EngineMetrics::set(&m.kv_window_blocks_total, window_blocks);
         EngineMetrics::set(&m.block_size, executor.block_size());
         EngineLoop {
@@ -228,6 +222,7 @@ impl EngineLoop {
             requests: HashMap::new(),
             next_seq_id: 0,
             draining: false,
+            window_group: (pools.groups.iter()).position(|p| matches!(p.span, KvSpan::Window(_))),
             token_trie: None,
             json_object_masks: None,
         }
@@ -428,6 +423,10 @@ impl EngineLoop {
     }
 
     fn step(&mut self) {
+        // The prefix cache's changes since the last step: a publisher (KV events for a router,
+        // a disk tier) takes them here; until one is configured they are dropped, so the sink
+        // never grows.
+        drop(self.scheduler.drain_kv_events());
         let now = Instant::now();
         let out = self.scheduler.schedule(now);
         let m = Arc::clone(&self.shared.metrics);
@@ -628,8 +627,9 @@ impl EngineLoop {
             &m.kv_blocks_used,
             self.scheduler.block_manager().num_used_blocks(),
         );
-        if let Some((total, free)) = self.scheduler.block_manager().window_blocks() {
-            EngineMetrics::set(&m.kv_window_blocks_used, total - free);
+        let blocks = self.scheduler.block_manager();
+        if let Some(window) = (self.window_group).map(|g| blocks.group_blocks(g)) {
+            EngineMetrics::set(&m.kv_window_blocks_used, window.0 - window.1);
         }
     }
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use sluice_model::batch::slot;
-use sluice_model::{Batch, Logits};
+use sluice_model::{Batch, KvPool, KvPools, KvSpan, Logits};
 
 use crate::engine::{Executor, ExecutorError};
 
@@ -86,7 +86,7 @@ impl Executor for HistoryExecutor {
         }
         self.tokens_computed
             .fetch_add(batch.num_tokens(), Ordering::Relaxed);
-        for (&token, &slot) in batch.token_ids.iter().zip(&batch.slot_mapping) {
+        for (&token, &slot) in batch.token_ids.iter().zip(batch.slot_mapping()) {
             self.slots[slot as usize] = Some(token);
         }
         let mut data = Vec::with_capacity(batch.logits_indices.len() * self.vocab_size);
@@ -98,7 +98,7 @@ impl Executor for HistoryExecutor {
                 })?;
             let context = seq.context_len - seq.num_tokens + (row - seq.token_start) + 1;
             let history = (0..context)
-                .map(|p| self.slots[slot(&seq.block_table, p, self.block_size)])
+                .map(|p| self.slots[slot(seq.block_table(), p, self.block_size)])
                 .collect::<Option<Vec<u32>>>()
                 .ok_or_else(|| ExecutorError::Forward("read an unwritten KV slot".into()))?;
             data.extend(logits_after(&history, self.vocab_size));
@@ -130,7 +130,12 @@ impl Executor for HistoryExecutor {
         self.block_size
     }
 
-    fn num_blocks(&self) -> usize {
-        self.num_blocks
+    fn kv_pools(&self) -> KvPools {
+        KvPools {
+            groups: vec![KvPool {
+                span: KvSpan::Full,
+                num_blocks: self.num_blocks,
+            }],
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! The real [`Executor`]: a loaded [`Model`] and the paged [`KvCache`] it reads and writes.
 
-use sluice_model::{Batch, KvCache, KvWindow, Logits, Model};
+use sluice_model::{Batch, KvCache, KvPools, Logits, Model};
 
 use crate::engine::{Executor, ExecutorError};
 
@@ -36,12 +36,8 @@ impl Executor for ModelExecutor {
         self.kv.block_size()
     }
 
-    fn num_blocks(&self) -> usize {
-        self.kv.num_blocks()
-    }
-
-    fn kv_window(&self) -> Option<KvWindow> {
-        self.kv.window()
+    fn kv_pools(&self) -> KvPools {
+        self.kv.pools().clone()
     }
 }
 

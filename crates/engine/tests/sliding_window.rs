@@ -11,7 +11,7 @@ use sluice_engine::{
     Engine, EngineConfig, EngineHandle, Event, FinishReason, GenerationRequest, ModelExecutor,
     Priority, PromptOutputs, RequestStream, SamplingParams, StopRules,
 };
-use sluice_model::{KvCache, KvDtype, KvPools, KvWindow, LoadOptions, Model};
+use sluice_model::{KvCache, KvDtype, KvPool, KvPools, KvSpan, LoadOptions, Model};
 use sluice_text::Tokenizer;
 
 fn fixture(name: &str) -> PathBuf {
@@ -25,13 +25,18 @@ fn fixture(name: &str) -> PathBuf {
 fn start(window_blocks: usize, config: EngineConfig) -> EngineHandle {
     let dir = fixture("gemma3");
     let model = Model::load(&dir, &LoadOptions::default()).expect("fixture model loads");
-    let window = KvWindow {
-        window: model.config().sliding_window.expect("a window"),
-        num_blocks: window_blocks,
-    };
+    let window = model.config().sliding_window.expect("a window");
     let pools = KvPools {
-        num_blocks: 64,
-        window: Some(window),
+        groups: vec![
+            KvPool {
+                span: KvSpan::Full,
+                num_blocks: 64,
+            },
+            KvPool {
+                span: KvSpan::Window(window),
+                num_blocks: window_blocks,
+            },
+        ],
     };
     let kv = KvCache::with_pools(model.config(), KvDtype::F32, 4, pools);
     let config = EngineConfig {

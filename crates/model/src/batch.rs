@@ -5,7 +5,7 @@
 //! [`Batch::hidden_indices`], which embedding requests pool). Decode steps (one token) and
 //! prefill chunks (many tokens) of different sequences share one batch.
 
-use crate::kv_layout::KvGroup;
+use crate::kv_layout::{KvGroupId, FULL_GROUP};
 
 /// A block-table entry whose block was released: the sliding window no longer reaches it.
 pub const RELEASED_BLOCK: u32 = u32::MAX;
@@ -26,22 +26,23 @@ pub struct SeqBatch {
     /// Tokens of this sequence held in the cache once this step has written its new tokens
     /// (previously cached tokens plus `num_tokens`). The new tokens are the last `num_tokens`.
     pub context_len: usize,
-    /// Physical KV block ids holding this sequence's tokens, in logical order. Covers at least
-    /// `context_len` tokens.
-    pub block_table: Vec<u32>,
-    /// The window pool's blocks for this sequence, in logical order, [`RELEASED_BLOCK`] where
-    /// the window has moved past (see [`crate::kv_layout`]). Empty when the sliding-window
-    /// layers address their pool through `block_table` (a cache whose pools are equal).
-    pub window_table: Vec<u32>,
+    /// This sequence's physical KV block ids in each KV group's pool, in logical order, the
+    /// groups in the cache's order (see [`crate::kv_layout`]); [`RELEASED_BLOCK`] where a
+    /// window has moved past. Each covers at least `context_len` tokens. A batch may carry the
+    /// full group's table alone: the other groups are then addressed through it (a cache whose
+    /// pools are all as large, in tests and tools).
+    pub block_tables: Vec<Vec<u32>>,
 }
 
 impl SeqBatch {
     /// The block table of `group`'s pool.
-    pub fn table(&self, group: KvGroup) -> &[u32] {
-        match group {
-            KvGroup::Window if !self.window_table.is_empty() => &self.window_table,
-            _ => &self.block_table,
-        }
+    pub fn table(&self, group: KvGroupId) -> &[u32] {
+        (self.block_tables.get(group)).unwrap_or(&self.block_tables[FULL_GROUP])
+    }
+
+    /// The full group's block table.
+    pub fn block_table(&self) -> &[u32] {
+        &self.block_tables[FULL_GROUP]
     }
 }
 
@@ -53,11 +54,9 @@ pub struct Batch {
     pub token_ids: Vec<u32>,
     /// Absolute position of each token in its sequence, `[num_tokens]`.
     pub positions: Vec<u32>,
-    /// Cache slot each token's K/V is written to, `[num_tokens]`: `block_id * block_size + offset`.
-    pub slot_mapping: Vec<u32>,
-    /// The slot in the window pool each token's K/V is written to, `[num_tokens]`, when the
-    /// sequences carry window tables; else empty.
-    pub window_slot_mapping: Vec<u32>,
+    /// Per KV group the sequences carry tables for, the cache slot each token's K/V is written
+    /// to, `[groups][num_tokens]`: `block_id * block_size + offset` in that group's pool.
+    pub slot_mappings: Vec<Vec<u32>>,
     /// The sequences, in the order their tokens appear.
     pub seqs: Vec<SeqBatch>,
     /// Flat token indices whose logits are returned, in this order (usually each sequence's
@@ -74,9 +73,8 @@ impl Batch {
         self.token_ids.len()
     }
 
-    /// Appends one sequence's new tokens. `first_position` is the position of `tokens[0]`
-    /// (equal to the number of tokens already cached); slots are derived from `block_table`.
-    /// When `want_logits` is set, the last token's row is added to `logits_indices`.
+    /// Appends one sequence's new tokens with its full group's `block_table` alone (see
+    /// [`Batch::push_sequence_tables`]).
     pub fn push_sequence(
         &mut self,
         tokens: &[u32],
@@ -85,13 +83,35 @@ impl Batch {
         block_size: usize,
         want_logits: bool,
     ) {
+        let tables = vec![block_table];
+        self.push_sequence_tables(tokens, first_position, tables, block_size, want_logits);
+    }
+
+    /// Appends one sequence's new tokens. `first_position` is the position of `tokens[0]`
+    /// (equal to the number of tokens already cached); `tables` holds its block table in each
+    /// KV group (the full group's first), and every group's slots are derived from its table.
+    /// Every sequence of a batch carries as many tables. When `want_logits` is set, the last
+    /// token's row is added to `logits_indices`.
+    pub fn push_sequence_tables(
+        &mut self,
+        tokens: &[u32],
+        first_position: usize,
+        tables: Vec<Vec<u32>>,
+        block_size: usize,
+        want_logits: bool,
+    ) {
+        assert!(!tables.is_empty(), "a sequence has a full-group table");
         let token_start = self.token_ids.len();
+        if self.slot_mappings.len() < tables.len() {
+            self.slot_mappings.resize(tables.len(), Vec::new());
+        }
         for (i, &t) in tokens.iter().enumerate() {
             let pos = first_position + i;
             self.token_ids.push(t);
             self.positions.push(pos as u32);
-            self.slot_mapping
-                .push(slot(&block_table, pos, block_size) as u32);
+            for (slots, table) in self.slot_mappings.iter_mut().zip(&tables) {
+                slots.push(slot(table, pos, block_size) as u32);
+            }
         }
         if want_logits && !tokens.is_empty() {
             self.logits_indices.push(token_start + tokens.len() - 1);
@@ -100,30 +120,21 @@ impl Batch {
             token_start,
             num_tokens: tokens.len(),
             context_len: first_position + tokens.len(),
-            block_table,
-            window_table: Vec::new(),
+            block_tables: tables,
         });
     }
 
-    /// Gives the last pushed sequence its window pool table: its new tokens' K/V go to the
-    /// window pool slots `table` maps their positions to. Either every sequence of a batch has
-    /// one or none does.
-    pub fn set_window_table(&mut self, table: Vec<u32>, block_size: usize) {
-        let seq = self.seqs.last_mut().expect("a sequence was pushed");
-        let first = seq.context_len - seq.num_tokens;
-        for pos in first..seq.context_len {
-            self.window_slot_mapping
-                .push(slot(&table, pos, block_size) as u32);
-        }
-        seq.window_table = table;
+    /// The slot each token's K/V is written to in `group`'s pool (through the full group's
+    /// table when the sequences carry none for `group`).
+    pub fn slots(&self, group: KvGroupId) -> &[u32] {
+        (self.slot_mappings.get(group))
+            .or(self.slot_mappings.first())
+            .map_or(&[], |s| s)
     }
 
-    /// The slot each token's K/V is written to in `group`'s pool.
-    pub fn slots(&self, group: KvGroup) -> &[u32] {
-        match group {
-            KvGroup::Window if !self.window_slot_mapping.is_empty() => &self.window_slot_mapping,
-            _ => &self.slot_mapping,
-        }
+    /// The slot of each token in the full group's pool.
+    pub fn slot_mapping(&self) -> &[u32] {
+        self.slots(FULL_GROUP)
     }
 }
 
@@ -170,8 +181,20 @@ mod tests {
         b.push_sequence(&[7, 8, 9], 3, vec![5, 2], 4, true);
         assert_eq!(b.positions, vec![3, 4, 5]);
         // position 3 -> block 5 offset 3; 4 -> block 2 offset 0; 5 -> block 2 offset 1
-        assert_eq!(b.slot_mapping, vec![23, 8, 9]);
+        assert_eq!(b.slot_mapping(), [23, 8, 9]);
         assert_eq!(b.logits_indices, vec![2]);
         assert_eq!(b.seqs[0].context_len, 6);
+    }
+
+    #[test]
+    fn each_group_gets_slots_from_its_own_table() {
+        let mut b = Batch::default();
+        let released = RELEASED_BLOCK;
+        b.push_sequence_tables(&[7, 8], 4, vec![vec![5, 2], vec![released, 9]], 4, false);
+        assert_eq!((b.slots(0), b.slots(1)), (&[8, 9][..], &[36, 37][..]));
+        assert_eq!(b.seqs[0].table(1), [released, 9]);
+        // A group the sequences carry no table for is addressed through the full group's.
+        assert_eq!(b.slots(2), b.slots(0));
+        assert_eq!(b.seqs[0].table(2), [5, 2]);
     }
 }

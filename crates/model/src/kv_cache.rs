@@ -8,7 +8,7 @@ use half::vec::HalfBitsVecExt;
 use crate::config::ModelConfig;
 use crate::kernels::matmul::WeightDtype;
 use crate::kernels::vector::KvElement;
-use crate::kv_layout::{KvGroup, KvLayout, KvPools, KvWindow};
+use crate::kv_layout::{KvGroupId, KvLayout, KvPools, FULL_GROUP};
 
 /// How cached keys and values are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,23 +103,23 @@ pub(crate) enum LayerKvMut<'a> {
     F16(&'a mut LayerKv<f16>),
 }
 
-/// The paged key/value cache of one model: the full-attention layers' pool and, for a model
-/// with sliding-window layers, the window layers' pool (see [`crate::kv_layout`]).
+/// The paged key/value cache of one model: one block pool per KV group (the full-attention
+/// layers' and, for a model with sliding-window layers, the window layers'; see
+/// [`crate::kv_layout`]).
 #[derive(Debug)]
 pub struct KvCache {
     block_size: usize,
-    num_blocks: usize,
-    window: Option<KvWindow>,
-    groups: Vec<KvGroup>,
+    pools: KvPools,
+    layer_groups: Vec<KvGroupId>,
     num_kv_heads: usize,
     head_dim: usize,
     layers: Layers,
 }
 
 impl KvCache {
-    /// A zeroed cache of `num_blocks` blocks of `block_size` tokens, shaped for `config`; a
-    /// window pool, if the model has one, gets as many blocks (so a batch may address the
-    /// window layers through the full block tables).
+    /// A zeroed cache of `num_blocks` blocks of `block_size` tokens, shaped for `config`; every
+    /// group's pool gets as many blocks (so a batch may address every group through the full
+    /// block tables).
     pub fn new(config: &ModelConfig, dtype: KvDtype, block_size: usize, num_blocks: usize) -> Self {
         Self::with_pools(
             config,
@@ -139,24 +139,18 @@ impl KvCache {
     ) -> Self {
         assert!(block_size > 0, "block_size must be positive");
         let layout = KvLayout::of(config);
-        assert_eq!(
-            layout.window,
-            pools.window.map(|w| w.window),
+        assert!(
+            (pools.groups.iter().map(|p| p.span)).eq(layout.groups.iter().copied()),
             "the pools follow the model's layout"
         );
         let slot_values = config.num_key_value_heads * config.head_dim;
-        let layer_values = |group: &KvGroup| {
-            let blocks = match group {
-                KvGroup::Full => pools.num_blocks,
-                KvGroup::Window => pools.window.map_or(0, |w| w.num_blocks),
-            };
-            blocks * block_size * slot_values
-        };
+        let layer_values =
+            |group: &KvGroupId| pools.groups[*group].num_blocks * block_size * slot_values;
         // `vec![0; n]` of a primitive is a zeroed allocation (untouched pages); f16 storage is
         // made from u16 zeros for the same reason.
         let layers = match dtype {
             KvDtype::F32 => Layers::F32(
-                (layout.groups.iter())
+                (layout.layer_groups.iter())
                     .map(|g| LayerKv {
                         keys: vec![0f32; layer_values(g)],
                         values: vec![0f32; layer_values(g)],
@@ -164,7 +158,7 @@ impl KvCache {
                     .collect(),
             ),
             KvDtype::F16 => Layers::F16(
-                (layout.groups.iter())
+                (layout.layer_groups.iter())
                     .map(|g| LayerKv {
                         keys: vec![0u16; layer_values(g)].reinterpret_into::<f16>(),
                         values: vec![0u16; layer_values(g)].reinterpret_into::<f16>(),
@@ -174,9 +168,8 @@ impl KvCache {
         };
         Self {
             block_size,
-            num_blocks: pools.num_blocks,
-            window: pools.window,
-            groups: layout.groups,
+            pools,
+            layer_groups: layout.layer_groups,
             num_kv_heads: config.num_key_value_heads,
             head_dim: config.head_dim,
             layers,
@@ -189,14 +182,15 @@ impl KvCache {
         crate::kv_layout::block_bytes(config, dtype, block_size, config.num_hidden_layers)
     }
 
-    /// The window pool, for a model with sliding-window layers.
-    pub fn window(&self) -> Option<KvWindow> {
-        self.window
+    /// The KV spec: one pool per group, the full group's first. The engine's block manager
+    /// keeps one pool of as many blocks per group.
+    pub fn pools(&self) -> &KvPools {
+        &self.pools
     }
 
-    /// The pool layer `layer` reads and writes.
-    pub(crate) fn group(&self, layer: usize) -> KvGroup {
-        self.groups[layer]
+    /// The group whose pool layer `layer` reads and writes.
+    pub(crate) fn group(&self, layer: usize) -> KvGroupId {
+        self.layer_groups[layer]
     }
 
     /// How keys and values are stored.
@@ -207,9 +201,9 @@ impl KvCache {
         }
     }
 
-    /// Blocks in the pool.
+    /// Blocks in the full group's pool.
     pub fn num_blocks(&self) -> usize {
-        self.num_blocks
+        self.pools.groups[FULL_GROUP].num_blocks
     }
 
     /// Tokens per block.
@@ -217,9 +211,9 @@ impl KvCache {
         self.block_size
     }
 
-    /// Token slots in the pool (`num_blocks * block_size`).
+    /// Token slots in the full group's pool (`num_blocks * block_size`).
     pub fn num_slots(&self) -> usize {
-        self.num_blocks * self.block_size
+        self.num_blocks() * self.block_size
     }
 
     /// Key/value heads per slot.
@@ -272,7 +266,7 @@ mod tests {
                 (5, 16, 80)
             );
             assert_eq!(cache.dtype(), dtype);
-            assert_eq!(cache.window(), None);
+            assert_eq!(cache.pools().window(), None);
         }
     }
 
@@ -284,27 +278,30 @@ mod tests {
             crate::config::LayerType::Sliding,
             crate::config::LayerType::Full,
         ]);
+        use crate::kv_layout::{KvPool, KvSpan};
         let pools = KvPools {
-            num_blocks: 10,
-            window: Some(KvWindow {
-                window: 8,
-                num_blocks: 3,
-            }),
+            groups: vec![
+                KvPool {
+                    span: KvSpan::Full,
+                    num_blocks: 10,
+                },
+                KvPool {
+                    span: KvSpan::Window(8),
+                    num_blocks: 3,
+                },
+            ],
         };
-        let mut cache = KvCache::with_pools(&config, KvDtype::F32, 4, pools);
+        let mut cache = KvCache::with_pools(&config, KvDtype::F32, 4, pools.clone());
         let slot = config.num_key_value_heads * config.head_dim;
         let len = |cache: &mut KvCache, layer| match cache.layer_mut(layer) {
             LayerKvMut::F32(kv) => kv.keys.len(),
             LayerKvMut::F16(kv) => kv.keys.len(),
         };
-        assert_eq!(
-            (cache.group(0), len(&mut cache, 0)),
-            (KvGroup::Window, 3 * 4 * slot)
-        );
+        assert_eq!((cache.group(0), len(&mut cache, 0)), (1, 3 * 4 * slot));
         assert_eq!(
             (cache.group(1), len(&mut cache, 1)),
-            (KvGroup::Full, 10 * 4 * slot)
+            (FULL_GROUP, 10 * 4 * slot)
         );
-        assert_eq!(cache.window(), pools.window);
+        assert_eq!(cache.pools(), &pools);
     }
 }

@@ -1,5 +1,6 @@
-//! How a model's KV cache is split into block pools, and how a memory budget is shared between
-//! them.
+//! How a model's KV cache is split into groups of layers, each with a block pool of its own, and
+//! how a memory budget is shared between them. This is the KV spec the executor exposes and the
+//! engine's block manager mirrors: one pool per group, the same group order on both sides.
 //!
 //! Layers that attend to every earlier position keep a block for every `block_size` tokens of a
 //! sequence for as long as it lives. Sliding-window layers (Gemma 3's local layers, Mistral's
@@ -7,32 +8,44 @@
 //! manager releases a sequence's window blocks once the window has moved past them, and a long
 //! chat holds `window` positions of those layers instead of its whole length. With five of six
 //! layers local (Gemma 3), the budget then holds several times the context.
+//!
+//! Group 0 is always the full-attention group (even with no layers in it): its blocks count a
+//! sequence's positions and bound the context it can reach. A further kind of group (chunked
+//! attention, per-adapter pools) is a new [`KvSpan`] and a new block-manager policy.
 
 use crate::config::ModelConfig;
 use crate::kv_cache::KvDtype;
 
-/// Which block pool a layer reads and writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KvGroup {
-    /// Layers that attend to every earlier position: a block per `block_size` tokens, kept for
-    /// the sequence's life.
+/// Index of a KV group: its place in [`KvLayout::groups`] and [`KvPools::groups`], and of its
+/// block table in every [`crate::SeqBatch`].
+pub type KvGroupId = usize;
+
+/// The full-attention group, present in every layout.
+pub const FULL_GROUP: KvGroupId = 0;
+
+/// What the layers of one group read of a sequence's history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KvSpan {
+    /// Every earlier position: a block per `block_size` tokens, kept for the sequence's life.
     Full,
-    /// Sliding-window layers: blocks the window no longer reaches are released.
-    Window,
+    /// The last `n` positions (a token's own and the `n - 1` before it): blocks the window no
+    /// longer reaches may be released.
+    Window(usize),
 }
 
-/// Which layers keep their keys and values in the window pool.
+/// Which group each layer keeps its keys and values in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KvLayout {
-    /// The widest window among the window layers (`None`: no window pool).
-    pub window: Option<usize>,
+    /// The span of each group, [`FULL_GROUP`] first.
+    pub groups: Vec<KvSpan>,
     /// The group of each layer.
-    pub groups: Vec<KvGroup>,
+    pub layer_groups: Vec<KvGroupId>,
 }
 
 impl KvLayout {
-    /// The layout of `config`'s layers: sliding-window layers in the window pool when their
-    /// window is shorter than the context (a window as long as the context frees nothing).
+    /// The layout of `config`'s layers: sliding-window layers in a window group (spanning the
+    /// widest of their windows) when their window is shorter than the context (a window as
+    /// long as the context frees nothing); every other layer in the full group.
     pub fn of(config: &ModelConfig) -> Self {
         let windows: Vec<Option<usize>> = (0..config.num_hidden_layers)
             .map(|i| {
@@ -41,31 +54,31 @@ impl KvLayout {
                     .filter(|&w| w < config.max_position_embeddings)
             })
             .collect();
-        let groups = (windows.iter())
-            .map(|w| match w {
-                Some(_) => KvGroup::Window,
-                None => KvGroup::Full,
-            })
+        let mut groups = vec![KvSpan::Full];
+        if let Some(widest) = windows.iter().flatten().copied().max() {
+            groups.push(KvSpan::Window(widest));
+        }
+        let layer_groups = (windows.iter())
+            .map(|w| if w.is_some() { 1 } else { FULL_GROUP })
             .collect();
         KvLayout {
-            window: windows.iter().flatten().copied().max(),
             groups,
+            layer_groups,
         }
     }
 
-    /// Layers in `group`.
-    pub fn num_layers(&self, group: KvGroup) -> usize {
-        self.groups.iter().filter(|&&g| g == group).count()
+    /// The widest window of the window group (`None`: no window group).
+    pub fn window(&self) -> Option<usize> {
+        self.groups.iter().find_map(|span| match span {
+            KvSpan::Window(w) => Some(*w),
+            KvSpan::Full => None,
+        })
     }
-}
 
-/// Blocks of the window pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KvWindow {
-    /// Positions a window layer reads: the token's own and the `window - 1` before it.
-    pub window: usize,
-    /// Blocks in the window pool.
-    pub num_blocks: usize,
+    /// Layers in `group`.
+    pub fn num_layers(&self, group: KvGroupId) -> usize {
+        self.layer_groups.iter().filter(|&&g| g == group).count()
+    }
 }
 
 /// Logical blocks wholly before what a token at `position` reads in a layer seeing `window`
@@ -75,13 +88,20 @@ pub fn blocks_behind(position: usize, window: usize, block_size: usize) -> usize
     (position + 1).saturating_sub(window) / block_size
 }
 
-/// How many blocks each pool of a cache has.
+/// One group's block pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KvPools {
-    /// Blocks of the full-attention pool; they bound the context a sequence can reach.
+pub struct KvPool {
+    /// What the group's layers read.
+    pub span: KvSpan,
+    /// Blocks in the pool.
     pub num_blocks: usize,
-    /// The window pool, for a model with sliding-window layers.
-    pub window: Option<KvWindow>,
+}
+
+/// The block pools of a cache, one per group of its [`KvLayout`], in the same order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvPools {
+    /// The pools, the full group's first.
+    pub groups: Vec<KvPool>,
 }
 
 /// What the engine runs at once, which bounds what the window pool can be asked for.
@@ -104,14 +124,25 @@ pub(crate) fn block_bytes(
 }
 
 impl KvPools {
-    /// Both pools of `num_blocks` blocks: every position fits in either (tests and tools that
-    /// address the window layers through the full block table).
+    /// Every group with `num_blocks` blocks: every position fits in any pool (tests and tools
+    /// that address all groups through the full block table).
     pub fn uniform(config: &ModelConfig, num_blocks: usize) -> Self {
-        let window = KvLayout::of(config).window;
-        KvPools {
-            num_blocks,
-            window: window.map(|window| KvWindow { window, num_blocks }),
-        }
+        let groups = (KvLayout::of(config).groups.into_iter())
+            .map(|span| KvPool { span, num_blocks })
+            .collect();
+        KvPools { groups }
+    }
+
+    /// Blocks of the full group; they bound the context a sequence can reach.
+    pub fn num_blocks(&self) -> usize {
+        self.groups[FULL_GROUP].num_blocks
+    }
+
+    /// The window group's pool, for a model with sliding-window layers.
+    pub fn window(&self) -> Option<KvPool> {
+        (self.groups.iter())
+            .find(|p| matches!(p.span, KvSpan::Window(_)))
+            .copied()
     }
 
     /// The pools `budget_bytes` holds for `config`. Without window layers, one pool as large as
@@ -129,23 +160,20 @@ impl KvPools {
         let layout = KvLayout::of(config);
         let all = block_bytes(config, dtype, block_size, config.num_hidden_layers).max(1);
         let shared = budget_bytes / all;
-        let Some(window) = layout.window else {
+        let Some(window) = layout.window() else {
             return KvPools {
-                num_blocks: shared,
-                window: None,
+                groups: vec![KvPool {
+                    span: KvSpan::Full,
+                    num_blocks: shared,
+                }],
             };
         };
         let per_seq = (window - 1).div_ceil(block_size) + 2;
         let wanted = demand.max_num_seqs.max(1) * per_seq
             + demand.max_num_batched_tokens.div_ceil(block_size);
         let window_blocks = wanted.min(shared);
-        let window_bytes = block_bytes(
-            config,
-            dtype,
-            block_size,
-            layout.num_layers(KvGroup::Window),
-        );
-        let full_bytes = block_bytes(config, dtype, block_size, layout.num_layers(KvGroup::Full));
+        let layer_bytes = |group| block_bytes(config, dtype, block_size, layout.num_layers(group));
+        let (full_bytes, window_bytes) = (layer_bytes(FULL_GROUP), layer_bytes(1));
         let num_blocks = match full_bytes {
             // Every layer is a window layer: full blocks cost nothing and only count positions;
             // enough for every sequence at full length.
@@ -154,28 +182,29 @@ impl KvPools {
             _ => (budget_bytes - window_blocks * window_bytes) / full_bytes,
         };
         KvPools {
-            num_blocks,
-            window: Some(KvWindow {
-                window,
-                num_blocks: window_blocks,
-            }),
+            groups: vec![
+                KvPool {
+                    span: KvSpan::Full,
+                    num_blocks,
+                },
+                KvPool {
+                    span: KvSpan::Window(window),
+                    num_blocks: window_blocks,
+                },
+            ],
         }
     }
 
     /// Bytes the pools take.
     pub fn bytes(&self, config: &ModelConfig, dtype: KvDtype, block_size: usize) -> usize {
         let layout = KvLayout::of(config);
-        let full = block_bytes(config, dtype, block_size, layout.num_layers(KvGroup::Full));
-        let window = block_bytes(
-            config,
-            dtype,
-            block_size,
-            layout.num_layers(KvGroup::Window),
-        );
-        self.num_blocks * full + self.window.map_or(0, |w| w.num_blocks * window)
+        (self.groups.iter().enumerate())
+            .map(|(g, pool)| {
+                pool.num_blocks * block_bytes(config, dtype, block_size, layout.num_layers(g))
+            })
+            .sum()
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,42 +229,47 @@ mod tests {
     fn layers_without_a_short_window_share_one_pool() {
         let config = crate::config::tests_support::tiny_config();
         let layout = KvLayout::of(&config);
-        assert_eq!(layout.window, None);
-        assert_eq!(layout.num_layers(KvGroup::Full), config.num_hidden_layers);
+        assert_eq!(
+            (layout.window(), &layout.groups[..]),
+            (None, &[KvSpan::Full][..])
+        );
+        assert_eq!(layout.num_layers(FULL_GROUP), config.num_hidden_layers);
         let per_block = block_bytes(&config, KvDtype::F16, 16, config.num_hidden_layers);
         let pools = KvPools::for_budget(&config, KvDtype::F16, 16, per_block * 10 + 5, DEMAND);
         assert_eq!(
-            pools,
-            KvPools {
-                num_blocks: 10,
-                window: None
-            }
+            pools.groups,
+            [KvPool {
+                span: KvSpan::Full,
+                num_blocks: 10
+            }]
         );
         // A window as long as the context frees nothing: no window pool.
         let mut long = gemma_like();
         long.sliding_window = Some(4096);
-        assert_eq!(KvLayout::of(&long).window, None);
+        assert_eq!(KvLayout::of(&long).window(), None);
     }
 
     #[test]
     fn the_window_pool_takes_what_running_sequences_can_use_and_the_rest_goes_to_full_layers() {
         let config = gemma_like();
         let layout = KvLayout::of(&config);
-        assert_eq!(layout.window, Some(64));
-        assert_eq!(layout.num_layers(KvGroup::Window), 5);
+        assert_eq!(layout.window(), Some(64));
+        assert_eq!(layout.groups, [KvSpan::Full, KvSpan::Window(64)]);
+        assert_eq!(layout.layer_groups, [1, 1, 1, 1, 1, FULL_GROUP]);
+        assert_eq!(layout.num_layers(1), 5);
         let one_layer = block_bytes(&config, KvDtype::F16, 16, 1);
         let budget = one_layer * 6 * 1000;
         let pools = KvPools::for_budget(&config, KvDtype::F16, 16, budget, DEMAND);
         // 4 sequences * (ceil(63 / 16) + 2) + 128 / 16 = 32 window blocks.
-        let window = pools.window.unwrap();
-        assert_eq!((window.window, window.num_blocks), (64, 32));
+        let window = pools.window().unwrap();
+        assert_eq!((window.span, window.num_blocks), (KvSpan::Window(64), 32));
         // The full layer gets the rest: 6000 one-layer blocks less 32 * 5.
-        assert_eq!(pools.num_blocks, 6000 - 32 * 5);
+        assert_eq!(pools.num_blocks(), 6000 - 32 * 5);
         assert!(pools.bytes(&config, KvDtype::F16, 16) <= budget);
         // A small budget: no fewer blocks than one shared pool would have.
         let small = KvPools::for_budget(&config, KvDtype::F16, 16, one_layer * 6 * 10, DEMAND);
-        assert_eq!(small.window.unwrap().num_blocks, 10);
-        assert_eq!(small.num_blocks, 10);
+        assert_eq!(small.window().unwrap().num_blocks, 10);
+        assert_eq!(small.num_blocks(), 10);
     }
 
     #[test]
@@ -267,14 +301,18 @@ mod tests {
         let pools = KvPools::for_budget(&config, KvDtype::F16, 16, gib, demand);
         // (docs/engine.md quotes these.)
         assert_eq!(
-            (shared, pools.window.unwrap().num_blocks, pools.num_blocks),
+            (
+                shared,
+                pools.window().unwrap().num_blocks,
+                pools.num_blocks()
+            ),
             (2520, 2208, 4240)
         );
         let four = KvPools::for_budget(&config, KvDtype::F16, 16, 4 * gib, demand);
         assert_eq!(
             (
                 4 * gib / block_bytes(&config, KvDtype::F16, 16, 26),
-                four.num_blocks
+                four.num_blocks()
             ),
             (10082, 53392)
         );
@@ -286,8 +324,8 @@ mod tests {
         config.layer_types = None;
         let one_layer = block_bytes(&config, KvDtype::F32, 16, 1);
         let pools = KvPools::for_budget(&config, KvDtype::F32, 16, one_layer * 6 * 100, DEMAND);
-        assert_eq!(pools.window.unwrap().num_blocks, 32);
-        assert_eq!(pools.num_blocks, 4 * 4096 / 16);
+        assert_eq!(pools.window().unwrap().num_blocks, 32);
+        assert_eq!(pools.num_blocks(), 4 * 4096 / 16);
         assert_eq!(pools.bytes(&config, KvDtype::F32, 16), 32 * 6 * one_layer);
     }
 }

@@ -30,6 +30,6 @@ pub use error::{ForwardError, LoadError};
 pub use files::ModelFiles;
 pub use kernels::matmul::WeightDtype;
 pub use kv_cache::{KvCache, KvDtype};
-pub use kv_layout::{KvDemand, KvGroup, KvLayout, KvPools, KvWindow};
+pub use kv_layout::{KvDemand, KvGroupId, KvLayout, KvPool, KvPools, KvSpan, FULL_GROUP};
 pub use model::{LoadOptions, Model};
 pub use pooling::{pooling_of, Pooling};

@@ -11,7 +11,7 @@ use crate::error::{ForwardError, LoadError};
 use crate::files::ModelFiles;
 use crate::kernels::matmul::WeightDtype;
 use crate::kv_cache::KvCache;
-use crate::kv_layout::{blocks_behind, KvWindow};
+use crate::kv_layout::{blocks_behind, KvGroupId, KvPool, KvSpan};
 
 /// How to load a model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -126,33 +126,33 @@ impl Model {
         }
         let n = batch.num_tokens();
         let inconsistent = |m: String| Err(ForwardError::InconsistentBatch(m));
-        if batch.positions.len() != n || batch.slot_mapping.len() != n {
+        if batch.positions.len() != n {
+            return inconsistent(format!("{n} tokens, {} positions", batch.positions.len()));
+        }
+        let groups = &kv.pools().groups;
+        let tables = batch.slot_mappings.len();
+        if tables == 0 || tables > groups.len() {
             return inconsistent(format!(
-                "{n} tokens, {} positions, {} slots",
-                batch.positions.len(),
-                batch.slot_mapping.len()
+                "slots for {tables} KV groups, the cache has {}",
+                groups.len()
             ));
         }
-        let windowed = !batch.window_slot_mapping.is_empty();
-        match kv.window() {
-            None if windowed => {
-                return inconsistent("window tables for a cache without a window pool".into())
-            }
-            Some(w) if !windowed && w.num_blocks < kv.num_blocks() => {
-                return inconsistent(format!(
-                    "no window tables, and the window pool ({} blocks) is smaller than the full \
-                     one ({})",
-                    w.num_blocks,
-                    kv.num_blocks()
-                ))
-            }
-            _ if windowed && batch.window_slot_mapping.len() != n => {
-                return inconsistent(format!(
-                    "{n} tokens, {} window slots",
-                    batch.window_slot_mapping.len()
-                ))
-            }
-            _ => {}
+        if let Some((g, slots)) =
+            (batch.slot_mappings.iter().enumerate()).find(|(_, s)| s.len() != n)
+        {
+            return inconsistent(format!("{n} tokens, {} slots in group {g}", slots.len()));
+        }
+        // A group without tables is addressed through the full group's: its pool must hold
+        // every full-group block.
+        if let Some((g, pool)) =
+            (groups.iter().enumerate().skip(tables)).find(|(_, p)| p.num_blocks < kv.num_blocks())
+        {
+            return inconsistent(format!(
+                "no block tables for KV group {g}, and its pool ({} blocks) is smaller than the \
+                 full one ({})",
+                pool.num_blocks,
+                kv.num_blocks()
+            ));
         }
         if let Some((index, &token)) = batch
             .token_ids
@@ -184,14 +184,16 @@ impl Model {
             if seq.token_start != token_seq.len() || seq.num_tokens == 0 {
                 return inconsistent(format!("sequence {s} does not follow the previous one"));
             }
-            if seq.context_len < seq.num_tokens
-                || seq.block_table.len() * block_size < seq.context_len
-            {
+            if seq.context_len < seq.num_tokens {
                 return inconsistent(format!(
-                    "sequence {s}: context {} with {} new tokens and {} blocks of {block_size}",
-                    seq.context_len,
-                    seq.num_tokens,
-                    seq.block_table.len()
+                    "sequence {s}: context {} with {} new tokens",
+                    seq.context_len, seq.num_tokens
+                ));
+            }
+            if seq.block_tables.len() != tables {
+                return inconsistent(format!(
+                    "sequence {s} has {} block tables, the batch {tables}",
+                    seq.block_tables.len()
                 ));
             }
             if seq.context_len > c.max_position_embeddings {
@@ -200,39 +202,13 @@ impl Model {
                     max: c.max_position_embeddings,
                 });
             }
-            if let Some(&block) = seq
-                .block_table
-                .iter()
-                .find(|&&b| b as usize >= kv.num_blocks())
-            {
-                return Err(ForwardError::SlotOutOfRange {
-                    slot: block as usize * block_size,
-                    num_slots: kv.num_slots(),
-                });
+            if (seq.token_start + seq.num_tokens) > n {
+                return inconsistent(format!("sequence {s} runs past the batch"));
             }
-            let first = seq.context_len - seq.num_tokens;
-            if let Some(window) = kv.window().filter(|_| windowed) {
-                validate_window_table(batch, s, window, block_size)?;
+            for (g, pool) in groups.iter().enumerate().take(tables) {
+                validate_table(batch, s, g, *pool, block_size)?;
             }
-            for i in 0..seq.num_tokens {
-                let flat = seq.token_start + i;
-                if flat >= n {
-                    return inconsistent(format!("sequence {s} runs past the batch"));
-                }
-                let position = first + i;
-                // The attention kernel reads history through the block table, so the slot a
-                // token is written to must be the one its position maps to.
-                let slot = slot(&seq.block_table, position, block_size);
-                if batch.positions[flat] as usize != position
-                    || batch.slot_mapping[flat] as usize != slot
-                {
-                    return inconsistent(format!(
-                        "token {flat}: position {} slot {} but sequence {s} implies {position} and {slot}",
-                        batch.positions[flat], batch.slot_mapping[flat]
-                    ));
-                }
-                token_seq.push(s);
-            }
+            token_seq.extend(std::iter::repeat_n(s, seq.num_tokens));
         }
         if token_seq.len() != n {
             return inconsistent(format!("sequences cover {} of {n} tokens", token_seq.len()));
@@ -241,41 +217,47 @@ impl Model {
     }
 }
 
-/// Checks sequence `s`'s window table: it covers the context, every block its new tokens read
-/// (the last `window` positions of each) or write is in the window pool, and the window slots
-/// are the ones their positions map to.
-fn validate_window_table(
+/// Checks sequence `s`'s table in KV group `g`: it covers the context, every block its new
+/// tokens read (in a window group, the last `window` positions of each) or write is in the
+/// group's pool, and the group's slots are the ones the tokens' positions map to (the attention
+/// kernel reads history through the table, so a token must be written where it will be read).
+fn validate_table(
     batch: &Batch,
     s: usize,
-    window: KvWindow,
+    g: KvGroupId,
+    pool: KvPool,
     block_size: usize,
 ) -> Result<(), ForwardError> {
     let seq = &batch.seqs[s];
-    let table = &seq.window_table;
+    let table = &seq.block_tables[g];
     let first = seq.context_len - seq.num_tokens;
     if table.len() * block_size < seq.context_len {
         return Err(ForwardError::InconsistentBatch(format!(
-            "sequence {s}: context {} with {} window blocks of {block_size}",
+            "sequence {s}: context {} with {} blocks of {block_size} in KV group {g}",
             seq.context_len,
             table.len()
         )));
     }
-    let reached = blocks_behind(first, window.window, block_size);
-    let used = &table[reached..seq.context_len.div_ceil(block_size)];
-    if let Some(&block) = used.iter().find(|&&b| b as usize >= window.num_blocks) {
+    let used = match pool.span {
+        KvSpan::Full => &table[..],
+        KvSpan::Window(window) => {
+            &table[blocks_behind(first, window, block_size)..seq.context_len.div_ceil(block_size)]
+        }
+    };
+    if let Some(&block) = used.iter().find(|&&b| b as usize >= pool.num_blocks) {
         return Err(ForwardError::SlotOutOfRange {
             slot: block as usize * block_size,
-            num_slots: window.num_blocks * block_size,
+            num_slots: pool.num_blocks * block_size,
         });
     }
     for i in 0..seq.num_tokens {
-        let position = first + i;
+        let (position, flat) = (first + i, seq.token_start + i);
         let slot = slot(table, position, block_size);
-        let flat = seq.token_start + i;
-        if batch.window_slot_mapping.get(flat).map(|&w| w as usize) != Some(slot) {
+        let (given, expected) = (batch.positions[flat] as usize, batch.slot_mappings[g][flat]);
+        if given != position || expected as usize != slot {
             return Err(ForwardError::InconsistentBatch(format!(
-                "token {flat}: window slot {:?} but sequence {s} implies {slot}",
-                batch.window_slot_mapping.get(flat)
+                "token {flat}: position {given} slot {expected} in KV group {g} but sequence {s} \
+                 implies {position} and {slot}"
             )));
         }
     }

@@ -6,7 +6,7 @@ mod common;
 
 use common::{argmax, cache, load, reference, BlockPool, Sequence, BLOCK_SIZE};
 use sluice_model::{
-    kv_layout, Batch, ForwardError, KvCache, KvDtype, KvPools, KvWindow, Model, WeightDtype,
+    kv_layout, Batch, ForwardError, KvCache, KvDtype, KvPool, KvPools, KvSpan, Model, WeightDtype,
     RELEASED_BLOCK,
 };
 
@@ -34,6 +34,23 @@ impl WindowTable {
     }
 }
 
+/// A full pool of `full` blocks and a pool of `window_blocks` for the layers reading the last
+/// `window` positions.
+fn pools(full: usize, window: usize, window_blocks: usize) -> KvPools {
+    KvPools {
+        groups: vec![
+            KvPool {
+                span: KvSpan::Full,
+                num_blocks: full,
+            },
+            KvPool {
+                span: KvSpan::Window(window),
+                num_blocks: window_blocks,
+            },
+        ],
+    }
+}
+
 /// Greedy decoding of two prompts side by side (chunked prefill of 3, then one token a step),
 /// returning every step's logits; `window` set runs the window layers from a pool of
 /// `window_blocks` blocks.
@@ -43,18 +60,12 @@ fn generate(model: &Model, window_blocks: Option<usize>, steps: usize) -> Vec<Ve
         None => cache(model),
         Some(n) => {
             let window = config.sliding_window.unwrap();
-            let pools = KvPools {
-                num_blocks: 128,
-                window: Some(KvWindow {
-                    window,
-                    num_blocks: n,
-                }),
-            };
+            let pools = pools(128, window, n);
             KvCache::with_pools(config, KvDtype::F32, BLOCK_SIZE, pools)
         }
     };
     // The uniform cache's window layers read the full block tables.
-    let window = window_blocks.and(kv.window()).map(|w| w.window);
+    let window = window_blocks.and(config.sliding_window);
     let mut pool = BlockPool::new(128);
     let mut free: Vec<u32> = (0..window_blocks.unwrap_or(0) as u32).rev().collect();
     let prompt = reference("gemma3").prompt_ids;
@@ -71,11 +82,12 @@ fn generate(model: &Model, window_blocks: Option<usize>, steps: usize) -> Vec<Ve
         for (seq, wt) in &mut seqs {
             let first = seq.num_computed;
             let n = (seq.tokens.len() - first).min(3);
-            seq.schedule(n, &mut pool, &mut batch);
+            let mut other_groups = Vec::new();
             if let Some(window) = window {
                 wt.advance(first, first + n, window, &mut free);
-                batch.set_window_table(wt.table.clone(), BLOCK_SIZE);
+                other_groups.push(wt.table.clone());
             }
+            seq.schedule_with_groups(n, &mut pool, &mut batch, other_groups);
         }
         let logits = model.forward(&batch, &mut kv).unwrap();
         for (i, (seq, _)) in seqs.iter_mut().enumerate() {
@@ -109,20 +121,13 @@ fn window_layers_from_a_small_pool_give_the_same_logits_as_keeping_every_positio
 fn a_released_block_the_window_still_reaches_is_rejected() {
     let model = load("gemma3", WeightDtype::F32);
     let config = model.config();
-    let pools = KvPools {
-        num_blocks: 16,
-        window: Some(KvWindow {
-            window: 8,
-            num_blocks: 4,
-        }),
-    };
-    let mut kv = KvCache::with_pools(config, KvDtype::F32, BLOCK_SIZE, pools);
+    let mut kv = KvCache::with_pools(config, KvDtype::F32, BLOCK_SIZE, pools(16, 8, 4));
     // Position 12 reads positions 5..=12: logical blocks 1, 2 and 3.
     let tokens = [1u32];
     let forward = |kv: &mut KvCache, window_table: Vec<u32>| {
         let mut batch = Batch::default();
-        batch.push_sequence(&tokens, 12, vec![0, 1, 2, 3], BLOCK_SIZE, true);
-        batch.set_window_table(window_table, BLOCK_SIZE);
+        let tables = vec![vec![0, 1, 2, 3], window_table];
+        batch.push_sequence_tables(&tokens, 12, tables, BLOCK_SIZE, true);
         model.forward(&batch, kv)
     };
     let released = RELEASED_BLOCK;

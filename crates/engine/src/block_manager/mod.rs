@@ -1,26 +1,38 @@
-//! The KV block pool: ref-counted blocks, ownership-based release and automatic prefix caching.
+//! The KV block pools: ref-counted blocks, ownership-based release and automatic prefix caching.
 //!
-//! A sequence's blocks live in a [`BlockTable`]; dropping the table returns them, so a block cannot
-//! be forgotten. A full, computed block gets a key `hash(parent key, its tokens)`; a later sequence
-//! whose tokens hash to the same chain reuses it (after comparing the stored tokens). Blocks whose
-//! count drops to zero go on one free list: unkeyed blocks at the front (reused first), keyed ones
-//! at the back, so cached content is evicted in least-recently-freed order and only when a fresh
-//! block is needed. A block with a non-zero count is never on the free list, so it is never evicted.
+//! A model's cache is a list of KV groups (`sluice_model::kv_layout`): the full-attention
+//! layers' and, for a model with sliding-window layers, the window layers'. Each group has a pool
+//! of its own and a small [`policy`] (which blocks a sequence may give back as it grows, whether
+//! its blocks may be reused); a sequence's [`BlockTable`] holds one list of blocks per group, and
+//! dropping the table returns them, so a block cannot be forgotten.
 //!
-//! A model with sliding-window layers has a second pool for them ([`window`]): every table then
-//! also holds window blocks, released as the window moves on, and nothing is shared or cached.
+//! A full, computed block gets a stable key ([`BlockHash`]: its parent's key and its tokens);
+//! a later sequence whose tokens hash to the same chain reuses it (after comparing the stored
+//! tokens). Blocks whose count drops to zero go on their pool's free list: unkeyed blocks at the
+//! front (reused first), keyed ones at the back, so cached content is evicted in
+//! least-recently-freed order and only when a fresh block is needed. A block with a non-zero count
+//! is never on the free list, so it is never evicted. Every block stored in or evicted from the
+//! cache is a [`KvEvent`], drained by the engine once a step.
 
+mod block_hash;
+mod events;
+mod policy;
 mod pool;
-mod window;
+mod table;
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use sluice_model::{KvPool, KvPools, KvSpan, FULL_GROUP};
 use thiserror::Error;
 
-use pool::{block_key, BlockPool, CachedContent};
-pub use window::WindowBlocks;
-use window::WindowPool;
+pub use block_hash::BlockHash;
+use events::EventSink;
+pub use events::KvEvent;
+use policy::{policy_for, GroupPolicy};
+use pool::BlockPool;
+pub use table::BlockTable;
+use table::GroupBlocks;
 
 /// Index of a physical KV block.
 pub type BlockId = u32;
@@ -29,7 +41,7 @@ pub type BlockId = u32;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 #[error("out of KV blocks: {needed} needed, {free} free")]
 pub struct OutOfBlocks {
-    /// Fresh blocks the operation needed.
+    /// Fresh blocks the operation needed (in the group that ran short).
     pub needed: usize,
     /// Fresh blocks that could be had.
     pub free: usize,
@@ -44,116 +56,107 @@ pub struct SharedPrefix<'a> {
     pub num_blocks: usize,
 }
 
-/// The blocks of one sequence, in logical order. Dropping it releases them.
+/// One KV group: its pool and its rules.
 #[derive(Debug)]
-pub struct BlockTable {
+struct Group {
     pool: Rc<RefCell<BlockPool>>,
-    blocks: Vec<BlockId>,
-    /// Leading blocks whose content was registered (or found) in the prefix cache.
-    num_registered: usize,
-    /// Key of the last registered block, the parent of the next one (the salt before the
-    /// first).
-    last_key: Option<u64>,
-    /// Tokens reused from other sequences when this table was allocated.
-    num_cached_tokens: usize,
-    /// The window pool's blocks, for a model with sliding-window layers.
-    window: Option<WindowBlocks>,
+    policy: Box<dyn GroupPolicy>,
 }
 
-impl BlockTable {
-    /// Physical block ids in logical order.
-    pub fn block_ids(&self) -> &[BlockId] {
-        &self.blocks
-    }
-
-    /// Leading tokens that were already computed when the table was allocated (cache hit or shared
-    /// with a sibling); the sequence starts computing after them.
-    pub fn num_cached_tokens(&self) -> usize {
-        self.num_cached_tokens
-    }
-
-    /// The window pool's blocks, for a model with sliding-window layers.
-    pub fn window(&self) -> Option<&WindowBlocks> {
-        self.window.as_ref()
-    }
-}
-
-impl Drop for BlockTable {
-    fn drop(&mut self) {
-        // (`window` releases its own blocks when dropped with the table.)
-        let mut pool = self.pool.borrow_mut();
-        // Last blocks first, so a sequence's tail is evicted before its (more shareable) head.
-        for &b in self.blocks.iter().rev() {
-            pool.release(b);
-        }
-    }
-}
-
-/// Owner of the block pool.
+/// Owner of the block pools.
 #[derive(Debug)]
 pub struct BlockManager {
-    pool: Rc<RefCell<BlockPool>>,
-    window: Option<WindowPool>,
+    block_size: usize,
+    groups: Vec<Group>,
+    events: EventSink,
 }
 
 impl BlockManager {
-    /// A pool of `num_blocks` blocks of `block_size` tokens each.
+    /// One full-attention pool of `num_blocks` blocks of `block_size` tokens each.
     pub fn new(num_blocks: usize, block_size: usize, enable_prefix_caching: bool) -> Self {
+        let pools = KvPools {
+            groups: vec![KvPool {
+                span: KvSpan::Full,
+                num_blocks,
+            }],
+        };
+        Self::for_pools(&pools, block_size, enable_prefix_caching)
+    }
+
+    /// One pool per group of `pools` (the KV spec the executor exposes), in the same order.
+    /// Prefixes are cached only when every group's blocks may be reused.
+    pub fn for_pools(pools: &KvPools, block_size: usize, enable_prefix_caching: bool) -> Self {
         assert!(block_size > 0, "block size must be positive");
-        let pool = BlockPool::new(num_blocks, block_size, enable_prefix_caching);
+        assert_eq!(
+            pools.groups[FULL_GROUP].span,
+            KvSpan::Full,
+            "group 0 is full"
+        );
+        let events = EventSink::default();
+        let policies: Vec<_> = pools.groups.iter().map(|p| policy_for(p.span)).collect();
+        let caching = enable_prefix_caching && policies.iter().all(|p| p.serves_prefix_hits());
+        let groups = (pools.groups.iter().zip(policies).enumerate())
+            .map(|(g, (pool, policy))| {
+                // Only the full group registers keys; the others follow its hits.
+                let cache = caching && g == FULL_GROUP;
+                let pool = BlockPool::new(g, pool.num_blocks, block_size, cache, events.clone());
+                Group {
+                    pool: Rc::new(RefCell::new(pool)),
+                    policy,
+                }
+            })
+            .collect();
         BlockManager {
-            pool: Rc::new(RefCell::new(pool)),
-            window: None,
+            block_size,
+            groups,
+            events,
         }
     }
 
-    /// Adds a window pool of `num_blocks` blocks for layers that read the last `window`
-    /// positions. Blocks are then neither shared nor cached (a hit in the full pool would
-    /// come without the window layers' keys and values).
-    pub fn with_window(mut self, window: usize, num_blocks: usize) -> Self {
-        self.pool.borrow_mut().prefix_caching = false;
-        let block_size = self.block_size();
-        self.window = Some(WindowPool::new(window, num_blocks, block_size));
-        self
-    }
-
     /// Whether a new table may start from blocks another sequence computed (a cached prefix
-    /// or a sibling choice's prompt).
+    /// or a sibling choice's prompt): when every group's blocks may be reused.
     pub fn shares_prefixes(&self) -> bool {
-        self.window.is_none()
+        self.groups.iter().all(|g| g.policy.serves_prefix_hits())
     }
 
-    /// (blocks, free blocks) of the window pool, for a model with sliding-window layers.
-    pub fn window_blocks(&self) -> Option<(usize, usize)> {
-        (self.window.as_ref()).map(|w| (w.num_blocks(), w.num_free()))
+    /// KV groups (pools) managed.
+    pub fn num_groups(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// (blocks, free blocks) of group `group`'s pool.
+    pub fn group_blocks(&self, group: usize) -> (usize, usize) {
+        let pool = self.groups[group].pool.borrow();
+        (pool.blocks.len(), pool.num_free)
     }
 
     /// Tokens per block.
     pub fn block_size(&self) -> usize {
-        self.pool.borrow().block_size
+        self.block_size
     }
 
-    /// Blocks in the pool.
+    /// Blocks in the full group's pool (they bound the context a sequence can reach).
     pub fn num_blocks(&self) -> usize {
-        self.pool.borrow().blocks.len()
+        self.group_blocks(FULL_GROUP).0
     }
 
-    /// Blocks with a zero count (including cached ones that may still be reused).
+    /// Full-group blocks with a zero count (including cached ones that may still be reused).
     pub fn num_free_blocks(&self) -> usize {
-        self.pool.borrow().num_free
+        self.group_blocks(FULL_GROUP).1
     }
 
-    /// Blocks referenced by at least one table.
+    /// Full-group blocks referenced by at least one table.
     pub fn num_used_blocks(&self) -> usize {
         self.num_blocks() - self.num_free_blocks()
     }
 
-    fn blocks_for(&self, num_tokens: usize) -> usize {
-        num_tokens.div_ceil(self.block_size())
+    fn full_pool(&self) -> std::cell::Ref<'_, BlockPool> {
+        self.groups[FULL_GROUP].pool.borrow()
     }
 
-    /// The blocks a new table for `tokens` starts with: the longest prefix-cache hit or the shared
-    /// sibling prefix, whichever is longer. The last token is never reused (its logits are needed).
+    /// The full-group blocks a new table for `tokens` starts with: the longest prefix-cache hit
+    /// or the shared sibling prefix, whichever is longer. The last token is never reused (its
+    /// logits are needed).
     fn reusable(
         &self,
         tokens: &[u32],
@@ -163,28 +166,50 @@ impl BlockManager {
         if !self.shares_prefixes() {
             return Vec::new();
         }
-        let pool = self.pool.borrow();
-        let limit = tokens.len().saturating_sub(1) / pool.block_size;
-        let mut reuse = pool.cached_prefix(&tokens[..limit * pool.block_size], salt);
+        let pool = self.full_pool();
+        let limit = tokens.len().saturating_sub(1) / self.block_size;
+        let prefix = &tokens[..limit * self.block_size];
+        let mut reuse = pool.cached_prefix(prefix, BlockHash::root(salt));
         if let Some(s) = shared {
-            let n = s.num_blocks.min(limit).min(s.table.blocks.len());
+            let n = s.num_blocks.min(limit).min(s.table.block_ids().len());
             if n > reuse.len() {
-                reuse = s.table.blocks[..n].to_vec();
+                reuse = s.table.block_ids()[..n].to_vec();
             }
         }
         reuse
     }
 
-    /// Fresh blocks needed to start a table covering `num_tokens` after reusing `reuse`, and the
-    /// free blocks that remain usable (reused blocks on the free list are not available twice).
-    fn fresh_needed(&self, reuse: &[BlockId], num_tokens: usize) -> (usize, usize) {
-        let pool = self.pool.borrow();
-        let needed = self.blocks_for(num_tokens).saturating_sub(reuse.len());
-        let reused_free = reuse
-            .iter()
-            .filter(|&&b| pool.blocks[b as usize].ref_count == 0)
-            .count();
-        (needed, pool.num_free - reused_free)
+    /// Checks every group has the fresh blocks `needed(group)` asks for (reused full-group
+    /// blocks on the free list are not available twice).
+    fn check_room(
+        &self,
+        reuse: &[BlockId],
+        needed: impl Fn(usize) -> usize,
+    ) -> Result<(), OutOfBlocks> {
+        for (g, group) in self.groups.iter().enumerate() {
+            let pool = group.pool.borrow();
+            let reused_free = match g {
+                FULL_GROUP => (reuse.iter())
+                    .filter(|&&b| pool.blocks[b as usize].ref_count == 0)
+                    .count(),
+                _ => 0,
+            };
+            let (needed, free) = (needed(g), pool.num_free - reused_free);
+            if needed > free {
+                return Err(OutOfBlocks { needed, free });
+            }
+        }
+        Ok(())
+    }
+
+    /// Fresh blocks each group needs for a new table covering `num_tokens` that reuses `reuse`.
+    fn needed_new(&self, reuse: &[BlockId], num_tokens: usize) -> impl Fn(usize) -> usize {
+        let all = num_tokens.div_ceil(self.block_size);
+        let reused = reuse.len();
+        move |g| match g {
+            FULL_GROUP => all.saturating_sub(reused),
+            _ => all,
+        }
     }
 
     /// Leading tokens of `tokens` a new table would reuse (cache hit or sibling prefix).
@@ -196,7 +221,7 @@ impl BlockManager {
         shared: Option<SharedPrefix<'_>>,
         salt: Option<u64>,
     ) -> usize {
-        self.reusable(tokens, shared, salt).len() * self.block_size()
+        self.reusable(tokens, shared, salt).len() * self.block_size
     }
 
     /// Whether [`BlockManager::allocate`] with the same arguments would succeed.
@@ -208,24 +233,7 @@ impl BlockManager {
         salt: Option<u64>,
     ) -> bool {
         let reuse = self.reusable(tokens, shared, salt);
-        let (needed, free) = self.fresh_needed(&reuse, num_tokens);
-        needed <= free && self.window_room(self.window_needed_new(num_tokens)).is_ok()
-    }
-
-    /// `Err` when the window pool (if any) has fewer than `needed` free blocks.
-    fn window_room(&self, needed: usize) -> Result<(), OutOfBlocks> {
-        match &self.window {
-            Some(pool) if needed > pool.num_free() => Err(OutOfBlocks {
-                needed,
-                free: pool.num_free(),
-            }),
-            _ => Ok(()),
-        }
-    }
-
-    /// Window blocks a new table covering `num_tokens` takes.
-    fn window_needed_new(&self, num_tokens: usize) -> usize {
-        (self.window.as_ref()).map_or(0, |w| w.needed_from_start(num_tokens))
+        (self.check_room(&reuse, self.needed_new(&reuse, num_tokens))).is_ok()
     }
 
     /// A table for a sequence with `tokens`, covering at least its first `num_tokens` (the reused
@@ -242,112 +250,124 @@ impl BlockManager {
         salt: Option<u64>,
     ) -> Result<BlockTable, OutOfBlocks> {
         let reuse = self.reusable(tokens, shared, salt);
-        let (needed, free) = self.fresh_needed(&reuse, num_tokens);
-        if needed > free {
-            return Err(OutOfBlocks { needed, free });
-        }
-        self.window_room(self.window_needed_new(num_tokens))?;
-        let window = self.window.as_ref().map(|w| w.allocate(num_tokens));
-        let mut pool = self.pool.borrow_mut();
-        let block_size = pool.block_size;
-        for &b in &reuse {
-            pool.acquire(b);
-        }
-        let registered = reuse
-            .last()
-            .and_then(|&b| pool.blocks[b as usize].cached.as_ref().map(|c| c.key));
-        let num_registered = if registered.is_some() { reuse.len() } else { 0 };
-        let registered = registered.or(salt);
-        let num_cached_tokens = reuse.len() * block_size;
-        let mut blocks = reuse;
-        for _ in 0..needed {
-            blocks.push(pool.take_fresh());
-        }
-        drop(pool);
+        self.check_room(&reuse, self.needed_new(&reuse, num_tokens))?;
+        let root = BlockHash::root(salt);
+        let (num_registered, last_key) = {
+            let mut pool = self.groups[FULL_GROUP].pool.borrow_mut();
+            for &b in &reuse {
+                pool.acquire(b);
+            }
+            // A sibling's blocks may not all be registered yet: the chain continues after the
+            // last one that is.
+            match reuse
+                .last()
+                .and_then(|&b| pool.blocks[b as usize].cached.as_ref())
+            {
+                Some(content) => (reuse.len(), content.key),
+                None => (0, root),
+            }
+        };
+        let num_cached_tokens = reuse.len() * self.block_size;
+        let mut reuse = Some(reuse);
+        let groups = (self.groups.iter())
+            .map(|group| {
+                let reused = reuse.take().unwrap_or_default();
+                let mut blocks = GroupBlocks::new(Rc::clone(&group.pool), reused);
+                blocks.grow(num_tokens, self.block_size);
+                blocks
+            })
+            .collect();
         Ok(BlockTable {
-            pool: Rc::clone(&self.pool),
-            blocks,
+            groups,
             num_registered,
-            last_key: registered,
+            last_key,
             num_cached_tokens,
-            window,
         })
     }
 
     /// Whether `table` can grow to cover `num_tokens`.
     pub fn can_append(&self, table: &BlockTable, num_tokens: usize) -> bool {
-        let needed = self
-            .blocks_for(num_tokens)
-            .saturating_sub(table.blocks.len());
-        needed <= self.num_free_blocks()
-            && (self.window_room(Self::window_needed_append(table, num_tokens))).is_ok()
-    }
-
-    /// Window blocks `table` takes to grow to `num_tokens`.
-    fn window_needed_append(table: &BlockTable, num_tokens: usize) -> usize {
-        (table.window.as_ref()).map_or(0, |w| w.needed(num_tokens))
+        let needed = |g: usize| table.groups[g].needed(num_tokens, self.block_size);
+        self.check_room(&[], needed).is_ok()
     }
 
     /// Grows `table` to cover `num_tokens`; on failure nothing changes.
     pub fn append(&mut self, table: &mut BlockTable, num_tokens: usize) -> Result<(), OutOfBlocks> {
-        let needed = self
-            .blocks_for(num_tokens)
-            .saturating_sub(table.blocks.len());
-        self.window_room(Self::window_needed_append(table, num_tokens))?;
-        let mut pool = self.pool.borrow_mut();
-        if needed > pool.num_free {
-            return Err(OutOfBlocks {
-                needed,
-                free: pool.num_free,
-            });
-        }
-        for _ in 0..needed {
-            table.blocks.push(pool.take_fresh());
-        }
-        if let Some(window) = table.window.as_mut() {
-            window.grow(num_tokens);
+        let needed = |g: usize| table.groups[g].needed(num_tokens, self.block_size);
+        self.check_room(&[], needed)?;
+        for blocks in &mut table.groups {
+            blocks.grow(num_tokens, self.block_size);
         }
         Ok(())
     }
 
-    /// Registers the blocks of `table` that `num_computed` computed `tokens` have filled, so later
-    /// sequences can reuse them. A block whose content is already cached elsewhere stays private.
-    /// Window blocks the next token no longer reaches go back to the window pool.
+    /// Registers the full-group blocks of `table` that `num_computed` computed `tokens` have
+    /// filled, so later sequences can reuse them (a block whose content is already cached
+    /// elsewhere stays private), and gives back every group's blocks that no later token reads.
     pub fn register_computed(
         &mut self,
         table: &mut BlockTable,
         tokens: &[u32],
         num_computed: usize,
     ) {
-        if let Some(window) = table.window.as_mut() {
-            window.release_behind(num_computed);
+        for (group, blocks) in self.groups.iter().zip(&mut table.groups) {
+            blocks.release_front(group.policy.releasable(num_computed, self.block_size));
         }
-        let mut pool = self.pool.borrow_mut();
-        let block_size = pool.block_size;
-        let full = (num_computed / block_size).min(table.blocks.len());
+        let mut pool = self.groups[FULL_GROUP].pool.borrow_mut();
+        if !pool.prefix_caching {
+            return;
+        }
+        let bs = self.block_size;
+        let full = (num_computed / bs).min(table.block_ids().len());
+        // A run of consecutive blocks stored, reported as one event.
+        let mut run: (Vec<BlockHash>, Option<BlockHash>, Vec<u32>) = (Vec::new(), None, Vec::new());
         while table.num_registered < full {
             let i = table.num_registered;
-            let chunk = &tokens[i * block_size..(i + 1) * block_size];
-            let key = block_key(table.last_key, chunk);
-            if pool.prefix_caching {
-                let b = table.blocks[i];
-                if !pool.cache.contains_key(&key) && pool.blocks[b as usize].cached.is_none() {
-                    pool.cache.insert(key, b);
-                    pool.blocks[b as usize].cached = Some(CachedContent {
-                        key,
-                        parent: table.last_key,
-                        tokens: chunk.to_vec(),
-                    });
+            let chunk = &tokens[i * bs..(i + 1) * bs];
+            let parent = table.last_key;
+            let key = parent.child(chunk, &[]);
+            if pool.store(table.block_ids()[i], key, parent, chunk) {
+                if run.0.is_empty() {
+                    run.1 = (i > 0).then_some(parent);
                 }
+                run.0.push(key);
+                run.2.extend_from_slice(chunk);
+            } else {
+                let (hashes, parent, tokens) = std::mem::take(&mut run);
+                pool.report_stored(hashes, parent, tokens);
             }
-            table.last_key = Some(key);
+            table.last_key = key;
             table.num_registered += 1;
         }
+        let (hashes, parent, tokens) = run;
+        pool.report_stored(hashes, parent, tokens);
     }
 
-    /// Reference count of a block (for tests and invariants).
+    /// Forgets every cached block (a [`KvEvent::AllCleared`]) when no block is referenced;
+    /// returns whether it did (nothing changes while a sequence holds blocks).
+    pub fn clear_prefix_cache(&mut self) -> bool {
+        let idle = (self.groups.iter()).all(|g| {
+            let pool = g.pool.borrow();
+            pool.num_free == pool.blocks.len()
+        });
+        if !idle {
+            return false;
+        }
+        for group in &self.groups {
+            group.pool.borrow_mut().forget_cached();
+        }
+        self.events.push(KvEvent::AllCleared);
+        true
+    }
+
+    /// The cache changes since the last call, oldest first.
+    pub fn drain_events(&mut self) -> Vec<KvEvent> {
+        self.events.drain()
+    }
+
+    /// Reference count of a full-group block (for tests and invariants).
     pub fn ref_count(&self, block: BlockId) -> u32 {
-        self.pool.borrow().blocks[block as usize].ref_count
+        self.full_pool().blocks[block as usize].ref_count
     }
 }
 

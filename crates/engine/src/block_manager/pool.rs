@@ -1,16 +1,19 @@
-//! The block pool's bookkeeping: reference counts, the free list (unkeyed blocks at the front,
+//! One KV group's block pool: reference counts, the free list (unkeyed blocks at the front,
 //! cached ones at the back) and the prefix cache's key -> block map.
 
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 
+use sluice_model::KvGroupId;
+
+use super::block_hash::BlockHash;
+use super::events::{EventSink, KvEvent};
 use super::BlockId;
 
 /// Content identity of a full block, stored to verify a hash hit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct CachedContent {
-    pub(super) key: u64,
-    pub(super) parent: Option<u64>,
+    pub(super) key: BlockHash,
+    pub(super) parent: BlockHash,
     pub(super) tokens: Vec<u32>,
 }
 
@@ -22,29 +25,31 @@ pub(super) struct BlockMeta {
     pub(super) next: Option<BlockId>,
 }
 
-/// The shared state behind [`BlockManager`] and every [`BlockTable`].
+/// One group's pool, shared by the [`super::BlockManager`] and every [`super::BlockTable`].
 #[derive(Debug)]
 pub(super) struct BlockPool {
+    pub(super) group: KvGroupId,
     pub(super) block_size: usize,
     pub(super) blocks: Vec<BlockMeta>,
     pub(super) free_head: Option<BlockId>,
     pub(super) free_tail: Option<BlockId>,
     pub(super) num_free: usize,
     /// Key of a full computed block -> the block holding it.
-    pub(super) cache: HashMap<u64, BlockId>,
+    pub(super) cache: HashMap<BlockHash, BlockId>,
     pub(super) prefix_caching: bool,
-}
-
-pub(super) fn block_key(parent: Option<u64>, tokens: &[u32]) -> u64 {
-    let mut h = DefaultHasher::new();
-    parent.hash(&mut h);
-    tokens.hash(&mut h);
-    h.finish()
+    events: EventSink,
 }
 
 impl BlockPool {
-    pub(super) fn new(num_blocks: usize, block_size: usize, prefix_caching: bool) -> Self {
+    pub(super) fn new(
+        group: KvGroupId,
+        num_blocks: usize,
+        block_size: usize,
+        prefix_caching: bool,
+        events: EventSink,
+    ) -> Self {
         let mut pool = BlockPool {
+            group,
             block_size,
             blocks: (0..num_blocks).map(|_| BlockMeta::default()).collect(),
             free_head: None,
@@ -52,6 +57,7 @@ impl BlockPool {
             num_free: 0,
             cache: HashMap::new(),
             prefix_caching,
+            events,
         };
         for b in 0..num_blocks {
             pool.push_back(b as BlockId);
@@ -110,6 +116,10 @@ impl BlockPool {
         if let Some(content) = self.blocks[b as usize].cached.take() {
             if self.cache.get(&content.key) == Some(&b) {
                 self.cache.remove(&content.key);
+                self.events.push(KvEvent::Removed {
+                    group: self.group,
+                    block_hashes: vec![content.key],
+                });
             }
         }
         self.blocks[b as usize].ref_count = 1;
@@ -128,15 +138,15 @@ impl BlockPool {
         }
     }
 
-    /// Cached blocks matching the full blocks of `tokens` under `salt`, in order.
-    pub(super) fn cached_prefix(&self, tokens: &[u32], salt: Option<u64>) -> Vec<BlockId> {
+    /// Cached blocks matching the full blocks of `tokens` in the chain from `root`, in order.
+    pub(super) fn cached_prefix(&self, tokens: &[u32], root: BlockHash) -> Vec<BlockId> {
         let mut found = Vec::new();
         if !self.prefix_caching {
             return found;
         }
-        let mut parent = salt;
+        let mut parent = root;
         for chunk in tokens.chunks_exact(self.block_size) {
-            let key = block_key(parent, chunk);
+            let key = parent.child(chunk, &[]);
             let Some(&b) = self.cache.get(&key) else {
                 break;
             };
@@ -149,8 +159,57 @@ impl BlockPool {
                 break;
             }
             found.push(b);
-            parent = Some(key);
+            parent = key;
         }
         found
+    }
+
+    /// Makes block `b` (holding `tokens`, the block after `parent`'s) findable under `key`,
+    /// unless that content is cached already (another copy stays private). Returns whether it
+    /// was stored.
+    pub(super) fn store(
+        &mut self,
+        b: BlockId,
+        key: BlockHash,
+        parent: BlockHash,
+        tokens: &[u32],
+    ) -> bool {
+        if self.cache.contains_key(&key) || self.blocks[b as usize].cached.is_some() {
+            return false;
+        }
+        self.cache.insert(key, b);
+        self.blocks[b as usize].cached = Some(CachedContent {
+            key,
+            parent,
+            tokens: tokens.to_vec(),
+        });
+        true
+    }
+
+    /// Appends a [`KvEvent::Stored`] for consecutive blocks of one chain.
+    pub(super) fn report_stored(
+        &self,
+        hashes: Vec<BlockHash>,
+        parent: Option<BlockHash>,
+        tokens: Vec<u32>,
+    ) {
+        if hashes.is_empty() {
+            return;
+        }
+        self.events.push(KvEvent::Stored {
+            group: self.group,
+            block_hashes: hashes,
+            parent,
+            token_ids: tokens,
+            block_size: self.block_size,
+        });
+    }
+
+    /// Forgets every cached block's content; the caller checked that no block is referenced.
+    pub(super) fn forget_cached(&mut self) {
+        for meta in &mut self.blocks {
+            meta.cached = None;
+        }
+        self.cache.clear();
     }
 }

@@ -1,5 +1,6 @@
 use super::*;
 use proptest::prelude::*;
+use sluice_model::{KvPool, KvPools, KvSpan};
 
 fn tokens(n: usize, offset: u32) -> Vec<u32> {
     (0..n as u32).map(|t| t + offset).collect()
@@ -247,39 +248,51 @@ proptest! {
 
 /// A manager whose window layers read the last 5 positions, 4 tokens a block.
 fn windowed(full: usize, window_blocks: usize) -> BlockManager {
-    BlockManager::new(full, 4, true).with_window(5, window_blocks)
+    let pools = KvPools {
+        groups: vec![
+            KvPool {
+                span: KvSpan::Full,
+                num_blocks: full,
+            },
+            KvPool {
+                span: KvSpan::Window(5),
+                num_blocks: window_blocks,
+            },
+        ],
+    };
+    BlockManager::for_pools(&pools, 4, true)
 }
+
+/// The window group's index.
+const WINDOW: usize = 1;
 
 #[test]
 fn window_blocks_are_released_once_the_window_has_moved_past_them() {
     let mut bm = windowed(16, 8);
     let toks = tokens(40, 0);
     let mut t = bm.allocate(&toks, 10, None, None).unwrap();
-    assert_eq!(t.window().unwrap().table().len(), 3);
+    assert_eq!(t.group_table(WINDOW).len(), 3);
     bm.register_computed(&mut t, &toks, 10);
     // The next token (position 10) reads positions 6..=10: block 0 is behind the window.
     let released = sluice_model::RELEASED_BLOCK;
-    let table = t.window().unwrap().table();
+    let table = t.group_table(WINDOW);
     assert_eq!((table[0], table.len()), (released, 3));
     for computed in 11..=40 {
         bm.append(&mut t, computed).unwrap();
         bm.register_computed(&mut t, &toks, computed);
         // Positions computed - 4 ..= computed span at most 2 blocks (plus the one growing).
-        assert!(t.window().unwrap().num_held() <= 3, "{computed}");
-        let table = t.window().unwrap().table();
+        assert!(t.num_held(WINDOW) <= 3, "{computed}");
+        let table = t.group_table(WINDOW);
         let reach = (computed + 1 - 5) / 4;
         assert!(table[..reach].iter().all(|&b| b == released));
         assert!(table[reach..].iter().all(|&b| b != released));
     }
     // The full pool keeps every block; both pools get everything back with the table.
     assert_eq!(t.block_ids().len(), 10);
-    assert_eq!(
-        bm.window_blocks(),
-        Some((8, 8 - t.window().unwrap().num_held()))
-    );
+    assert_eq!(bm.group_blocks(WINDOW), (8, 8 - t.num_held(WINDOW)));
     drop(t);
     assert_eq!(bm.num_free_blocks(), 16);
-    assert_eq!(bm.window_blocks(), Some((8, 8)));
+    assert_eq!(bm.group_blocks(WINDOW), (8, 8));
 }
 
 #[test]
@@ -292,17 +305,14 @@ fn a_full_window_pool_refuses_growth_and_changes_nothing() {
         OutOfBlocks { needed: 4, free: 3 }
     );
     assert_eq!(
-        (bm.num_free_blocks(), bm.window_blocks()),
-        (16, Some((3, 3)))
+        (bm.num_free_blocks(), bm.group_blocks(WINDOW)),
+        (16, (3, 3))
     );
     let mut t = bm.allocate(&toks, 12, None, None).unwrap();
     // Nothing computed yet, so nothing released: a 13th position needs a 4th window block.
     assert!(!bm.can_append(&t, 13));
     assert!(bm.append(&mut t, 13).is_err());
-    assert_eq!(
-        (t.block_ids().len(), t.window().unwrap().num_held()),
-        (3, 3)
-    );
+    assert_eq!((t.block_ids().len(), t.num_held(WINDOW)), (3, 3));
     bm.register_computed(&mut t, &toks, 12);
     assert!(bm.can_append(&t, 13));
     bm.append(&mut t, 13).unwrap();
@@ -325,4 +335,81 @@ fn with_a_window_pool_nothing_is_shared_or_cached() {
     drop(first);
     let third = bm.allocate(&prompt, 10, None, None).unwrap();
     assert_eq!(third.num_cached_tokens(), 0);
+}
+
+#[test]
+fn registered_blocks_are_reported_stored_and_evicted_ones_removed() {
+    let mut bm = BlockManager::new(4, 4, true);
+    let prompt = tokens(10, 0);
+    let mut t = bm.allocate(&prompt, 10, None, Some(3)).unwrap();
+    bm.register_computed(&mut t, &prompt, 10);
+    let root = BlockHash::root(Some(3));
+    let k0 = root.child(&prompt[..4], &[]);
+    let k1 = k0.child(&prompt[4..8], &[]).0;
+    assert_eq!(
+        bm.drain_events(),
+        [KvEvent::Stored {
+            group: 0,
+            block_hashes: vec![k0, BlockHash(k1)],
+            parent: None,
+            token_ids: prompt[..8].to_vec(),
+            block_size: 4,
+        }]
+    );
+    assert!(bm.drain_events().is_empty(), "a drain empties the sink");
+    // The third block fills later: its event names its parent.
+    bm.append(&mut t, 12).unwrap();
+    let longer = tokens(12, 0);
+    bm.register_computed(&mut t, &longer, 12);
+    let k2 = BlockHash(k1).child(&longer[8..12], &[]);
+    assert_eq!(
+        bm.drain_events(),
+        [KvEvent::Stored {
+            group: 0,
+            block_hashes: vec![k2],
+            parent: Some(BlockHash(k1)),
+            token_ids: longer[8..12].to_vec(),
+            block_size: 4,
+        }]
+    );
+    drop(t);
+    // Fresh blocks for another prompt evict cached ones, least recently freed first: the
+    // unkeyed block goes first, then the tail of the chain.
+    let other = tokens(8, 100);
+    let _u = bm.allocate(&other, 8, None, None).unwrap();
+    assert_eq!(
+        bm.drain_events(),
+        [KvEvent::Removed {
+            group: 0,
+            block_hashes: vec![k2],
+        }]
+    );
+}
+
+#[test]
+fn clearing_the_prefix_cache_waits_for_idle_pools_and_forgets_every_key() {
+    let mut bm = BlockManager::new(4, 4, true);
+    let prompt = tokens(9, 0);
+    let mut t = bm.allocate(&prompt, 9, None, None).unwrap();
+    bm.register_computed(&mut t, &prompt, 9);
+    bm.drain_events();
+    assert!(!bm.clear_prefix_cache(), "a table still holds blocks");
+    assert!(bm.drain_events().is_empty());
+    drop(t);
+    assert_eq!(bm.num_reusable_tokens(&prompt, None, None), 8);
+    assert!(bm.clear_prefix_cache());
+    assert_eq!(bm.drain_events(), [KvEvent::AllCleared]);
+    assert_eq!(bm.num_reusable_tokens(&prompt, None, None), 0);
+    assert_eq!(bm.num_free_blocks(), 4);
+}
+
+#[test]
+fn without_prefix_caching_nothing_is_hashed_or_reported() {
+    let mut bm = BlockManager::new(4, 4, false);
+    let prompt = tokens(9, 0);
+    let mut t = bm.allocate(&prompt, 9, None, None).unwrap();
+    bm.register_computed(&mut t, &prompt, 9);
+    drop(t);
+    let _again = bm.allocate(&prompt, 9, None, None).unwrap();
+    assert!(bm.drain_events().is_empty());
 }

@@ -120,7 +120,7 @@ impl DirectoryLoader {
     fn context_limits(&self, config: &ModelConfig, kv_dtype: KvDtype) -> (usize, usize) {
         let own = config.max_position_embeddings;
         let asked = self.settings.max_model_len.map_or(own, |n| n.min(own));
-        let blocks = self.kv_pools(config, kv_dtype).num_blocks;
+        let blocks = self.kv_pools(config, kv_dtype).num_blocks();
         (asked.min(blocks * self.settings.block_size), asked)
     }
 
@@ -213,7 +213,7 @@ impl ModelLoader for DirectoryLoader {
             weights_mib = model.weight_bytes() / (1 << 20),
             kernels = sluice_model::kernels::formats::Isa::detect().name(),
             kv_blocks = kv.num_blocks(),
-            window_kv_blocks = kv.window().map_or(0, |w| w.num_blocks),
+            window_kv_blocks = kv.pools().window().map_or(0, |w| w.num_blocks),
             block_size = s.block_size,
             max_model_len,
             seconds = format_args!("{:.2}", started.elapsed().as_secs_f64()),

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use sluice_model::Batch;
 
-use crate::block_manager::BlockManager;
+use crate::block_manager::{BlockManager, KvEvent};
 use crate::fair_share::{FairShareConfig, Shares};
 use crate::handle::RequestId;
 use crate::prompt_scoring::PromptRows;
@@ -145,6 +145,11 @@ impl Scheduler {
     /// The block pool.
     pub fn block_manager(&self) -> &BlockManager {
         &self.blocks
+    }
+
+    /// The prefix cache's changes since the last call (see [`BlockManager::drain_events`]).
+    pub fn drain_kv_events(&mut self) -> Vec<KvEvent> {
+        self.blocks.drain_events()
     }
 
     /// Sequences waiting (new or preempted).
@@ -377,16 +382,13 @@ impl Scheduler {
             let catches_up = start + num_new == seq.tokens().len();
             let table = seq.block_table().expect("scheduled sequence holds blocks");
             let token_start = out.batch.num_tokens();
-            out.batch.push_sequence(
+            out.batch.push_sequence_tables(
                 &seq.tokens()[start..start + num_new],
                 start,
-                table.block_ids().to_vec(),
+                table.tables(),
                 block_size,
                 false,
             );
-            if let Some(window) = table.window() {
-                out.batch.set_window_table(window.table(), block_size);
-            }
             let batch = &mut out.batch;
             let prompt_rows = seq.prompt_scoring().map(|scoring| {
                 let (logprob_positions, hidden_positions) = scoring.rows(start, num_new);

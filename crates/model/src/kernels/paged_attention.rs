@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use super::vector::{best_ops, KvElement, VectorOps};
 use crate::batch::Batch;
 use crate::kv_cache::{row_offset, LayerKv};
-use crate::kv_layout::KvGroup;
+use crate::kv_layout::KvGroupId;
 
 /// Static shape of one attention layer.
 #[derive(Debug, Clone, Copy)]
@@ -25,8 +25,8 @@ pub struct AttentionShape {
     pub head_dim: usize,
     /// Tokens per KV block.
     pub block_size: usize,
-    /// The pool the layer's keys and values live in (whose block tables to read).
-    pub group: KvGroup,
+    /// The KV group whose pool holds the layer's keys and values (whose block tables to read).
+    pub group: KvGroupId,
     /// Only the last `window` positions (including the token's own) are visible, when set.
     pub sliding_window: Option<usize>,
     /// Multiplier applied to `q · k` (usually `1 / sqrt(head_dim)`).
@@ -145,7 +145,7 @@ mod tests {
             num_kv_heads: 1,
             head_dim,
             block_size,
-            group: KvGroup::Full,
+            group: crate::kv_layout::FULL_GROUP,
             sliding_window: None,
             scale: 1.0,
             logit_softcap: None,
@@ -177,7 +177,7 @@ mod tests {
             num_kv_heads: 1,
             head_dim: 1,
             block_size: 4,
-            group: KvGroup::Full,
+            group: crate::kv_layout::FULL_GROUP,
             sliding_window: Some(2),
             scale: 1.0,
             logit_softcap: None,
@@ -202,7 +202,7 @@ mod tests {
             num_kv_heads: 1,
             head_dim: 1,
             block_size: 4,
-            group: KvGroup::Full,
+            group: crate::kv_layout::FULL_GROUP,
             sliding_window: None,
             scale: 1.0,
             logit_softcap: Some(1.0),

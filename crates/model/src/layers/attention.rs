@@ -14,7 +14,7 @@ use crate::kernels::matmul::WeightDtype;
 use crate::kernels::paged_attention::{paged_attention, AttentionShape};
 use crate::kernels::vector::KvElement;
 use crate::kv_cache::{LayerKv, LayerKvMut};
-use crate::kv_layout::KvGroup;
+use crate::kv_layout::KvGroupId;
 use crate::plan::NormWeight;
 
 /// Which optional parts a layer's attention has, and how it scores.
@@ -158,7 +158,7 @@ impl Attention {
 
     /// `h: [T, hidden]` (already normed): adds the attention output of the batch tokens
     /// `outputs` names (`0..T` for all of them) into their rows of `residual: [outputs.len(),
-    /// hidden]`, in that order. Writes all of the batch's new K/V into `kv` at `batch.slot_mapping` before
+    /// hidden]`, in that order. Writes all of the batch's new K/V into `kv` at its slots in `batch` before
     /// attending, so a prefill chunk sees itself causally.
     #[allow(clippy::too_many_arguments)] // the step's batch view, cache and output rows
     pub(crate) fn forward(
@@ -167,7 +167,7 @@ impl Attention {
         batch: &Batch,
         token_seq: &[usize],
         rope: &RopeTables,
-        (kv, group): (LayerKvMut<'_>, KvGroup),
+        (kv, group): (LayerKvMut<'_>, KvGroupId),
         block_size: usize,
         outputs: &[usize],
         residual: &mut [f32],

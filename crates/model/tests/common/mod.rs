@@ -127,15 +127,29 @@ impl Sequence {
     /// Adds this sequence's next `n` uncomputed tokens to `batch`, allocating blocks as needed;
     /// logits are requested for the chunk's last token.
     pub fn schedule(&mut self, n: usize, pool: &mut BlockPool, batch: &mut Batch) {
+        self.schedule_with_groups(n, pool, batch, Vec::new());
+    }
+
+    /// [`Sequence::schedule`] with the sequence's block tables in the cache's other KV groups.
+    #[allow(dead_code)] // not every test binary has several groups
+    pub fn schedule_with_groups(
+        &mut self,
+        n: usize,
+        pool: &mut BlockPool,
+        batch: &mut Batch,
+        other_groups: Vec<Vec<u32>>,
+    ) {
         let end = self.num_computed + n;
         while self.block_table.len() * BLOCK_SIZE < end {
             self.block_table
                 .push(pool.free.pop().expect("test pool exhausted"));
         }
-        batch.push_sequence(
+        let mut tables = vec![self.block_table.clone()];
+        tables.extend(other_groups);
+        batch.push_sequence_tables(
             &self.tokens[self.num_computed..end],
             self.num_computed,
-            self.block_table.clone(),
+            tables,
             BLOCK_SIZE,
             true,
         );
