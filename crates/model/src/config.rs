@@ -445,6 +445,44 @@ mod tests {
     }
 
     #[test]
+    fn the_architecture_decides_what_the_config_leaves_unsaid() {
+        let qwen2 = DIALECT_4X
+            .replace("LlamaForCausalLM", "Qwen2ForCausalLM")
+            .replace(
+                "\"eos_token_id\"",
+                "\"sliding_window\": 4, \"eos_token_id\"",
+            );
+        let c = ModelConfig::from_json(&qwen2, None).unwrap();
+        assert_eq!(
+            (c.qkv_bias, c.o_bias, c.sliding_window),
+            (true, false, None)
+        );
+        let opted_in = qwen2.replace(
+            "\"eos_token_id\"",
+            "\"use_sliding_window\": true, \"eos_token_id\"",
+        );
+        assert_eq!(
+            ModelConfig::from_json(&opted_in, None).unwrap_err(),
+            "Qwen2 use_sliding_window is not supported"
+        );
+        let llama = qwen2.replace("Qwen2ForCausalLM", "LlamaForCausalLM");
+        let c = ModelConfig::from_json(&llama, None).unwrap();
+        assert_eq!(
+            (c.qkv_bias, c.o_bias, c.sliding_window),
+            (false, false, Some(4))
+        );
+        assert!(!c.qk_norm && c.moe.is_none());
+        let qwen3 = DIALECT_4X.replace("LlamaForCausalLM", "Qwen3ForCausalLM");
+        assert!(ModelConfig::from_json(&qwen3, None).unwrap().qk_norm);
+        // A name sluice does not implement reads as the Llama block.
+        let other = DIALECT_4X.replace("LlamaForCausalLM", "GPT2LMHeadModel");
+        let c = ModelConfig::from_json(&other, None).unwrap();
+        assert_eq!(c.architecture, "GPT2LMHeadModel");
+        assert_eq!(c.hidden_activation, Activation::Silu);
+        assert!(!c.qk_norm && c.rope_local.is_none() && c.layer_types.is_none());
+    }
+
+    #[test]
     fn indivisible_head_counts_are_an_error() {
         let text = DIALECT_4X.replace("\"num_key_value_heads\": 1", "\"num_key_value_heads\": 3");
         assert!(ModelConfig::from_json(&text, None).is_err());

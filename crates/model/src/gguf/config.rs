@@ -304,3 +304,158 @@ fn rope_config(meta: &Metadata, arch: &str, model: &GgufModel) -> Result<RopeCon
 fn as_written(value: f64) -> f64 {
     (value as f32).to_string().parse().unwrap_or(value)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::config::Activation;
+
+    /// A metadata value.
+    #[derive(Clone, Copy)]
+    enum Meta {
+        U32(u32),
+        Str(&'static str),
+    }
+
+    fn string(s: &str) -> Vec<u8> {
+        let mut v = (s.len() as u64).to_le_bytes().to_vec();
+        v.extend(s.as_bytes());
+        v
+    }
+
+    /// A GGUF v3 file holding `general.architecture = arch`, the hyper-parameters every config
+    /// needs, and `extra` (`{arch}.` prefixed), without tensors.
+    fn header(tag: &str, arch: &'static str, extra: &[(&str, Meta)]) -> PathBuf {
+        let mut pairs = vec![("general.architecture".to_string(), Meta::Str(arch))];
+        let required = [
+            ("embedding_length", 8),
+            ("attention.head_count", 2),
+            ("block_count", 12),
+            ("feed_forward_length", 16),
+            ("vocab_size", 32),
+        ];
+        for (key, value) in required {
+            pairs.push((format!("{arch}.{key}"), Meta::U32(value)));
+        }
+        pairs.extend(
+            extra
+                .iter()
+                .map(|&(key, value)| (format!("{arch}.{key}"), value)),
+        );
+        let mut out = b"GGUF".to_vec();
+        out.extend(3u32.to_le_bytes());
+        out.extend(0u64.to_le_bytes());
+        out.extend((pairs.len() as u64).to_le_bytes());
+        for (key, value) in pairs {
+            out.extend(string(&key));
+            match value {
+                Meta::U32(v) => {
+                    out.extend(4u32.to_le_bytes());
+                    out.extend(v.to_le_bytes());
+                }
+                Meta::Str(s) => {
+                    out.extend(8u32.to_le_bytes());
+                    out.extend(string(s));
+                }
+            }
+        }
+        out.resize(out.len().next_multiple_of(32), 0);
+        let path = std::env::temp_dir().join(format!(
+            "sluice-model-gguf-config-{tag}-{}.gguf",
+            std::process::id()
+        ));
+        std::fs::write(&path, out).unwrap();
+        path
+    }
+
+    fn config(
+        tag: &str,
+        arch: &'static str,
+        extra: &[(&str, Meta)],
+    ) -> Result<ModelConfig, String> {
+        let path = header(tag, arch, extra);
+        let config = config_from_gguf(&GgufModel::open_header(&path).unwrap());
+        std::fs::remove_file(&path).unwrap();
+        config
+    }
+
+    const EXPERTS: [(&str, Meta); 2] = [
+        ("expert_count", Meta::U32(4)),
+        ("expert_used_count", Meta::U32(2)),
+    ];
+
+    #[test]
+    fn an_unknown_architecture_lists_the_supported_ones() {
+        assert_eq!(
+            config("unknown", "gpt2", &[]).unwrap_err(),
+            "unsupported GGUF architecture `gpt2` (supported: gemma3, llama, olmoe, phi3, qwen2, \
+             qwen3, qwen3moe)"
+        );
+    }
+
+    #[test]
+    fn experts_pick_the_architecture_a_name_serves() {
+        let llama = config("llama", "llama", &[]).unwrap();
+        assert_eq!(
+            (llama.architecture.as_str(), llama.moe),
+            ("LlamaForCausalLM", None)
+        );
+        let mixtral = config("mixtral", "llama", &EXPERTS).unwrap();
+        assert_eq!(mixtral.architecture, "MixtralForCausalLM");
+        assert!(mixtral.moe.unwrap().renormalize);
+        let olmoe = config("olmoe", "olmoe", &EXPERTS).unwrap();
+        assert_eq!(olmoe.architecture, "OlmoeForCausalLM");
+        assert!(!olmoe.moe.unwrap().renormalize);
+        assert!(
+            config("qwen3moe", "qwen3moe", &EXPERTS)
+                .unwrap()
+                .moe
+                .unwrap()
+                .renormalize
+        );
+        assert_eq!(
+            config("dense-olmoe", "olmoe", &[]).unwrap_err(),
+            "metadata key `olmoe.expert_count` is missing or 0"
+        );
+        assert_eq!(
+            config("sparse-qwen2", "qwen2", &EXPERTS).unwrap_err(),
+            "`qwen2` files with experts are not supported"
+        );
+    }
+
+    #[test]
+    fn windows_follow_the_architecture() {
+        let window = [("attention.sliding_window", Meta::U32(4))];
+        assert_eq!(
+            config("window-llama", "llama", &window)
+                .unwrap()
+                .sliding_window,
+            Some(4)
+        );
+        assert_eq!(
+            config("window-qwen2", "qwen2", &window)
+                .unwrap()
+                .sliding_window,
+            None
+        );
+        let gemma = config("window-gemma3", "gemma3", &window).unwrap();
+        assert_eq!(gemma.hidden_activation, Activation::GeluTanh);
+        assert_eq!(gemma.query_pre_attn_scalar, Some(4.0));
+        assert_eq!(gemma.rope_local.map(|r| r.theta), Some(10_000.0));
+        let types = gemma.layer_types.unwrap();
+        assert_eq!(
+            (0..12)
+                .filter(|&i| types[i] == LayerType::Full)
+                .collect::<Vec<_>>(),
+            [5, 11]
+        );
+        let qwen3 = config("plain-qwen3", "qwen3", &window).unwrap();
+        assert_eq!(qwen3.hidden_activation, Activation::Silu);
+        assert_eq!(
+            (qwen3.query_pre_attn_scalar, qwen3.rope_local),
+            (None, None)
+        );
+    }
+}
