@@ -10,6 +10,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::architectures::registry::{self, AttentionBias, ConfigSpec, SlidingWindow};
 use crate::error::LoadError;
 pub use crate::moe_config::MoeConfig;
 
@@ -152,19 +153,8 @@ pub struct ModelConfig {
     pub moe: Option<MoeConfig>,
 }
 
-/// The architectures this crate implements.
-pub const SUPPORTED_ARCHITECTURES: [&str; 10] = [
-    "Gemma3ForCausalLM",
-    "LlamaForCausalLM",
-    "MistralForCausalLM",
-    "MixtralForCausalLM",
-    "OlmoeForCausalLM",
-    "Phi3ForCausalLM",
-    "Qwen2ForCausalLM",
-    "Qwen2MoeForCausalLM",
-    "Qwen3ForCausalLM",
-    "Qwen3MoeForCausalLM",
-];
+/// The architectures this crate implements (the registry's Hugging Face names).
+pub use crate::architectures::registry::SUPPORTED_ARCHITECTURES;
 
 /// The raw fields of `config.json` we read; everything else is ignored.
 #[derive(Deserialize)]
@@ -255,11 +245,10 @@ impl ModelConfig {
             .and_then(|a| a.first())
             .cloned()
             .ok_or("no `architectures` entry")?;
-        let is = |name: &str| architecture == name;
-        let gemma3 = is("Gemma3ForCausalLM");
+        // Names sluice does not implement read as the Llama block (and fail to load).
+        let spec = registry::by_hf_name(&architecture).map_or(ConfigSpec::PLAIN, |a| a.config);
         let hidden_activation = match raw.hidden_activation.as_ref().or(raw.hidden_act.as_ref()) {
-            None if gemma3 => Activation::GeluTanh,
-            None => Activation::Silu,
+            None => spec.activation,
             Some(act) => match act.as_str() {
                 "silu" => Activation::Silu,
                 "gelu_pytorch_tanh" => Activation::GeluTanh,
@@ -287,11 +276,11 @@ impl ModelConfig {
         if head_dim == 0 || !head_dim.is_multiple_of(2) {
             return Err(format!("head_dim {head_dim} must be even and non-zero"));
         }
-        let (rope, rope_local) = parse_rope(&raw, gemma3, head_dim)?;
+        let (rope, rope_local) = parse_rope(&raw, &spec, head_dim)?;
         if raw.use_bidirectional_attention == Some(true) {
             return Err("use_bidirectional_attention is not supported".into());
         }
-        let layer_types = layer_types(&raw, gemma3)?;
+        let layer_types = layer_types(&raw, &spec)?;
         let eos_source = generation
             .and_then(|g| g.eos_token_id.as_ref())
             .or(raw.eos_token_id.as_ref());
@@ -300,10 +289,18 @@ impl ModelConfig {
             .or(raw.bos_token_id.as_ref());
         // Qwen2 configs carry a `sliding_window` that only applies with `use_sliding_window`
         // (and then only to some layers, which we do not implement).
-        let sliding_window = match (is("Qwen2ForCausalLM"), raw.use_sliding_window) {
-            (true, Some(true)) => return Err("Qwen2 use_sliding_window is not supported".into()),
-            (true, _) | (false, Some(false)) => None,
-            (false, _) => raw.sliding_window.or(gemma3.then_some(4096)),
+        let sliding_window = match (spec.window, raw.use_sliding_window) {
+            (SlidingWindow::OptIn, Some(true)) => {
+                return Err("Qwen2 use_sliding_window is not supported".into())
+            }
+            (SlidingWindow::OptIn, _) | (_, Some(false)) => None,
+            (SlidingWindow::Interleaved { window, .. }, _) => raw.sliding_window.or(Some(window)),
+            (SlidingWindow::Uniform, _) => raw.sliding_window,
+        };
+        let attention_bias = raw.attention_bias.unwrap_or(false);
+        let (qkv_bias, o_bias) = match spec.attention_bias {
+            AttentionBias::FromConfig => (attention_bias, attention_bias),
+            AttentionBias::QkvOnly => (true, false),
         };
         // Layers all of one type are the uniform case: all full means no window at all.
         let (layer_types, sliding_window) = match layer_types {
@@ -324,17 +321,14 @@ impl ModelConfig {
             hidden_activation,
             rope,
             tie_word_embeddings: raw.tie_word_embeddings.unwrap_or(false),
-            qkv_bias: is("Qwen2ForCausalLM") || raw.attention_bias.unwrap_or(false),
-            o_bias: !is("Qwen2ForCausalLM") && raw.attention_bias.unwrap_or(false),
+            qkv_bias,
+            o_bias,
             mlp_bias: raw.mlp_bias.unwrap_or(false),
-            qk_norm: is("Qwen3ForCausalLM")
-                || is("Qwen3MoeForCausalLM")
-                || is("OlmoeForCausalLM")
-                || gemma3,
+            qk_norm: spec.qk_norm,
             sliding_window,
             layer_types,
             rope_local,
-            query_pre_attn_scalar: raw.query_pre_attn_scalar.or(gemma3.then_some(256.0)),
+            query_pre_attn_scalar: raw.query_pre_attn_scalar.or(spec.query_pre_attn_scalar),
             final_logit_softcapping: raw.final_logit_softcapping,
             attn_logit_softcapping: raw.attn_logit_softcapping,
             eos_token_ids: token_ids(eos_source)?,
@@ -442,6 +436,44 @@ mod tests {
         let text = DIALECT_4X.replace("llama3", "yarn");
         let err = ModelConfig::from_json(&text, None).unwrap_err();
         assert!(err.contains("yarn"), "{err}");
+    }
+
+    #[test]
+    fn the_architecture_decides_what_the_config_leaves_unsaid() {
+        let qwen2 = DIALECT_4X
+            .replace("LlamaForCausalLM", "Qwen2ForCausalLM")
+            .replace(
+                "\"eos_token_id\"",
+                "\"sliding_window\": 4, \"eos_token_id\"",
+            );
+        let c = ModelConfig::from_json(&qwen2, None).unwrap();
+        assert_eq!(
+            (c.qkv_bias, c.o_bias, c.sliding_window),
+            (true, false, None)
+        );
+        let opted_in = qwen2.replace(
+            "\"eos_token_id\"",
+            "\"use_sliding_window\": true, \"eos_token_id\"",
+        );
+        assert_eq!(
+            ModelConfig::from_json(&opted_in, None).unwrap_err(),
+            "Qwen2 use_sliding_window is not supported"
+        );
+        let llama = qwen2.replace("Qwen2ForCausalLM", "LlamaForCausalLM");
+        let c = ModelConfig::from_json(&llama, None).unwrap();
+        assert_eq!(
+            (c.qkv_bias, c.o_bias, c.sliding_window),
+            (false, false, Some(4))
+        );
+        assert!(!c.qk_norm && c.moe.is_none());
+        let qwen3 = DIALECT_4X.replace("LlamaForCausalLM", "Qwen3ForCausalLM");
+        assert!(ModelConfig::from_json(&qwen3, None).unwrap().qk_norm);
+        // A name sluice does not implement reads as the Llama block.
+        let other = DIALECT_4X.replace("LlamaForCausalLM", "GPT2LMHeadModel");
+        let c = ModelConfig::from_json(&other, None).unwrap();
+        assert_eq!(c.architecture, "GPT2LMHeadModel");
+        assert_eq!(c.hidden_activation, Activation::Silu);
+        assert!(!c.qk_norm && c.rope_local.is_none() && c.layer_types.is_none());
     }
 
     #[test]

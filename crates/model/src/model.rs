@@ -43,7 +43,7 @@ impl Model {
             ModelFiles::HuggingFace { dir, .. } => dir.join("config.json"),
             ModelFiles::Gguf(_) => files.path().to_path_buf(),
         };
-        if !SUPPORTED_ARCHITECTURES.contains(&config.architecture.as_str()) {
+        if architectures::registry::by_hf_name(&config.architecture).is_none() {
             return Err(LoadError::UnsupportedArchitecture {
                 path: config_path,
                 architecture: config.architecture,

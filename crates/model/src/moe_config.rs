@@ -7,6 +7,8 @@
 
 use serde::Deserialize;
 
+use crate::architectures::registry;
+
 /// A sparse (mixture-of-experts) feed-forward block's shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MoeConfig {
@@ -51,19 +53,10 @@ struct RawMoe {
     clip_qkv: Option<f64>,
 }
 
-/// The architectures whose configs describe experts, and whether each always renormalises the
-/// top-k weights.
-const MOE_ARCHITECTURES: [(&str, Option<bool>); 4] = [
-    ("MixtralForCausalLM", Some(true)),
-    ("OlmoeForCausalLM", None),
-    ("Qwen2MoeForCausalLM", None),
-    ("Qwen3MoeForCausalLM", None),
-];
-
-/// The MoE shape of `architecture` from `config.json` text; `None` for a dense architecture.
+/// The MoE shape of `architecture` from `config.json` text; `None` for a dense architecture
+/// (one the registry lists without experts, or one it does not list).
 pub(crate) fn parse(text: &str, architecture: &str) -> Result<Option<MoeConfig>, String> {
-    let Some(&(_, always_renormalize)) = MOE_ARCHITECTURES.iter().find(|a| a.0 == architecture)
-    else {
+    let Some(spec) = registry::by_hf_name(architecture).and_then(|a| a.moe) else {
         return Ok(None);
     };
     let raw: RawMoe = serde_json::from_str(text).map_err(|e| e.to_string())?;
@@ -90,7 +83,7 @@ pub(crate) fn parse(text: &str, architecture: &str) -> Result<Option<MoeConfig>,
         num_experts,
         experts_per_token,
         expert_intermediate_size: raw.moe_intermediate_size.unwrap_or(raw.intermediate_size),
-        renormalize: always_renormalize.or(raw.norm_topk_prob).unwrap_or(false),
+        renormalize: spec.always_renormalize || raw.norm_topk_prob.unwrap_or(false),
         shared_expert_intermediate_size: raw
             .shared_expert_intermediate_size
             .filter(|&width| width > 0),

@@ -1,6 +1,10 @@
 //! One file per supported architecture; each says how its checkpoint maps onto the shared
-//! [`Decoder`](crate::decoder::Decoder) by filling a [`DecoderPlan`](crate::plan::DecoderPlan).
-//! To add one, write a file here and a match arm in [`load`].
+//! [`Decoder`] by filling a [`DecoderPlan`](crate::plan::DecoderPlan).
+//! [`registry`] lists them all, with their names, MoE facts and GGUF quirks.
+//!
+//! To add one, write a file here with its `load` (a [`registry::LoadFn`]), declare it below,
+//! and add one row to the table in [`registry`]; loading, `config.json` and GGUF parsing all find
+//! it there.
 
 pub mod gemma3;
 pub mod llama;
@@ -12,6 +16,7 @@ pub mod qwen2;
 pub mod qwen2_moe;
 pub mod qwen3;
 pub mod qwen3_moe;
+pub mod registry;
 
 use crate::checkpoint::TensorSource;
 use crate::config::{ModelConfig, MoeConfig};
@@ -25,19 +30,7 @@ pub fn load(
     config: &ModelConfig,
     dtype: Option<WeightDtype>,
 ) -> Option<Result<Decoder, LoadError>> {
-    Some(match config.architecture.as_str() {
-        "Gemma3ForCausalLM" => gemma3::load(source, config, dtype),
-        "LlamaForCausalLM" => llama::load(source, config, dtype),
-        "MistralForCausalLM" => mistral::load(source, config, dtype),
-        "MixtralForCausalLM" => mixtral::load(source, config, dtype),
-        "OlmoeForCausalLM" => olmoe::load(source, config, dtype),
-        "Phi3ForCausalLM" => phi3::load(source, config, dtype),
-        "Qwen2ForCausalLM" => qwen2::load(source, config, dtype),
-        "Qwen2MoeForCausalLM" => qwen2_moe::load(source, config, dtype),
-        "Qwen3ForCausalLM" => qwen3::load(source, config, dtype),
-        "Qwen3MoeForCausalLM" => qwen3_moe::load(source, config, dtype),
-        _ => return None,
-    })
+    registry::by_hf_name(&config.architecture).map(|spec| (spec.load)(source, config, dtype))
 }
 
 /// The experts of an MoE architecture's config (which `config.json` parsing fills for every

@@ -4,11 +4,15 @@
 
 use serde_json::Value;
 
-use super::{LayerType, LongRope, RawConfig, RopeConfig, RopeScaling};
+use super::{ConfigSpec, LayerType, LongRope, RawConfig, RopeConfig, RopeScaling};
 
 /// Per layer, which attention it runs: 5.x `layer_types`, else (Gemma 3's 4.x configs) every
-/// `sliding_window_pattern`-th layer global and the others sliding; `None` when neither is given.
-pub(super) fn layer_types(raw: &RawConfig, gemma3: bool) -> Result<Option<Vec<LayerType>>, String> {
+/// `sliding_window_pattern`-th layer global and the others sliding (the architecture's pattern
+/// when not given); `None` when there is neither.
+pub(super) fn layer_types(
+    raw: &RawConfig,
+    spec: &ConfigSpec,
+) -> Result<Option<Vec<LayerType>>, String> {
     if let Some(names) = &raw.layer_types {
         if names.len() != raw.num_hidden_layers {
             return Err(format!(
@@ -24,7 +28,7 @@ pub(super) fn layer_types(raw: &RawConfig, gemma3: bool) -> Result<Option<Vec<La
         };
         return names.iter().map(parse).collect::<Result<_, _>>().map(Some);
     }
-    let pattern = raw.sliding_window_pattern.or(gemma3.then_some(6));
+    let pattern = raw.sliding_window_pattern.or(spec.layer_pattern());
     Ok(pattern.map(|every| {
         (0..raw.num_hidden_layers)
             .map(|i| match (i + 1) % every.max(1) {
@@ -38,17 +42,15 @@ pub(super) fn layer_types(raw: &RawConfig, gemma3: bool) -> Result<Option<Vec<La
 /// Reads the RoPE of (global) layers and, where it differs, of sliding-window layers, from
 /// either dialect. 4.x: `rope_theta` and `rope_scaling` at top level (Gemma 3 adds
 /// `rope_local_base_freq`); 5.x: `rope_parameters`, flat or (Gemma 3) one entry per layer type.
+/// Bases not given are the architecture's (`spec`).
 pub(super) fn parse_rope(
     raw: &RawConfig,
-    gemma3: bool,
+    spec: &ConfigSpec,
     head_dim: usize,
 ) -> Result<(RopeConfig, Option<RopeConfig>), String> {
     let present = |v: &Option<Value>| v.clone().filter(|v| !v.is_null());
-    let (global_theta, local_theta) = if gemma3 {
-        (1_000_000.0, 10_000.0)
-    } else {
-        (10_000.0, 10_000.0)
-    };
+    let global_theta = spec.rope_theta;
+    let local_theta = spec.local_rope_theta().unwrap_or(10_000.0);
     let parameters = present(&raw.rope_parameters);
     if let Some(per_type) = parameters
         .as_ref()
@@ -76,11 +78,7 @@ pub(super) fn parse_rope(
             ));
         }
     }
-    let local = match (raw.rope_local_base_freq, gemma3) {
-        (Some(theta), _) => Some(theta),
-        (None, true) => Some(local_theta),
-        (None, false) => None,
-    };
+    let local = raw.rope_local_base_freq.or(spec.local_rope_theta());
     let local = local.map(|theta| RopeConfig {
         theta,
         scaling: RopeScaling::Default,

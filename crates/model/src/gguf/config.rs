@@ -4,36 +4,26 @@
 //!
 //! Mixtures of experts: `{arch}.expert_count`, `expert_used_count` and
 //! `expert_feed_forward_length` give the shape; a layer is sparse where the file holds its
-//! router `blk.N.ffn_gate_inp.weight`. llama.cpp renormalises the top-k routing weights of
-//! `qwen3moe` and `llama` (Mixtral) files (their graphs pass `norm_w = true`; the converter
-//! writes no `norm_topk_prob`) and not those of `olmoe` files (OLMoE's `norm_topk_prob` is
-//! false), so a file's model does the same.
+//! router `blk.N.ffn_gate_inp.weight`. A file with experts is the mixture-of-experts
+//! architecture its GGUF name serves in the registry (a `llama` file with experts is Mixtral),
+//! and its top-k routing weights are renormalised where llama.cpp's graph does so
+//! ([`GgufSpec::renormalize_experts`]; the converter writes no `norm_topk_prob`).
 //!
-//! `gemma3`: llama.cpp reads the local RoPE base from `rope.freq_base_swa` (else 10000) and the
-//! layer pattern from `attention.sliding_window_pattern` (else 6: every 6th layer global), and
-//! scales scores by `head_dim^-½` (the converter writes no `query_pre_attn_scalar`).
+//! Interleaved sliding-window layers ([`SlidingWindow::Interleaved`], Gemma 3): llama.cpp reads
+//! the local RoPE base from `rope.freq_base_swa` (else the registry's) and the layer pattern
+//! from `attention.sliding_window_pattern` (else the registry's), and scales scores by
+//! `head_dim^-½` (the converter writes no `query_pre_attn_scalar`).
+//!
+//! [`GgufSpec::renormalize_experts`]: crate::architectures::registry::GgufSpec::renormalize_experts
 
 use sluice_gguf::{GgufModel, Metadata};
 
-use crate::config::{
-    Activation, LayerType, LongRope, ModelConfig, MoeConfig, RopeConfig, RopeScaling,
-};
-
-/// GGUF architecture name → the Hugging Face architecture sluice implements it with.
-/// A `llama` file with experts is Mixtral.
-const ARCHITECTURES: [(&str, &str); 7] = [
-    ("gemma3", "Gemma3ForCausalLM"),
-    ("llama", "LlamaForCausalLM"),
-    ("olmoe", "OlmoeForCausalLM"),
-    ("phi3", "Phi3ForCausalLM"),
-    ("qwen2", "Qwen2ForCausalLM"),
-    ("qwen3", "Qwen3ForCausalLM"),
-    ("qwen3moe", "Qwen3MoeForCausalLM"),
-];
+use crate::architectures::registry::{self, SlidingWindow};
+use crate::config::{LayerType, LongRope, ModelConfig, MoeConfig, RopeConfig, RopeScaling};
 
 /// The GGUF architecture names sluice loads.
 pub fn supported_gguf_architectures() -> Vec<&'static str> {
-    ARCHITECTURES.iter().map(|(g, _)| *g).collect()
+    registry::gguf_names()
 }
 
 /// The config of a GGUF model; `Err` names the missing or malformed key.
@@ -41,16 +31,12 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
     let meta = model.metadata();
     let e = |err: sluice_gguf::MetadataError| err.to_string();
     let arch = meta.require_str("general.architecture").map_err(e)?;
-    let architecture = ARCHITECTURES
-        .iter()
-        .find(|(g, _)| *g == arch)
-        .map(|(_, hf)| hf.to_string())
-        .ok_or_else(|| {
-            format!(
-                "unsupported GGUF architecture `{arch}` (supported: {})",
-                supported_gguf_architectures().join(", ")
-            )
-        })?;
+    if !registry::is_gguf_name(arch) {
+        return Err(format!(
+            "unsupported GGUF architecture `{arch}` (supported: {})",
+            supported_gguf_architectures().join(", ")
+        ));
+    }
     let key = |name: &str| format!("{arch}.{name}");
     let usize_of = |name: &str| -> Result<Option<usize>, String> {
         Ok(meta.u64(&key(name)).map_err(e)?.map(|v| v as usize))
@@ -102,32 +88,29 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
             (0..num_hidden_layers)
                 .filter(|i| !has(&format!("blk.{i}.ffn_gate_inp.weight")))
                 .collect(),
-            arch != "olmoe",
         )?),
         None => None,
     };
-    let architecture = match (arch, moe.is_some()) {
-        ("llama", true) => "MixtralForCausalLM".to_string(),
-        ("qwen3moe" | "olmoe", false) => {
-            return Err(format!(
-                "metadata key `{}` is missing or 0",
-                key("expert_count")
-            ));
-        }
-        ("qwen3moe" | "olmoe", true) | (_, false) => architecture,
-        (_, true) => return Err(format!("`{arch}` files with experts are not supported")),
+    // The architecture the file's name serves with experts, or without.
+    let Some(spec) = registry::by_gguf_name(arch, moe.is_some()) else {
+        return Err(match moe {
+            Some(_) => format!("`{arch}` files with experts are not supported"),
+            None => format!("metadata key `{}` is missing or 0", key("expert_count")),
+        });
     };
-    let is_qwen2 = arch == "qwen2";
-    let gemma3 = arch == "gemma3";
-    let sliding_window = if is_qwen2 {
-        None
-    } else {
-        usize_of("attention.sliding_window")?.filter(|&w| w > 0)
+    let moe = moe.map(|moe| MoeConfig {
+        renormalize: spec.gguf.is_some_and(|g| g.renormalize_experts),
+        ..moe
+    });
+    let quirks = spec.config;
+    let sliding_window = match quirks.window {
+        SlidingWindow::OptIn => None,
+        _ => usize_of("attention.sliding_window")?.filter(|&w| w > 0),
     };
-    let layer_types = match (gemma3, sliding_window) {
-        (true, Some(_)) => {
+    let layer_types = match (quirks.layer_pattern(), sliding_window) {
+        (Some(pattern), Some(_)) => {
             let every = usize_of("attention.sliding_window_pattern")?
-                .unwrap_or(6)
+                .unwrap_or(pattern)
                 .max(1);
             let types: Vec<_> = (0..num_hidden_layers)
                 .map(|i| match (i + 1) % every {
@@ -140,16 +123,16 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
         }
         _ => None,
     };
-    let rope_local = match gemma3 {
-        true => Some(RopeConfig {
+    let rope_local = match quirks.local_rope_theta() {
+        Some(default) => Some(RopeConfig {
             theta: meta
                 .f64(&key("rope.freq_base_swa"))
                 .map_err(e)?
-                .map_or(10_000.0, as_written),
+                .map_or(default, as_written),
             scaling: RopeScaling::Default,
             rotary_dim,
         }),
-        false => None,
+        None => None,
     };
     let ids = |name: &str| -> Result<Option<u32>, String> {
         Ok(meta
@@ -178,11 +161,7 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
             .f64(&key("attention.layer_norm_rms_epsilon"))
             .map_err(e)?
             .map_or(1e-6, as_written),
-        hidden_activation: if gemma3 {
-            Activation::GeluTanh
-        } else {
-            Activation::Silu
-        },
+        hidden_activation: quirks.activation,
         rope: RopeConfig {
             rotary_dim,
             ..rope_config(meta, arch, model)?
@@ -195,7 +174,7 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
         sliding_window,
         layer_types,
         rope_local,
-        query_pre_attn_scalar: gemma3.then_some(head_dim as f64),
+        query_pre_attn_scalar: quirks.query_pre_attn_scalar.map(|_| head_dim as f64),
         final_logit_softcapping: meta
             .f64(&key("final_logit_softcapping"))
             .map_err(e)?
@@ -205,18 +184,18 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
         bos_token_id: ids("bos_token_id")?,
         checkpoint_dtype: None,
         moe,
-        architecture,
+        architecture: spec.hf_name.to_string(),
     })
 }
 
 /// The experts of a file whose metadata names `num_experts`; `dense_layers` are those without a
-/// router tensor; `renormalize` divides the top-k routing weights by their sum.
+/// router tensor. Whether the top-k routing weights are renormalised is the architecture's, set
+/// once it is known.
 fn moe_config(
     num_experts: usize,
     experts_per_token: usize,
     expert_intermediate_size: usize,
     dense_layers: Vec<usize>,
-    renormalize: bool,
 ) -> Result<MoeConfig, String> {
     if experts_per_token == 0 || experts_per_token > num_experts {
         return Err(format!(
@@ -227,7 +206,7 @@ fn moe_config(
         num_experts,
         experts_per_token,
         expert_intermediate_size,
-        renormalize,
+        renormalize: false,
         shared_expert_intermediate_size: None,
         mlp_only_layers: dense_layers,
         decoder_sparse_step: 1,
@@ -303,4 +282,159 @@ fn rope_config(meta: &Metadata, arch: &str, model: &GgufModel) -> Result<RopeCon
 /// to it widened, `9.9999997e-6`): the shortest decimal that rounds to the same f32.
 fn as_written(value: f64) -> f64 {
     (value as f32).to_string().parse().unwrap_or(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::config::Activation;
+
+    /// A metadata value.
+    #[derive(Clone, Copy)]
+    enum Meta {
+        U32(u32),
+        Str(&'static str),
+    }
+
+    fn string(s: &str) -> Vec<u8> {
+        let mut v = (s.len() as u64).to_le_bytes().to_vec();
+        v.extend(s.as_bytes());
+        v
+    }
+
+    /// A GGUF v3 file holding `general.architecture = arch`, the hyper-parameters every config
+    /// needs, and `extra` (`{arch}.` prefixed), without tensors.
+    fn header(tag: &str, arch: &'static str, extra: &[(&str, Meta)]) -> PathBuf {
+        let mut pairs = vec![("general.architecture".to_string(), Meta::Str(arch))];
+        let required = [
+            ("embedding_length", 8),
+            ("attention.head_count", 2),
+            ("block_count", 12),
+            ("feed_forward_length", 16),
+            ("vocab_size", 32),
+        ];
+        for (key, value) in required {
+            pairs.push((format!("{arch}.{key}"), Meta::U32(value)));
+        }
+        pairs.extend(
+            extra
+                .iter()
+                .map(|&(key, value)| (format!("{arch}.{key}"), value)),
+        );
+        let mut out = b"GGUF".to_vec();
+        out.extend(3u32.to_le_bytes());
+        out.extend(0u64.to_le_bytes());
+        out.extend((pairs.len() as u64).to_le_bytes());
+        for (key, value) in pairs {
+            out.extend(string(&key));
+            match value {
+                Meta::U32(v) => {
+                    out.extend(4u32.to_le_bytes());
+                    out.extend(v.to_le_bytes());
+                }
+                Meta::Str(s) => {
+                    out.extend(8u32.to_le_bytes());
+                    out.extend(string(s));
+                }
+            }
+        }
+        out.resize(out.len().next_multiple_of(32), 0);
+        let path = std::env::temp_dir().join(format!(
+            "sluice-model-gguf-config-{tag}-{}.gguf",
+            std::process::id()
+        ));
+        std::fs::write(&path, out).unwrap();
+        path
+    }
+
+    fn config(
+        tag: &str,
+        arch: &'static str,
+        extra: &[(&str, Meta)],
+    ) -> Result<ModelConfig, String> {
+        let path = header(tag, arch, extra);
+        let config = config_from_gguf(&GgufModel::open_header(&path).unwrap());
+        std::fs::remove_file(&path).unwrap();
+        config
+    }
+
+    const EXPERTS: [(&str, Meta); 2] = [
+        ("expert_count", Meta::U32(4)),
+        ("expert_used_count", Meta::U32(2)),
+    ];
+
+    #[test]
+    fn an_unknown_architecture_lists_the_supported_ones() {
+        assert_eq!(
+            config("unknown", "gpt2", &[]).unwrap_err(),
+            "unsupported GGUF architecture `gpt2` (supported: gemma3, llama, olmoe, phi3, qwen2, \
+             qwen3, qwen3moe)"
+        );
+    }
+
+    #[test]
+    fn experts_pick_the_architecture_a_name_serves() {
+        let llama = config("llama", "llama", &[]).unwrap();
+        assert_eq!(
+            (llama.architecture.as_str(), llama.moe),
+            ("LlamaForCausalLM", None)
+        );
+        let mixtral = config("mixtral", "llama", &EXPERTS).unwrap();
+        assert_eq!(mixtral.architecture, "MixtralForCausalLM");
+        assert!(mixtral.moe.unwrap().renormalize);
+        let olmoe = config("olmoe", "olmoe", &EXPERTS).unwrap();
+        assert_eq!(olmoe.architecture, "OlmoeForCausalLM");
+        assert!(!olmoe.moe.unwrap().renormalize);
+        assert!(
+            config("qwen3moe", "qwen3moe", &EXPERTS)
+                .unwrap()
+                .moe
+                .unwrap()
+                .renormalize
+        );
+        assert_eq!(
+            config("dense-olmoe", "olmoe", &[]).unwrap_err(),
+            "metadata key `olmoe.expert_count` is missing or 0"
+        );
+        assert_eq!(
+            config("sparse-qwen2", "qwen2", &EXPERTS).unwrap_err(),
+            "`qwen2` files with experts are not supported"
+        );
+    }
+
+    #[test]
+    fn windows_follow_the_architecture() {
+        let window = [("attention.sliding_window", Meta::U32(4))];
+        assert_eq!(
+            config("window-llama", "llama", &window)
+                .unwrap()
+                .sliding_window,
+            Some(4)
+        );
+        assert_eq!(
+            config("window-qwen2", "qwen2", &window)
+                .unwrap()
+                .sliding_window,
+            None
+        );
+        let gemma = config("window-gemma3", "gemma3", &window).unwrap();
+        assert_eq!(gemma.hidden_activation, Activation::GeluTanh);
+        assert_eq!(gemma.query_pre_attn_scalar, Some(4.0));
+        assert_eq!(gemma.rope_local.map(|r| r.theta), Some(10_000.0));
+        let types = gemma.layer_types.unwrap();
+        assert_eq!(
+            (0..12)
+                .filter(|&i| types[i] == LayerType::Full)
+                .collect::<Vec<_>>(),
+            [5, 11]
+        );
+        let qwen3 = config("plain-qwen3", "qwen3", &window).unwrap();
+        assert_eq!(qwen3.hidden_activation, Activation::Silu);
+        assert_eq!(
+            (qwen3.query_pre_attn_scalar, qwen3.rope_local),
+            (None, None)
+        );
+    }
 }

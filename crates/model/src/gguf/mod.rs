@@ -1,16 +1,21 @@
 //! GGUF models: the config from metadata ([`config`]) and a [`TensorSource`] that answers the
 //! Hugging Face tensor names the shared decoder asks for with the GGUF tensors llama.cpp's
-//! converter wrote, undoing the converter's Q/K row permutation for `llama`.
+//! converter wrote, undoing the converter's Q/K row permutation where the registry says the
+//! files have it ([`GgufSpec::permuted_qk`], `llama` files).
 //!
-//! `gemma3` files name the sandwich norms differently: `post_attention_norm`, `ffn_norm` (before
-//! the MLP) and `post_ffw_norm`, so `ffn_norm` means `pre_feedforward_layernorm` there, not
-//! `post_attention_layernorm`. Their norm weights hold `1 + w` (the converter adds the one).
+//! Gemma 3 files ([`GgufSpec::gemma_norms`]) name the sandwich norms differently:
+//! `post_attention_norm`, `ffn_norm` (before the MLP) and `post_ffw_norm`, so `ffn_norm` means
+//! `pre_feedforward_layernorm` there, not `post_attention_layernorm`. Their norm weights hold
+//! `1 + w` (the converter adds the one).
 //!
 //! Experts: the converter stacks a layer's experts into one 3-D tensor per projection,
 //! `blk.N.ffn_{gate,up,down}_exps.weight`, row-major `[num_experts, out, in]` (ggml's dims
 //! reversed). Expert `e` of any type is the contiguous run of rows `e·out .. (e+1)·out` (rows
 //! hold whole blocks), so the decoder's per-expert names are answered with that slice of the
 //! mapped file, without a copy.
+//!
+//! [`GgufSpec::permuted_qk`]: crate::architectures::registry::GgufSpec::permuted_qk
+//! [`GgufSpec::gemma_norms`]: crate::architectures::registry::GgufSpec::gemma_norms
 
 pub mod config;
 
@@ -19,6 +24,7 @@ use std::path::{Path, PathBuf};
 
 use sluice_gguf::{GgufModel, TensorInfo};
 
+use crate::architectures::registry;
 use crate::checkpoint::{RawTensor, TensorSource};
 use crate::config::ModelConfig;
 use crate::error::LoadError;
@@ -28,10 +34,10 @@ use crate::error::LoadError;
 pub struct GgufSource {
     model: GgufModel,
     config: ModelConfig,
-    /// `llama` files store Q and K rows permuted for llama.cpp's interleaved RoPE.
+    /// Q and K rows are stored permuted for llama.cpp's interleaved RoPE (`llama` files).
     permuted_qk: bool,
-    /// A `gemma3` file: sandwich norm names, norm weights with the one added.
-    gemma3: bool,
+    /// Gemma's sandwich norm names, norm weights with the one added (`gemma3` files).
+    gemma_norms: bool,
 }
 
 impl GgufSource {
@@ -58,13 +64,13 @@ impl GgufSource {
             path: path.to_path_buf(),
             message,
         })?;
-        let arch = model.metadata().str("general.architecture").ok().flatten();
-        let (permuted_qk, gemma3) = (arch == Some("llama"), arch == Some("gemma3"));
+        // The config names the architecture the registry resolved the file to.
+        let gguf = registry::by_hf_name(&config.architecture).and_then(|a| a.gguf);
         Ok(Self {
             model,
             config,
-            permuted_qk,
-            gemma3,
+            permuted_qk: gguf.is_some_and(|g| g.permuted_qk),
+            gemma_norms: gguf.is_some_and(|g| g.gemma_norms),
         })
     }
 
@@ -82,7 +88,7 @@ impl GgufSource {
     pub fn tensors(&self) -> impl Iterator<Item = (Option<String>, &TensorInfo)> {
         self.model
             .tensors()
-            .map(|t| (hf_name(&t.name, self.gemma3), t))
+            .map(|t| (hf_name(&t.name, self.gemma_norms), t))
     }
 
     fn path(&self) -> PathBuf {
@@ -112,7 +118,7 @@ impl TensorSource for GgufSource {
             path: self.path(),
             tensor: name.to_string(),
         };
-        let (gguf_name, expert) = gguf_location(name, self.gemma3).ok_or_else(missing)?;
+        let (gguf_name, expert) = gguf_location(name, self.gemma_norms).ok_or_else(missing)?;
         let (info, bytes) = self.model.tensor(&gguf_name).ok_or_else(missing)?;
         let (shape, bytes) = match expert {
             None => (info.shape(), bytes),
@@ -148,7 +154,7 @@ impl TensorSource for GgufSource {
     }
 
     fn contains(&self, name: &str) -> bool {
-        gguf_location(name, self.gemma3).is_some_and(|(n, expert)| {
+        gguf_location(name, self.gemma_norms).is_some_and(|(n, expert)| {
             self.model
                 .tensor_info(&n)
                 .is_some_and(|info| expert.is_none_or(|e| e < info.shape()[0]))
@@ -156,7 +162,7 @@ impl TensorSource for GgufSource {
     }
 
     fn norm_weights_include_one(&self) -> bool {
-        self.gemma3
+        self.gemma_norms
     }
 }
 
@@ -191,11 +197,11 @@ fn unpermute_rows(raw: RawTensor<'_>, heads: usize) -> RawTensor<'_> {
 /// Where a Hugging Face tensor name the decoder asks for lives: a GGUF tensor, and for one
 /// expert's projection (`…experts.{e}.gate_proj.weight`, Mixtral's `w1`/`w3`/`w2`) its index in
 /// the stacked `ffn_*_exps` tensor. `gemma3` names its sandwich norms apart.
-fn gguf_location(hf: &str, gemma3: bool) -> Option<(String, Option<usize>)> {
+fn gguf_location(hf: &str, gemma_norms: bool) -> Option<(String, Option<usize>)> {
     if let Some(found) = expert_location(hf) {
         return Some(found);
     }
-    gguf_name(hf, gemma3).map(|name| (name, None))
+    gguf_name(hf, gemma_norms).map(|name| (name, None))
 }
 
 /// `model.layers.{i}.{mlp|block_sparse_moe}.experts.{e}.{projection}.{suffix}` →
@@ -227,7 +233,7 @@ const EXPERT_PROJECTIONS: [([&str; 2], &str); 3] = [
 
 /// The GGUF name of a Hugging Face tensor name the decoder asks for (not an expert's), in a
 /// `gemma3` file or another.
-fn gguf_name(hf: &str, gemma3: bool) -> Option<String> {
+fn gguf_name(hf: &str, gemma_norms: bool) -> Option<String> {
     let fixed = [
         ("model.embed_tokens.weight", "token_embd.weight"),
         ("model.norm.weight", "output_norm.weight"),
@@ -239,7 +245,7 @@ fn gguf_name(hf: &str, gemma3: bool) -> Option<String> {
     let rest = hf.strip_prefix("model.layers.")?;
     let (layer, module) = rest.split_once('.')?;
     let (module, suffix) = module.rsplit_once('.')?;
-    let gemma_norms = GEMMA3_NORMS.iter().filter(|_| gemma3);
+    let gemma_norms = GEMMA3_NORMS.iter().filter(|_| gemma_norms);
     let g = gemma_norms
         .chain(&LAYER_NAMES)
         .find(|(h, _)| *h == module)?
@@ -249,7 +255,7 @@ fn gguf_name(hf: &str, gemma3: bool) -> Option<String> {
 
 /// The Hugging Face name of a GGUF tensor, when the decoder uses it (for a stacked expert
 /// tensor, `…mlp.experts.{projection}.weight`), in a `gemma3` file or another.
-fn hf_name(gguf: &str, gemma3: bool) -> Option<String> {
+fn hf_name(gguf: &str, gemma_norms: bool) -> Option<String> {
     let fixed = [
         ("token_embd.weight", "model.embed_tokens.weight"),
         ("output_norm.weight", "model.norm.weight"),
@@ -268,7 +274,7 @@ fn hf_name(gguf: &str, gemma3: bool) -> Option<String> {
             names[0]
         ));
     }
-    let gemma_norms = GEMMA3_NORMS.iter().filter(|_| gemma3);
+    let gemma_norms = GEMMA3_NORMS.iter().filter(|_| gemma_norms);
     let h = gemma_norms
         .chain(&LAYER_NAMES)
         .find(|(_, g)| *g == module)?

@@ -1,0 +1,385 @@
+//! The one table of the architectures sluice implements: for each, its Hugging Face name, the
+//! GGUF files it is loaded from, the function that builds its decoder, its mixture-of-experts
+//! facts and what its configs mean where they leave something unsaid. Every place that depends
+//! on which architecture a model is asks this table ([`by_hf_name`], [`by_gguf_name`]), so the
+//! names live here and nowhere else.
+
+use crate::checkpoint::TensorSource;
+use crate::config::{Activation, ModelConfig};
+use crate::decoder::Decoder;
+use crate::error::LoadError;
+use crate::kernels::matmul::WeightDtype;
+
+use super::{gemma3, llama, mistral, mixtral, olmoe, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe};
+
+/// Builds an architecture's decoder from a checkpoint (each architecture file's `load`).
+pub type LoadFn =
+    fn(&dyn TensorSource, &ModelConfig, Option<WeightDtype>) -> Result<Decoder, LoadError>;
+
+/// One architecture.
+#[derive(Debug, Clone, Copy)]
+pub struct ArchitectureSpec {
+    /// `architectures[0]` of its `config.json`, e.g. `LlamaForCausalLM`.
+    pub hf_name: &'static str,
+    /// Builds its decoder.
+    pub load: LoadFn,
+    /// What its configs mean where they leave something unsaid.
+    pub config: ConfigSpec,
+    /// Its experts, for a mixture of experts; `None` for a dense architecture.
+    pub moe: Option<MoeSpec>,
+    /// The GGUF files it is loaded from, if any.
+    pub gguf: Option<GgufSpec>,
+}
+
+/// How an architecture reads its config: defaults of what `config.json` may leave out, and
+/// behaviour neither `config.json` nor GGUF metadata states.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ConfigSpec {
+    /// The MLP gate's activation when `config.json` names none (GGUF files never do).
+    pub activation: Activation,
+    /// The RoPE base when `config.json` names none.
+    pub rope_theta: f64,
+    /// How `sliding_window` applies.
+    pub window: SlidingWindow,
+    /// Queries and keys are RMS-normed before RoPE whatever `config.json` says (GGUF files: where
+    /// they hold the norms).
+    pub qk_norm: bool,
+    /// Which attention projections carry biases in `config.json` models.
+    pub attention_bias: AttentionBias,
+    /// Scores are scaled by `query_pre_attn_scalar^-½`, this one when `config.json` names none;
+    /// GGUF files (whose converter writes none) scale by `head_dim^-½`, as llama.cpp does.
+    pub query_pre_attn_scalar: Option<f64>,
+}
+
+impl ConfigSpec {
+    /// The Llama block's reading, which names sluice does not implement get too.
+    pub const PLAIN: ConfigSpec = ConfigSpec {
+        activation: Activation::Silu,
+        rope_theta: 10_000.0,
+        window: SlidingWindow::Uniform,
+        qk_norm: false,
+        attention_bias: AttentionBias::FromConfig,
+        query_pre_attn_scalar: None,
+    };
+
+    /// The layer pattern when neither `layer_types` nor `sliding_window_pattern` is given: every
+    /// this-many-th layer global, the others sliding.
+    pub fn layer_pattern(&self) -> Option<usize> {
+        match self.window {
+            SlidingWindow::Interleaved { every, .. } => Some(every),
+            _ => None,
+        }
+    }
+
+    /// The RoPE base of sliding-window layers when the config names none, for architectures
+    /// whose sliding-window layers have a RoPE of their own.
+    pub fn local_rope_theta(&self) -> Option<f64> {
+        match self.window {
+            SlidingWindow::Interleaved {
+                local_rope_theta, ..
+            } => Some(local_rope_theta),
+            _ => None,
+        }
+    }
+}
+
+/// How an architecture's `sliding_window` applies.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SlidingWindow {
+    /// `sliding_window`, when set, to every layer (or those `layer_types` marks sliding).
+    Uniform,
+    /// Only with `use_sliding_window` (and then only to some layers, which sluice does not
+    /// implement: an error); GGUF files' window is ignored. Qwen2's configs carry a window that
+    /// does not apply otherwise.
+    OptIn,
+    /// Sliding-window layers interleaved with global ones, with their own RoPE: every
+    /// `every`-th layer global (`config.json`'s `sliding_window_pattern`, GGUF's
+    /// `attention.sliding_window_pattern`, when not given), a window of `window` (`config.json`,
+    /// when not given), and a local RoPE base of `local_rope_theta` (`rope_local_base_freq`,
+    /// GGUF's `rope.freq_base_swa`, when not given).
+    Interleaved {
+        /// Every this-many-th layer is global.
+        every: usize,
+        /// The window of `config.json` models that name none.
+        window: usize,
+        /// The sliding-window layers' RoPE base.
+        local_rope_theta: f64,
+    },
+}
+
+/// Which attention projections carry biases in `config.json` models (GGUF files: those whose
+/// bias tensors they hold).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttentionBias {
+    /// q/k/v and output projections as `attention_bias` says (none by default).
+    FromConfig,
+    /// q, k and v always, the output projection never (Qwen2).
+    QkvOnly,
+}
+
+/// The experts of a mixture-of-experts architecture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MoeSpec {
+    /// `config.json` models renormalise the top-k routing weights whatever `norm_topk_prob`
+    /// says (Mixtral); otherwise they follow it (absent: not).
+    pub always_renormalize: bool,
+}
+
+/// The GGUF files an architecture is loaded from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GgufSpec {
+    /// Their `general.architecture`. One name may serve a dense and a mixture-of-experts
+    /// architecture; a file with experts (`{arch}.expert_count` > 0) is the latter.
+    pub name: &'static str,
+    /// llama.cpp's converter stored each head's Q and K rows permuted for its interleaved RoPE.
+    pub permuted_qk: bool,
+    /// Gemma's sandwich norm names (`post_attention_norm`, `ffn_norm` before the MLP,
+    /// `post_ffw_norm`) and norm weights holding `1 + w` (the converter adds the one).
+    pub gemma_norms: bool,
+    /// For a mixture of experts: whether llama.cpp renormalises the top-k routing weights (its
+    /// graph's `norm_w`; the converter writes no `norm_topk_prob`).
+    pub renormalize_experts: bool,
+}
+
+impl GgufSpec {
+    /// Files named `name` with none of the quirks.
+    const fn plain(name: &'static str) -> GgufSpec {
+        GgufSpec {
+            name,
+            permuted_qk: false,
+            gemma_norms: false,
+            renormalize_experts: false,
+        }
+    }
+}
+
+/// A dense architecture with the plain config reading and no GGUF files.
+const fn dense(hf_name: &'static str, load: LoadFn) -> ArchitectureSpec {
+    ArchitectureSpec {
+        hf_name,
+        load,
+        config: ConfigSpec::PLAIN,
+        moe: None,
+        gguf: None,
+    }
+}
+
+/// A mixture of experts following `norm_topk_prob`.
+const FOLLOWS_NORM_TOPK_PROB: Option<MoeSpec> = Some(MoeSpec {
+    always_renormalize: false,
+});
+
+/// Every architecture, by Hugging Face name. To add one, write its file in `architectures/` and
+/// a row here.
+const TABLE: [ArchitectureSpec; 10] = [
+    ArchitectureSpec {
+        config: ConfigSpec {
+            activation: Activation::GeluTanh,
+            rope_theta: 1_000_000.0,
+            window: SlidingWindow::Interleaved {
+                every: 6,
+                window: 4096,
+                local_rope_theta: 10_000.0,
+            },
+            qk_norm: true,
+            query_pre_attn_scalar: Some(256.0),
+            ..ConfigSpec::PLAIN
+        },
+        // llama.cpp: local RoPE base `rope.freq_base_swa` (else 10000), layer pattern
+        // `attention.sliding_window_pattern` (else every 6th layer global).
+        gguf: Some(GgufSpec {
+            gemma_norms: true,
+            ..GgufSpec::plain("gemma3")
+        }),
+        ..dense("Gemma3ForCausalLM", gemma3::load)
+    },
+    ArchitectureSpec {
+        gguf: Some(GgufSpec {
+            permuted_qk: true,
+            ..GgufSpec::plain("llama")
+        }),
+        ..dense("LlamaForCausalLM", llama::load)
+    },
+    // Its GGUF files are `llama` files (whose model is Llama's).
+    dense("MistralForCausalLM", mistral::load),
+    ArchitectureSpec {
+        moe: Some(MoeSpec {
+            always_renormalize: true,
+        }),
+        // `llama` files with experts; llama.cpp's graph passes `norm_w = true`.
+        gguf: Some(GgufSpec {
+            permuted_qk: true,
+            renormalize_experts: true,
+            ..GgufSpec::plain("llama")
+        }),
+        ..dense("MixtralForCausalLM", mixtral::load)
+    },
+    ArchitectureSpec {
+        config: ConfigSpec {
+            qk_norm: true,
+            ..ConfigSpec::PLAIN
+        },
+        moe: FOLLOWS_NORM_TOPK_PROB,
+        // OLMoE's `norm_topk_prob` is false, and llama.cpp does not renormalise either.
+        gguf: Some(GgufSpec::plain("olmoe")),
+        ..dense("OlmoeForCausalLM", olmoe::load)
+    },
+    ArchitectureSpec {
+        gguf: Some(GgufSpec::plain("phi3")),
+        ..dense("Phi3ForCausalLM", phi3::load)
+    },
+    ArchitectureSpec {
+        config: ConfigSpec {
+            window: SlidingWindow::OptIn,
+            attention_bias: AttentionBias::QkvOnly,
+            ..ConfigSpec::PLAIN
+        },
+        gguf: Some(GgufSpec::plain("qwen2")),
+        ..dense("Qwen2ForCausalLM", qwen2::load)
+    },
+    ArchitectureSpec {
+        moe: FOLLOWS_NORM_TOPK_PROB,
+        ..dense("Qwen2MoeForCausalLM", qwen2_moe::load)
+    },
+    ArchitectureSpec {
+        config: ConfigSpec {
+            qk_norm: true,
+            ..ConfigSpec::PLAIN
+        },
+        gguf: Some(GgufSpec::plain("qwen3")),
+        ..dense("Qwen3ForCausalLM", qwen3::load)
+    },
+    ArchitectureSpec {
+        config: ConfigSpec {
+            qk_norm: true,
+            ..ConfigSpec::PLAIN
+        },
+        moe: FOLLOWS_NORM_TOPK_PROB,
+        // llama.cpp's graph passes `norm_w = true`.
+        gguf: Some(GgufSpec {
+            renormalize_experts: true,
+            ..GgufSpec::plain("qwen3moe")
+        }),
+        ..dense("Qwen3MoeForCausalLM", qwen3_moe::load)
+    },
+];
+
+/// Every architecture sluice implements, in Hugging Face name order.
+pub static ARCHITECTURES: &[ArchitectureSpec] = &TABLE;
+
+/// The Hugging Face names of the architectures sluice implements.
+pub const SUPPORTED_ARCHITECTURES: [&str; TABLE.len()] = {
+    let mut names = [""; TABLE.len()];
+    let mut i = 0;
+    while i < TABLE.len() {
+        names[i] = TABLE[i].hf_name;
+        i += 1;
+    }
+    names
+};
+
+/// The architecture `config.json` names `name`, if sluice implements it.
+pub fn by_hf_name(name: &str) -> Option<&'static ArchitectureSpec> {
+    ARCHITECTURES.iter().find(|a| a.hf_name == name)
+}
+
+/// The architecture a GGUF file whose `general.architecture` is `name` is loaded as: the one
+/// with experts when the file has them, the dense one when not.
+pub fn by_gguf_name(name: &str, experts: bool) -> Option<&'static ArchitectureSpec> {
+    ARCHITECTURES
+        .iter()
+        .find(|a| a.gguf.is_some_and(|g| g.name == name) && a.moe.is_some() == experts)
+}
+
+/// Whether some architecture is loaded from GGUF files named `name` (with or without experts).
+pub fn is_gguf_name(name: &str) -> bool {
+    gguf_names().contains(&name)
+}
+
+/// The GGUF architecture names sluice loads, each once, in table order.
+pub fn gguf_names() -> Vec<&'static str> {
+    let mut names: Vec<&'static str> = Vec::new();
+    for gguf in ARCHITECTURES.iter().filter_map(|a| a.gguf) {
+        if !names.contains(&gguf.name) {
+            names.push(gguf.name);
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_hf_name_resolves_to_its_own_entry() {
+        for spec in ARCHITECTURES {
+            let found = by_hf_name(spec.hf_name).expect(spec.hf_name);
+            assert!(std::ptr::eq(found, spec), "{}", spec.hf_name);
+        }
+        assert_eq!(SUPPORTED_ARCHITECTURES.len(), ARCHITECTURES.len());
+        assert!(SUPPORTED_ARCHITECTURES
+            .iter()
+            .zip(ARCHITECTURES)
+            .all(|(name, spec)| *name == spec.hf_name));
+        assert!(by_hf_name("GPT2LMHeadModel").is_none());
+    }
+
+    #[test]
+    fn names_are_unique_and_sorted() {
+        let names: Vec<_> = ARCHITECTURES.iter().map(|a| a.hf_name).collect();
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(names, sorted, "Hugging Face names: unique, in order");
+        // A GGUF name serves at most one dense and one mixture-of-experts architecture.
+        for name in gguf_names() {
+            let serving = ARCHITECTURES
+                .iter()
+                .filter(|a| a.gguf.is_some_and(|g| g.name == name));
+            let moe = serving.clone().filter(|a| a.moe.is_some()).count();
+            let dense = serving.filter(|a| a.moe.is_none()).count();
+            assert!(moe <= 1 && dense <= 1, "{name}: {dense} dense, {moe} MoE");
+        }
+        let listed = gguf_names();
+        let mut sorted = listed.clone();
+        sorted.sort_unstable();
+        assert_eq!(listed, sorted, "GGUF names: in order");
+    }
+
+    #[test]
+    fn every_gguf_name_maps_to_an_entry() {
+        let names = gguf_names();
+        assert!(!names.is_empty());
+        for name in names {
+            assert!(is_gguf_name(name));
+            let found = [false, true].map(|experts| by_gguf_name(name, experts));
+            assert!(found.iter().any(Option::is_some), "{name}");
+            for (experts, spec) in [false, true].into_iter().zip(found) {
+                if let Some(spec) = spec {
+                    assert_eq!(spec.gguf.map(|g| g.name), Some(name));
+                    assert_eq!(spec.moe.is_some(), experts, "{name}");
+                }
+            }
+        }
+        assert!(!is_gguf_name("gpt2"));
+        assert!(by_gguf_name("gpt2", false).is_none());
+    }
+
+    #[test]
+    fn gguf_quirks_belong_to_the_files_that_have_them() {
+        for spec in ARCHITECTURES {
+            let Some(gguf) = spec.gguf else { continue };
+            // Files sharing a name share how their tensors are stored.
+            for other in ARCHITECTURES.iter().filter_map(|a| a.gguf) {
+                if other.name == gguf.name {
+                    assert_eq!(other.permuted_qk, gguf.permuted_qk, "{}", gguf.name);
+                    assert_eq!(other.gemma_norms, gguf.gemma_norms, "{}", gguf.name);
+                }
+            }
+            if spec.moe.is_none() {
+                assert!(!gguf.renormalize_experts, "{}", spec.hf_name);
+            }
+        }
+    }
+}
