@@ -28,16 +28,12 @@ pub struct Caller {
 impl Caller {
     /// The prefix-cache scope of a request: one per API key, split further by the request's
     /// own `cache_salt` (as in vLLM). `None` (the one shared scope) only when the server has
-    /// no keys and the request no salt. `hasher` is the server's, randomly keyed at start.
-    pub fn cache_salt(
-        &self,
-        hasher: &std::collections::hash_map::RandomState,
-        request_salt: Option<&str>,
-    ) -> Option<u64> {
-        if self.key.is_none() && request_salt.is_none() {
-            return None;
-        }
-        Some(hasher.hash_one((self.key, request_salt)))
+    /// no keys and the request no salt. Derived from the key itself (not its place in the
+    /// list, nor a per-start secret), so a tenant's cached prefixes keep their keys across
+    /// restarts (see `sluice_engine::block_manager::cache_scope`).
+    pub fn cache_salt(&self, api_keys: &[String], request_salt: Option<&str>) -> Option<u64> {
+        let key = self.key.and_then(|i| api_keys.get(i)).map(String::as_str);
+        sluice_engine::block_manager::cache_scope(key, request_salt)
     }
 }
 
@@ -191,22 +187,23 @@ mod tests {
 
     #[test]
     fn each_key_and_each_request_salt_is_its_own_cache_scope() {
-        let hasher = std::collections::hash_map::RandomState::new();
+        let keys = vec!["alpha".to_string(), "beta".to_string()];
         let a = Caller { key: Some(0) };
         let b = Caller { key: Some(1) };
-        assert_eq!(Caller::default().cache_salt(&hasher, None), None);
-        assert_ne!(a.cache_salt(&hasher, None), b.cache_salt(&hasher, None));
-        assert_ne!(
-            a.cache_salt(&hasher, None),
-            a.cache_salt(&hasher, Some("s"))
-        );
+        assert_eq!(Caller::default().cache_salt(&keys, None), None);
+        assert_ne!(a.cache_salt(&keys, None), b.cache_salt(&keys, None));
+        assert_ne!(a.cache_salt(&keys, None), a.cache_salt(&keys, Some("s")));
         assert_eq!(
-            a.cache_salt(&hasher, Some("s")),
-            a.cache_salt(&hasher, Some("s"))
+            a.cache_salt(&keys, Some("s")),
+            a.cache_salt(&keys, Some("s"))
         );
         assert_ne!(
-            b.cache_salt(&hasher, Some("s")),
-            a.cache_salt(&hasher, Some("s"))
+            b.cache_salt(&keys, Some("s")),
+            a.cache_salt(&keys, Some("s"))
         );
+        // The scope follows the key, not its place in the list (a reordered keys file keeps
+        // every tenant's cache).
+        let reordered = vec!["beta".to_string(), "alpha".to_string()];
+        assert_eq!(b.cache_salt(&keys, None), a.cache_salt(&reordered, None));
     }
 }

@@ -94,7 +94,7 @@ pub struct AppState {
     pub config: Arc<ApiConfig>,
     /// Slots for prompt tokenization (`max_concurrent_tokenizations`).
     pub tokenizing: Arc<tokio::sync::Semaphore>,
-    /// Keys the prefix-cache salts of callers ([`auth::Caller::cache_salt`]); random per start.
+    /// Keys the fair-share ids of callers ([`auth::Caller::fair_share_id`]); random per start.
     pub cache_salt_hasher: std::collections::hash_map::RandomState,
     /// `/v1/responses` stored with `store: true`, for `previous_response_id` and retrieval.
     pub responses: Arc<responses_store::ResponseStore>,

@@ -67,7 +67,7 @@ where
         .params
         .request_for(prompt, model.max_model_len, "messages")?;
     request.cache_salt =
-        caller.cache_salt(&state.cache_salt_hasher, valid.params.cache_salt.as_deref());
+        caller.cache_salt(&state.config.api_keys, valid.params.cache_salt.as_deref());
     request.caller = caller.fair_share_id(
         &state.cache_salt_hasher,
         state.config.api_keys.len(),

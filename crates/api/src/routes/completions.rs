@@ -61,8 +61,7 @@ pub async fn create_completion(
     .await?;
     let mut requests = Vec::with_capacity(tokenized.len());
     let mut echo_texts = Vec::with_capacity(tokenized.len());
-    let cache_salt =
-        caller.cache_salt(&state.cache_salt_hasher, valid.params.cache_salt.as_deref());
+    let cache_salt = caller.cache_salt(&state.config.api_keys, valid.params.cache_salt.as_deref());
     let fair_share_id = caller.fair_share_id(
         &state.cache_salt_hasher,
         state.config.api_keys.len(),

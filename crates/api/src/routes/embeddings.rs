@@ -52,7 +52,7 @@ pub async fn create_embeddings(
     let prompt_tokens = prompts.iter().map(Vec::len).sum::<usize>() as u32;
     let scope = ScoringScope {
         priority: valid.priority,
-        cache_salt: caller.cache_salt(&state.cache_salt_hasher, None),
+        cache_salt: caller.cache_salt(&state.config.api_keys, None),
         caller: caller.fair_share_id(
             &state.cache_salt_hasher,
             state.config.api_keys.len(),

@@ -101,7 +101,7 @@ pub async fn score(
 fn scope_of(state: &AppState, caller: &Caller, valid: &ValidRerankRequest) -> ScoringScope {
     ScoringScope {
         priority: valid.priority,
-        cache_salt: caller.cache_salt(&state.cache_salt_hasher, None),
+        cache_salt: caller.cache_salt(&state.config.api_keys, None),
         caller: caller.fair_share_id(&state.cache_salt_hasher, state.config.api_keys.len(), None),
         retry_after_secs: state.config.retry_after_secs,
     }

@@ -33,6 +33,33 @@ fn finish(hasher: Sha256) -> BlockHash {
     BlockHash(u64::from_le_bytes(first))
 }
 
+const SCOPE_TAG: &[u8] = b"sluice.kv.scope.v1";
+
+/// The prefix-cache scope (the `salt` of [`BlockHash::root`]) of a request from `tenant` (the
+/// API key it came with) carrying its own `request_salt`; `None`, the one shared scope, when it
+/// has neither. Derived by the same fixed encoding (`"sluice.kv.scope.v1"`, then for each of the
+/// two a `0x00`, or `0x01`, its length as a `u32` and its UTF-8 bytes), so a tenant's cached
+/// prefixes keep their keys across restarts. Only a 64-bit digest of the key ever reaches the
+/// cache, never the key.
+pub fn cache_scope(tenant: Option<&str>, request_salt: Option<&str>) -> Option<u64> {
+    if tenant.is_none() && request_salt.is_none() {
+        return None;
+    }
+    let mut h = Sha256::new();
+    h.update(SCOPE_TAG);
+    for part in [tenant, request_salt] {
+        match part {
+            None => h.update([0u8]),
+            Some(text) => {
+                h.update([1u8]);
+                h.update((text.len() as u32).to_le_bytes());
+                h.update(text.as_bytes());
+            }
+        }
+    }
+    Some(finish(h).0)
+}
+
 impl BlockHash {
     /// The root of a chain: the parent of a sequence's first block under cache scope `salt`.
     pub fn root(salt: Option<u64>) -> BlockHash {
@@ -115,6 +142,27 @@ mod tests {
         0xfe3b_fe7c_56d3_4cc1,
         0x410d_a8b3_b147_ccb6,
     ];
+
+    #[test]
+    fn a_scope_is_its_tenant_and_salt_and_the_same_in_every_process() {
+        assert_eq!(cache_scope(None, None), None);
+        let scopes = [
+            cache_scope(Some("key-a"), None),
+            cache_scope(Some("key-b"), None),
+            cache_scope(Some("key-a"), Some("s")),
+            cache_scope(None, Some("s")),
+            cache_scope(None, Some("key-a")),
+        ];
+        for (i, x) in scopes.iter().enumerate() {
+            for y in &scopes[i + 1..] {
+                assert_ne!(x, y);
+            }
+        }
+        // Python: sha256(b"sluice.kv.scope.v1\x01\x05\0\0\0key-a\x00"), first 8 bytes LE.
+        assert_eq!(scopes[0], Some(SCOPE_KEY_A));
+    }
+
+    const SCOPE_KEY_A: u64 = 0x28e4_02e5_4135_8e4c;
 
     #[test]
     fn keys_depend_on_parent_tokens_order_salt_and_extra_keys() {

@@ -26,7 +26,7 @@ use std::rc::Rc;
 use sluice_model::{KvPool, KvPools, KvSpan, FULL_GROUP};
 use thiserror::Error;
 
-pub use block_hash::BlockHash;
+pub use block_hash::{cache_scope, BlockHash};
 use events::EventSink;
 pub use events::KvEvent;
 use policy::{policy_for, GroupPolicy};
