@@ -3,12 +3,12 @@
 pub mod block_manager;
 pub mod constraint;
 pub mod engine;
+pub mod executor;
 pub mod fair_share;
 pub mod handle;
 pub mod metrics;
-pub mod model_executor;
 mod outbox;
-pub mod output_text;
+pub mod output;
 pub mod pool;
 pub mod prompt_scoring;
 pub mod queue;
@@ -18,15 +18,12 @@ pub mod scheduler;
 pub mod sequence;
 pub mod step_cost;
 
-pub use engine::{Engine, EngineConfig, Executor, ExecutorError};
+pub use engine::{Engine, EngineConfig};
+pub use executor::{Executor, ExecutorError, ModelExecutor};
 pub use fair_share::{CallerId, FairShareConfig};
 pub use handle::{EngineHandle, RequestId, RequestStream, SubmitError};
 pub use metrics::{EngineMetrics, HistogramSnapshot, MetricsSnapshot, StepTimes};
-pub use model_executor::ModelExecutor;
 pub use request::{
     Event, FinishReason, GenerationRequest, Pooling, Priority, PromptOutputs, PromptScores,
     ResponseFormat, SamplingParams, StopRules, Task, TokenLogprob, Usage,
 };
-
-#[cfg(test)]
-mod fake_executor;

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::mpsc::{self, error::TrySendError, OwnedPermit};
 
+use crate::output::PendingOutput;
 use crate::request::{Event, PromptScores, Task};
-use crate::sequence::PendingOutput;
 
 /// Events of one choice not yet accepted by the request's channel.
 #[derive(Debug, Default)]

@@ -67,6 +67,19 @@ pub struct Sample {
     pub logprob: Option<TokenLogprob>,
 }
 
+#[cfg(test)]
+impl Sample {
+    /// Samples of `tokens` without logprobs (a hand-written model output).
+    pub(crate) fn run(tokens: &[u32]) -> Vec<Sample> {
+        (tokens.iter())
+            .map(|&token_id| Sample {
+                token_id,
+                logprob: None,
+            })
+            .collect()
+    }
+}
+
 /// Draws one token from `logits` (`[vocab_size]`).
 pub fn sample(
     logits: &[f32],

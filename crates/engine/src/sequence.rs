@@ -8,11 +8,9 @@ use crate::block_manager::{BlockManager, BlockTable};
 use crate::constraint::OutputConstraint;
 use crate::fair_share::CallerId;
 use crate::handle::RequestId;
-use crate::output_text::OutputText;
+use crate::output::{ChoiceOutput, Ending, OutputText, PendingOutput, TokenPlace};
 use crate::prompt_scoring::PromptScoring;
-use crate::request::{
-    FinishReason, Priority, PromptOutputs, PromptScores, SamplingParams, StopRules, TokenLogprob,
-};
+use crate::request::{Priority, PromptOutputs, PromptScores, SamplingParams, StopRules};
 use crate::sampler::{Sample, SamplerRng, SamplingContext};
 
 /// Identifies a sequence (one choice) inside the engine; increases with arrival.
@@ -25,38 +23,18 @@ pub enum SequenceStatus {
     Waiting,
     /// Holds blocks and is scheduled every step until it finishes.
     Running,
-    /// Done; `error` is set when `reason` is `Error`.
-    Finished {
-        /// Why it ended.
-        reason: FinishReason,
-        /// What went wrong, for `FinishReason::Error`.
-        error: Option<String>,
-    },
+    /// Done, and how.
+    Finished(Ending),
 }
 
-/// Output produced since the engine last collected it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct PendingOutput {
-    /// Newly released text.
-    pub text: String,
-    /// Newly sampled tokens.
-    pub token_ids: Vec<u32>,
-    /// Their logprobs, when asked for.
-    pub logprobs: Vec<TokenLogprob>,
-}
-
-impl PendingOutput {
-    /// True when there is nothing to send.
-    pub fn is_empty(&self) -> bool {
-        self.text.is_empty() && self.token_ids.is_empty()
-    }
-
-    /// Appends `later` (coalescing two deltas into one).
-    pub fn merge(&mut self, later: PendingOutput) {
-        self.text.push_str(&later.text);
-        self.token_ids.extend(later.token_ids);
-        self.logprobs.extend(later.logprobs);
-    }
+/// What appending a run of tokens did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Appended {
+    /// Tokens taken (a run stops at the first token that ends the choice).
+    pub num_tokens: usize,
+    /// How the choice ends, when one of them ended it (the caller then calls
+    /// [`Sequence::finish`]).
+    pub ending: Option<Ending>,
 }
 
 /// Identity and rules of a new sequence.
@@ -116,16 +94,11 @@ pub struct Sequence {
     /// Present while running; dropping it frees the blocks.
     pub(crate) blocks: Option<BlockTable>,
     sampling: Arc<SamplingParams>,
-    stop: Arc<StopRules>,
-    eos_token_ids: Arc<[u32]>,
     /// EOS (unless ignored) and stop token ids, masked until `min_tokens`.
     masked_until_min_tokens: Vec<u32>,
     rng: SamplerRng,
-    text: Option<OutputText>,
-    constraint: Option<OutputConstraint>,
-    /// The stop string that matched, if one did: the text after it is never released.
-    stop_string: Option<String>,
-    pending: PendingOutput,
+    /// Stop rules, text, constraint and the output not sent yet.
+    output: ChoiceOutput,
     /// Outputs over the prompt still being computed, if any were asked for.
     prompt_scoring: Option<PromptScoring>,
     /// Prompt tokens found in the prefix cache when first scheduled.
@@ -139,10 +112,7 @@ pub struct Sequence {
 impl Sequence {
     /// A waiting sequence with no generated tokens.
     pub fn new(spec: SequenceSpec) -> Self {
-        let mut masked = spec.stop.stop_token_ids.clone();
-        if !spec.stop.ignore_eos {
-            masked.extend(spec.eos_token_ids.iter().copied());
-        }
+        let output = ChoiceOutput::new(spec.stop, spec.eos_token_ids, spec.text, spec.constraint);
         Sequence {
             id: spec.id,
             request_id: spec.request_id,
@@ -159,13 +129,8 @@ impl Sequence {
             blocks: None,
             rng: SamplerRng::new(spec.sampling.seed, spec.choice),
             sampling: spec.sampling,
-            stop: spec.stop,
-            eos_token_ids: spec.eos_token_ids,
-            masked_until_min_tokens: masked,
-            text: spec.text,
-            constraint: spec.constraint,
-            stop_string: None,
-            pending: PendingOutput::default(),
+            masked_until_min_tokens: output.stopping_token_ids(),
+            output,
             prompt_scoring: None,
             num_cached_prompt_tokens: 0,
             first_scheduled_at: None,
@@ -202,7 +167,7 @@ impl Sequence {
 
     /// True when the request generates nothing (`max_tokens` 0: score or embed the prompt).
     pub fn scores_only(&self) -> bool {
-        self.stop.max_tokens == 0
+        self.output.stop_rules().max_tokens == 0
     }
 
     /// Prompt then generated tokens.
@@ -237,7 +202,7 @@ impl Sequence {
 
     /// True once finished.
     pub fn is_finished(&self) -> bool {
-        matches!(self.status, SequenceStatus::Finished { .. })
+        matches!(self.status, SequenceStatus::Finished(_))
     }
 
     /// The request's sampling parameters.
@@ -247,7 +212,7 @@ impl Sequence {
 
     /// The request's stop rules.
     pub fn stop_rules(&self) -> &StopRules {
-        &self.stop
+        self.output.stop_rules()
     }
 
     /// The block table while running.
@@ -261,8 +226,8 @@ impl Sequence {
             prompt: &self.tokens[..self.prompt_len],
             output: &self.tokens[self.prompt_len..],
             masked_until_min_tokens: &self.masked_until_min_tokens,
-            min_tokens: self.stop.min_tokens,
-            allowed: self.constraint.as_mut().map(OutputConstraint::allowed),
+            min_tokens: self.output.stop_rules().min_tokens,
+            allowed: self.output.allowed(),
         };
         (&self.sampling, ctx, &mut self.rng)
     }
@@ -296,76 +261,48 @@ impl Sequence {
         debug_assert!(self.num_computed_tokens <= self.tokens.len());
     }
 
-    /// Appends a sampled token, releases its text and decides whether the sequence ends.
-    /// Returns the reason when it does (the caller then calls [`Sequence::finish`]).
-    pub fn append_token(
+    /// Appends a run of sampled tokens (one, or several a step verified or forced), each
+    /// passing stop tokens, the constraint and the detokenizer in order; the first that ends
+    /// the choice is the last one appended.
+    pub fn append_tokens(
         &mut self,
-        sample: Sample,
+        samples: Vec<Sample>,
         max_model_len: usize,
         now: Instant,
-    ) -> Option<(FinishReason, Option<String>)> {
-        let token = sample.token_id;
-        self.tokens.push(token);
-        self.last_token_at = Some(now);
-        self.pending.token_ids.push(token);
-        self.pending.logprobs.extend(sample.logprob);
-        let generated = self.output().len();
-        let checks_stop = generated as u32 >= self.stop.min_tokens;
-        let is_eos = !self.stop.ignore_eos && self.eos_token_ids.contains(&token);
-        if checks_stop && (is_eos || self.stop.stop_token_ids.binary_search(&token).is_ok()) {
-            return Some((FinishReason::Stop, None));
-        }
-        if let Some(text) = self.text.as_mut() {
-            match text.push(token, checks_stop) {
-                Ok(step) => {
-                    self.pending.text.push_str(&step.emit);
-                    if step.stopped {
-                        self.stop_string = text.matched_stop().map(str::to_owned);
-                        return Some((FinishReason::Stop, None));
-                    }
-                }
-                Err(e) => return Some((FinishReason::Error, Some(e.to_string()))),
+    ) -> Appended {
+        let (tokens, prompt_len) = (&mut self.tokens, self.prompt_len);
+        let (num_tokens, ending) = self.output.accept_run(samples, |token| {
+            tokens.push(token);
+            TokenPlace {
+                generated: tokens.len() - prompt_len,
+                total: tokens.len(),
+                max_model_len,
             }
+        });
+        if num_tokens > 0 {
+            self.last_token_at = Some(now);
         }
-        if let Some(constraint) = self.constraint.as_mut() {
-            match constraint.accept(token) {
-                Ok(true) => return Some((FinishReason::Stop, None)),
-                Ok(false) => {}
-                Err(refused) => {
-                    let message = format!("token {} breaks the constrained output", refused.0);
-                    return Some((FinishReason::Error, Some(message)));
-                }
-            }
-        }
-        if generated >= self.stop.max_tokens as usize || self.tokens.len() >= max_model_len {
-            return Some((FinishReason::Length, None));
-        }
-        None
+        Appended { num_tokens, ending }
     }
 
     /// The stop string that ended the sequence, when one did.
     pub fn stop_string(&self) -> Option<&str> {
-        self.stop_string.as_deref()
+        self.output.stop_string()
     }
 
     /// Ends the sequence, releasing its blocks. Held-back text is released unless the choice
     /// stopped on a string, was cancelled or failed.
-    pub fn finish(&mut self, reason: FinishReason, error: Option<String>) {
+    pub fn finish(&mut self, ending: Ending) {
         if !self.is_finished() {
-            let release = matches!(reason, FinishReason::Stop | FinishReason::Length)
-                && self.stop_string.is_none();
-            if let Some(text) = self.text.as_mut().filter(|_| release) {
-                let rest = text.finish();
-                self.pending.text.push_str(&rest);
-            }
-            self.status = SequenceStatus::Finished { reason, error };
+            self.output.finish(&ending);
+            self.status = SequenceStatus::Finished(ending);
         }
         self.blocks = None;
     }
 
     /// Takes the output produced since the last call.
     pub fn take_pending(&mut self) -> PendingOutput {
-        std::mem::take(&mut self.pending)
+        self.output.take_pending()
     }
 }
 

@@ -1,6 +1,11 @@
 use super::*;
+use crate::request::FinishReason;
 
 fn sequence(stop: StopRules, eos: &[u32]) -> Sequence {
+    sequence_with(stop, eos, None)
+}
+
+fn sequence_with(stop: StopRules, eos: &[u32], constraint: Option<OutputConstraint>) -> Sequence {
     Sequence::new(SequenceSpec {
         id: 0,
         request_id: 0,
@@ -12,7 +17,7 @@ fn sequence(stop: StopRules, eos: &[u32]) -> Sequence {
         stop: Arc::new(stop),
         eos_token_ids: Arc::from(eos.to_vec()),
         text: None,
-        constraint: None,
+        constraint,
         cache_salt: None,
     })
 }
@@ -22,7 +27,8 @@ fn push(seq: &mut Sequence, token: u32) -> Option<(FinishReason, Option<String>)
         token_id: token,
         logprob: None,
     };
-    seq.append_token(sample, 100, Instant::now())
+    let ending = seq.append_tokens(vec![sample], 100, Instant::now()).ending;
+    ending.map(|e| (e.reason(), e.message()))
 }
 
 #[test]
@@ -76,8 +82,11 @@ fn max_tokens_and_context_length_end_with_length() {
         logprob: None,
     };
     assert_eq!(
-        seq.append_token(sample, 4, Instant::now()),
-        Some((FinishReason::Length, None))
+        seq.append_tokens(vec![sample], 4, Instant::now()),
+        Appended {
+            num_tokens: 1,
+            ending: Some(Ending::Length)
+        }
     );
 }
 
@@ -112,15 +121,12 @@ fn json_sequence(max_tokens: u32) -> Sequence {
         .collect();
     let trie = Arc::new(sluice_text::constraint::TokenTrie::new(bytes, 8));
     let masks = Arc::new(sluice_text::constraint::JsonTokenMasks::json_object(trie));
-    let mut seq = sequence(
-        StopRules {
-            max_tokens,
-            ..StopRules::default()
-        },
-        &[6],
-    );
-    seq.constraint = Some(crate::constraint::ConstraintMasks::JsonObject(masks).start());
-    seq
+    let stop = StopRules {
+        max_tokens,
+        ..StopRules::default()
+    };
+    let constraint = crate::constraint::ConstraintMasks::JsonObject(masks).start();
+    sequence_with(stop, &[6], Some(constraint))
 }
 
 fn allowed(seq: &mut Sequence) -> Vec<u32> {
@@ -181,9 +187,8 @@ fn tool_sequence(mode: sluice_text::constraint::ToolCallMode, stop: StopRules) -
     let (tool, _) = Tool::compile("a", &serde_json::json!({})).unwrap();
     let rules = ToolCallRules::new(&[tool], &ToolCallFraming::hermes(), &mode).unwrap();
     let masks = TokenMasks::new(Arc::new(TokenTrie::new(bytes, 8)), Arc::new(rules));
-    let mut seq = sequence(stop, &[5]);
-    seq.constraint = Some(crate::constraint::ConstraintMasks::ToolCalls(Arc::new(masks)).start());
-    seq
+    let constraint = crate::constraint::ConstraintMasks::ToolCalls(Arc::new(masks)).start();
+    sequence_with(stop, &[5], Some(constraint))
 }
 
 #[test]
@@ -239,4 +244,52 @@ fn with_ignore_eos_an_auto_choice_goes_on_past_eos_outside_a_call() {
     assert_eq!(push(&mut seq, 5), None);
     assert_eq!(push(&mut seq, 0), None);
     assert_eq!(allowed(&mut seq), vec![1]);
+}
+
+#[test]
+fn a_run_of_tokens_is_checked_in_order_and_ends_at_the_first_stop() {
+    let mut seq = sequence(StopRules::default(), &[0]);
+    let appended = seq.append_tokens(Sample::run(&[4, 5, 0, 6, 7]), 100, Instant::now());
+    assert_eq!(
+        appended,
+        Appended {
+            num_tokens: 3,
+            ending: Some(Ending::Stop)
+        }
+    );
+    assert_eq!(
+        seq.output(),
+        &[4, 5, 0],
+        "tokens after the stop are dropped"
+    );
+    assert_eq!(seq.take_pending().token_ids, vec![4, 5, 0]);
+    // The same tokens one at a time end at the same place.
+    let mut one_by_one = sequence(StopRules::default(), &[0]);
+    let endings: Vec<_> = [4, 5, 0].map(|t| push(&mut one_by_one, t)).into();
+    assert_eq!(endings, [None, None, Some((FinishReason::Stop, None))]);
+    assert_eq!(one_by_one.output(), seq.output());
+}
+
+#[test]
+fn a_run_is_cut_by_max_tokens_and_by_the_constraint() {
+    let rules = StopRules {
+        max_tokens: 2,
+        ..StopRules::default()
+    };
+    let mut seq = sequence(rules, &[]);
+    let appended = seq.append_tokens(Sample::run(&[4, 5, 6]), 100, Instant::now());
+    assert_eq!(
+        (appended.num_tokens, appended.ending),
+        (2, Some(Ending::Length))
+    );
+    // `{` then a refused token: the run fails at the second token.
+    let mut seq = json_sequence(16);
+    let appended = seq.append_tokens(Sample::run(&[0, 5, 1]), 100, Instant::now());
+    assert_eq!(appended.num_tokens, 2);
+    assert_eq!(
+        appended.ending,
+        Some(Ending::Error(
+            crate::output::ChoiceError::ConstraintRefused(5)
+        ))
+    );
 }

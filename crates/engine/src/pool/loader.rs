@@ -16,8 +16,8 @@ use sluice_text::Tokenizer;
 use thiserror::Error;
 
 use crate::engine::{Engine, EngineConfig};
+use crate::executor::ModelExecutor;
 use crate::handle::EngineHandle;
-use crate::model_executor::ModelExecutor;
 
 /// A model whose engine is running.
 #[derive(Debug)]

@@ -12,7 +12,7 @@ use sluice_text::Tokenizer;
 
 use super::*;
 use crate::engine::{Engine, EngineConfig};
-use crate::fake_executor::HistoryExecutor;
+use crate::executor::fake::HistoryExecutor;
 
 const MIB: usize = 1 << 20;
 

@@ -9,8 +9,9 @@ use super::{is_prefilling, Scheduler, SchedulerOutput};
 use crate::block_manager::SharedPrefix;
 use crate::fair_share::Shares;
 use crate::handle::RequestId;
+use crate::output::ChoiceError;
 use crate::prompt_scoring::PROMPT_LOGITS_ROWS_PER_STEP;
-use crate::request::{FinishReason, Priority};
+use crate::request::Priority;
 use crate::sequence::{SeqId, Sequence};
 
 impl Scheduler {
@@ -111,12 +112,7 @@ impl Scheduler {
         {
             let seq = self.seqs.get_mut(&id).expect("exists");
             self.waiting.remove(seq.priority, seq.arrival, id);
-            seq.finish(
-                FinishReason::Error,
-                Some(format!(
-                    "sequence of {total} tokens does not fit the KV cache or the context"
-                )),
-            );
+            seq.finish(ChoiceError::DoesNotFit { tokens: total }.into());
             return Admission::Rejected;
         }
         let block_size = self.blocks.block_size();

@@ -19,12 +19,13 @@ use std::time::{Duration, Instant};
 use sluice_model::Batch;
 
 use crate::block_manager::{BlockManager, KvEvent};
+use crate::executor::ExecutorError;
 use crate::fair_share::{FairShareConfig, Shares};
 use crate::handle::RequestId;
+use crate::output::{ChoiceError, Ending};
 use crate::prompt_scoring::PromptRows;
 use crate::queue::{effective_priority, QueueFull, WaitingQueue};
-use crate::request::FinishReason;
-use crate::sampler::Sample;
+use crate::sampler::{Sample, SampleError};
 use crate::sequence::{SeqId, Sequence, SequenceStatus};
 use crate::step_cost::StepCostModel;
 
@@ -96,11 +97,29 @@ impl SchedulerOutput {
     }
 }
 
-/// The sampled tokens of one step, one entry per `logits_row`, or why sampling failed.
+/// The sampled tokens of one step: per sequence that had a `logits_row`, the run of tokens it
+/// takes (one when decoding; several when a step verifies speculated tokens or a constraint
+/// forces some), or why sampling failed.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelOutput {
-    /// `(sequence, sample or error message)`.
-    pub samples: Vec<(SeqId, Result<Sample, String>)>,
+    /// `(sequence, its run of tokens or the sampling error)`.
+    pub samples: Vec<(SeqId, Result<Vec<Sample>, SampleError>)>,
+}
+
+/// What a step did to its sequences, read by the engine loop and its metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepOutcome {
+    /// Sequences that took tokens, and how many, in step order.
+    pub appended: Vec<(SeqId, usize)>,
+    /// Sequences that finished, and how; collect them with [`Scheduler::remove`].
+    pub finished: Vec<(SeqId, Ending)>,
+}
+
+impl StepOutcome {
+    /// Whether `id` finished in this step.
+    pub fn has_finished(&self, id: SeqId) -> bool {
+        self.finished.iter().any(|(f, _)| *f == id)
+    }
 }
 
 /// Owner of every sequence, the waiting queue, the running set and the block pool.
@@ -216,7 +235,7 @@ impl Scheduler {
         ids.into_iter()
             .filter_map(|id| {
                 let mut seq = self.remove(id)?;
-                seq.finish(FinishReason::Cancelled, None);
+                seq.finish(Ending::Cancelled);
                 Some(seq)
             })
             .collect()
@@ -424,14 +443,13 @@ impl Scheduler {
     }
 
     /// Records a computed step: advances computed tokens, registers full blocks in the prefix
-    /// cache, appends sampled tokens and finishes sequences that stop. Returns the sequences that
-    /// finished; collect them with [`Scheduler::remove`].
+    /// cache, appends each sequence's run of sampled tokens and finishes sequences that stop.
     pub fn update_from_output(
         &mut self,
         out: &SchedulerOutput,
         model_output: ModelOutput,
         now: Instant,
-    ) -> Vec<SeqId> {
+    ) -> StepOutcome {
         for s in &out.scheduled {
             let Some(seq) = self.seqs.get_mut(&s.seq_id) else {
                 continue;
@@ -439,15 +457,15 @@ impl Scheduler {
             seq.advance_computed(s.num_new_tokens);
             seq.register_computed_blocks(&mut self.blocks);
         }
-        let mut finished = Vec::new();
+        let mut outcome = StepOutcome::default();
         // A score-only request ends once its prompt is computed; it samples nothing.
         for s in &out.scheduled {
             let Some(seq) = self.seqs.get_mut(&s.seq_id) else {
                 continue;
             };
             if seq.scores_only() && !seq.is_finished() && seq.num_uncomputed_tokens() == 0 {
-                seq.finish(FinishReason::Length, None);
-                finished.push(s.seq_id);
+                seq.finish(Ending::Length);
+                outcome.finished.push((s.seq_id, Ending::Length));
             }
         }
         for (id, result) in model_output.samples {
@@ -455,28 +473,36 @@ impl Scheduler {
                 continue;
             };
             let ending = match result {
-                Ok(sample) => seq.append_token(sample, self.config.max_model_len, now),
-                Err(message) => Some((FinishReason::Error, Some(message))),
+                Ok(run) => {
+                    let appended = seq.append_tokens(run, self.config.max_model_len, now);
+                    if appended.num_tokens > 0 {
+                        outcome.appended.push((id, appended.num_tokens));
+                    }
+                    appended.ending
+                }
+                Err(e) => Some(Ending::Error(e.into())),
             };
-            if let Some((reason, error)) = ending {
-                seq.finish(reason, error);
-                finished.push(id);
+            if let Some(ending) = ending {
+                seq.finish(ending.clone());
+                outcome.finished.push((id, ending));
             }
         }
-        self.running.retain(|id| !finished.contains(id));
-        finished
+        self.running.retain(|id| !outcome.has_finished(*id));
+        outcome
     }
 
     /// Finishes every sequence of a failed step with `error` (the engine keeps serving).
-    pub fn fail_step(&mut self, out: &SchedulerOutput, message: &str) -> Vec<SeqId> {
-        let ids: Vec<SeqId> = out.scheduled.iter().map(|s| s.seq_id).collect();
-        for id in &ids {
-            if let Some(seq) = self.seqs.get_mut(id) {
-                seq.finish(FinishReason::Error, Some(message.to_string()));
+    pub fn fail_step(&mut self, out: &SchedulerOutput, error: &ExecutorError) -> StepOutcome {
+        let ending = Ending::Error(ChoiceError::Step(error.clone()));
+        let mut outcome = StepOutcome::default();
+        for s in &out.scheduled {
+            if let Some(seq) = self.seqs.get_mut(&s.seq_id) {
+                seq.finish(ending.clone());
+                outcome.finished.push((s.seq_id, ending.clone()));
             }
         }
-        self.running.retain(|id| !ids.contains(id));
-        ids
+        self.running.retain(|id| !outcome.has_finished(*id));
+        outcome
     }
 }
 

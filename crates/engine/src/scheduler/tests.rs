@@ -2,8 +2,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::engine::Executor;
-use crate::fake_executor::{greedy_alone, HistoryExecutor};
+use crate::executor::fake::{greedy_alone, HistoryExecutor};
+use crate::executor::Executor;
 use crate::request::{Priority, SamplingParams, StopRules};
 use crate::sampler::sample;
 use crate::sequence::SequenceSpec;
@@ -76,11 +76,11 @@ fn simple(id: SeqId, t0: Instant, prompt_len: usize, max_tokens: u32) -> Sequenc
     })
 }
 
-fn token(t: u32) -> Result<Sample, String> {
-    Ok(Sample {
+fn token(t: u32) -> Result<Vec<Sample>, SampleError> {
+    Ok(vec![Sample {
         token_id: t,
         logprob: None,
-    })
+    }])
 }
 
 /// Feeds `token` to every sequence that asked for logits (a hand-written model output).
@@ -91,7 +91,12 @@ fn feed(s: &mut Scheduler, out: &SchedulerOutput, t: u32, now: Instant) -> Vec<S
         .filter(|x| x.logits_row.is_some())
         .map(|x| (x.seq_id, token(t)))
         .collect();
-    s.update_from_output(out, ModelOutput { samples }, now)
+    finished_ids(s.update_from_output(out, ModelOutput { samples }, now))
+}
+
+/// The sequences a step finished, in order.
+fn finished_ids(outcome: StepOutcome) -> Vec<SeqId> {
+    outcome.finished.into_iter().map(|(id, _)| id).collect()
 }
 
 fn scheduled_tokens(out: &SchedulerOutput) -> Vec<(SeqId, usize)> {
@@ -119,11 +124,11 @@ fn step(
             let (p, ctx, rng) = seq.sampling_inputs();
             samples.push((
                 x.seq_id,
-                sample(logits.row(row), p, ctx, rng).map_err(|e| e.to_string()),
+                sample(logits.row(row), p, ctx, rng).map(|s| vec![s]),
             ));
         }
     }
-    let finished = s.update_from_output(&out, ModelOutput { samples }, now);
+    let finished = finished_ids(s.update_from_output(&out, ModelOutput { samples }, now));
     (out, finished)
 }
 
@@ -174,10 +179,7 @@ fn sequence_ends_at_max_tokens_and_frees_its_blocks() {
     assert_eq!(seq.output(), &[3, 4]);
     assert_eq!(
         seq.status(),
-        &crate::sequence::SequenceStatus::Finished {
-            reason: FinishReason::Length,
-            error: None
-        }
+        &crate::sequence::SequenceStatus::Finished(crate::output::Ending::Length)
     );
     assert_eq!(s.block_manager().num_used_blocks(), 0);
     assert!(s.is_idle());
@@ -587,4 +589,41 @@ fn step_time_target_waits_for_a_measured_step() {
     assert_eq!(scheduled_tokens(&out), vec![(0, 1), (7, 40)]);
     s.observe_step(&out, Duration::from_millis(41));
     assert!(s.cost.estimate().is_some());
+}
+
+#[test]
+fn a_run_of_tokens_is_appended_at_once_and_computed_in_the_next_step() {
+    let t0 = Instant::now();
+    let mut s = scheduler(16, 4, 64);
+    s.add(simple(0, t0, 5, 10)).unwrap();
+    let out = s.schedule(t0);
+    let run = Ok(Sample::run(&[3, 4, 5]));
+    let outcome = s.update_from_output(
+        &out,
+        ModelOutput {
+            samples: vec![(0, run)],
+        },
+        t0,
+    );
+    assert_eq!(outcome.appended, vec![(0, 3)]);
+    assert!(outcome.finished.is_empty());
+    // The one rule: computed tokens catch up with all tokens, three at once, and the last
+    // one's logits are wanted.
+    let out = s.schedule(t0);
+    assert_eq!(scheduled_tokens(&out), vec![(0, 3)]);
+    assert_eq!(out.batch.positions, vec![5, 6, 7]);
+    assert_eq!(out.scheduled[0].logits_row, Some(0));
+    // A run that reaches max_tokens finishes the sequence with the tokens before it.
+    let run = Ok(Sample::run(&[1, 2, 3, 4, 5, 6, 7, 8]));
+    let outcome = s.update_from_output(
+        &out,
+        ModelOutput {
+            samples: vec![(0, run)],
+        },
+        t0,
+    );
+    assert_eq!(outcome.appended, vec![(0, 7)]);
+    assert_eq!(outcome.finished, vec![(0, crate::output::Ending::Length)]);
+    assert_eq!(s.remove(0).unwrap().output().len(), 10);
+    assert_eq!(s.block_manager().num_used_blocks(), 0);
 }

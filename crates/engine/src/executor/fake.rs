@@ -12,7 +12,7 @@ use std::sync::Arc;
 use sluice_model::batch::slot;
 use sluice_model::{Batch, KvPool, KvPools, KvSpan, Logits};
 
-use crate::engine::{Executor, ExecutorError};
+use super::{Executor, ExecutorError};
 
 /// A fake model over a paged cache of token ids.
 #[derive(Debug)]

@@ -3,8 +3,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::fake_executor::HistoryExecutor;
+use crate::executor::fake::HistoryExecutor;
 use crate::handle::{RequestStream, SubmitError};
+use crate::request::{Event, FinishReason, GenerationRequest, Usage};
 use crate::request::{Priority, SamplingParams, StopRules};
 
 const VOCAB: usize = 32;
@@ -337,7 +338,7 @@ fn prompt_logprobs_score_each_position_from_its_own_history_and_skip_the_prefix_
     );
     assert_eq!(scores.logprobs.len(), p.len() - 1);
     for (i, lp) in scores.logprobs.iter().enumerate() {
-        let logits = crate::fake_executor::logits_after(&p[..=i], VOCAB);
+        let logits = crate::executor::fake::logits_after(&p[..=i], VOCAB);
         let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let total: f64 = logits.iter().map(|&x| f64::from(x - max).exp()).sum();
         let want = f64::from(logits[p[i + 1] as usize] - max) - total.ln();

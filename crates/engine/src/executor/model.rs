@@ -2,7 +2,7 @@
 
 use sluice_model::{Batch, KvCache, KvPools, Logits, Model};
 
-use crate::engine::{Executor, ExecutorError};
+use super::{Executor, ExecutorError};
 
 /// Runs forward passes of a model over its own KV cache.
 #[derive(Debug)]
@@ -42,5 +42,5 @@ impl Executor for ModelExecutor {
 }
 
 #[cfg(test)]
-#[path = "model_executor_tests.rs"]
+#[path = "model_tests.rs"]
 mod tests;

@@ -9,72 +9,22 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use sluice_model::{Batch, KvPools, KvSpan, Logits};
-use sluice_text::constraint::{JsonTokenMasks, TokenMasks, TokenTrie};
+use sluice_model::{KvSpan, Logits};
+use sluice_text::constraint::{JsonTokenMasks, TokenTrie};
 use sluice_text::Tokenizer;
-use thiserror::Error;
-use tokio::sync::mpsc;
 
 use crate::block_manager::BlockManager;
-use crate::constraint::ConstraintMasks;
+use crate::executor::{Executor, ExecutorError};
 use crate::fair_share::FairShareConfig;
 use crate::handle::{Command, EngineHandle, RequestId, Shared};
 use crate::metrics::EngineMetrics;
-use crate::outbox::{flush, Flush, RequestState};
-use crate::output_text::OutputText;
+use crate::outbox::RequestState;
 use crate::queue::DEFAULT_AGING_RATE;
-use crate::request::{Event, FinishReason, GenerationRequest, ResponseFormat, Usage};
-use crate::sampler::sample;
-use crate::scheduler::{ModelOutput, ScheduledSeq, Scheduler, SchedulerConfig, SchedulerOutput};
-use crate::sequence::{SeqId, Sequence, SequenceSpec, SequenceStatus};
+use crate::scheduler::{Scheduler, SchedulerConfig, SchedulerOutput};
+use crate::sequence::{SeqId, Sequence};
 
 /// How long an otherwise idle engine waits before retrying events a slow client has not taken.
 const REDELIVERY_INTERVAL: Duration = Duration::from_millis(2);
-
-/// Runs forward passes for the engine; the model and its KV cache live behind it.
-pub trait Executor: Send + 'static {
-    /// Runs one forward pass; returns logits for `batch.logits_indices` rows.
-    fn execute(&mut self, batch: &Batch) -> Result<Logits, ExecutorError>;
-    /// Columns of every logits row.
-    fn vocab_size(&self) -> usize;
-    /// Tokens per KV block.
-    fn block_size(&self) -> usize;
-    /// The KV spec: one block pool per KV group (see `sluice_model::kv_layout`), the
-    /// full-attention group's first. The engine's block manager keeps a pool of as many blocks
-    /// per group and gives every sequence a block table in each.
-    fn kv_pools(&self) -> KvPools;
-}
-
-/// A forward pass failed; the sequences in that step finish with `error`.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum ExecutorError {
-    /// The model refused the batch.
-    #[error(transparent)]
-    Model(#[from] sluice_model::ForwardError),
-    /// Another executor reported a failure.
-    #[error("forward pass failed: {0}")]
-    Forward(String),
-    /// The model returned logits of the wrong shape.
-    #[error("model returned {rows} rows of {vocab} logits; {expected_rows} rows of {expected_vocab} were asked for")]
-    WrongLogitsShape {
-        /// Rows returned.
-        rows: usize,
-        /// Columns returned.
-        vocab: usize,
-        /// Rows asked for.
-        expected_rows: usize,
-        /// The executor's vocabulary size.
-        expected_vocab: usize,
-    },
-    /// The model returned a different number of hidden-state rows than were asked for.
-    #[error("model returned {floats} hidden-state floats for {expected_rows} rows")]
-    WrongHiddenShape {
-        /// Floats returned.
-        floats: usize,
-        /// Rows asked for.
-        expected_rows: usize,
-    },
-}
 
 /// Default [`EngineConfig::step_time_target`]: a quarter second between tokens is still a
 /// fluent stream, and the prompt share of such a step keeps matrix shapes large enough to run
@@ -297,106 +247,6 @@ impl EngineLoop {
         }
     }
 
-    fn add_request(
-        &mut self,
-        id: RequestId,
-        request: GenerationRequest,
-        events: mpsc::Sender<Event>,
-        arrival: Instant,
-    ) {
-        let n = request.n.max(1);
-        EngineMetrics::add(
-            &self.shared.metrics.prompt_tokens,
-            request.prompt_tokens.len() as u64,
-        );
-        self.requests
-            .insert(id, RequestState::new(events, request.task(), n as usize));
-        let masks = self.constraint_masks(&request.sampling.response_format);
-        let sampling = Arc::new(request.sampling);
-        let stop = Arc::new(request.stop);
-        for choice in 0..n {
-            let seq_id = self.next_seq_id;
-            self.next_seq_id += 1;
-            let text = OutputText::new(
-                Arc::clone(&self.tokenizer),
-                &request.prompt_tokens,
-                stop.stop_strings.clone(),
-            )
-            .keeping_special(&stop.kept_special_tokens);
-            let seq = Sequence::new(SequenceSpec {
-                id: seq_id,
-                request_id: id,
-                choice,
-                priority: request.priority,
-                arrival,
-                prompt: request.prompt_tokens.clone(),
-                sampling: Arc::clone(&sampling),
-                stop: Arc::clone(&stop),
-                eos_token_ids: Arc::clone(&self.eos_token_ids),
-                text: Some(text),
-                constraint: masks.as_ref().map(ConstraintMasks::start),
-                cache_salt: request.cache_salt,
-            });
-            // The prompt is the same for every choice: the first one scores it.
-            let seq = seq.with_caller(request.caller);
-            let seq = if choice == 0 {
-                seq.with_prompt_outputs(request.prompt_outputs.clone())
-            } else {
-                seq
-            };
-            if request.prompt_tokens.is_empty() {
-                self.finish_unscheduled(seq, "the prompt is empty");
-            } else if !self.scheduler.has_queue_room() {
-                self.finish_unscheduled(seq, "the waiting queue is full");
-            } else if let Err(full) = self.scheduler.add(seq) {
-                tracing::error!("request {id} choice {choice}: {full}");
-            }
-        }
-    }
-
-    /// The masks a request's choices share for its `response_format`, if it has one.
-    fn constraint_masks(&mut self, format: &ResponseFormat) -> Option<ConstraintMasks> {
-        match format {
-            ResponseFormat::Text => None,
-            ResponseFormat::JsonObject => {
-                let trie = self.token_trie();
-                let masks = self
-                    .json_object_masks
-                    .get_or_insert_with(|| Arc::new(JsonTokenMasks::json_object(trie)));
-                Some(ConstraintMasks::JsonObject(Arc::clone(masks)))
-            }
-            ResponseFormat::JsonSchema(schema) => {
-                let masks = TokenMasks::new(self.token_trie(), Arc::clone(schema));
-                Some(ConstraintMasks::JsonSchema(Arc::new(masks)))
-            }
-            ResponseFormat::ToolCalls(rules) => {
-                let masks = TokenMasks::new(self.token_trie(), Arc::clone(rules));
-                Some(ConstraintMasks::ToolCalls(Arc::new(masks)))
-            }
-        }
-    }
-
-    /// The model's vocabulary trie for constrained decoding (built once: a pass over the
-    /// vocabulary, ~90 ms for 152k tokens).
-    fn token_trie(&mut self) -> Arc<TokenTrie> {
-        let (tokenizer, vocab_size) = (&self.tokenizer, self.executor.vocab_size());
-        let trie = self.token_trie.get_or_insert_with(|| {
-            let started = Instant::now();
-            let trie = TokenTrie::new(tokenizer.token_bytes(), vocab_size);
-            let ms = started.elapsed().as_secs_f64() * 1e3;
-            tracing::info!(ms, "built the vocabulary trie for constrained decoding");
-            Arc::new(trie)
-        });
-        Arc::clone(trie)
-    }
-
-    /// Finishes a sequence that never entered the scheduler with an error.
-    fn finish_unscheduled(&mut self, mut seq: Sequence, message: &str) {
-        self.release_queue_slot(&seq);
-        seq.finish(FinishReason::Error, Some(message.to_string()));
-        self.record_finished(seq, Instant::now());
-    }
-
     /// Aborts every request whose stream was dropped; their blocks return immediately.
     fn abort_closed_requests(&mut self) {
         let closed: Vec<RequestId> = self
@@ -470,7 +320,7 @@ impl EngineLoop {
             Err(e) => {
                 tracing::error!("step failed: {e}");
                 let now = Instant::now();
-                for id in self.scheduler.fail_step(&out, &e.to_string()) {
+                for (id, _) in self.scheduler.fail_step(&out, &e).finished {
                     self.collect_finished(id, now);
                 }
             }
@@ -503,143 +353,10 @@ impl EngineLoop {
         }
         Ok(logits)
     }
-
-    fn process_logits(&mut self, out: &SchedulerOutput, logits: &Logits) {
-        let mut samples = Vec::new();
-        let mut previous_token_at = Vec::new();
-        for s in &out.scheduled {
-            let Some(seq) = self.scheduler.sequence_mut(s.seq_id) else {
-                continue;
-            };
-            let next_token_row = s.logits_row.filter(|_| ends_prompt(s, seq));
-            if let (Some(rows), Some(scoring)) = (&s.prompt_rows, seq.prompt_scoring_mut()) {
-                scoring.record(logits, rows, next_token_row);
-                if scoring.is_complete() {
-                    let scores = seq.take_prompt_scores().map(Box::new);
-                    let (request_id, choice) = (seq.request_id, seq.choice as usize);
-                    if let Some(r) = self.requests.get_mut(&request_id) {
-                        r.choices[choice].prompt = scores;
-                    }
-                }
-            }
-            let Some(row) = s.logits_row.filter(|_| !seq.scores_only()) else {
-                continue;
-            };
-            previous_token_at.push((s.seq_id, seq.last_token_at));
-            let (params, ctx, rng) = seq.sampling_inputs();
-            let drawn = sample(logits.row(row), params, ctx, rng).map_err(|e| e.to_string());
-            samples.push((s.seq_id, drawn));
-        }
-        let now = Instant::now();
-        let finished = self
-            .scheduler
-            .update_from_output(out, ModelOutput { samples }, now);
-        let m = Arc::clone(&self.shared.metrics);
-        for (id, previous) in previous_token_at {
-            let Some(seq) = self.scheduler.sequence_mut(id) else {
-                continue;
-            };
-            if seq.last_token_at == Some(now) {
-                EngineMetrics::add(&m.generation_tokens, 1);
-                match previous {
-                    Some(t) => m.inter_token_latency.observe(now - t),
-                    None => m.time_to_first_token.observe(now - seq.arrival),
-                }
-            }
-            let pending = seq.take_pending();
-            let (request_id, choice) = (seq.request_id, seq.choice as usize);
-            if let Some(r) = self.requests.get_mut(&request_id) {
-                r.choices[choice].delta.merge(pending);
-            }
-        }
-        for id in finished {
-            self.collect_finished(id, now);
-        }
-    }
-
-    /// Takes a finished sequence out of the scheduler and queues its last events.
-    fn collect_finished(&mut self, id: SeqId, now: Instant) {
-        if let Some(seq) = self.scheduler.remove(id) {
-            self.release_queue_slot(&seq);
-            self.record_finished(seq, now);
-        }
-    }
-
-    fn record_finished(&mut self, mut seq: Sequence, now: Instant) {
-        let m = &self.shared.metrics;
-        EngineMetrics::add(&m.requests_finished, 1);
-        m.e2e_request_latency.observe(now - seq.arrival);
-        let SequenceStatus::Finished { reason, error } = seq.status().clone() else {
-            return;
-        };
-        let usage = Usage {
-            prompt_tokens: seq.prompt().len() as u32,
-            completion_tokens: seq.output().len() as u32,
-            cached_prompt_tokens: seq.num_cached_prompt_tokens as u32,
-        };
-        let queue_time = seq
-            .first_scheduled_at
-            .map_or(now - seq.arrival, |t| t - seq.arrival);
-        let stop_string = seq.stop_string().map(str::to_owned);
-        let pending = seq.take_pending();
-        if let Some(r) = self.requests.get_mut(&seq.request_id) {
-            if matches!(reason, FinishReason::Stop | FinishReason::Length) {
-                self.shared.metrics.count_success(r.task);
-            }
-            let outbox = &mut r.choices[seq.choice as usize];
-            outbox.delta.merge(pending);
-            outbox.finished = Some(Event::Finished {
-                choice: seq.choice,
-                reason,
-                error,
-                stop_string,
-                usage,
-                queue_time,
-            });
-        }
-    }
-
-    /// Sends what each request's channel will take; the rest waits for a later loop.
-    fn deliver_events(&mut self) {
-        let mut done = Vec::new();
-        for (&id, request) in self.requests.iter_mut() {
-            match flush(request, &self.shared.unfinished) {
-                Flush::AllDelivered => done.push(id),
-                Flush::Pending => {}
-                // Noticed (and aborted) at the next loop's `abort_closed_requests`.
-                Flush::Closed => {}
-            }
-        }
-        // (`flush` took each of these off the unfinished count as it sent the last event.)
-        for id in done {
-            self.requests.remove(&id);
-        }
-    }
-
-    fn publish_gauges(&self) {
-        let m = &self.shared.metrics;
-        EngineMetrics::set(&m.running, self.scheduler.num_running());
-        EngineMetrics::set(&m.waiting, self.scheduler.num_waiting());
-        let callers = self.scheduler.callers();
-        EngineMetrics::set(&m.active_callers, callers.active_callers());
-        EngineMetrics::set(&m.max_running_per_caller, callers.max_running());
-        EngineMetrics::set(
-            &m.kv_blocks_used,
-            self.scheduler.block_manager().num_used_blocks(),
-        );
-        let blocks = self.scheduler.block_manager();
-        if let Some(window) = (self.window_group).map(|g| blocks.group_blocks(g)) {
-            EngineMetrics::set(&m.kv_window_blocks_used, window.0 - window.1);
-        }
-    }
 }
 
-/// True when the scheduled chunk's last token is the last prompt token (its logits score the
-/// token after the prompt). Read before the chunk is counted as computed.
-fn ends_prompt(s: &ScheduledSeq, seq: &Sequence) -> bool {
-    seq.num_computed_tokens() + s.num_new_tokens == seq.prompt().len()
-}
+mod intake;
+mod results;
 
 #[cfg(test)]
-#[path = "engine_tests.rs"]
 mod tests;

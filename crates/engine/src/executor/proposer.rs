@@ -1,0 +1,76 @@
+//! Draft tokens for speculative decoding: a [`Proposer`] guesses the tokens that follow a
+//! sequence; the step computes them as extra rows and keeps the longest run the model's own
+//! sampling agrees with (handed to the scheduler as a run of tokens, see
+//! `scheduler::ModelOutput`), so a speculated token is always the token computing it gives.
+
+/// Guesses tokens that may follow a sequence.
+pub trait Proposer: Send {
+    /// Up to `max_tokens` tokens that may follow `tokens` (prompt then output); fewer, or none,
+    /// when it has no guess.
+    fn propose(&mut self, tokens: &[u32], max_tokens: usize) -> Vec<u32>;
+}
+
+/// Prompt lookup: finds the latest earlier occurrence of the sequence's last `n` tokens (the
+/// longest `n` from `max_ngram` down to `min_ngram` that occurs) and proposes what followed it.
+/// Cheap and strong where outputs quote their context (code edits, extraction, agents echoing
+/// tool results).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NgramProposer {
+    /// Shortest suffix matched.
+    pub min_ngram: usize,
+    /// Longest suffix matched.
+    pub max_ngram: usize,
+}
+
+impl Proposer for NgramProposer {
+    fn propose(&mut self, tokens: &[u32], max_tokens: usize) -> Vec<u32> {
+        let min = self.min_ngram.max(1);
+        for n in (min..=self.max_ngram).rev() {
+            if tokens.len() <= n {
+                continue;
+            }
+            let suffix = &tokens[tokens.len() - n..];
+            // The latest occurrence other than the suffix itself (it may overlap the suffix).
+            let found = (0..tokens.len() - n)
+                .rev()
+                .find(|&start| &tokens[start..start + n] == suffix);
+            if let Some(start) = found {
+                let next = start + n;
+                let end = (next + max_tokens).min(tokens.len());
+                return tokens[next..end].to_vec();
+            }
+        }
+        Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ngram(min_ngram: usize, max_ngram: usize) -> NgramProposer {
+        NgramProposer {
+            min_ngram,
+            max_ngram,
+        }
+    }
+
+    #[test]
+    fn proposes_what_followed_the_latest_earlier_occurrence_of_the_suffix() {
+        let tokens = [1, 2, 3, 4, 9, 1, 2, 3, 7, 1, 2, 3];
+        // `1 2 3` last occurred at 5 (followed by 7 1 2 3), before that at 0.
+        assert_eq!(ngram(1, 3).propose(&tokens, 3), vec![7, 1, 2]);
+        assert_eq!(ngram(1, 3).propose(&tokens, 10), vec![7, 1, 2, 3]);
+        assert_eq!(ngram(1, 3).propose(&tokens, 0), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn the_longest_matching_suffix_wins_and_no_match_proposes_nothing() {
+        // The 2-gram `5 6` occurs at 0 (then 8); the 1-gram `6` last at 3 (then 5).
+        let tokens = [5, 6, 8, 6, 5, 6];
+        assert_eq!(ngram(1, 2).propose(&tokens, 1), vec![8]);
+        assert_eq!(ngram(1, 1).propose(&tokens, 1), vec![5]);
+        assert!(ngram(1, 3).propose(&[1, 2, 3], 4).is_empty());
+        assert!(ngram(2, 4).propose(&[], 4).is_empty());
+    }
+}
