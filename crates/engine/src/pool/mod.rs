@@ -19,11 +19,12 @@
 
 pub mod budget;
 pub mod loader;
+mod state;
 mod transitions;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use thiserror::Error;
@@ -31,6 +32,7 @@ use tokio::sync::{oneshot, watch};
 
 pub use budget::{Budget, NoRoom};
 pub use loader::{DirectoryLoader, LoadSettings, LoadedModel, ModelLoadError, ModelLoader};
+use state::{Entry, Inner, Phase, State};
 
 /// A model the pool can serve.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -396,143 +398,6 @@ impl ModelPool {
             engine.shutdown();
         }
         engines
-    }
-}
-
-/// The pool's shared state.
-struct Inner {
-    loader: Arc<dyn ModelLoader>,
-    budget: Budget,
-    /// Every model's phase and counters. Held only for short, non-blocking sections.
-    state: Mutex<State>,
-    /// Held for a whole load or unload (evictions included), so they happen one at a time.
-    changes: Mutex<()>,
-    /// Logical time for least-recently-used order.
-    clock: AtomicU64,
-}
-
-impl std::fmt::Debug for Inner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ModelPool")
-            .field("budget", &self.budget)
-            .finish_non_exhaustive()
-    }
-}
-
-struct State {
-    entries: Vec<Entry>,
-    closed: bool,
-}
-
-/// One model's place in the pool.
-struct Entry {
-    spec: ModelSpec,
-    max_model_len: usize,
-    phase: Phase,
-    /// Leases alive now.
-    leases: usize,
-    last_used_tick: u64,
-    last_used: Option<SystemTime>,
-    loads: u64,
-    load_failures: u64,
-    unloads: u64,
-    load_seconds: f64,
-    last_error: Option<String>,
-    /// Bytes the last successful load held: the budget check's figure for the next load.
-    last_memory_bytes: Option<usize>,
-}
-
-enum Phase {
-    Unloaded,
-    Loading {
-        /// Bytes reserved against the budget once the loader has made room.
-        reserved: usize,
-        outcome: watch::Receiver<LoadOutcome>,
-    },
-    Loaded {
-        model: Arc<LoadedModel>,
-        loaded_at: SystemTime,
-    },
-    Unloading {
-        memory_bytes: usize,
-        done: watch::Receiver<bool>,
-    },
-}
-
-impl Entry {
-    fn new(spec: ModelSpec, max_model_len: usize) -> Self {
-        Entry {
-            spec,
-            max_model_len,
-            phase: Phase::Unloaded,
-            leases: 0,
-            last_used_tick: 0,
-            last_used: None,
-            loads: 0,
-            load_failures: 0,
-            unloads: 0,
-            load_seconds: 0.0,
-            last_error: None,
-            last_memory_bytes: None,
-        }
-    }
-
-    fn touch(&mut self, tick: u64) {
-        self.last_used_tick = tick;
-        self.last_used = Some(SystemTime::now());
-    }
-
-    fn report(&self) -> ModelReport {
-        let (status, memory_bytes, requests, loaded_at) = match &self.phase {
-            Phase::Unloaded => (ModelStatus::Unloaded, 0, 0, None),
-            Phase::Loading { reserved, .. } => (ModelStatus::Loading, *reserved, 0, None),
-            Phase::Loaded { model, loaded_at } => (
-                ModelStatus::Loaded,
-                model.memory_bytes,
-                model.engine.num_unfinished(),
-                Some(*loaded_at),
-            ),
-            Phase::Unloading { memory_bytes, .. } => {
-                (ModelStatus::Unloading, *memory_bytes, 0, None)
-            }
-        };
-        ModelReport {
-            id: self.spec.id.clone(),
-            dir: self.spec.dir.clone(),
-            status,
-            pinned: self.spec.pinned,
-            max_model_len: self.max_model_len,
-            memory_bytes,
-            requests,
-            last_used: self.last_used,
-            loaded_at,
-            loads: self.loads,
-            load_failures: self.load_failures,
-            unloads: self.unloads,
-            load_seconds: self.load_seconds,
-            last_error: self.last_error.clone(),
-        }
-    }
-}
-
-impl Inner {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic elsewhere never leaves an entry half-updated (each update is one assignment),
-        // so the state stays usable.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn tick(&self) -> u64 {
-        self.clock
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    }
-
-    fn index_of(&self, id: &str) -> Result<usize, PoolError> {
-        self.lock()
-            .entries
-            .iter()
-            .position(|e| e.spec.id == id)
-            .ok_or_else(|| PoolError::UnknownModel(id.to_string()))
     }
 }
 
