@@ -7,6 +7,7 @@ use half::vec::HalfBitsVecExt;
 
 use crate::config::ModelConfig;
 use crate::kernels::matmul::WeightDtype;
+use crate::kernels::paged_attention::PagedKv;
 use crate::kernels::vector::KvElement;
 use crate::kv_layout::{KvGroupId, KvLayout, KvPools, FULL_GROUP};
 
@@ -63,6 +64,25 @@ pub(crate) fn row_offset(
 ) -> usize {
     let (block, within) = (slot / block_size, slot % block_size);
     ((block * num_kv_heads + head) * block_size + within) * head_dim
+}
+
+impl<E> LayerKv<E> {
+    /// The storage as the attention kernel reads it: the layout [`row_offset`] computes, as
+    /// strides.
+    pub(crate) fn paged(
+        &self,
+        num_kv_heads: usize,
+        block_size: usize,
+        head_dim: usize,
+    ) -> PagedKv<'_, E> {
+        PagedKv {
+            keys: &self.keys,
+            values: &self.values,
+            block_stride: num_kv_heads * block_size * head_dim,
+            head_stride: block_size * head_dim,
+            row_stride: head_dim,
+        }
+    }
 }
 
 impl<E: KvElement> LayerKv<E> {
@@ -267,6 +287,27 @@ mod tests {
             );
             assert_eq!(cache.dtype(), dtype);
             assert_eq!(cache.pools().window(), None);
+        }
+    }
+
+    #[test]
+    fn paged_strides_address_the_rows_row_offset_does() {
+        let (heads, block_size, head_dim) = (3, 4, 8);
+        let kv = LayerKv::<f32> {
+            keys: Vec::new(),
+            values: Vec::new(),
+        };
+        let paged = kv.paged(heads, block_size, head_dim);
+        for slot in [0, 1, 3, 4, 9, 30] {
+            for head in 0..heads {
+                let (block, within) = (slot / block_size, slot % block_size);
+                assert_eq!(
+                    block * paged.block_stride
+                        + head * paged.head_stride
+                        + within * paged.row_stride,
+                    row_offset(slot, head, heads, block_size, head_dim)
+                );
+            }
         }
     }
 

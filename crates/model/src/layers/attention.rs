@@ -11,7 +11,7 @@ use crate::checkpoint::TensorSource;
 use crate::config::ModelConfig;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
-use crate::kernels::paged_attention::{paged_attention, AttentionShape};
+use crate::kernels::paged_attention::{paged_attention, AttentionShape, QueryView};
 use crate::kernels::vector::KvElement;
 use crate::kv_cache::{LayerKv, LayerKvMut};
 use crate::kv_layout::KvGroupId;
@@ -151,8 +151,6 @@ impl Attention {
             num_kv_heads: self.num_kv_heads,
             head_dim: self.head_dim,
             block_size,
-            group,
-            sliding_window: self.sliding_window,
             scale: self.scale,
             logit_softcap: self.logit_softcap,
         };
@@ -160,30 +158,28 @@ impl Attention {
         if outputs.len() < t {
             q = gather_rows(&q, q_dim, outputs);
         }
+        // Where each query reads: its sequence's table in this layer's KV group, its position
+        // and, under a sliding window, the first position the window shows.
+        let queries: Vec<QueryView> = (outputs.iter())
+            .map(|&t| {
+                let position = batch.positions[t] as usize;
+                QueryView {
+                    block_table: batch.seqs[token_seq[t]].table(group),
+                    position,
+                    first: first_visible(position, self.sliding_window),
+                }
+            })
+            .collect();
         let mut attended = vec![0f32; outputs.len() * q_dim]; // [rows, heads, head_dim]
         let values = |i: usize| &qkv[i * width + q_dim + kv_dim..][..kv_dim];
-        let qk = (&q[..], &k[..]);
+        let new_kv = NewKv {
+            slots: batch.slots(group),
+            keys: &k,
+            values,
+        };
         match kv {
-            LayerKvMut::F32(kv) => write_and_attend(
-                shape,
-                batch,
-                token_seq,
-                outputs,
-                qk,
-                values,
-                kv,
-                &mut attended,
-            ),
-            LayerKvMut::F16(kv) => write_and_attend(
-                shape,
-                batch,
-                token_seq,
-                outputs,
-                qk,
-                values,
-                kv,
-                &mut attended,
-            ),
+            LayerKvMut::F32(kv) => write_and_attend(shape, kv, new_kv, &queries, &q, &mut attended),
+            LayerKvMut::F16(kv) => write_and_attend(shape, kv, new_kv, &queries, &q, &mut attended),
         }
         self.o_proj.forward_add(&attended, outputs.len(), residual);
     }
@@ -199,29 +195,57 @@ impl Attention {
     }
 }
 
-/// Stores the batch's new keys (`k: [T, kv_dim]`) and values at their slots in the layer's pool, then
-/// attends for `tokens` (`q: [tokens.len(), q_dim]`; a prefill chunk sees itself causally
-/// because its K/V are written first).
-#[allow(clippy::too_many_arguments)]
+/// The first position a token at `position` sees: `0`, or under a sliding window of `window`
+/// positions (its own included) the oldest one the window still covers.
+fn first_visible(position: usize, window: Option<usize>) -> usize {
+    window.map_or(0, |w| (position + 1).saturating_sub(w))
+}
+
+/// The step's new keys and values and where they go.
+struct NewKv<'a, V> {
+    /// `[T]`: each token's slot in the layer's pool.
+    slots: &'a [u32],
+    /// `[T, kv_heads, head_dim]`, normed and rotated.
+    keys: &'a [f32],
+    /// Token `i`'s values, `[kv_heads * head_dim]`.
+    values: V,
+}
+
+/// Stores the step's new keys and values at their slots in the layer's pool, then attends for
+/// `queries` (`q: [queries.len(), q_dim]`; a prefill chunk sees itself causally because its
+/// K/V are written first).
 fn write_and_attend<'a, E: KvElement>(
     shape: AttentionShape,
-    batch: &Batch,
-    token_seq: &[usize],
-    tokens: &[usize],
-    (q, k): (&[f32], &[f32]),
-    values: impl Fn(usize) -> &'a [f32],
     kv: &mut LayerKv<E>,
+    new: NewKv<'a, impl Fn(usize) -> &'a [f32]>,
+    queries: &[QueryView],
+    q: &[f32],
     out: &mut [f32],
 ) {
-    let kv_dim = shape.num_kv_heads * shape.head_dim;
-    for (i, &slot) in batch.slots(shape.group).iter().enumerate() {
-        kv.write(
-            slot as usize,
-            &k[i * kv_dim..][..kv_dim],
-            values(i),
-            shape.block_size,
-            shape.head_dim,
-        );
+    let AttentionShape {
+        num_kv_heads,
+        head_dim,
+        block_size,
+        ..
+    } = shape;
+    let kv_dim = num_kv_heads * head_dim;
+    for (i, &slot) in new.slots.iter().enumerate() {
+        let keys = &new.keys[i * kv_dim..][..kv_dim];
+        kv.write(slot as usize, keys, (new.values)(i), block_size, head_dim);
     }
-    paged_attention(shape, batch, token_seq, tokens, q, kv, out);
+    let paged = kv.paged(num_kv_heads, block_size, head_dim);
+    paged_attention(shape, paged, queries, q, out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_shows_its_last_positions_including_the_own() {
+        assert_eq!(first_visible(3, None), 0);
+        assert_eq!(first_visible(3, Some(2)), 2);
+        assert_eq!(first_visible(1, Some(4)), 0);
+        assert_eq!(first_visible(4, Some(4)), 1);
+    }
 }
