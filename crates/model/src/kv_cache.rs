@@ -123,6 +123,16 @@ pub(crate) enum LayerKvMut<'a> {
     F16(&'a mut LayerKv<f16>),
 }
 
+/// One layer's share of the cache for a forward pass.
+pub(crate) struct LayerCache<'a> {
+    /// The layer's keys and values.
+    pub storage: LayerKvMut<'a>,
+    /// The KV group whose pool (and whose block tables and slots in the batch) the layer uses.
+    pub group: KvGroupId,
+    /// Positions per block.
+    pub block_size: usize,
+}
+
 /// The paged key/value cache of one model: one block pool per KV group (the full-attention
 /// layers' and, for a model with sliding-window layers, the window layers'; see
 /// [`crate::kv_layout`]).
@@ -251,6 +261,15 @@ impl KvCache {
         match &self.layers {
             Layers::F32(l) => l.len(),
             Layers::F16(l) => l.len(),
+        }
+    }
+
+    /// Layer `layer`'s storage, group and block size.
+    pub(crate) fn layer(&mut self, layer: usize) -> LayerCache<'_> {
+        LayerCache {
+            group: self.group(layer),
+            block_size: self.block_size,
+            storage: self.layer_mut(layer),
         }
     }
 

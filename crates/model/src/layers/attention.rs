@@ -2,19 +2,17 @@
 //! rotary embeddings, the write of new K/V into the paged cache, paged attention, and the
 //! output projection.
 
-use super::gather_rows;
 use super::linear::Linear;
 use super::norm::RmsNorm;
-use super::rope::RopeTables;
-use crate::batch::Batch;
+use super::step::{Rows, StepContext};
+use super::{gather_rows_into, resized, zeroed};
 use crate::checkpoint::TensorSource;
 use crate::config::ModelConfig;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
 use crate::kernels::paged_attention::{paged_attention, AttentionShape, QueryView};
 use crate::kernels::vector::KvElement;
-use crate::kv_cache::{LayerKv, LayerKvMut};
-use crate::kv_layout::KvGroupId;
+use crate::kv_cache::{LayerCache, LayerKv, LayerKvMut};
 use crate::plan::{AttentionOptions, NormWeight, QkNormSpan};
 
 /// One layer's attention weights.
@@ -32,17 +30,37 @@ pub struct Attention {
     sliding_window: Option<usize>,
     scale: f32,
     logit_softcap: Option<f32>,
+    /// Which of the decoder's rotary embeddings rotates q and k ([`StepContext::rope`]).
+    rope: usize,
+}
+
+/// The buffers of one attention block's step, kept by the caller and reused by every layer.
+#[derive(Debug, Default)]
+pub struct AttentionScratch<'a> {
+    /// `[T, q_dim + 2 * kv_dim]`: the fused q/k/v projection.
+    qkv: Vec<f32>,
+    /// `[T, heads, head_dim]`: queries, normed and rotated.
+    q: Vec<f32>,
+    /// `[T, kv_heads, head_dim]`: keys, normed and rotated.
+    k: Vec<f32>,
+    /// `[rows, heads, head_dim]`: the queries of the output rows, when not every row.
+    q_rows: Vec<f32>,
+    /// `[rows]`: where each output row's query reads its keys and values.
+    queries: Vec<QueryView<'a>>,
+    /// `[rows, heads, head_dim]`: the attention output before `o_proj`.
+    attended: Vec<f32>,
 }
 
 impl Attention {
     /// Loads `{prefix}.q_proj`, `k_proj`, `v_proj`, `o_proj` (and `q_norm`, `k_norm`, applied
-    /// as `norm_weight` says).
+    /// as `norm_weight` says); q and k rotate with the decoder's rotary embedding number `rope`.
     pub fn load(
         source: &dyn TensorSource,
         prefix: &str,
         config: &ModelConfig,
         options: AttentionOptions,
         norm_weight: NormWeight,
+        rope: usize,
         dtype: Option<WeightDtype>,
     ) -> Result<Self, LoadError> {
         let (heads, kv_heads, head_dim) = (
@@ -107,81 +125,91 @@ impl Attention {
             sliding_window: options.sliding_window,
             scale: options.scale,
             logit_softcap: options.logit_softcap,
+            rope,
         })
     }
 
-    /// `h: [T, hidden]` (already normed): adds the attention output of the batch tokens
-    /// `outputs` names (`0..T` for all of them) into their rows of `residual: [outputs.len(),
-    /// hidden]`, in that order. Writes all of the batch's new K/V into `kv` at its slots in `batch` before
-    /// attending, so a prefill chunk sees itself causally.
-    #[allow(clippy::too_many_arguments)] // the step's batch view, cache and output rows
-    pub(crate) fn forward(
+    /// `h: [T, hidden]` (already normed): adds the attention output of `rows` into
+    /// `residual: [rows, hidden]`, in that order. Writes every token's new K/V into `kv` at its
+    /// slot before attending, so a prefill chunk sees itself causally.
+    pub(crate) fn forward<'a>(
         &self,
+        ctx: &StepContext<'a>,
+        kv: LayerCache<'_>,
+        rows: Rows<'_>,
         h: &[f32],
-        batch: &Batch,
-        token_seq: &[usize],
-        rope: &RopeTables,
-        (kv, group): (LayerKvMut<'_>, KvGroupId),
-        block_size: usize,
-        outputs: &[usize],
+        scratch: &mut AttentionScratch<'a>,
         residual: &mut [f32],
     ) {
-        let t = batch.num_tokens();
+        let AttentionScratch {
+            qkv,
+            q,
+            k,
+            q_rows,
+            queries,
+            attended,
+        } = scratch;
+        let t = ctx.num_tokens();
         let (q_dim, kv_dim) = (
             self.num_heads * self.head_dim,
             self.num_kv_heads * self.head_dim,
         );
-        // qkv: [T, q_dim + 2 * kv_dim]
-        let qkv = self.qkv_proj.forward(h, t);
         let width = q_dim + 2 * kv_dim;
-        let mut q = Vec::with_capacity(t * q_dim); // [T, heads, head_dim]
-        let mut k = Vec::with_capacity(t * kv_dim); // [T, kv_heads, head_dim]
+        let qkv = resized(qkv, t * width); // [T, q_dim + 2 * kv_dim]
+        self.qkv_proj.forward_into(h, t, qkv);
+        q.clear(); // [T, heads, head_dim]
+        k.clear(); // [T, kv_heads, head_dim]
         for row in qkv.chunks_exact(width) {
             q.extend_from_slice(&row[..q_dim]);
             k.extend_from_slice(&row[q_dim..q_dim + kv_dim]);
         }
         if let Some((q_norm, k_norm)) = &self.qk_norm {
-            q_norm.forward_in_place(&mut q);
-            k_norm.forward_in_place(&mut k);
+            q_norm.forward_in_place(q);
+            k_norm.forward_in_place(k);
         }
-        rope.apply(&mut q, self.num_heads);
-        rope.apply(&mut k, self.num_kv_heads);
+        let rope = ctx.rope(self.rope);
+        rope.apply(q, self.num_heads);
+        rope.apply(k, self.num_kv_heads);
+        // Queries only for the rows whose output is wanted; every row's K/V is still cached.
+        let q: &[f32] = match rows {
+            Rows::All(_) => q,
+            Rows::Only(wanted) => {
+                gather_rows_into(q, q_dim, wanted, q_rows);
+                q_rows
+            }
+        };
+        // Where each query reads: its sequence's table in this layer's KV group, its position
+        // and, under a sliding window, the first position the window shows.
+        queries.clear();
+        queries.extend((0..rows.len()).map(|i| {
+            let t = rows.token(i);
+            let position = ctx.position(t);
+            QueryView {
+                block_table: ctx.block_table(t, kv.group),
+                position,
+                first: first_visible(position, self.sliding_window),
+            }
+        }));
         let shape = AttentionShape {
             num_heads: self.num_heads,
             num_kv_heads: self.num_kv_heads,
             head_dim: self.head_dim,
-            block_size,
+            block_size: kv.block_size,
             scale: self.scale,
             logit_softcap: self.logit_softcap,
         };
-        // Queries only for the rows whose output is wanted; every row's K/V is still cached.
-        if outputs.len() < t {
-            q = gather_rows(&q, q_dim, outputs);
-        }
-        // Where each query reads: its sequence's table in this layer's KV group, its position
-        // and, under a sliding window, the first position the window shows.
-        let queries: Vec<QueryView> = (outputs.iter())
-            .map(|&t| {
-                let position = batch.positions[t] as usize;
-                QueryView {
-                    block_table: batch.seqs[token_seq[t]].table(group),
-                    position,
-                    first: first_visible(position, self.sliding_window),
-                }
-            })
-            .collect();
-        let mut attended = vec![0f32; outputs.len() * q_dim]; // [rows, heads, head_dim]
-        let values = |i: usize| &qkv[i * width + q_dim + kv_dim..][..kv_dim];
+        let attended = zeroed(attended, rows.len() * q_dim); // [rows, heads, head_dim]
         let new_kv = NewKv {
-            slots: batch.slots(group),
-            keys: &k,
-            values,
+            slots: ctx.slots(kv.group),
+            keys: k,
+            values: &qkv[q_dim + kv_dim..],
+            value_stride: width,
         };
-        match kv {
-            LayerKvMut::F32(kv) => write_and_attend(shape, kv, new_kv, &queries, &q, &mut attended),
-            LayerKvMut::F16(kv) => write_and_attend(shape, kv, new_kv, &queries, &q, &mut attended),
+        match kv.storage {
+            LayerKvMut::F32(kv) => write_and_attend(shape, kv, new_kv, queries, q, attended),
+            LayerKvMut::F16(kv) => write_and_attend(shape, kv, new_kv, queries, q, attended),
         }
-        self.o_proj.forward_add(&attended, outputs.len(), residual);
+        self.o_proj.forward_add(attended, rows.len(), residual);
     }
 
     /// Bytes of weights.
@@ -202,22 +230,25 @@ fn first_visible(position: usize, window: Option<usize>) -> usize {
 }
 
 /// The step's new keys and values and where they go.
-struct NewKv<'a, V> {
+struct NewKv<'a> {
     /// `[T]`: each token's slot in the layer's pool.
     slots: &'a [u32],
     /// `[T, kv_heads, head_dim]`, normed and rotated.
     keys: &'a [f32],
-    /// Token `i`'s values, `[kv_heads * head_dim]`.
-    values: V,
+    /// Token `i`'s values (`[kv_heads * head_dim]`) start at `values[i * value_stride]`: they
+    /// are read in place from the q/k/v projection.
+    values: &'a [f32],
+    /// Elements from one token's values to the next's.
+    value_stride: usize,
 }
 
 /// Stores the step's new keys and values at their slots in the layer's pool, then attends for
 /// `queries` (`q: [queries.len(), q_dim]`; a prefill chunk sees itself causally because its
 /// K/V are written first).
-fn write_and_attend<'a, E: KvElement>(
+fn write_and_attend<E: KvElement>(
     shape: AttentionShape,
     kv: &mut LayerKv<E>,
-    new: NewKv<'a, impl Fn(usize) -> &'a [f32]>,
+    new: NewKv,
     queries: &[QueryView],
     q: &[f32],
     out: &mut [f32],
@@ -231,7 +262,8 @@ fn write_and_attend<'a, E: KvElement>(
     let kv_dim = num_kv_heads * head_dim;
     for (i, &slot) in new.slots.iter().enumerate() {
         let keys = &new.keys[i * kv_dim..][..kv_dim];
-        kv.write(slot as usize, keys, (new.values)(i), block_size, head_dim);
+        let values = &new.values[i * new.value_stride..][..kv_dim];
+        kv.write(slot as usize, keys, values, block_size, head_dim);
     }
     let paged = kv.paged(num_kv_heads, block_size, head_dim);
     paged_attention(shape, paged, queries, q, out);
