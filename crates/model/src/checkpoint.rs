@@ -14,11 +14,8 @@ use memmap2::Mmap;
 use serde::Deserialize;
 use sluice_gguf::GgmlType;
 
-use crate::config::ModelConfig;
 use crate::error::LoadError;
 use crate::kernels::formats;
-use crate::kernels::matmul::WeightDtype;
-use crate::layers::weights::{loaded_matrix_bytes, matrix_dtype};
 
 /// A tensor as its source stores it: ggml type, row-major shape (outermost first) and bytes
 /// (borrowed from a memory map where the source has one).
@@ -242,24 +239,10 @@ impl Checkpoint {
         Ok(())
     }
 
-    /// Bytes the weights of this checkpoint hold once loaded as `dtype`, without loading them:
-    /// matrices packed into whole panels of `dtype`, vectors (norms, biases)
-    /// as f32, nothing for an `lm_head.weight` that a tied `config` ignores. Projections stacked
-    /// at load share their padding, so this is exact or a little over.
-    pub fn loaded_bytes(&self, config: &ModelConfig, dtype: Option<WeightDtype>) -> usize {
-        self.tensors
-            .iter()
-            .filter(|(name, _)| !(config.tie_word_embeddings && *name == "lm_head.weight"))
-            .map(
-                |(name, t)| match (t.shape.as_slice(), stored_type(&t.dtype)) {
-                    ([rows, cols], Some(stored)) => {
-                        let dtype = matrix_dtype(name, config.tie_word_embeddings, dtype);
-                        loaded_matrix_bytes(stored, *rows, *cols, dtype)
-                    }
-                    (shape, _) => shape.iter().product::<usize>() * 4,
-                },
-            )
-            .sum()
+    /// Every tensor's name, stored type (`None` for a dtype sluice does not read) and shape,
+    /// in no particular order.
+    pub fn tensors(&self) -> impl Iterator<Item = (&str, Option<GgmlType>, &[usize])> {
+        (self.tensors.iter()).map(|(name, t)| (name.as_str(), stored_type(&t.dtype), &t.shape[..]))
     }
 }
 

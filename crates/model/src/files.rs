@@ -123,7 +123,7 @@ impl ModelFiles {
         match self {
             Self::HuggingFace {
                 config, checkpoint, ..
-            } => checkpoint.loaded_bytes(config, dtype),
+            } => safetensors_loaded_bytes(checkpoint, config, dtype),
             Self::Gguf(source) => {
                 let tied = source.config().tie_word_embeddings;
                 source
@@ -161,4 +161,25 @@ impl ModelFiles {
                 .all(|(_, info)| info.ggml_type == sluice_gguf::GgmlType::F32),
         }
     }
+}
+
+/// Bytes the weights of `checkpoint` hold once loaded as `dtype`, without loading them:
+/// matrices packed into whole panels of the format they will be kept in, vectors (norms, biases)
+/// as f32, nothing for an `lm_head.weight` that a tied `config` ignores. Projections stacked at
+/// load share their padding, so this is exact or a little over.
+fn safetensors_loaded_bytes(
+    checkpoint: &Checkpoint,
+    config: &ModelConfig,
+    dtype: Option<WeightDtype>,
+) -> usize {
+    let tied = config.tie_word_embeddings;
+    (checkpoint.tensors())
+        .filter(|(name, _, _)| !(tied && *name == "lm_head.weight"))
+        .map(|(name, stored, shape)| match (shape, stored) {
+            ([rows, cols], Some(stored)) => {
+                loaded_matrix_bytes(stored, *rows, *cols, matrix_dtype(name, tied, dtype))
+            }
+            (shape, _) => shape.iter().product::<usize>() * 4,
+        })
+        .sum()
 }

@@ -7,6 +7,7 @@ use half::vec::HalfBitsVecExt;
 
 use crate::config::ModelConfig;
 use crate::kernels::matmul::WeightDtype;
+use crate::kernels::paged_attention::PagedKv;
 use crate::kernels::vector::KvElement;
 use crate::kv_layout::{KvGroupId, KvLayout, KvPools, FULL_GROUP};
 
@@ -65,6 +66,25 @@ pub(crate) fn row_offset(
     ((block * num_kv_heads + head) * block_size + within) * head_dim
 }
 
+impl<E> LayerKv<E> {
+    /// The storage as the attention kernel reads it: the layout [`row_offset`] computes, as
+    /// strides.
+    pub(crate) fn paged(
+        &self,
+        num_kv_heads: usize,
+        block_size: usize,
+        head_dim: usize,
+    ) -> PagedKv<'_, E> {
+        PagedKv {
+            keys: &self.keys,
+            values: &self.values,
+            block_stride: num_kv_heads * block_size * head_dim,
+            head_stride: block_size * head_dim,
+            row_stride: head_dim,
+        }
+    }
+}
+
 impl<E: KvElement> LayerKv<E> {
     /// Stores one slot's keys and values (`[num_kv_heads * head_dim]` each).
     pub(crate) fn write(
@@ -101,6 +121,16 @@ enum Layers {
 pub(crate) enum LayerKvMut<'a> {
     F32(&'a mut LayerKv<f32>),
     F16(&'a mut LayerKv<f16>),
+}
+
+/// One layer's share of the cache for a forward pass.
+pub(crate) struct LayerCache<'a> {
+    /// The layer's keys and values.
+    pub storage: LayerKvMut<'a>,
+    /// The KV group whose pool (and whose block tables and slots in the batch) the layer uses.
+    pub group: KvGroupId,
+    /// Positions per block.
+    pub block_size: usize,
 }
 
 /// The paged key/value cache of one model: one block pool per KV group (the full-attention
@@ -234,6 +264,15 @@ impl KvCache {
         }
     }
 
+    /// Layer `layer`'s storage, group and block size.
+    pub(crate) fn layer(&mut self, layer: usize) -> LayerCache<'_> {
+        LayerCache {
+            group: self.group(layer),
+            block_size: self.block_size,
+            storage: self.layer_mut(layer),
+        }
+    }
+
     /// One layer's storage.
     pub(crate) fn layer_mut(&mut self, layer: usize) -> LayerKvMut<'_> {
         match &mut self.layers {
@@ -267,6 +306,27 @@ mod tests {
             );
             assert_eq!(cache.dtype(), dtype);
             assert_eq!(cache.pools().window(), None);
+        }
+    }
+
+    #[test]
+    fn paged_strides_address_the_rows_row_offset_does() {
+        let (heads, block_size, head_dim) = (3, 4, 8);
+        let kv = LayerKv::<f32> {
+            keys: Vec::new(),
+            values: Vec::new(),
+        };
+        let paged = kv.paged(heads, block_size, head_dim);
+        for slot in [0, 1, 3, 4, 9, 30] {
+            for head in 0..heads {
+                let (block, within) = (slot / block_size, slot % block_size);
+                assert_eq!(
+                    block * paged.block_stride
+                        + head * paged.head_stride
+                        + within * paged.row_stride,
+                    row_offset(slot, head, heads, block_size, head_dim)
+                );
+            }
         }
     }
 

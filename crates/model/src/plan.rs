@@ -5,7 +5,6 @@
 //! decoder.
 
 use crate::config::{Activation, ModelConfig, MoeConfig, RopeConfig};
-use crate::layers::attention::AttentionOptions;
 
 /// How an RMS norm applies its stored weight `w`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +25,52 @@ pub enum NormPlacement {
     /// `input_layernorm` / `post_attention_layernorm` around attention,
     /// `pre_feedforward_layernorm` / `post_feedforward_layernorm` around the MLP (Gemma 2 and 3).
     Sandwich,
+}
+
+/// Which optional parts a layer's attention has, and how it scores.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttentionOptions {
+    /// q/k/v projections carry biases.
+    pub qkv_bias: bool,
+    /// The output projection carries a bias.
+    pub o_bias: bool,
+    /// Queries and keys are RMS-normed before RoPE (per head, or as [`Self::qk_norm_span`]
+    /// says).
+    pub qk_norm: bool,
+    /// What one q/k norm spans.
+    pub qk_norm_span: QkNormSpan,
+    /// Attention sees only the last `n` positions.
+    pub sliding_window: Option<usize>,
+    /// Multiplier of `q · k`: `1 / √head_dim`, or Gemma's `query_pre_attn_scalar^-½`.
+    pub scale: f32,
+    /// Scores become `cap · tanh(score / cap)` before the softmax (Gemma 2's
+    /// `attn_logit_softcapping`).
+    pub logit_softcap: Option<f32>,
+}
+
+/// The rows a q/k RMS norm normalises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QkNormSpan {
+    /// Each head's `head_dim` values (Qwen3, Gemma 3): `q_norm`/`k_norm` are `[head_dim]`.
+    Head,
+    /// A token's whole projection (OLMoE): `q_norm` is `[heads * head_dim]`, `k_norm`
+    /// `[kv_heads * head_dim]`.
+    Projection,
+}
+
+impl AttentionOptions {
+    /// No biases, no q/k norm, every position visible, `1 / √head_dim`, no softcap.
+    pub fn plain(config: &ModelConfig) -> Self {
+        Self {
+            qkv_bias: false,
+            o_bias: false,
+            qk_norm: false,
+            qk_norm_span: QkNormSpan::Head,
+            sliding_window: None,
+            scale: 1.0 / (config.head_dim as f32).sqrt(),
+            logit_softcap: None,
+        }
+    }
 }
 
 /// One decoder layer (`model.layers.{i}`).

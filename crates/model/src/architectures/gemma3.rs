@@ -8,8 +8,9 @@ use crate::config::ModelConfig;
 use crate::decoder::Decoder;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
-use crate::layers::attention::{AttentionOptions, QkNormSpan};
-use crate::plan::{DecoderPlan, LayerPlan, MlpKind, NormPlacement, NormWeight};
+use crate::plan::{
+    AttentionOptions, DecoderPlan, LayerPlan, MlpKind, NormPlacement, NormWeight, QkNormSpan,
+};
 
 /// Loads a Gemma 3 checkpoint.
 pub fn load(

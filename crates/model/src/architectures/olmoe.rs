@@ -8,8 +8,7 @@ use crate::config::ModelConfig;
 use crate::decoder::Decoder;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
-use crate::layers::attention::{AttentionOptions, QkNormSpan};
-use crate::plan::{DecoderPlan, SparseMlp};
+use crate::plan::{AttentionOptions, DecoderPlan, QkNormSpan, SparseMlp};
 
 /// Loads an OLMoE checkpoint.
 pub fn load(

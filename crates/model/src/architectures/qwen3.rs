@@ -6,8 +6,7 @@ use crate::config::ModelConfig;
 use crate::decoder::Decoder;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
-use crate::layers::attention::AttentionOptions;
-use crate::plan::DecoderPlan;
+use crate::plan::{AttentionOptions, DecoderPlan};
 
 /// Loads a Qwen3 checkpoint.
 pub fn load(

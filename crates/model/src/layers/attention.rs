@@ -2,66 +2,18 @@
 //! rotary embeddings, the write of new K/V into the paged cache, paged attention, and the
 //! output projection.
 
-use super::gather_rows;
 use super::linear::Linear;
 use super::norm::RmsNorm;
-use super::rope::RopeTables;
-use crate::batch::Batch;
+use super::step::{Rows, StepContext};
+use super::{gather_rows_into, resized, zeroed};
 use crate::checkpoint::TensorSource;
 use crate::config::ModelConfig;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
-use crate::kernels::paged_attention::{paged_attention, AttentionShape};
+use crate::kernels::paged_attention::{paged_attention, AttentionShape, QueryView};
 use crate::kernels::vector::KvElement;
-use crate::kv_cache::{LayerKv, LayerKvMut};
-use crate::kv_layout::KvGroupId;
-use crate::plan::NormWeight;
-
-/// Which optional parts a layer's attention has, and how it scores.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct AttentionOptions {
-    /// q/k/v projections carry biases.
-    pub qkv_bias: bool,
-    /// The output projection carries a bias.
-    pub o_bias: bool,
-    /// Queries and keys are RMS-normed before RoPE (per head, or as [`Self::qk_norm_span`]
-    /// says).
-    pub qk_norm: bool,
-    /// What one q/k norm spans.
-    pub qk_norm_span: QkNormSpan,
-    /// Attention sees only the last `n` positions.
-    pub sliding_window: Option<usize>,
-    /// Multiplier of `q · k`: `1 / √head_dim`, or Gemma's `query_pre_attn_scalar^-½`.
-    pub scale: f32,
-    /// Scores become `cap · tanh(score / cap)` before the softmax (Gemma 2's
-    /// `attn_logit_softcapping`).
-    pub logit_softcap: Option<f32>,
-}
-
-/// The rows a q/k RMS norm normalises.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QkNormSpan {
-    /// Each head's `head_dim` values (Qwen3, Gemma 3): `q_norm`/`k_norm` are `[head_dim]`.
-    Head,
-    /// A token's whole projection (OLMoE): `q_norm` is `[heads * head_dim]`, `k_norm`
-    /// `[kv_heads * head_dim]`.
-    Projection,
-}
-
-impl AttentionOptions {
-    /// No biases, no q/k norm, every position visible, `1 / √head_dim`, no softcap.
-    pub fn plain(config: &ModelConfig) -> Self {
-        Self {
-            qkv_bias: false,
-            o_bias: false,
-            qk_norm: false,
-            qk_norm_span: QkNormSpan::Head,
-            sliding_window: None,
-            scale: 1.0 / (config.head_dim as f32).sqrt(),
-            logit_softcap: None,
-        }
-    }
-}
+use crate::kv_cache::{LayerCache, LayerKv, LayerKvMut};
+use crate::plan::{AttentionOptions, NormWeight, QkNormSpan};
 
 /// One layer's attention weights.
 #[derive(Debug)]
@@ -78,17 +30,37 @@ pub struct Attention {
     sliding_window: Option<usize>,
     scale: f32,
     logit_softcap: Option<f32>,
+    /// Which of the decoder's rotary embeddings rotates q and k ([`StepContext::rope`]).
+    rope: usize,
+}
+
+/// The buffers of one attention block's step, kept by the caller and reused by every layer.
+#[derive(Debug, Default)]
+pub struct AttentionScratch<'a> {
+    /// `[T, q_dim + 2 * kv_dim]`: the fused q/k/v projection.
+    qkv: Vec<f32>,
+    /// `[T, heads, head_dim]`: queries, normed and rotated.
+    q: Vec<f32>,
+    /// `[T, kv_heads, head_dim]`: keys, normed and rotated.
+    k: Vec<f32>,
+    /// `[rows, heads, head_dim]`: the queries of the output rows, when not every row.
+    q_rows: Vec<f32>,
+    /// `[rows]`: where each output row's query reads its keys and values.
+    queries: Vec<QueryView<'a>>,
+    /// `[rows, heads, head_dim]`: the attention output before `o_proj`.
+    attended: Vec<f32>,
 }
 
 impl Attention {
     /// Loads `{prefix}.q_proj`, `k_proj`, `v_proj`, `o_proj` (and `q_norm`, `k_norm`, applied
-    /// as `norm_weight` says).
+    /// as `norm_weight` says); q and k rotate with the decoder's rotary embedding number `rope`.
     pub fn load(
         source: &dyn TensorSource,
         prefix: &str,
         config: &ModelConfig,
         options: AttentionOptions,
         norm_weight: NormWeight,
+        rope: usize,
         dtype: Option<WeightDtype>,
     ) -> Result<Self, LoadError> {
         let (heads, kv_heads, head_dim) = (
@@ -153,85 +125,91 @@ impl Attention {
             sliding_window: options.sliding_window,
             scale: options.scale,
             logit_softcap: options.logit_softcap,
+            rope,
         })
     }
 
-    /// `h: [T, hidden]` (already normed): adds the attention output of the batch tokens
-    /// `outputs` names (`0..T` for all of them) into their rows of `residual: [outputs.len(),
-    /// hidden]`, in that order. Writes all of the batch's new K/V into `kv` at its slots in `batch` before
-    /// attending, so a prefill chunk sees itself causally.
-    #[allow(clippy::too_many_arguments)] // the step's batch view, cache and output rows
-    pub(crate) fn forward(
+    /// `h: [T, hidden]` (already normed): adds the attention output of `rows` into
+    /// `residual: [rows, hidden]`, in that order. Writes every token's new K/V into `kv` at its
+    /// slot before attending, so a prefill chunk sees itself causally.
+    pub(crate) fn forward<'a>(
         &self,
+        ctx: &StepContext<'a>,
+        kv: LayerCache<'_>,
+        rows: Rows<'_>,
         h: &[f32],
-        batch: &Batch,
-        token_seq: &[usize],
-        rope: &RopeTables,
-        (kv, group): (LayerKvMut<'_>, KvGroupId),
-        block_size: usize,
-        outputs: &[usize],
+        scratch: &mut AttentionScratch<'a>,
         residual: &mut [f32],
     ) {
-        let t = batch.num_tokens();
+        let AttentionScratch {
+            qkv,
+            q,
+            k,
+            q_rows,
+            queries,
+            attended,
+        } = scratch;
+        let t = ctx.num_tokens();
         let (q_dim, kv_dim) = (
             self.num_heads * self.head_dim,
             self.num_kv_heads * self.head_dim,
         );
-        // qkv: [T, q_dim + 2 * kv_dim]
-        let qkv = self.qkv_proj.forward(h, t);
         let width = q_dim + 2 * kv_dim;
-        let mut q = Vec::with_capacity(t * q_dim); // [T, heads, head_dim]
-        let mut k = Vec::with_capacity(t * kv_dim); // [T, kv_heads, head_dim]
+        let qkv = resized(qkv, t * width); // [T, q_dim + 2 * kv_dim]
+        self.qkv_proj.forward_into(h, t, qkv);
+        q.clear(); // [T, heads, head_dim]
+        k.clear(); // [T, kv_heads, head_dim]
         for row in qkv.chunks_exact(width) {
             q.extend_from_slice(&row[..q_dim]);
             k.extend_from_slice(&row[q_dim..q_dim + kv_dim]);
         }
         if let Some((q_norm, k_norm)) = &self.qk_norm {
-            q_norm.forward_in_place(&mut q);
-            k_norm.forward_in_place(&mut k);
+            q_norm.forward_in_place(q);
+            k_norm.forward_in_place(k);
         }
-        rope.apply(&mut q, self.num_heads);
-        rope.apply(&mut k, self.num_kv_heads);
+        let rope = ctx.rope(self.rope);
+        rope.apply(q, self.num_heads);
+        rope.apply(k, self.num_kv_heads);
+        // Queries only for the rows whose output is wanted; every row's K/V is still cached.
+        let q: &[f32] = match rows {
+            Rows::All(_) => q,
+            Rows::Only(wanted) => {
+                gather_rows_into(q, q_dim, wanted, q_rows);
+                q_rows
+            }
+        };
+        // Where each query reads: its sequence's table in this layer's KV group, its position
+        // and, under a sliding window, the first position the window shows.
+        queries.clear();
+        queries.extend((0..rows.len()).map(|i| {
+            let t = rows.token(i);
+            let position = ctx.position(t);
+            QueryView {
+                block_table: ctx.block_table(t, kv.group),
+                position,
+                first: first_visible(position, self.sliding_window),
+            }
+        }));
         let shape = AttentionShape {
             num_heads: self.num_heads,
             num_kv_heads: self.num_kv_heads,
             head_dim: self.head_dim,
-            block_size,
-            group,
-            sliding_window: self.sliding_window,
+            block_size: kv.block_size,
             scale: self.scale,
             logit_softcap: self.logit_softcap,
         };
-        // Queries only for the rows whose output is wanted; every row's K/V is still cached.
-        if outputs.len() < t {
-            q = gather_rows(&q, q_dim, outputs);
+        let attended = zeroed(attended, rows.len() * q_dim); // [rows, heads, head_dim]
+        let new_kv = NewKv {
+            slots: ctx.slots(kv.group),
+            keys: k,
+            values: &qkv[q_dim + kv_dim..],
+            value_stride: width,
+        };
+        match kv.storage {
+            LayerKvMut::F32(kv) => write_and_attend(shape, kv, new_kv, queries, q, attended),
+            LayerKvMut::F16(kv) => write_and_attend(shape, kv, new_kv, queries, q, attended),
         }
-        let mut attended = vec![0f32; outputs.len() * q_dim]; // [rows, heads, head_dim]
-        let values = |i: usize| &qkv[i * width + q_dim + kv_dim..][..kv_dim];
-        let qk = (&q[..], &k[..]);
-        match kv {
-            LayerKvMut::F32(kv) => write_and_attend(
-                shape,
-                batch,
-                token_seq,
-                outputs,
-                qk,
-                values,
-                kv,
-                &mut attended,
-            ),
-            LayerKvMut::F16(kv) => write_and_attend(
-                shape,
-                batch,
-                token_seq,
-                outputs,
-                qk,
-                values,
-                kv,
-                &mut attended,
-            ),
-        }
-        self.o_proj.forward_add(&attended, outputs.len(), residual);
+        self.o_proj.forward_add(attended, rows.len(), residual);
     }
 
     /// Bytes of weights.
@@ -245,29 +223,61 @@ impl Attention {
     }
 }
 
-/// Stores the batch's new keys (`k: [T, kv_dim]`) and values at their slots in the layer's pool, then
-/// attends for `tokens` (`q: [tokens.len(), q_dim]`; a prefill chunk sees itself causally
-/// because its K/V are written first).
-#[allow(clippy::too_many_arguments)]
-fn write_and_attend<'a, E: KvElement>(
+/// The first position a token at `position` sees: `0`, or under a sliding window of `window`
+/// positions (its own included) the oldest one the window still covers.
+fn first_visible(position: usize, window: Option<usize>) -> usize {
+    window.map_or(0, |w| (position + 1).saturating_sub(w))
+}
+
+/// The step's new keys and values and where they go.
+struct NewKv<'a> {
+    /// `[T]`: each token's slot in the layer's pool.
+    slots: &'a [u32],
+    /// `[T, kv_heads, head_dim]`, normed and rotated.
+    keys: &'a [f32],
+    /// Token `i`'s values (`[kv_heads * head_dim]`) start at `values[i * value_stride]`: they
+    /// are read in place from the q/k/v projection.
+    values: &'a [f32],
+    /// Elements from one token's values to the next's.
+    value_stride: usize,
+}
+
+/// Stores the step's new keys and values at their slots in the layer's pool, then attends for
+/// `queries` (`q: [queries.len(), q_dim]`; a prefill chunk sees itself causally because its
+/// K/V are written first).
+fn write_and_attend<E: KvElement>(
     shape: AttentionShape,
-    batch: &Batch,
-    token_seq: &[usize],
-    tokens: &[usize],
-    (q, k): (&[f32], &[f32]),
-    values: impl Fn(usize) -> &'a [f32],
     kv: &mut LayerKv<E>,
+    new: NewKv,
+    queries: &[QueryView],
+    q: &[f32],
     out: &mut [f32],
 ) {
-    let kv_dim = shape.num_kv_heads * shape.head_dim;
-    for (i, &slot) in batch.slots(shape.group).iter().enumerate() {
-        kv.write(
-            slot as usize,
-            &k[i * kv_dim..][..kv_dim],
-            values(i),
-            shape.block_size,
-            shape.head_dim,
-        );
+    let AttentionShape {
+        num_kv_heads,
+        head_dim,
+        block_size,
+        ..
+    } = shape;
+    let kv_dim = num_kv_heads * head_dim;
+    for (i, &slot) in new.slots.iter().enumerate() {
+        let keys = &new.keys[i * kv_dim..][..kv_dim];
+        let values = &new.values[i * new.value_stride..][..kv_dim];
+        kv.write(slot as usize, keys, values, block_size, head_dim);
     }
-    paged_attention(shape, batch, token_seq, tokens, q, kv, out);
+    let paged = kv.paged(num_kv_heads, block_size, head_dim);
+    paged_attention(shape, paged, queries, q, out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_shows_its_last_positions_including_the_own() {
+        assert_eq!(first_visible(3, None), 0);
+        assert_eq!(first_visible(3, Some(2)), 2);
+        assert_eq!(first_visible(1, Some(4)), 0);
+        assert_eq!(first_visible(4, Some(4)), 1);
+    }
 }

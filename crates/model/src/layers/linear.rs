@@ -79,12 +79,26 @@ impl Linear {
 
     /// `x: [m, in_dim]` → `[m, out_dim]`.
     pub fn forward(&self, x: &[f32], m: usize) -> Vec<f32> {
+        match (self.segments.as_slice(), &self.bias) {
+            // SAFETY: `matmul_uninit` writes all `m * out_dim` elements.
+            ([only], None) => unsafe {
+                vec_written_by(m * self.out_dim, |y| only.matmul_uninit(x, m, y))
+            },
+            _ => {
+                let mut y = vec![0f32; m * self.out_dim];
+                self.forward_into(x, m, &mut y);
+                y
+            }
+        }
+    }
+
+    /// `y[m, out_dim] = x · Wᵀ + b` for `x: [m, in_dim]`, into a buffer the caller keeps (every
+    /// element is overwritten).
+    pub fn forward_into(&self, x: &[f32], m: usize, y: &mut [f32]) {
         let n = self.out_dim;
-        let mut y = match self.segments.as_slice() {
-            // SAFETY: `matmul_uninit` writes all `m * n` elements.
-            [only] => unsafe { vec_written_by(m * n, |y| only.matmul_uninit(x, m, y)) },
+        match self.segments.as_slice() {
+            [only] => only.matmul(x, m, y),
             segments => {
-                let mut y = vec![0f32; m * n];
                 let mut column = 0;
                 for segment in segments {
                     let width = segment.out_dim();
@@ -96,9 +110,8 @@ impl Linear {
                     }
                     column += width;
                 }
-                y
             }
-        };
+        }
         if let Some(bias) = &self.bias {
             for row in y.chunks_exact_mut(n) {
                 for (v, b) in row.iter_mut().zip(bias) {
@@ -106,7 +119,6 @@ impl Linear {
                 }
             }
         }
-        y
     }
 
     /// `y[m, out_dim] += x · Wᵀ + b`: the projection added into a residual stream, with the
