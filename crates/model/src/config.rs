@@ -10,11 +10,13 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::architectures::registry::{self, AttentionBias, ConfigSpec, SlidingWindow};
 use crate::error::LoadError;
 pub use crate::moe_config::MoeConfig;
 
 mod rope;
+pub mod spec;
+
+use spec::{ArchitectureFacts, AttentionBias, ConfigSpec, SlidingWindow};
 
 use rope::{layer_types, parse_rope};
 
@@ -153,9 +155,6 @@ pub struct ModelConfig {
     pub moe: Option<MoeConfig>,
 }
 
-/// The architectures this crate implements (the registry's Hugging Face names).
-pub use crate::architectures::registry::SUPPORTED_ARCHITECTURES;
-
 /// The raw fields of `config.json` we read; everything else is ignored.
 #[derive(Deserialize)]
 struct RawConfig {
@@ -203,8 +202,9 @@ pub(crate) struct RawGenerationConfig {
 }
 
 impl ModelConfig {
-    /// Reads `config.json` and, when present, `generation_config.json` from `dir`.
-    pub fn from_dir(dir: &Path) -> Result<Self, LoadError> {
+    /// Reads `config.json` and, when present, `generation_config.json` from `dir`, with what
+    /// `facts` says of its architecture (see `ModelConfig::from_dir`, which asks the registry).
+    pub(crate) fn from_dir_with(dir: &Path, facts: ArchitectureFacts) -> Result<Self, LoadError> {
         let config_path = dir.join("config.json");
         let text = std::fs::read_to_string(&config_path).map_err(|source| LoadError::Io {
             path: config_path.clone(),
@@ -227,16 +227,20 @@ impl ModelConfig {
                     })
                 }
             };
-        Self::from_json(&text, generation.as_ref()).map_err(|message| LoadError::Config {
-            path: config_path,
-            message,
+        Self::from_json_with(&text, generation.as_ref(), facts).map_err(|message| {
+            LoadError::Config {
+                path: config_path,
+                message,
+            }
         })
     }
 
-    /// Parses `config.json` text; `generation` overrides the special token ids.
-    pub(crate) fn from_json(
+    /// Parses `config.json` text with what `facts` says of its architecture; `generation`
+    /// overrides the special token ids.
+    pub(crate) fn from_json_with(
         text: &str,
         generation: Option<&RawGenerationConfig>,
+        facts: ArchitectureFacts,
     ) -> Result<Self, String> {
         let raw: RawConfig = serde_json::from_str(text).map_err(|e| e.to_string())?;
         let architecture = raw
@@ -246,7 +250,7 @@ impl ModelConfig {
             .cloned()
             .ok_or("no `architectures` entry")?;
         // Names sluice does not implement read as the Llama block (and fail to load).
-        let spec = registry::by_hf_name(&architecture).map_or(ConfigSpec::PLAIN, |a| a.config);
+        let (spec, moe) = facts(&architecture).unwrap_or((ConfigSpec::PLAIN, None));
         let hidden_activation = match raw.hidden_activation.as_ref().or(raw.hidden_act.as_ref()) {
             None => spec.activation,
             Some(act) => match act.as_str() {
@@ -334,7 +338,7 @@ impl ModelConfig {
             eos_token_ids: token_ids(eos_source)?,
             bos_token_id: token_ids(bos_source)?.first().copied(),
             checkpoint_dtype: raw.dtype.or(raw.torch_dtype),
-            moe: crate::moe_config::parse(text, &architecture)?,
+            moe: crate::moe_config::parse(text, moe)?,
             architecture,
         })
     }

@@ -14,7 +14,40 @@
 //! attention, per-adapter pools) is a new [`KvSpan`] and a new block-manager policy.
 
 use crate::config::ModelConfig;
-use crate::kv_cache::KvDtype;
+use crate::kernels::matmul::WeightDtype;
+
+/// How cached keys and values are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvDtype {
+    /// 32-bit floats: exact copies of the computed keys and values.
+    F32,
+    /// IEEE half floats: half the memory and memory traffic of f32 (what llama.cpp and vLLM
+    /// keep by default for 16-bit models); keys and values are rounded once when written.
+    F16,
+}
+
+/// The KV storage that matches how the weights are kept (what `--kv-cache-dtype auto` picks).
+impl From<WeightDtype> for KvDtype {
+    fn from(weights: WeightDtype) -> Self {
+        // Weights kept at full precision keep the cache there too; halves and quantized
+        // weights get an f16 cache (as llama.cpp's default).
+        if weights == WeightDtype::F32 {
+            KvDtype::F32
+        } else {
+            KvDtype::F16
+        }
+    }
+}
+
+impl KvDtype {
+    /// Bytes per stored value.
+    pub fn size(self) -> usize {
+        match self {
+            KvDtype::F32 => 4,
+            KvDtype::F16 => 2,
+        }
+    }
+}
 
 /// Index of a KV group: its place in [`KvLayout::groups`] and [`KvPools::groups`], and of its
 /// block table in every [`crate::SeqBatch`].

@@ -3,9 +3,10 @@
 use std::path::Path;
 
 use crate::architectures;
+use crate::architectures::registry::SUPPORTED_ARCHITECTURES;
 use crate::batch::{slot, Batch, Logits};
 use crate::checkpoint::TensorSource;
-use crate::config::{ModelConfig, SUPPORTED_ARCHITECTURES};
+use crate::config::ModelConfig;
 use crate::decoder::Decoder;
 use crate::error::{ForwardError, LoadError};
 use crate::files::ModelFiles;

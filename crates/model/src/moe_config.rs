@@ -7,7 +7,7 @@
 
 use serde::Deserialize;
 
-use crate::architectures::registry;
+use crate::config::spec::MoeSpec;
 
 /// A sparse (mixture-of-experts) feed-forward block's shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,10 +53,10 @@ struct RawMoe {
     clip_qkv: Option<f64>,
 }
 
-/// The MoE shape of `architecture` from `config.json` text; `None` for a dense architecture
-/// (one the registry lists without experts, or one it does not list).
-pub(crate) fn parse(text: &str, architecture: &str) -> Result<Option<MoeConfig>, String> {
-    let Some(spec) = registry::by_hf_name(architecture).and_then(|a| a.moe) else {
+/// The MoE shape from `config.json` text of an architecture with experts `spec`; `None` for a
+/// dense architecture (`spec` `None`: one the registry lists without experts, or does not list).
+pub(crate) fn parse(text: &str, spec: Option<MoeSpec>) -> Result<Option<MoeConfig>, String> {
+    let Some(spec) = spec else {
         return Ok(None);
     };
     let raw: RawMoe = serde_json::from_str(text).map_err(|e| e.to_string())?;
@@ -96,14 +96,20 @@ pub(crate) fn parse(text: &str, architecture: &str) -> Result<Option<MoeConfig>,
 mod tests {
     use super::*;
 
+    /// [`parse`] with the registry's facts of `architecture`.
+    fn parse_for(text: &str, architecture: &str) -> Result<Option<MoeConfig>, String> {
+        let facts = crate::architectures::registry::facts(architecture);
+        parse(text, facts.and_then(|(_, moe)| moe))
+    }
+
     #[test]
     fn both_expert_count_names_read_the_same() {
         let four = r#"{"intermediate_size": 64, "moe_intermediate_size": 32, "num_experts": 8,
             "num_experts_per_tok": 2, "norm_topk_prob": true, "mlp_only_layers": [0],
             "decoder_sparse_step": 1}"#;
         let five = four.replace("\"num_experts\"", "\"num_local_experts\"");
-        let a = parse(four, "Qwen3MoeForCausalLM").unwrap().unwrap();
-        assert_eq!(a, parse(&five, "Qwen3MoeForCausalLM").unwrap().unwrap());
+        let a = parse_for(four, "Qwen3MoeForCausalLM").unwrap().unwrap();
+        assert_eq!(a, parse_for(&five, "Qwen3MoeForCausalLM").unwrap().unwrap());
         assert_eq!(a.num_experts, 8);
         assert_eq!(a.expert_intermediate_size, 32);
         assert!(a.renormalize);
@@ -113,17 +119,17 @@ mod tests {
     #[test]
     fn mixtral_always_renormalizes_and_uses_intermediate_size() {
         let text = r#"{"intermediate_size": 64, "num_local_experts": 4, "num_experts_per_tok": 2}"#;
-        let moe = parse(text, "MixtralForCausalLM").unwrap().unwrap();
+        let moe = parse_for(text, "MixtralForCausalLM").unwrap().unwrap();
         assert!(moe.renormalize);
         assert_eq!(moe.expert_intermediate_size, 64);
         assert!((0..4).all(|i| moe.is_sparse(i)));
     }
 
     #[test]
-    fn sparse_step_makes_every_nth_layer_sparse() {
+    fn sparse_step_makes_every_nth_layer_sparse_for() {
         let text = r#"{"intermediate_size": 64, "num_experts": 4, "num_experts_per_tok": 1,
             "decoder_sparse_step": 2}"#;
-        let moe = parse(text, "OlmoeForCausalLM").unwrap().unwrap();
+        let moe = parse_for(text, "OlmoeForCausalLM").unwrap().unwrap();
         assert_eq!(
             (0..4).map(|i| moe.is_sparse(i)).collect::<Vec<_>>(),
             [false, true, false, true]
@@ -134,7 +140,7 @@ mod tests {
     #[test]
     fn more_experts_per_token_than_experts_is_an_error() {
         let text = r#"{"intermediate_size": 64, "num_experts": 2, "num_experts_per_tok": 3}"#;
-        assert!(parse(text, "OlmoeForCausalLM").is_err());
-        assert_eq!(parse(text, "LlamaForCausalLM"), Ok(None));
+        assert!(parse_for(text, "OlmoeForCausalLM").is_err());
+        assert_eq!(parse_for(text, "LlamaForCausalLM"), Ok(None));
     }
 }

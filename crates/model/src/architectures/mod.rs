@@ -24,6 +24,24 @@ use crate::decoder::Decoder;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
 
+impl ModelConfig {
+    /// Reads `config.json` and, when present, `generation_config.json` from `dir`; what the
+    /// file leaves unsaid comes from its architecture's row in [`registry`].
+    pub fn from_dir(dir: &std::path::Path) -> Result<Self, LoadError> {
+        Self::from_dir_with(dir, registry::facts)
+    }
+
+    /// Parses `config.json` text (see [`ModelConfig::from_dir`]); `generation` overrides the
+    /// special token ids.
+    #[cfg(test)]
+    pub(crate) fn from_json(
+        text: &str,
+        generation: Option<&crate::config::RawGenerationConfig>,
+    ) -> Result<Self, String> {
+        Self::from_json_with(text, generation, registry::facts)
+    }
+}
+
 /// Loads `config.architecture`, or `None` when it is not implemented.
 pub fn load(
     source: &dyn TensorSource,
