@@ -17,6 +17,8 @@ pub mod sampler;
 pub mod scheduler;
 pub mod sequence;
 pub mod step_cost;
+#[cfg(test)]
+mod testkit;
 
 pub use engine::{Engine, EngineConfig};
 pub use executor::{Executor, ExecutorError, ModelExecutor};

@@ -1,4 +1,3 @@
-use std::str::FromStr;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -7,24 +6,12 @@ use crate::executor::fake::HistoryExecutor;
 use crate::handle::{RequestStream, SubmitError};
 use crate::request::{Event, FinishReason, GenerationRequest, Usage};
 use crate::request::{Priority, SamplingParams, StopRules};
+use crate::testkit::word_tokenizer;
 
 const VOCAB: usize = 32;
 
-/// A word-level tokenizer over `w0 .. w31`; decoding joins words with spaces.
-fn tokenizer() -> Arc<Tokenizer> {
-    let vocab: Vec<String> = (0..VOCAB).map(|i| format!("\"w{i}\": {i}")).collect();
-    let json = format!(
-        r#"{{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],
-        "normalizer":null,"pre_tokenizer":{{"type":"Whitespace"}},"post_processor":null,
-        "decoder":null,"model":{{"type":"WordLevel","vocab":{{{}}},"unk_token":"w0"}}}}"#,
-        vocab.join(",")
-    );
-    let inner = tokenizers::Tokenizer::from_str(&json).expect("valid tokenizer json");
-    Arc::new(Tokenizer::new(inner, None, None, None, None))
-}
-
 fn start(exec: HistoryExecutor, config: EngineConfig) -> EngineHandle {
-    Engine::start(Box::new(exec), tokenizer(), config)
+    Engine::start(Box::new(exec), word_tokenizer(VOCAB), config)
 }
 
 fn request(prompt: Vec<u32>, seed: u64, max_tokens: u32) -> GenerationRequest {
@@ -241,7 +228,7 @@ fn slow_reader_receives_every_token_without_blocking_the_engine() {
 fn text_deltas_concatenate_to_the_decoded_tokens() {
     let engine = start(HistoryExecutor::new(VOCAB, 4, 64), EngineConfig::default());
     let out = collect(engine.submit(request(prompt(6, 4), 2, 12)).unwrap(), 1).remove(0);
-    let expected = tokenizer().decode(&out.tokens, true).unwrap();
+    let expected = word_tokenizer(VOCAB).decode(&out.tokens, true).unwrap();
     assert_eq!(out.text.trim_start(), expected);
 }
 

@@ -14,7 +14,7 @@ use crate::request::{
 };
 
 fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/models/llama")
+    crate::testkit::fixture("llama")
 }
 
 struct Reference {

@@ -245,15 +245,10 @@ impl ModelLoader for DirectoryLoader {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
 
     use super::*;
 
-    fn fixture(name: &str) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../fixtures/models")
-            .join(name)
-    }
+    use crate::testkit::fixture;
 
     fn loader(dtype: WeightDtype) -> DirectoryLoader {
         DirectoryLoader::new(LoadSettings {

@@ -3,16 +3,14 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex as StdMutex;
 use std::time::Duration;
 
-use sluice_text::Tokenizer;
-
 use super::*;
 use crate::engine::{Engine, EngineConfig};
 use crate::executor::fake::HistoryExecutor;
+use crate::testkit::word_tokenizer;
 
 const MIB: usize = 1 << 20;
 
@@ -40,18 +38,6 @@ impl FakeLoader {
         let name = dir.to_string_lossy();
         name.split('-').next().unwrap().parse::<usize>().unwrap() * MIB
     }
-}
-
-fn tokenizer() -> Arc<Tokenizer> {
-    let vocab: Vec<String> = (0..32).map(|i| format!("\"w{i}\": {i}")).collect();
-    let json = format!(
-        r#"{{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],
-        "normalizer":null,"pre_tokenizer":{{"type":"Whitespace"}},"post_processor":null,
-        "decoder":null,"model":{{"type":"WordLevel","vocab":{{{}}},"unk_token":"w0"}}}}"#,
-        vocab.join(",")
-    );
-    let inner = tokenizers::Tokenizer::from_str(&json).expect("valid tokenizer json");
-    Arc::new(Tokenizer::new(inner, None, None, None, None))
 }
 
 impl ModelLoader for FakeLoader {
@@ -82,7 +68,7 @@ impl ModelLoader for FakeLoader {
         }
         let engine = Engine::start(
             Box::new(HistoryExecutor::new(32, 4, 16)),
-            tokenizer(),
+            word_tokenizer(32),
             EngineConfig {
                 max_model_len: 64,
                 ..EngineConfig::default()
@@ -90,7 +76,7 @@ impl ModelLoader for FakeLoader {
         );
         Ok(LoadedModel {
             engine,
-            tokenizer: tokenizer(),
+            tokenizer: word_tokenizer(32),
             max_model_len: 64,
             memory_bytes: Self::bytes(dir),
             pooling: None,
