@@ -5,7 +5,7 @@ use super::*;
 use crate::executor::fake::{greedy_alone, HistoryExecutor};
 use crate::executor::Executor;
 use crate::request::{Priority, SamplingParams, StopRules};
-use crate::sampler::sample;
+use crate::sampler::{sample, Sample, SampleError};
 use crate::sequence::SequenceSpec;
 
 const VOCAB: usize = 32;
@@ -495,101 +495,8 @@ mod proptests;
 #[path = "fair_tests.rs"]
 mod fair_share_tests;
 
-/// A scheduler whose steps have been measured at 1 ms per token (logits rows cost nothing extra)
-/// and that aims at `target_ms` per step.
-fn timed_scheduler(target_ms: u64, budget: usize) -> Scheduler {
-    let mut s = Scheduler::new(
-        SchedulerConfig {
-            step_time_target: Some(Duration::from_millis(target_ms)),
-            ..config(16, budget)
-        },
-        BlockManager::new(64, 4, true),
-    );
-    s.cost.observe(100, 1, 0.1);
-    s.cost.observe(100, 50, 0.1);
-    s
-}
-
-/// Starts `count` sequences and runs them until each is decoding.
-fn start_decoding(s: &mut Scheduler, t0: Instant, count: usize) {
-    for id in 0..count {
-        s.add(simple(id as SeqId, t0, 3, 50)).unwrap();
-    }
-    let out = s.schedule(t0);
-    assert_eq!(
-        out.batch.logits_indices.len(),
-        count,
-        "all prompts in one step"
-    );
-    feed(s, &out, 9, t0);
-}
-
-#[test]
-fn step_time_target_cuts_prefill_chunks_beside_decodes() {
-    let t0 = Instant::now();
-    let mut s = timed_scheduler(20, 512);
-    start_decoding(&mut s, t0, 1);
-    s.add(simple(7, t0 + Duration::from_millis(1), 40, 4))
-        .unwrap();
-    // 20 ms: 1 ms for the decode, 19 for the prompt, and the decode is never cut.
-    for expected in [19, 19, 2] {
-        let out = s.schedule(t0);
-        assert_eq!(scheduled_tokens(&out), vec![(0, 1), (7, expected)]);
-        feed(&mut s, &out, 9, t0);
-    }
-}
-
-#[test]
-fn without_decodes_a_prompt_takes_the_whole_token_budget() {
-    let t0 = Instant::now();
-    let mut s = timed_scheduler(20, 32);
-    s.add(simple(7, t0, 40, 4)).unwrap();
-    let out = s.schedule(t0);
-    assert_eq!(scheduled_tokens(&out), vec![(7, 32)]);
-}
-
-#[test]
-fn decodes_slower_than_the_target_still_leave_prompts_half_the_step() {
-    let t0 = Instant::now();
-    let mut s = timed_scheduler(5, 512);
-    start_decoding(&mut s, t0, 8);
-    s.add(simple(20, t0 + Duration::from_millis(1), 40, 4))
-        .unwrap();
-    let out = s.schedule(t0);
-    let tokens = scheduled_tokens(&out);
-    assert_eq!(tokens.len(), 9, "all eight decodes run: {tokens:?}");
-    assert_eq!(tokens[8], (20, 8), "8 ms of decodes earn the prompt 8 ms");
-}
-
-#[test]
-fn the_prompt_share_is_never_below_one_block() {
-    let t0 = Instant::now();
-    let mut s = timed_scheduler(1, 512);
-    start_decoding(&mut s, t0, 1);
-    s.add(simple(7, t0 + Duration::from_millis(1), 40, 4))
-        .unwrap();
-    let out = s.schedule(t0);
-    assert_eq!(scheduled_tokens(&out), vec![(0, 1), (7, 4)]);
-}
-
-#[test]
-fn step_time_target_waits_for_a_measured_step() {
-    let t0 = Instant::now();
-    let mut s = Scheduler::new(
-        SchedulerConfig {
-            step_time_target: Some(Duration::from_millis(1)),
-            ..config(16, 512)
-        },
-        BlockManager::new(64, 4, true),
-    );
-    start_decoding(&mut s, t0, 1);
-    s.add(simple(7, t0 + Duration::from_millis(1), 40, 4))
-        .unwrap();
-    let out = s.schedule(t0);
-    assert_eq!(scheduled_tokens(&out), vec![(0, 1), (7, 40)]);
-    s.observe_step(&out, Duration::from_millis(41));
-    assert!(s.cost.estimate().is_some());
-}
+#[path = "step_time_tests.rs"]
+mod step_time_tests;
 
 #[test]
 fn a_run_of_tokens_is_appended_at_once_and_computed_in_the_next_step() {
