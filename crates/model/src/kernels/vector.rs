@@ -15,8 +15,16 @@
 //! - [`VectorOps::group_weighted_sum`]: `out_h = Σ_i w[h, i] · v_i` for each head, one fused
 //!   multiply-add per row and element, in row order, starting from zero.
 //! - [`VectorOps::silu_mul`]: `out[i] = g[i] / (1 + e^-g[i]) · u[i]`.
+//! - [`VectorOps::max_finite`]: the largest finite value, as eight running maxima by position
+//!   modulo 8 (`if s > m { s } else { m }`), then the tail and the lanes folded in order.
+//!
+//! Which implementation runs follows [`Isa::current`], as for every kernel; [`exp_sum`] and
+//! [`max_finite`] are the two other crates use (the sampler), dispatched the same way.
 
 use half::f16;
+
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_imports))]
+use super::Isa;
 
 /// Lanes per vector.
 pub(crate) const LANES: usize = 8;
@@ -136,6 +144,8 @@ pub trait VectorOps: Copy + Send + Sync {
     fn exp_sum(self, x: &mut [f32], shift: f32) -> f32;
     /// `out[i] = silu(gate[i]) · up[i]`.
     fn silu_mul(self, gate: &[f32], up: &[f32], out: &mut [f32]);
+    /// The largest finite value of `x`; `None` when none is finite.
+    fn max_finite(self, x: &[f32]) -> Option<f32>;
 }
 
 /// Scalar code with the documented order; runs anywhere.
@@ -217,20 +227,64 @@ impl VectorOps for Portable {
             *o = g / (1.0 + exp(-g)) * u;
         }
     }
+
+    fn max_finite(self, x: &[f32]) -> Option<f32> {
+        max_finite_lanes(x)
+    }
 }
 
-/// The fastest operations this CPU has for rows of `width` values (AVX2 needs a multiple of 8).
-/// The choice depends only on the CPU and the width, so it is the same for every call a model
-/// makes.
+/// [`VectorOps::max_finite`] in plain Rust; eight running maxima let the compiler vectorise
+/// the scan (to the width of the target features it is compiled with).
+#[inline(always)]
+fn max_finite_lanes(scores: &[f32]) -> Option<f32> {
+    let mut lanes = [f32::NEG_INFINITY; LANES];
+    let mut chunks = scores.chunks_exact(LANES);
+    let finite_or_low = |s: f32| if s.is_finite() { s } else { f32::NEG_INFINITY };
+    for chunk in &mut chunks {
+        for (m, &s) in lanes.iter_mut().zip(chunk) {
+            let s = finite_or_low(s);
+            *m = if s > *m { s } else { *m };
+        }
+    }
+    let best = chunks
+        .remainder()
+        .iter()
+        .map(|&s| finite_or_low(s))
+        .chain(lanes)
+        .fold(f32::NEG_INFINITY, |a, b| if b > a { b } else { a });
+    (best > f32::NEG_INFINITY).then_some(best)
+}
+
+/// The fastest operations [`Isa::current`] has for rows of `width` values (AVX2 needs a
+/// multiple of 8). The choice depends only on the ISA and the width, so it is the same for
+/// every call a model makes.
 pub fn best_ops(width: usize) -> Ops {
     #[cfg(target_arch = "x86_64")]
     {
-        if width.is_multiple_of(LANES) && avx2::Avx2::detect() {
-            return Ops::Avx2(avx2::Avx2::new());
+        if width.is_multiple_of(LANES) {
+            if let Some(avx2) = avx2::Avx2::for_isa(Isa::current()) {
+                return Ops::Avx2(avx2);
+            }
         }
     }
     let _ = width;
     Ops::Portable(Portable)
+}
+
+/// `x[i] = e^(x[i] - shift)`; returns their sum ([`VectorOps::exp_sum`] with
+/// [`best_ops`]`(x.len())`).
+pub fn exp_sum(x: &mut [f32], shift: f32) -> f32 {
+    best_ops(x.len()).exp_sum(x, shift)
+}
+
+/// The largest finite value of `x`, `None` when none is finite ([`VectorOps::max_finite`] on
+/// [`Isa::current`], whatever the length).
+pub fn max_finite(x: &[f32]) -> Option<f32> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(avx2) = avx2::Avx2::for_isa(Isa::current()) {
+        return avx2.max_finite(x);
+    }
+    Portable.max_finite(x)
 }
 
 /// One of the implementations, chosen at run time by [`best_ops`].
@@ -284,6 +338,10 @@ impl VectorOps for Ops {
     fn silu_mul(self, gate: &[f32], up: &[f32], out: &mut [f32]) {
         forward_ops!(self, ops => ops.silu_mul(gate, up, out))
     }
+
+    fn max_finite(self, x: &[f32]) -> Option<f32> {
+        forward_ops!(self, ops => ops.max_finite(x))
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -294,22 +352,15 @@ pub mod avx2 {
     use crate::kernels::balanced_parts;
     use std::arch::x86_64::*;
 
-    /// Proof that the CPU has AVX2, FMA and F16C (only [`Avx2::new`] after [`Avx2::detect`]
-    /// makes one).
+    /// Proof that the CPU has AVX2, FMA and F16C (only [`Avx2::for_isa`] makes one).
     #[derive(Debug, Clone, Copy)]
     pub struct Avx2(());
 
     impl Avx2 {
-        /// Whether this CPU can run these kernels.
-        pub fn detect() -> bool {
-            std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-                && std::arch::is_x86_feature_detected!("f16c")
-        }
-
-        pub(super) fn new() -> Self {
-            debug_assert!(Self::detect());
-            Avx2(())
+        /// These kernels where `isa` has AVX2 and this CPU runs `isa` (whatever `SLUICE_ISA`
+        /// says, so tests can compare them with the portable ones).
+        pub fn for_isa(isa: Isa) -> Option<Self> {
+            (isa.has_avx2() && isa.runs_here()).then_some(Avx2(()))
         }
     }
 
@@ -563,6 +614,13 @@ pub mod avx2 {
         Portable.silu_mul(&gate[full..n], &up[full..n], &mut out[full..n]);
     }
 
+    /// [`max_finite_lanes`] compiled for AVX2: the build targets baseline x86-64 (SSE2), so
+    /// without this the scan runs four lanes wide.
+    #[target_feature(enable = "avx2")]
+    unsafe fn max_finite(x: &[f32]) -> Option<f32> {
+        max_finite_lanes(x)
+    }
+
     impl VectorOps for Avx2 {
         #[inline(always)]
         fn group_scores<E: KvElement>(
@@ -608,6 +666,12 @@ pub mod avx2 {
         fn silu_mul(self, gate: &[f32], up: &[f32], out: &mut [f32]) {
             // SAFETY: as above.
             unsafe { silu_mul(gate, up, out) }
+        }
+
+        #[inline(always)]
+        fn max_finite(self, x: &[f32]) -> Option<f32> {
+            // SAFETY: as above.
+            unsafe { max_finite(x) }
         }
     }
 }
@@ -685,6 +749,41 @@ mod tests {
         }
     }
 
+    /// Rows for [`VectorOps::max_finite`]: plain values, and values among NaN, infinities and
+    /// zeros of both signs at every position modulo 8.
+    fn max_rows() -> Vec<Vec<f32>> {
+        let mut rows: Vec<Vec<f32>> = [0usize, 1, 7, 8, 9, 31, 64, 100]
+            .iter()
+            .map(|&n| values(n, 11))
+            .collect();
+        let odd = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0];
+        for n in [5usize, 16, 19] {
+            for (k, &v) in odd.iter().enumerate() {
+                rows.push(
+                    (0..n)
+                        .map(|i| if i % 3 == k % 3 { v } else { -1.0 })
+                        .collect(),
+                );
+                rows.push(vec![v; n]);
+            }
+        }
+        rows.push(vec![-0.0, 0.0, -0.0, 0.0, 0.0, -0.0, 0.0, -0.0, 0.0]);
+        rows
+    }
+
+    #[test]
+    fn max_finite_is_the_largest_finite_value() {
+        for row in max_rows() {
+            let want = row
+                .iter()
+                .copied()
+                .filter(|v| v.is_finite())
+                .fold(None, |m: Option<f32>, v| Some(m.map_or(v, |m| m.max(v))));
+            assert_eq!(Portable.max_finite(&row), want, "{row:?}");
+            assert_eq!(max_finite(&row), want, "{row:?}");
+        }
+    }
+
     #[cfg(target_arch = "x86_64")]
     fn attention_ops_agree<E: KvElement>(fast: avx2::Avx2, convert: impl Fn(f32) -> E) {
         for (d, heads) in [
@@ -714,10 +813,10 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx2_agrees_bit_for_bit_with_the_portable_reference() {
-        if !avx2::Avx2::detect() {
+        let Some(fast) = avx2::Avx2::for_isa(Isa::Avx2) else {
+            eprintln!("skipping the AVX2 vector kernels: host lacks avx2+fma+f16c");
             return;
-        }
-        let fast = avx2::Avx2::new();
+        };
         attention_ops_agree::<f32>(fast, |v| v);
         attention_ops_agree::<f16>(fast, f16::from_f32);
         for n in [0usize, 1, 7, 8, 9, 31, 64, 100] {
@@ -736,5 +835,9 @@ mod tests {
         fast.exp_sum(&mut a, 0.0);
         Portable.exp_sum(&mut b, 0.0);
         assert_eq!(a, b);
+        for row in max_rows() {
+            let (a, b) = (fast.max_finite(&row), Portable.max_finite(&row));
+            assert_eq!(a.map(f32::to_bits), b.map(f32::to_bits), "{row:?}");
+        }
     }
 }
