@@ -12,7 +12,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use thiserror::Error;
 
-use sluice_model::kernels::vector::{self, VectorOps};
+use sluice_model::kernels::vector::{exp_sum, max_finite};
 
 use sluice_text::constraint::TokenSet;
 
@@ -183,45 +183,6 @@ fn argmax(scores: &[f32]) -> Option<u32> {
     Some((c * CHUNK + i) as u32)
 }
 
-/// The largest finite score; `None` when no score is finite.
-fn max_finite(scores: &[f32]) -> Option<f32> {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2 (checked just above).
-        return unsafe { max_finite_avx2(scores) };
-    }
-    max_finite_lanes(scores)
-}
-
-/// [`max_finite_lanes`] compiled for AVX2: the build targets baseline x86-64 (SSE2), so
-/// without this the scan runs four lanes wide.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn max_finite_avx2(scores: &[f32]) -> Option<f32> {
-    max_finite_lanes(scores)
-}
-
-/// Eight running maxima let the compiler vectorise the scan.
-#[inline(always)]
-fn max_finite_lanes(scores: &[f32]) -> Option<f32> {
-    let mut lanes = [f32::NEG_INFINITY; 8];
-    let mut chunks = scores.chunks_exact(8);
-    let finite_or_low = |s: f32| if s.is_finite() { s } else { f32::NEG_INFINITY };
-    for chunk in &mut chunks {
-        for (m, &s) in lanes.iter_mut().zip(chunk) {
-            let s = finite_or_low(s);
-            *m = if s > *m { s } else { *m };
-        }
-    }
-    let best = chunks
-        .remainder()
-        .iter()
-        .map(|&s| finite_or_low(s))
-        .chain(lanes)
-        .fold(f32::NEG_INFINITY, |a, b| if b > a { b } else { a });
-    (best > f32::NEG_INFINITY).then_some(best)
-}
-
 /// `Σ w` in f64, in eight independent lanes (a single running sum would wait on every add).
 fn sum(w: &[f32]) -> f64 {
     let mut lanes = [0f64; 8];
@@ -320,7 +281,7 @@ fn weights(scores: &[f32], temperature: f32) -> Option<Vec<f32>> {
             s / temperature
         })
         .collect();
-    vector::best_ops(w.len()).exp_sum(&mut w, max / temperature);
+    exp_sum(&mut w, max / temperature);
     if masked {
         // Masked, NaN or infinite scores weigh nothing (the vector exp would give ~1e-38).
         for (w, s) in w.iter_mut().zip(scores) {

@@ -211,7 +211,7 @@ impl ModelLoader for DirectoryLoader {
             model = %dir.display(),
             architecture = %config.architecture,
             weights_mib = model.weight_bytes() / (1 << 20),
-            kernels = sluice_model::kernels::formats::Isa::detect().name(),
+            kernels = sluice_model::kernels::Isa::current().name(),
             kv_blocks = kv.num_blocks(),
             window_kv_blocks = kv.pools().window().map_or(0, |w| w.num_blocks),
             block_size = s.block_size,

@@ -228,7 +228,7 @@ impl PackedMatrix {
     ) {
         let n = self.out_dim;
         let out = OutPtr(y);
-        let isa = Isa::detect();
+        let isa = Isa::current();
         let acts = self.prepare(x, m);
         self.for_each_panel(m, n.div_ceil(PANEL), |p, rows, [tile, _]| {
             let cols = PANEL.min(n - p * PANEL);
@@ -416,7 +416,7 @@ impl GatedMatrix {
         let (packed, n) = (&self.packed, self.out_dim());
         assert_eq!(y.len(), m * n, "y is not [m, out_dim]");
         let out = OutPtr(y.as_mut_ptr() as *mut f32);
-        let isa = Isa::detect();
+        let isa = Isa::current();
         let ops = best_ops(PANEL);
         let acts = packed.prepare(x, m);
         packed.for_each_panel(m, n / PANEL, |p, rows, [gate, up]| {

@@ -3,9 +3,12 @@
 
 pub mod dot;
 pub mod formats;
+pub mod isa;
 pub mod matmul;
 pub mod paged_attention;
 pub mod vector;
+
+pub use isa::Isa;
 
 /// Splits `total` items into as few parts of at most `max_part` as possible, their sizes
 /// differing by at most one (13 by 6 → 5, 4, 4, not 6, 6, 1). The kernels use it for row tiles

@@ -49,7 +49,12 @@ impl BlockQ8 {
 /// Quantizes `x` into `out`, 32 values a block, with the vector kernel where the CPU has one:
 /// the same operations as [`BlockQ8::quantize`], so the same bits.
 fn quantize_blocks(x: &[f32], out: &mut [BlockQ8]) {
-    match Isa::detect() {
+    quantize_blocks_on(Isa::current(), x, out)
+}
+
+/// [`quantize_blocks`] with the kernel of `isa` (one this CPU runs).
+fn quantize_blocks_on(isa: Isa, x: &[f32], out: &mut [BlockQ8]) {
+    match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: both are only detected on CPUs with avx2.
         Isa::Avx2 | Isa::Avx512Vnni => unsafe { avx2::quantize_blocks(x, out) },
@@ -201,11 +206,17 @@ mod tests {
         x[2 * QK..3 * QK].iter_mut().for_each(|v| *v *= 1e30);
         x[3 * QK..4 * QK].iter_mut().for_each(|v| *v *= 1e-30);
         let mut fast = vec![BlockQ8::ZERO; 64];
-        quantize_blocks(&x, &mut fast);
-        for (b, (fast, values)) in fast.iter().zip(x.chunks_exact(QK)).enumerate() {
-            let scalar = BlockQ8::quantize(values);
-            assert_eq!(fast.d.to_bits(), scalar.d.to_bits(), "block {b}");
-            assert_eq!((fast.sum, fast.qs), (scalar.sum, scalar.qs), "block {b}");
+        for isa in Isa::tested("the activation quantizer") {
+            quantize_blocks_on(isa, &x, &mut fast);
+            for (b, (fast, values)) in fast.iter().zip(x.chunks_exact(QK)).enumerate() {
+                let scalar = BlockQ8::quantize(values);
+                assert_eq!(fast.d.to_bits(), scalar.d.to_bits(), "{isa:?} block {b}");
+                assert_eq!(
+                    (fast.sum, fast.qs),
+                    (scalar.sum, scalar.qs),
+                    "{isa:?} block {b}"
+                );
+            }
         }
     }
 }

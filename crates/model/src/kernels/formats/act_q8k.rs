@@ -86,7 +86,12 @@ impl BlockQ8K {
 /// Quantizes `x` into `out`, 256 values a block, with the vector kernel where the CPU has one:
 /// the same operations as [`BlockQ8K::quantize`], so the same bits.
 fn quantize_blocks(x: &[f32], out: &mut [BlockQ8K]) {
-    match Isa::detect() {
+    quantize_blocks_on(Isa::current(), x, out)
+}
+
+/// [`quantize_blocks`] with the kernel of `isa` (one this CPU runs).
+fn quantize_blocks_on(isa: Isa, x: &[f32], out: &mut [BlockQ8K]) {
+    match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: both are only detected on CPUs with avx2.
         Isa::Avx2 | Isa::Avx512Vnni => unsafe { quantize_blocks_avx2(x, out) },
@@ -192,15 +197,17 @@ mod tests {
         }
         x[2 * QK_K..3 * QK_K].iter_mut().for_each(|v| *v *= 1e30);
         let mut fast = vec![BlockQ8K::ZERO; 16];
-        quantize_blocks(&x, &mut fast);
-        for (b, (fast, values)) in fast.iter().zip(x.chunks_exact(QK_K)).enumerate() {
-            let scalar = BlockQ8K::quantize(values);
-            assert_eq!(fast.d.to_bits(), scalar.d.to_bits(), "block {b}");
-            assert_eq!(fast.qs, scalar.qs, "block {b}");
-            assert_eq!(
-                (fast.bsums16, fast.bsums32),
-                (scalar.bsums16, scalar.bsums32)
-            );
+        for isa in Isa::tested("the activation quantizer") {
+            quantize_blocks_on(isa, &x, &mut fast);
+            for (b, (fast, values)) in fast.iter().zip(x.chunks_exact(QK_K)).enumerate() {
+                let scalar = BlockQ8K::quantize(values);
+                assert_eq!(fast.d.to_bits(), scalar.d.to_bits(), "{isa:?} block {b}");
+                assert_eq!(fast.qs, scalar.qs, "{isa:?} block {b}");
+                assert_eq!(
+                    (fast.bsums16, fast.bsums32),
+                    (scalar.bsums16, scalar.bsums32)
+                );
+            }
         }
     }
 

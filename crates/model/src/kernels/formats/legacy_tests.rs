@@ -107,9 +107,9 @@ fn tile_equals_the_f32_product_of_what_is_stored() {
         format.pack_panel(&rows, k, &mut panel);
         let acts = Activations::prepare(format.activation(), &x, k);
         let mut tile = [[0f32; PANEL]; TILE_ROWS];
-        let n = format.tile_rows(Isa::detect());
+        let n = format.tile_rows(Isa::current());
         format.tile(
-            Isa::detect(),
+            Isa::current(),
             &panel,
             k,
             &acts,

@@ -39,28 +39,12 @@ mod q8_0;
 
 use sluice_gguf::GgmlType;
 
+pub use super::isa::Isa;
 pub use super::matmul::{DEFAULT_TILE_ROWS, PANEL, TILE_ROWS};
 
 /// One tile of results: `tile[r][j]` for up to [`TILE_ROWS`] rows and the [`PANEL`] outputs of
 /// a panel.
 pub type Tile = [[f32; PANEL]; TILE_ROWS];
-
-/// The instruction set a kernel runs with, detected once per process. Every format computes the
-/// same bits with any of them (a portable kernel follows the vector kernel's operation order, and
-/// integer sums are exact in any order), so the choice never changes a result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Isa {
-    /// x86-64 with AVX2, FMA and F16C.
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    Avx2,
-    /// AVX2 plus AVX-512 VNNI on 256-bit vectors (`vpdpbusd`/`vpdpwssd`, with AVX-512VL): the
-    /// integer kernels fuse each byte product, pair sum and accumulation into one instruction.
-    /// Float kernels run as with [`Isa::Avx2`].
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    Avx512Vnni,
-    /// Plain Rust, any CPU.
-    Portable,
-}
 
 impl Isa {
     /// Rows one tile of the integer kernels takes on this ISA: AVX-512VL's 32 vector registers
@@ -70,50 +54,6 @@ impl Isa {
         match self {
             Isa::Avx2 => DEFAULT_TILE_ROWS,
             _ => TILE_ROWS,
-        }
-    }
-
-    /// The best instruction set this CPU has, or the one `SLUICE_ISA` (`portable`, `avx2`,
-    /// `avx512vnni`) names when the CPU has it: for comparing kernels, never needed to run.
-    pub fn detect() -> Self {
-        static DETECTED: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
-        *DETECTED.get_or_init(|| {
-            let available = Self::available();
-            let wanted = std::env::var("SLUICE_ISA")
-                .ok()
-                .and_then(|name| available.iter().copied().find(|isa| isa.name() == name));
-            wanted.unwrap_or(available[available.len() - 1])
-        })
-    }
-
-    /// Every instruction set this CPU runs, from the plainest to the best.
-    pub fn available() -> Vec<Self> {
-        #[allow(unused_mut)]
-        let mut isas = vec![Isa::Portable];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-                && std::arch::is_x86_feature_detected!("f16c")
-            {
-                isas.push(Isa::Avx2);
-                if std::arch::is_x86_feature_detected!("avx512vnni")
-                    && std::arch::is_x86_feature_detected!("avx512vl")
-                    && std::arch::is_x86_feature_detected!("avx512f")
-                {
-                    isas.push(Isa::Avx512Vnni);
-                }
-            }
-        }
-        isas
-    }
-
-    /// The name `SLUICE_ISA` and the logs use.
-    pub fn name(self) -> &'static str {
-        match self {
-            Isa::Avx2 => "avx2",
-            Isa::Avx512Vnni => "avx512vnni",
-            Isa::Portable => "portable",
         }
     }
 }

@@ -62,10 +62,11 @@ fn run_tile(
 fn every_available_kernel_agrees_bit_for_bit_with_the_portable_one() {
     let w = test_values(PANEL * K, 5);
     let x = test_values(TILE_ROWS * K, 6);
+    let isas = Isa::tested("the format kernels");
     for format in formats() {
         let panel = packed_panel(format, &w, PANEL);
         let acts = Activations::prepare(format.activation(), &x, K);
-        for isa in Isa::available() {
+        for &isa in &isas {
             for rows in 1..=format.tile_rows(isa) {
                 // Where the tile falls (what it prefetches) changes no bit.
                 let place = PLACES[rows % PLACES.len()];
@@ -98,15 +99,24 @@ fn a_row_gives_the_same_bits_in_any_tile_position() {
     for format in formats() {
         let panel = packed_panel(format, &w, PANEL);
         let acts = Activations::prepare(format.activation(), &x, K);
-        let rows = format.tile_rows(Isa::detect());
+        let rows = format.tile_rows(Isa::current());
         let first = TilePlace {
             first: true,
             last: false,
         };
-        let full = run_tile(format, Isa::detect(), &panel, &acts, 0, rows, first, PACKED);
+        let full = run_tile(
+            format,
+            Isa::current(),
+            &panel,
+            &acts,
+            0,
+            rows,
+            first,
+            PACKED,
+        );
         for (r0, expected) in full.iter().take(rows).enumerate() {
             let place = TilePlace::ALONE;
-            let alone = run_tile(format, Isa::detect(), &panel, &acts, r0, 1, place, PACKED);
+            let alone = run_tile(format, Isa::current(), &panel, &acts, r0, 1, place, PACKED);
             assert_eq!(&alone[0], expected, "{:?}, row {r0}", format.ggml_type());
         }
     }
@@ -167,10 +177,11 @@ fn an_expanded_panel_gives_the_bits_of_the_packed_one() {
     let w = test_values(PANEL * K, 11);
     let x = test_values(TILE_ROWS * K, 12);
     let mut expanded_any = false;
+    let isas = Isa::tested("the expanded panels");
     for format in formats() {
         let panel = packed_panel(format, &w, PANEL);
         let acts = Activations::prepare(format.activation(), &x, K);
-        for isa in Isa::available() {
+        for &isa in &isas {
             let bytes = format.expanded_bytes(isa, K);
             if bytes == 0 {
                 continue;
