@@ -7,7 +7,7 @@ use axum::response::Response;
 use axum::Extension;
 use serde_json::Value;
 use sluice_engine::ResponseFormat;
-use sluice_text::assistant::{ToolCallFormat, TurnOptions};
+use sluice_text::assistant::TurnOptions;
 use sluice_text::{MaskedSpecials, TextError, Tokenizer};
 
 use crate::assemble::ResponseMeta;
@@ -117,16 +117,9 @@ where
 /// which the output otherwise leaves out (Mistral's `[TOOL_CALLS]`, Llama 3's
 /// `<|python_tag|>`).
 fn kept_markers(tokenizer: &Tokenizer, options: &TurnOptions) -> Vec<u32> {
-    let mut markers: Vec<&str> = match options.tool_format {
-        Some(ToolCallFormat::MistralArgs | ToolCallFormat::MistralList) => {
-            vec!["[TOOL_CALLS]", "[ARGS]", "[CALL_ID]"]
-        }
-        Some(ToolCallFormat::Llama3Json) => vec!["<|python_tag|>"],
-        Some(ToolCallFormat::Hermes | ToolCallFormat::QwenXml) => {
-            vec!["<tool_call>", "</tool_call>"]
-        }
-        Some(ToolCallFormat::GenericJson) | None => Vec::new(),
-    };
+    let mut markers: Vec<&str> = (options.tool_format)
+        .map_or(&[][..], |format| format.syntax().markers())
+        .to_vec();
     if let Some(syntax) = &options.reasoning {
         markers.extend([syntax.open.as_str(), syntax.close.as_str()]);
     }
