@@ -8,6 +8,7 @@
 pub mod api_metrics;
 pub mod assemble;
 pub mod auth;
+pub mod chat_turn;
 pub mod cors;
 pub mod dialect;
 pub mod error;
