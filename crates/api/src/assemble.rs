@@ -9,32 +9,16 @@ use std::collections::BTreeMap;
 
 use sluice_engine::{Event, FinishReason, PromptScores, TokenLogprob, Usage};
 
+mod collect;
+mod logprobs;
+mod update;
+
+pub use collect::{CollectedChoice, ResponseCollector};
+pub use logprobs::{chat_logprobs, completion_logprobs, LogprobsPiece, LogprobsShape, TokenTexts};
+pub use update::ChoiceUpdate;
+
 use crate::error::ApiError;
-use crate::wire::{
-    ChatLogprobs, ChatTokenLogprob, CompletionLogprobs, PromptLogprob, PromptLogprobs, TopLogprob,
-    UsageBody,
-};
-
-/// Text of single tokens, for logprobs (the tokenizer in production, a table in tests).
-pub trait TokenTexts: Send + Sync {
-    /// The text token `id` decodes to on its own.
-    fn token_text(&self, id: u32) -> String;
-
-    /// The bytes token `id` stands for; differs from its text when it holds part of a
-    /// multi-byte character (the text then shows U+FFFD).
-    fn token_bytes(&self, id: u32) -> Vec<u8> {
-        self.token_text(id).into_bytes()
-    }
-}
-
-/// The shape logprobs take on the wire: chat's token list or completions' parallel arrays.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogprobsShape {
-    /// `/v1/chat/completions` (and the chat-like dialects).
-    Chat,
-    /// `/v1/completions`.
-    Completion,
-}
+use crate::wire::{CompletionLogprobs, PromptLogprob, PromptLogprobs, UsageBody};
 
 /// Identity shared by every chunk (or the one body) of a response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,46 +31,6 @@ pub struct ResponseMeta {
     pub model: String,
     /// Identifies the server build.
     pub system_fingerprint: String,
-}
-
-/// Logprobs of some tokens of one choice, in the shape of the response's API.
-#[derive(Debug, Clone, PartialEq)]
-pub enum LogprobsPiece {
-    /// Chat shape.
-    Chat(ChatLogprobs),
-    /// Completions shape.
-    Completion(CompletionLogprobs),
-}
-
-/// One step of one choice.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ChoiceUpdate {
-    /// New text (possibly empty) for a choice; `first` marks the choice's first update.
-    Delta {
-        /// Global choice index (`prompt_index * n + choice`).
-        index: u32,
-        /// Whether this is the choice's first update (chat puts the role on it).
-        first: bool,
-        /// Newly released text (with the echoed prompt in front on a completion's first).
-        text: String,
-        /// Logprobs of the tokens behind this text, when requested.
-        logprobs: Option<LogprobsPiece>,
-        /// Tokens generated since the choice's previous update (a token whose text is held
-        /// back is counted with the update that releases text).
-        tokens: u32,
-    },
-    /// The choice ended; always preceded by at least one `Delta` of the same choice.
-    Finish {
-        /// Global choice index.
-        index: u32,
-        /// OpenAI's finish reason: "stop" or "length".
-        reason: &'static str,
-        /// The stop string that ended the choice, when one did.
-        stop_string: Option<String>,
-        /// Tokens generated since the choice's previous update (including those whose text a
-        /// stop string cut off).
-        tokens: u32,
-    },
 }
 
 #[derive(Debug, Clone, Default)]
@@ -447,123 +391,6 @@ impl ResponseAssembler {
                 LogprobsPiece::Completion(piece)
             }
         })
-    }
-}
-
-/// Chat logprobs: one entry per token with its text, bytes and alternatives.
-pub fn chat_logprobs(logprobs: &[TokenLogprob], tokens: &dyn TokenTexts) -> ChatLogprobs {
-    let entry = |id: u32| {
-        let token = tokens.token_text(id);
-        (token, tokens.token_bytes(id))
-    };
-    ChatLogprobs {
-        content: logprobs
-            .iter()
-            .map(|lp| {
-                let (token, bytes) = entry(lp.token_id);
-                ChatTokenLogprob {
-                    token,
-                    logprob: lp.logprob,
-                    bytes,
-                    top_logprobs: lp
-                        .top
-                        .iter()
-                        .map(|&(id, logprob)| {
-                            let (token, bytes) = entry(id);
-                            TopLogprob {
-                                token,
-                                logprob,
-                                bytes,
-                            }
-                        })
-                        .collect(),
-                }
-            })
-            .collect(),
-    }
-}
-
-/// Completions logprobs: parallel lists, offsets counted in characters from `start_offset`.
-pub fn completion_logprobs(
-    logprobs: &[TokenLogprob],
-    tokens: &dyn TokenTexts,
-    start_offset: u32,
-) -> CompletionLogprobs {
-    let mut out = CompletionLogprobs::default();
-    let mut offset = start_offset;
-    for lp in logprobs {
-        let text = tokens.token_text(lp.token_id);
-        out.text_offset.push(offset);
-        offset += text.chars().count() as u32;
-        out.tokens.push(text);
-        out.token_logprobs.push(Some(lp.logprob));
-        let top = lp
-            .top
-            .iter()
-            .map(|&(id, logprob)| (tokens.token_text(id), serde_json::json!(logprob)))
-            .collect();
-        out.top_logprobs.push(Some(top));
-    }
-    out
-}
-
-/// One choice of a response, folded from its updates.
-#[derive(Debug, Clone, Default)]
-pub struct CollectedChoice {
-    /// All its text.
-    pub text: String,
-    /// All its logprobs, when requested and any were sent.
-    pub logprobs: Option<LogprobsPiece>,
-    /// Its finish reason, once finished.
-    pub finish_reason: Option<&'static str>,
-}
-
-/// Folds the updates of a non-streaming response into its one body.
-pub struct ResponseCollector {
-    choices: Vec<CollectedChoice>,
-}
-
-impl ResponseCollector {
-    /// A collector for `num_choices` choices.
-    pub fn new(num_choices: usize) -> Self {
-        ResponseCollector {
-            choices: vec![CollectedChoice::default(); num_choices],
-        }
-    }
-
-    /// Adds one update.
-    pub fn add(&mut self, update: ChoiceUpdate) {
-        match update {
-            ChoiceUpdate::Delta {
-                index,
-                text,
-                logprobs,
-                ..
-            } => {
-                let choice = &mut self.choices[index as usize];
-                choice.text.push_str(&text);
-                match (&mut choice.logprobs, logprobs) {
-                    (_, None) => {}
-                    (slot @ None, Some(piece)) => *slot = Some(piece),
-                    (Some(LogprobsPiece::Chat(all)), Some(LogprobsPiece::Chat(more))) => {
-                        all.content.extend(more.content)
-                    }
-                    (
-                        Some(LogprobsPiece::Completion(all)),
-                        Some(LogprobsPiece::Completion(more)),
-                    ) => all.extend(more),
-                    (Some(_), Some(_)) => unreachable!("one response has one logprobs shape"),
-                }
-            }
-            ChoiceUpdate::Finish { index, reason, .. } => {
-                self.choices[index as usize].finish_reason = Some(reason)
-            }
-        }
-    }
-
-    /// What each choice collected, by global index.
-    pub fn into_choices(self) -> Vec<CollectedChoice> {
-        self.choices
     }
 }
 

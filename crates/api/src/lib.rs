@@ -8,6 +8,7 @@
 pub mod api_metrics;
 pub mod assemble;
 pub mod auth;
+pub mod chat_turn;
 pub mod cors;
 pub mod dialect;
 pub mod error;
@@ -20,11 +21,11 @@ pub mod routes;
 pub mod scoring;
 pub mod server;
 pub mod sse;
+pub mod state;
 pub mod validate;
 pub mod wire;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::middleware::from_fn_with_state;
 use axum::routing::{get, post};
@@ -32,73 +33,7 @@ use axum::Router;
 
 pub use error::ApiError;
 pub use registry::{ModelRegistry, ServedModel};
-
-/// HTTP-level settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiConfig {
-    /// When not empty, `/v1/*`, `/tokenize`, `/detokenize` and `/admin/*` need one of these
-    /// keys (`Authorization: Bearer <key>` or `X-Api-Key: <key>`); each key is its own
-    /// prefix-cache scope.
-    pub api_keys: Vec<String>,
-    /// Leave `usage.prompt_tokens_details` out of responses: with one key shared by many
-    /// users, cached-token counts tell a caller what others sent.
-    pub hide_cached_tokens: bool,
-    /// Origins (or `*`) whose browser apps may call the API (CORS); empty: no CORS.
-    pub allowed_origins: Vec<String>,
-    /// Largest accepted request body; more is a 413.
-    pub max_body_bytes: usize,
-    /// A client must finish sending its body within this time (408 otherwise).
-    pub request_read_timeout: Duration,
-    /// Seconds sent in `Retry-After` when the queue is full.
-    pub retry_after_secs: u64,
-    /// Tokenize special-token text inside chat messages into control tokens, as before the
-    /// fix for prompt injection (a user could write a system turn). Off by default.
-    pub parse_special_tokens_in_messages: bool,
-    /// Prompts templated and tokenized at once; more wait their turn.
-    pub max_concurrent_tokenizations: usize,
-    /// `--tool-call-parser`: the tool-call format of every model's output, by name (`hermes`,
-    /// `qwen3_coder`, `llama3_json`, `mistral`, `generic`); `None` detects it from each
-    /// model's chat template.
-    pub tool_call_parser: Option<String>,
-    /// Most `/v1/responses` kept for `previous_response_id` (oldest evicted first).
-    pub stored_responses: usize,
-    /// How long a stored response stays retrievable.
-    pub stored_response_ttl: Duration,
-}
-
-impl Default for ApiConfig {
-    fn default() -> Self {
-        ApiConfig {
-            api_keys: Vec::new(),
-            hide_cached_tokens: false,
-            parse_special_tokens_in_messages: false,
-            allowed_origins: Vec::new(),
-            max_body_bytes: 4 * 1024 * 1024,
-            request_read_timeout: Duration::from_secs(30),
-            retry_after_secs: 1,
-            max_concurrent_tokenizations: std::thread::available_parallelism()
-                .map_or(2, |n| n.get()),
-            tool_call_parser: None,
-            stored_responses: 1024,
-            stored_response_ttl: Duration::from_secs(3600),
-        }
-    }
-}
-
-/// What every handler sees.
-#[derive(Clone)]
-pub struct AppState {
-    /// The served models.
-    pub registry: Arc<ModelRegistry>,
-    /// HTTP-level settings.
-    pub config: Arc<ApiConfig>,
-    /// Slots for prompt tokenization (`max_concurrent_tokenizations`).
-    pub tokenizing: Arc<tokio::sync::Semaphore>,
-    /// Keys the fair-share ids of callers ([`auth::Caller::fair_share_id`]); random per start.
-    pub cache_salt_hasher: std::collections::hash_map::RandomState,
-    /// `/v1/responses` stored with `store: true`, for `previous_response_id` and retrieval.
-    pub responses: Arc<responses_store::ResponseStore>,
-}
+pub use state::{ApiConfig, AppState};
 
 /// The whole HTTP API over `models`.
 pub fn router(models: Vec<ServedModel>, config: ApiConfig) -> Router {
@@ -107,18 +42,7 @@ pub fn router(models: Vec<ServedModel>, config: ApiConfig) -> Router {
 
 /// The whole HTTP API over a registry the caller keeps a handle to.
 pub fn router_for(registry: Arc<ModelRegistry>, config: ApiConfig) -> Router {
-    let state = AppState {
-        registry,
-        tokenizing: Arc::new(tokio::sync::Semaphore::new(
-            config.max_concurrent_tokenizations.max(1),
-        )),
-        responses: Arc::new(responses_store::ResponseStore::new(
-            config.stored_responses,
-            config.stored_response_ttl,
-        )),
-        config: Arc::new(config),
-        cache_salt_hasher: Default::default(),
-    };
+    let state = AppState::new(registry, config);
     let protected = Router::new()
         .route(
             "/v1/chat/completions",

@@ -75,7 +75,7 @@ impl ServedModel {
 
     /// The model's `/v1/models` entry.
     pub fn card(&self) -> ModelCard {
-        ModelCard::new(&self.id, self.created, self.max_model_len).with_task(self.task())
+        ModelCard::new(&self.id, self.created, self.max_model_len).with_task(self.task().as_str())
     }
 
     /// What the model is served for: its `--task`, or for `auto` what its files say.
@@ -267,7 +267,7 @@ impl ModelRegistry {
                             .map_or(self.task_of(&m.id), |l| l.task());
                         ModelCard::new(&m.id, created, m.max_model_len)
                             .with_status(m.status.as_str())
-                            .with_task(task)
+                            .with_task(task.as_str())
                     })
                     .collect()
             }

@@ -1,13 +1,10 @@
 use super::*;
+use crate::tokenizer::tests::test_data;
 use proptest::prelude::*;
-use std::path::Path;
 use std::sync::OnceLock;
 
 fn load(name: &str) -> Arc<Tokenizer> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name);
-    Arc::new(Tokenizer::from_dir(&dir).unwrap())
+    Arc::new(Tokenizer::from_dir(&test_data(name)).unwrap())
 }
 
 fn byte_bpe() -> Arc<Tokenizer> {

@@ -5,7 +5,8 @@
 //! once, so streamed and one-body answers agree.
 
 use sluice_text::assistant::{
-    prompt_opens_reasoning, ReasoningSyntax, ToolCallFormat, TurnEvent, TurnOptions, TurnStream,
+    prompt_opens_reasoning, CallIdForm, ReasoningSyntax, ToolCallFormat, TurnEvent, TurnOptions,
+    TurnStream,
 };
 use sluice_text::Tokenizer;
 
@@ -56,9 +57,9 @@ impl OutputSyntax {
 
     /// The ids calls get: Mistral's templates accept only 9 alphanumerics.
     pub fn call_ids(&self) -> CallIds {
-        match self.tool_format {
-            ToolCallFormat::MistralArgs | ToolCallFormat::MistralList => CallIds::Mistral,
-            _ => CallIds::OpenAi,
+        match self.tool_format.syntax().call_ids() {
+            CallIdForm::NineAlphanumerics => CallIds::Mistral,
+            CallIdForm::Any => CallIds::OpenAi,
         }
     }
 }

@@ -63,7 +63,7 @@ pub async fn create_completion(
     let mut echo_texts = Vec::with_capacity(tokenized.len());
     let cache_salt = caller.cache_salt(&state.config.api_keys, valid.params.cache_salt.as_deref());
     let fair_share_id = caller.fair_share_id(
-        &state.cache_salt_hasher,
+        &state.fair_share_hasher,
         state.config.api_keys.len(),
         valid.params.user.as_deref(),
     );

@@ -54,7 +54,7 @@ pub async fn create_embeddings(
         priority: valid.priority,
         cache_salt: caller.cache_salt(&state.config.api_keys, None),
         caller: caller.fair_share_id(
-            &state.cache_salt_hasher,
+            &state.fair_share_hasher,
             state.config.api_keys.len(),
             valid.user.as_deref(),
         ),

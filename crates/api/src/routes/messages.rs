@@ -5,8 +5,8 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 
-use super::chat::{generate_turn, render_and_encode};
 use crate::auth::Caller;
+use crate::chat_turn::{generate_turn, render_and_encode};
 use crate::dialect::messages::{message_meta, MessagesRenderer};
 use crate::dialect::turn_parse::CallIds;
 use crate::error::ApiError;

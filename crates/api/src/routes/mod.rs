@@ -9,7 +9,6 @@ pub mod messages;
 pub mod metrics;
 pub mod models;
 pub mod openapi;
-pub mod openapi_agents;
 pub mod rerank;
 pub mod responses;
 pub mod tokenize;

@@ -102,7 +102,7 @@ fn scope_of(state: &AppState, caller: &Caller, valid: &ValidRerankRequest) -> Sc
     ScoringScope {
         priority: valid.priority,
         cache_salt: caller.cache_salt(&state.config.api_keys, None),
-        caller: caller.fair_share_id(&state.cache_salt_hasher, state.config.api_keys.len(), None),
+        caller: caller.fair_share_id(&state.fair_share_hasher, state.config.api_keys.len(), None),
         retry_after_secs: state.config.retry_after_secs,
     }
 }

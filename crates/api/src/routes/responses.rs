@@ -6,8 +6,8 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::json;
 
-use super::chat::generate_turn;
 use crate::auth::Caller;
+use crate::chat_turn::generate_turn;
 use crate::dialect::responses::{response_meta, ResponsesRenderer};
 use crate::dialect::turn_parse::CallIds;
 use crate::error::ApiError;

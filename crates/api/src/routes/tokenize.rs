@@ -3,7 +3,7 @@
 use axum::extract::State;
 use axum::Json;
 
-use super::chat::{encode_chat, Conversation};
+use crate::chat_turn::{encode_chat, Conversation};
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
 use crate::generation::{off_runtime, tokenize_off_runtime};

@@ -1,23 +1,14 @@
-//! `tool_choice` as a decoding constraint: which framing a forced or started call is held to,
-//! given the model's tool-call format, and which format its output is then parsed in.
-//!
-//! | format | `required` / named | `auto` |
-//! |---|---|---|
-//! | Hermes (`<tool_call>{json}</tool_call>`) | one framed call | free text; a call the model opens is held to the schemas |
-//! | Qwen XML | one call as Hermes JSON inside `<tool_call>` (its parser reads both) | free (XML is not JSON) |
-//! | Llama 3 JSON | one `{"name", "parameters"}` object | free |
-//! | Mistral, none known | the generic envelope `{"tool_calls": [...]}`, parsed as such | free |
-//!
-//! Mistral's `[TOOL_CALLS]` is a control token, and control tokens never appear in
-//! constrained output, hence the envelope. Tool schemas are compiled leniently: keywords the
-//! constraint cannot enforce (`pattern`, `minimum`, ...) are left out and logged, never a 400;
-//! a schema that cannot be read at all constrains the arguments to any object.
+//! `tool_choice` as a decoding constraint: the model's tool-call format says which framing a
+//! forced or started call is held to and which format its output is then parsed in
+//! (`sluice_text::assistant::ToolCallSyntax`). Tool schemas are compiled leniently: keywords
+//! the constraint cannot enforce (`pattern`, `minimum`, ...) are left out and logged, never a
+//! 400; a schema that cannot be read at all constrains the arguments to any object.
 
 use std::sync::Arc;
 
 use sluice_engine::ResponseFormat;
 use sluice_text::assistant::ToolCallFormat;
-use sluice_text::constraint::{Tool, ToolCallFraming, ToolCallMode, ToolCallRules};
+use sluice_text::constraint::{Tool, ToolCallMode, ToolCallRules};
 
 use super::tools::{ToolChoice, ToolRequest};
 use crate::error::ApiError;
@@ -46,13 +37,8 @@ pub fn tool_plan(tools: &ToolRequest, format: ToolCallFormat) -> Result<ToolPlan
             tool: Some(name.clone()),
         },
     };
-    let forced = !matches!(mode, ToolCallMode::Auto);
-    let (framing, parse_as) = match format {
-        ToolCallFormat::Hermes => (ToolCallFraming::hermes(), format),
-        ToolCallFormat::QwenXml if forced => (ToolCallFraming::hermes(), format),
-        ToolCallFormat::Llama3Json if forced => (ToolCallFraming::llama3_json(), format),
-        _ if forced => (ToolCallFraming::envelope(), ToolCallFormat::GenericJson),
-        _ => return Ok(unconstrained),
+    let Some(call) = format.syntax().constrained_call(&mode) else {
+        return Ok(unconstrained);
     };
     let mut compiled = Vec::with_capacity(tools.tools.len());
     for spec in &tools.tools {
@@ -71,10 +57,10 @@ pub fn tool_plan(tools: &ToolRequest, format: ToolCallFormat) -> Result<ToolPlan
         }
         compiled.push(tool);
     }
-    let rules = ToolCallRules::new(&compiled, &framing, &mode)
+    let rules = ToolCallRules::new(&compiled, &call.framing, &mode)
         .map_err(|e| ApiError::invalid("tools", e.to_string()))?;
     Ok(ToolPlan {
-        parse_as,
+        parse_as: call.parse_as,
         constraint: Some(ResponseFormat::ToolCalls(Arc::new(rules))),
     })
 }
@@ -98,14 +84,7 @@ mod tests {
 
     #[test]
     fn forced_calls_get_a_framing_every_format_can_read() {
-        for format in [
-            ToolCallFormat::Hermes,
-            ToolCallFormat::QwenXml,
-            ToolCallFormat::Llama3Json,
-            ToolCallFormat::MistralArgs,
-            ToolCallFormat::MistralList,
-            ToolCallFormat::GenericJson,
-        ] {
+        for format in ToolCallFormat::ALL {
             let plan = tool_plan(&request(ToolChoice::Required), format).unwrap();
             assert!(plan.constraint.is_some(), "{format:?}");
             let expected = match format {

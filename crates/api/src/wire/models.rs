@@ -50,9 +50,9 @@ impl ModelCard {
         }
     }
 
-    /// The card with what the model is served for.
-    pub fn with_task(mut self, task: crate::registry::ModelTask) -> Self {
-        self.task = Some(task.as_str().to_string());
+    /// The card with what the model is served for (`generate`, `embed`, `score`, `auto`).
+    pub fn with_task(mut self, task: &str) -> Self {
+        self.task = Some(task.to_string());
         self
     }
 

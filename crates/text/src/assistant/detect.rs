@@ -1,5 +1,12 @@
 //! Which tool-call format a model writes, from its chat template or a `--tool-call-parser` name.
 
+use super::generic_json::GenericJson;
+use super::hermes::Hermes;
+use super::llama3::Llama3Json;
+use super::mistral::Mistral;
+use super::qwen_xml::QwenXml;
+use super::syntax::ToolCallSyntax;
+
 /// How a model writes tool calls in its output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolCallFormat {
@@ -23,6 +30,27 @@ pub enum ToolCallFormat {
 const NAMES: [&str; 5] = ["hermes", "qwen3_coder", "llama3_json", "mistral", "generic"];
 
 impl ToolCallFormat {
+    /// Every format.
+    pub const ALL: [ToolCallFormat; 6] = [
+        ToolCallFormat::Hermes,
+        ToolCallFormat::QwenXml,
+        ToolCallFormat::Llama3Json,
+        ToolCallFormat::MistralArgs,
+        ToolCallFormat::MistralList,
+        ToolCallFormat::GenericJson,
+    ];
+
+    /// The format's framing, markers and call ids (see [`ToolCallSyntax`]).
+    pub fn syntax(self) -> &'static dyn ToolCallSyntax {
+        match self {
+            ToolCallFormat::Hermes => &Hermes,
+            ToolCallFormat::QwenXml => &QwenXml,
+            ToolCallFormat::Llama3Json => &Llama3Json,
+            ToolCallFormat::MistralArgs | ToolCallFormat::MistralList => &Mistral,
+            ToolCallFormat::GenericJson => &GenericJson,
+        }
+    }
+
     /// The format a chat template writes tool calls in, from its Jinja source; `GenericJson`
     /// when it shows none we read (GLM's `<arg_key>`, MiniMax's `<invoke>`, Kimi's,
     /// DeepSeek's, gpt-oss's and other formats included).

@@ -9,6 +9,9 @@ use super::call_list::call_list;
 use super::json_scan::{scan_string, skip_ws, Scan};
 use super::markup::Markup;
 use super::snapshot::Snapshot;
+use super::syntax::{ConstrainedCall, ToolCallSyntax};
+use super::ToolCallFormat;
+use crate::constraint::{ToolCallFraming, ToolCallMode};
 
 /// Content and calls from `start` on.
 pub(super) fn parse(s: &str, start: usize, finished: bool, snapshot: &mut Snapshot) {
@@ -167,4 +170,17 @@ fn hex4(text: &str, at: usize) -> Option<u32> {
     text.get(at..at + 4)
         .filter(|digits| digits.bytes().all(|b| b.is_ascii_hexdigit()))
         .and_then(|digits| u32::from_str_radix(digits, 16).ok())
+}
+
+/// The generic framing: a forced call is the envelope `{"tool_calls": [...]}`; `auto` is free.
+pub(super) struct GenericJson;
+
+impl ToolCallSyntax for GenericJson {
+    fn markers(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    fn constrained_call(&self, mode: &ToolCallMode) -> Option<ConstrainedCall> {
+        ConstrainedCall::forced_only(mode, ToolCallFraming::envelope, ToolCallFormat::GenericJson)
+    }
 }

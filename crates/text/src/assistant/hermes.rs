@@ -7,6 +7,9 @@ use super::call_list::call_list;
 use super::json_scan::skip_ws;
 use super::markup::{after_marker, json_call, resume_after, scan_tagged, Markup};
 use super::snapshot::Snapshot;
+use super::syntax::{ConstrainedCall, ToolCallSyntax};
+use super::ToolCallFormat;
+use crate::constraint::{ToolCallFraming, ToolCallMode};
 
 /// The opening marker of a call.
 pub(super) const OPEN: &str = "<tool_call>";
@@ -42,5 +45,22 @@ pub(super) fn json_body(
             other => other,
         }),
         Some(_) => Err(at),
+    }
+}
+
+/// Hermes' framing: a call the model opens with `<tool_call>` is held to the schemas in
+/// `auto` mode too, since the marker is text the constraint sees.
+pub(super) struct Hermes;
+
+impl ToolCallSyntax for Hermes {
+    fn markers(&self) -> &'static [&'static str] {
+        &[OPEN, CLOSE]
+    }
+
+    fn constrained_call(&self, _mode: &ToolCallMode) -> Option<ConstrainedCall> {
+        Some(ConstrainedCall {
+            framing: ToolCallFraming::hermes(),
+            parse_as: ToolCallFormat::Hermes,
+        })
     }
 }

@@ -10,6 +10,9 @@ use super::envelope::{envelope_call, EnvelopeCall};
 use super::json_scan::{scan_value, skip_ws, Scan};
 use super::markup::{may_become, push_call};
 use super::snapshot::Snapshot;
+use super::syntax::{ConstrainedCall, ToolCallSyntax};
+use super::ToolCallFormat;
+use crate::constraint::{ToolCallFraming, ToolCallMode};
 
 const PYTHON_TAG: &str = "<|python_tag|>";
 const NAME_KEY: &str = "\"name\"";
@@ -82,5 +85,23 @@ pub(super) fn parse(s: &str, start: usize, finished: bool, snapshot: &mut Snapsh
             Some(b';') => pos = next + 1,
             Some(_) => return snapshot.content(&s[next..]),
         }
+    }
+}
+
+/// Llama 3's framing: a forced call is the bare `{"name", "parameters"}` object; `auto` is
+/// free, since nothing marks where a call begins.
+pub(super) struct Llama3Json;
+
+impl ToolCallSyntax for Llama3Json {
+    fn markers(&self) -> &'static [&'static str] {
+        &[PYTHON_TAG]
+    }
+
+    fn constrained_call(&self, mode: &ToolCallMode) -> Option<ConstrainedCall> {
+        ConstrainedCall::forced_only(
+            mode,
+            ToolCallFraming::llama3_json,
+            ToolCallFormat::Llama3Json,
+        )
     }
 }

@@ -8,9 +8,12 @@
 //! No closing marker: arguments that break run to the next `[TOOL_CALLS]` or the end.
 
 use super::call_list::call_list;
+use super::generic_json::GenericJson;
 use super::json_scan::{scan_value, skip_ws, Scan};
 use super::markup::{json_call, may_become, partial_marker_len, scan_tagged, Markup};
 use super::snapshot::Snapshot;
+use super::syntax::{CallIdForm, ConstrainedCall, ToolCallSyntax};
+use crate::constraint::ToolCallMode;
 
 const OPEN: &str = "[TOOL_CALLS]";
 const ARGS: &str = "[ARGS]";
@@ -87,4 +90,22 @@ fn named_call(s: &str, start: usize, finished: bool, snapshot: &mut Snapshot) ->
     }
     snapshot.call(name, arguments.to_string(), closed);
     Markup::Calls { resume }
+}
+
+/// Mistral's framing, both spellings. `[TOOL_CALLS]` is a control token, and control tokens
+/// never appear in constrained output, so a forced call is the generic envelope, read as such.
+pub(super) struct Mistral;
+
+impl ToolCallSyntax for Mistral {
+    fn markers(&self) -> &'static [&'static str] {
+        &[OPEN, ARGS, "[CALL_ID]"]
+    }
+
+    fn constrained_call(&self, mode: &ToolCallMode) -> Option<ConstrainedCall> {
+        GenericJson.constrained_call(mode)
+    }
+
+    fn call_ids(&self) -> CallIdForm {
+        CallIdForm::NineAlphanumerics
+    }
 }

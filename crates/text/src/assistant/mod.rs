@@ -41,6 +41,7 @@ mod mistral;
 mod qwen_xml;
 mod reasoning;
 mod snapshot;
+mod syntax;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -53,6 +54,7 @@ use std::collections::BTreeMap;
 pub use detect::ToolCallFormat;
 pub use reasoning::{prompt_opens_reasoning, ReasoningSyntax};
 use snapshot::Snapshot;
+pub use syntax::{CallIdForm, ConstrainedCall, ToolCallSyntax};
 
 /// How to read a turn.
 #[derive(Debug, Clone, Default)]

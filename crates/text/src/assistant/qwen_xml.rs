@@ -22,6 +22,9 @@ use super::hermes::{json_body, CLOSE, OPEN};
 use super::json_scan::skip_ws;
 use super::markup::{after_marker, may_become, resume_after, scan_tagged, Markup};
 use super::snapshot::Snapshot;
+use super::syntax::{ConstrainedCall, ToolCallSyntax};
+use super::ToolCallFormat;
+use crate::constraint::{ToolCallFraming, ToolCallMode};
 
 const FUNCTION: &str = "<function=";
 const FUNCTION_END: &str = "</function>";
@@ -153,4 +156,18 @@ fn typed_value(schema: Option<&Json>, key: &str, raw: &str) -> String {
         }
     }
     Json::from(raw).to_string()
+}
+
+/// Qwen XML's framing: a forced call is written as Hermes JSON inside `<tool_call>` (the
+/// parser reads both); `auto` is free, since XML parameters are not JSON.
+pub(super) struct QwenXml;
+
+impl ToolCallSyntax for QwenXml {
+    fn markers(&self) -> &'static [&'static str] {
+        &[OPEN, CLOSE]
+    }
+
+    fn constrained_call(&self, mode: &ToolCallMode) -> Option<ConstrainedCall> {
+        ConstrainedCall::forced_only(mode, ToolCallFraming::hermes, ToolCallFormat::QwenXml)
+    }
 }

@@ -264,6 +264,30 @@ fn garbled_text_never_panics_and_streams_like_one_shot() {
     }
 }
 
+#[test]
+fn a_forced_call_in_each_formats_framing_reads_back_as_that_call() {
+    let mode = crate::constraint::ToolCallMode::Forced { tool: None };
+    for format in ToolCallFormat::ALL {
+        let constrained =
+            (format.syntax().constrained_call(&mode)).expect("forced calls are constrained");
+        let framing = &constrained.framing;
+        let text = format!(
+            "{}{{\"{}\": \"f\", \"{}\": {{\"q\": 1}}}}{}",
+            String::from_utf8_lossy(&framing.prefix),
+            framing.name_key,
+            framing.args_key,
+            String::from_utf8_lossy(&framing.suffix),
+        );
+        let turn = parse_every_way(&text, &options(Some(constrained.parse_as), false));
+        assert_eq!(
+            turn.tool_calls,
+            vec![call("f", "{\"q\": 1}")],
+            "{format:?}: {text}"
+        );
+        assert_eq!(turn.content, "", "{format:?}");
+    }
+}
+
 use proptest::strategy::Strategy as _;
 
 proptest::proptest! {
@@ -284,17 +308,9 @@ proptest::proptest! {
             ],
             0..8,
         ),
-        format in 0usize..6,
+        format in 0..ToolCallFormat::ALL.len(),
         think in proptest::bool::ANY,
     ) {
-        let formats = [
-            ToolCallFormat::Hermes,
-            ToolCallFormat::QwenXml,
-            ToolCallFormat::Llama3Json,
-            ToolCallFormat::MistralArgs,
-            ToolCallFormat::MistralList,
-            ToolCallFormat::GenericJson,
-        ];
-        parse_every_way(&parts.concat(), &options(Some(formats[format]), think));
+        parse_every_way(&parts.concat(), &options(Some(ToolCallFormat::ALL[format]), think));
     }
 }

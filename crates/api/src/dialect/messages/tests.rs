@@ -4,16 +4,9 @@
 use serde_json::{json, Value};
 
 use super::*;
-use crate::assemble::{LogprobsShape, ResponseAssembler, TokenTexts};
+use crate::assemble::tests::NumberedTokens;
+use crate::assemble::{LogprobsShape, ResponseAssembler};
 use crate::dialect::turn::build::{call, turn};
-
-struct NoTokens;
-
-impl TokenTexts for NoTokens {
-    fn token_text(&self, id: u32) -> String {
-        id.to_string()
-    }
-}
 
 fn meta() -> ResponseMeta {
     ResponseMeta {
@@ -38,7 +31,7 @@ fn run(updates: Vec<TurnUpdate>) -> (Vec<Value>, Value) {
     let ending = || Ending {
         usage: UsageBody::new(9, 4, 3),
         assembler: &assembler,
-        tokens: &NoTokens,
+        tokens: &NumberedTokens,
     };
     let mut streaming = MessagesRenderer::new(meta(), 9);
     let mut frames = streaming.open();

@@ -6,19 +6,12 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::assemble::{LogprobsShape, ResponseAssembler, TokenTexts};
+use crate::assemble::tests::NumberedTokens;
+use crate::assemble::{LogprobsShape, ResponseAssembler};
 use crate::dialect::turn::build::{call, turn};
 use crate::validate::responses::validate_responses;
 use crate::validate::ModelLimits;
 use crate::wire::responses::ResponsesRequest;
-
-struct NoTokens;
-
-impl TokenTexts for NoTokens {
-    fn token_text(&self, id: u32) -> String {
-        id.to_string()
-    }
-}
 
 fn request(body: Value) -> ResponsesRequest {
     serde_json::from_value(body).unwrap()
@@ -60,7 +53,7 @@ fn run(make: impl Fn() -> ResponsesRenderer, updates: Vec<TurnUpdate>) -> (Vec<V
     let ending = || Ending {
         usage: UsageBody::new(5, 7, 2),
         assembler: &assembler,
-        tokens: &NoTokens,
+        tokens: &NumberedTokens,
     };
     let mut streaming = make();
     let mut frames = streaming.open();

@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::relax::relax_root;
-use super::*;
+use super::rules::*;
+use super::vocabulary::{has_type, ANNOTATIONS, KEYWORDS};
 
 mod union;
 
@@ -34,22 +35,6 @@ struct Compiler<'a> {
     ignored: Vec<String>,
 }
 
-/// The keywords the strict compiler enforces (besides `$ref`, read first, and the annotations);
-/// the relaxed compile (`relax.rs`) keeps the same set.
-pub(super) const KEYWORDS: &[&str] = &[
-    "type",
-    "properties",
-    "required",
-    "additionalProperties",
-    "items",
-    "minItems",
-    "maxItems",
-    "enum",
-    "const",
-    "anyOf",
-    "oneOf",
-    "allOf",
-];
 impl Schema {
     /// Compiles `schema` strictly (`response_format` `json_schema`): every keyword outside
     /// the subset is an error with its path. Its root must describe an object.
@@ -436,69 +421,5 @@ impl<'a> Compiler<'a> {
             Some(items) => self.node(items, &format!("{path}/items"))?,
         };
         Ok(Node::Array { items, min, max })
-    }
-}
-
-/// Whether `value` has one of the JSON Schema `types` (a string or a list of them).
-pub(super) fn has_type(value: &Value, types: &Value) -> bool {
-    let matches = |t: &str| match (t, value) {
-        ("object", Value::Object(_)) | ("array", Value::Array(_)) => true,
-        ("string", Value::String(_)) | ("boolean", Value::Bool(_)) | ("null", Value::Null) => true,
-        ("number", Value::Number(_)) => true,
-        ("integer", Value::Number(n)) => n.is_i64() || n.is_u64(),
-        _ => false,
-    };
-    match types {
-        Value::String(t) => matches(t),
-        Value::Array(ts) => ts.iter().filter_map(Value::as_str).any(matches),
-        _ => false,
-    }
-}
-
-/// The fewest containers a value of each node must open, by fixpoint (values only fall; a
-/// recursion that every value must take stays at `u8::MAX`).
-pub(super) fn min_depths(nodes: &[Node]) -> Vec<u8> {
-    let mut depth = vec![u8::MAX; nodes.len()];
-    loop {
-        let mut changed = false;
-        for (i, node) in nodes.iter().enumerate() {
-            let d = match node {
-                Node::Any | Node::String | Node::Number { .. } | Node::Literals(_) => 0,
-                Node::AnyObject | Node::AnyArray => 1,
-                Node::Object {
-                    values, required, ..
-                } => values
-                    .iter()
-                    .enumerate()
-                    .filter(|(k, _)| required & (1 << k) != 0)
-                    .map(|(_, &v)| depth[v as usize])
-                    .max()
-                    .unwrap_or(0)
-                    .saturating_add(1),
-                Node::Array { items, min, .. } => match min {
-                    0 => 1,
-                    _ => depth[*items as usize].saturating_add(1),
-                },
-                Node::Union(options) => options
-                    .iter()
-                    .flatten()
-                    .map(|&o| depth[o as usize])
-                    .min()
-                    .unwrap_or(u8::MAX),
-                Node::Tagged { alternatives, .. } => alternatives
-                    .iter()
-                    .map(|&(o, _)| depth[o as usize])
-                    .min()
-                    .unwrap_or(u8::MAX),
-                Node::Pending | Node::Nothing => u8::MAX,
-            };
-            if d < depth[i] {
-                depth[i] = d;
-                changed = true;
-            }
-        }
-        if !changed {
-            return depth;
-        }
     }
 }

@@ -2,7 +2,7 @@
 
 use super::super::lex::{between_tokens, Expect, InString, Number, StringByte, Whitespace};
 use super::super::masks::Recognizer;
-use super::*;
+use super::rules::*;
 
 /// The token being read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

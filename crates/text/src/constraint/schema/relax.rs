@@ -17,19 +17,8 @@
 
 use serde_json::{Map, Value};
 
-use super::compiler::{has_type, KEYWORDS};
-use super::*;
-
-/// Keywords that say what kind of value it is, for which a combinator beside them is dropped.
-const TYPED: &[&str] = &[
-    "type",
-    "properties",
-    "required",
-    "additionalProperties",
-    "items",
-    "minItems",
-    "maxItems",
-];
+use super::rules::*;
+use super::vocabulary::{has_type, ANNOTATIONS, KEYWORDS, TYPED};
 
 /// `schema` with what cannot be enforced dropped, each dropped keyword's path pushed to
 /// `ignored`. The root becomes an object when it says nothing about its kind.

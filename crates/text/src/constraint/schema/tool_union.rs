@@ -1,8 +1,7 @@
 //! One schema for a call to one of several tools: `{"<name key>": "<tool>", "<arguments
 //! key>": <that tool's arguments>}`, the name first, built from the tools' compiled schemas.
 
-use super::compiler::min_depths;
-use super::*;
+use super::rules::*;
 
 impl Schema {
     /// The schema of a call object: `name_key` (first) holds one of the tools' names and

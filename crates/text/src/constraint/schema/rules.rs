@@ -1,29 +1,7 @@
-//! `response_format: {"type": "json_schema"}`: a JSON Schema compiled into rules a byte-level
-//! recognizer follows, so every token keeps the output a valid prefix of a conforming document.
-//!
-//! The subset is what structured-output clients send (the OpenAI SDK from pydantic models):
-//! `type` (one or a list), `properties` / `required` / `additionalProperties: false`, `items` /
-//! `minItems` / `maxItems`, `enum`, `const`, `anyOf` / `oneOf`, a single-element `allOf`, and
-//! `$ref` into `$defs` / `definitions` (recursion allowed). As in strict structured outputs,
-//! an object with `properties` takes no other keys. Annotations (`title`, `description`,
-//! `default`, `examples`, `format`, ...) are ignored; any other keyword is refused with its
-//! path, never silently dropped. Alternatives of a union must begin with different JSON types
-//! (a string or null, an object or an array, ...), so the first byte of a value decides which
-//! one it is, except objects that share a key whose value is a distinct `const` (or one-value
-//! `enum`) in each: that discriminator must then come first in the object, and its value
-//! picks the alternative.
-//!
-//! [`Schema::compile_relaxed`] takes the schemas agents send as tool parameters: what the
-//! subset cannot enforce is left out and reported by path (see `relax.rs`).
+//! What a compiled schema is: its nodes, their literal sets and the depth bounds the
+//! recognizer walks; the compiler writes them and the recognizer reads them.
 
 use thiserror::Error;
-
-mod compiler;
-mod recognizer;
-mod relax;
-mod tool_union;
-
-pub use recognizer::SchemaRecognizer;
 
 /// Deepest nesting of objects and arrays accepted (the top-level object counts as one).
 pub const MAX_SCHEMA_DEPTH: usize = 12;
@@ -42,7 +20,8 @@ pub struct SchemaError {
 }
 
 impl SchemaError {
-    fn at(path: &str, message: impl Into<String>) -> Self {
+    /// An error at `path`.
+    pub(super) fn at(path: &str, message: impl Into<String>) -> Self {
         SchemaError {
             path: path.to_string(),
             message: message.into(),
@@ -50,17 +29,19 @@ impl SchemaError {
     }
 }
 
-type NodeId = u16;
+/// A node's index in [`Schema::nodes`].
+pub(super) type NodeId = u16;
 
 /// The kinds of JSON value, by the first byte that starts one.
-const OBJECT: usize = 0;
-const ARRAY: usize = 1;
-const STRING: usize = 2;
-const NUMBER: usize = 3;
-const TRUE_FALSE: usize = 4;
-const NULL: usize = 5;
+pub(super) const OBJECT: usize = 0;
+pub(super) const ARRAY: usize = 1;
+pub(super) const STRING: usize = 2;
+pub(super) const NUMBER: usize = 3;
+pub(super) const TRUE_FALSE: usize = 4;
+pub(super) const NULL: usize = 5;
 
-fn kind_of_first_byte(byte: u8) -> Option<usize> {
+/// The kind of value `byte` starts, if it starts one.
+pub(super) fn kind_of_first_byte(byte: u8) -> Option<usize> {
     Some(match byte {
         b'{' => OBJECT,
         b'[' => ARRAY,
@@ -74,7 +55,7 @@ fn kind_of_first_byte(byte: u8) -> Option<usize> {
 
 /// One compiled schema node.
 #[derive(Debug, Clone, PartialEq)]
-enum Node {
+pub(super) enum Node {
     /// Any JSON value.
     Any,
     /// Any object (keys free, values `Any`).
@@ -116,42 +97,60 @@ enum Node {
 /// A compiled schema: the rules a [`SchemaRecognizer`] follows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Schema {
-    nodes: Vec<Node>,
+    pub(super) nodes: Vec<Node>,
     /// Sorted, deduplicated JSON texts.
-    literals: Vec<Vec<Vec<u8>>>,
+    pub(super) literals: Vec<Vec<Vec<u8>>>,
     /// By node: the fewest containers a value of it must open (`u8::MAX`: no finite value).
     /// The recognizer starts a value only where it fits under [`MAX_SCHEMA_DEPTH`], so a long
     /// optional path can never lead into a dead end.
-    min_depth: Vec<u8>,
-    root: NodeId,
+    pub(super) min_depth: Vec<u8>,
+    pub(super) root: NodeId,
 }
 
-const ANNOTATIONS: &[&str] = &[
-    "title",
-    "description",
-    "default",
-    "examples",
-    "format",
-    "$schema",
-    "$id",
-    "$comment",
-    "deprecated",
-    "readOnly",
-    "writeOnly",
-    "$defs",
-    "definitions",
-    "strict",
-    "discriminator",
-];
-
-#[cfg(test)]
-#[path = "schema_tests.rs"]
-mod tests;
-
-#[cfg(test)]
-#[path = "schema/relax_tests.rs"]
-mod relax_tests;
-
-#[cfg(test)]
-#[path = "schema/tagged_tests.rs"]
-mod tagged_tests;
+/// The fewest containers a value of each node must open, by fixpoint (values only fall; a
+/// recursion that every value must take stays at `u8::MAX`).
+pub(super) fn min_depths(nodes: &[Node]) -> Vec<u8> {
+    let mut depth = vec![u8::MAX; nodes.len()];
+    loop {
+        let mut changed = false;
+        for (i, node) in nodes.iter().enumerate() {
+            let d = match node {
+                Node::Any | Node::String | Node::Number { .. } | Node::Literals(_) => 0,
+                Node::AnyObject | Node::AnyArray => 1,
+                Node::Object {
+                    values, required, ..
+                } => values
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, _)| required & (1 << k) != 0)
+                    .map(|(_, &v)| depth[v as usize])
+                    .max()
+                    .unwrap_or(0)
+                    .saturating_add(1),
+                Node::Array { items, min, .. } => match min {
+                    0 => 1,
+                    _ => depth[*items as usize].saturating_add(1),
+                },
+                Node::Union(options) => options
+                    .iter()
+                    .flatten()
+                    .map(|&o| depth[o as usize])
+                    .min()
+                    .unwrap_or(u8::MAX),
+                Node::Tagged { alternatives, .. } => alternatives
+                    .iter()
+                    .map(|&(o, _)| depth[o as usize])
+                    .min()
+                    .unwrap_or(u8::MAX),
+                Node::Pending | Node::Nothing => u8::MAX,
+            };
+            if d < depth[i] {
+                depth[i] = d;
+                changed = true;
+            }
+        }
+        if !changed {
+            return depth;
+        }
+    }
+}

@@ -6,10 +6,10 @@
 
 use serde_json::{json, Value};
 
-use super::openapi::post;
+use super::operation::post;
 
 /// Adds the agent routes and schemas to `doc`, and tools to the chat schemas.
-pub fn add_agents(doc: &mut Value) {
+pub(super) fn add_agents(doc: &mut Value) {
     let function = json!({"type": "object", "required": ["name"], "properties": {
         "name": {"type": "string", "minLength": 1}, "description": {"type": "string"},
         "parameters": {"type": "object", "description": "JSON Schema of the arguments; keywords the decoder cannot enforce (pattern, minimum, ...) are not enforced"},

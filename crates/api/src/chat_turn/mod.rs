@@ -1,0 +1,113 @@
+//! The chat turn pipeline that chat completions, Responses and Anthropic Messages share: the
+//! conversation rendered with the model's template and tokenized (`prompt.rs`), the request
+//! attributed to its caller, tool calls constrained as `tool_choice` asks, and the output read
+//! as one assistant turn in the model's tool-call format, which the protocol's renderer shapes.
+
+mod prompt;
+
+use std::sync::Arc;
+
+use axum::response::Response;
+use sluice_engine::ResponseFormat;
+use sluice_text::assistant::TurnOptions;
+use sluice_text::Tokenizer;
+
+pub use prompt::{encode_chat, render_and_encode, render_chat_text, Conversation};
+
+use crate::auth::Caller;
+use crate::dialect::turn::TurnRenderer;
+use crate::dialect::turn_parse::{CallIds, OutputSyntax, TurnDialect};
+use crate::error::ApiError;
+use crate::generation::{run, ResponsePlan};
+use crate::registry::ServedModel;
+use crate::validate::tool_constraint::tool_plan;
+use crate::validate::tools::ToolChoice;
+use crate::validate::ValidChatRequest;
+use crate::AppState;
+
+/// Runs a chat-like request (Chat Completions, Responses, Anthropic Messages): renders and
+/// tokenizes the conversation, constrains tool calls as `tool_choice` asks, and answers with
+/// the renderer `make_renderer` builds once the prompt's token count is known. `ids` is the
+/// protocol's call-id form (a Mistral model's template overrides it).
+pub async fn generate_turn<R, F>(
+    state: &AppState,
+    caller: &Caller,
+    model: Arc<ServedModel>,
+    valid: ValidChatRequest,
+    ids: CallIds,
+    make_renderer: F,
+) -> Result<Response, ApiError>
+where
+    R: TurnRenderer + 'static,
+    F: FnOnce(u32) -> R,
+{
+    let tokenizer = model.tokenizer.clone();
+    let syntax = OutputSyntax::of(&tokenizer, state.config.tool_call_parser.as_deref())?;
+    let (prompt, rendered) = render_and_encode(state, &model, &valid).await?;
+    let mut request = valid
+        .params
+        .request_for(prompt, model.max_model_len, "messages")?;
+    request.cache_salt =
+        caller.cache_salt(&state.config.api_keys, valid.params.cache_salt.as_deref());
+    request.caller = caller.fair_share_id(
+        &state.fair_share_hasher,
+        state.config.api_keys.len(),
+        valid.params.user.as_deref(),
+    );
+    let plan = tool_plan(&valid.tools, syntax.tool_format)?;
+    if let Some(constraint) = plan.constraint {
+        // A forced call replaces a response_format; in auto mode an explicit one wins.
+        let forced = matches!(
+            valid.tools.choice,
+            ToolChoice::Required | ToolChoice::Named(_)
+        );
+        if forced || request.sampling.response_format == ResponseFormat::Text {
+            request.sampling.response_format = constraint;
+        }
+    }
+    let prompt_tokens = vec![request.prompt_tokens.clone()];
+    let n = valid.params.n as usize;
+    let renderer = make_renderer(request.prompt_tokens.len() as u32);
+    let mut options = syntax.turn_options(&valid.tools, &rendered);
+    drop(rendered);
+    if options.tool_format.is_some() {
+        options.tool_format = Some(plan.parse_as);
+    }
+    request.stop.kept_special_tokens = kept_markers(&tokenizer, &options);
+    let ids = match syntax.call_ids() {
+        CallIds::Mistral => CallIds::Mistral,
+        _ => ids,
+    };
+    let dialect = TurnDialect::new(renderer, n, options, ids).single_call(!valid.tools.parallel);
+    let plan = ResponsePlan {
+        dialect: Box::new(dialect),
+        n: valid.params.n,
+        stream: valid.params.stream.is_some(),
+        logprobs: valid.params.sampling.logprobs.is_some(),
+        hide_cached_tokens: state.config.hide_cached_tokens,
+        echo: None,
+        echo_logprobs: None,
+        prompt_logprobs: valid.params.prompt_logprobs,
+        prompt_tokens,
+    };
+    run(model, vec![request], plan, state.config.retry_after_secs).await
+}
+
+/// The ids of the markers the output is parsed by (tool-call markup, think tags) that the
+/// tokenizer has as single tokens: written into the text even when they are special tokens,
+/// which the output otherwise leaves out (Mistral's `[TOOL_CALLS]`, Llama 3's
+/// `<|python_tag|>`).
+fn kept_markers(tokenizer: &Tokenizer, options: &TurnOptions) -> Vec<u32> {
+    let mut markers: Vec<&str> = (options.tool_format)
+        .map_or(&[][..], |format| format.syntax().markers())
+        .to_vec();
+    if let Some(syntax) = &options.reasoning {
+        markers.extend([syntax.open.as_str(), syntax.close.as_str()]);
+    }
+    let mut ids: Vec<u32> = (markers.iter())
+        .filter_map(|m| tokenizer.token_to_id(m))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}

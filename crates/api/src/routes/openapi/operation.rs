@@ -1,0 +1,74 @@
+//! One operation of the document: its body, its success answer and the error answers a
+//! protected route lists.
+
+use serde_json::{json, Value};
+
+/// The error answers every protected operation lists.
+pub(super) fn error_responses() -> Value {
+    let err = json!({"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
+    let with = |description: &str| {
+        let mut e = err.clone();
+        e["description"] = json!(description);
+        e
+    };
+    json!({
+        "400": with("Invalid request (bad field, malformed JSON, wrong content type, context exceeded, a token id outside the vocabulary)"),
+        "401": with("Missing or wrong API key"),
+        "404": with("Unknown model"),
+        "408": with("Body not received within the read deadline"),
+        "413": with("Body too large"),
+        "429": with("Queue full; see the Retry-After header"),
+        "500": with("Engine failure"),
+        "503": with("Engine not running")
+    })
+}
+
+/// A required JSON body of the named schema.
+fn json_body(schema: &str) -> Value {
+    json!({"required": true, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}})
+}
+
+/// A 200 answer with a JSON body of `schema`.
+pub(super) fn ok(description: &str, schema: Value) -> Value {
+    json!({"description": description, "content": {"application/json": {"schema": schema}}})
+}
+
+/// A protected `POST` taking the `request` schema and answering `response` (or events, when
+/// it `streams`).
+pub(super) fn post(summary: &str, request: &str, response: &str, streams: bool) -> Value {
+    let mut responses = error_responses();
+    let mut success = ok(
+        summary,
+        json!({"$ref": format!("#/components/schemas/{response}")}),
+    );
+    if streams {
+        success["content"]["text/event-stream"] = json!({"schema": {"type": "string", "description": "data: <chunk JSON> events, then data: [DONE]"}});
+    }
+    responses["200"] = success;
+    json!({"post": {"summary": summary, "security": [{"bearer": []}, {"apiKey": []}], "requestBody": json_body(request), "responses": responses}})
+}
+
+/// `POST /admin/models/{model}/load|unload`: no body, the model's admin view back.
+/// An admin model action: its 409 (where the model's state can refuse it) and, for actions that
+/// load, the load's own failures.
+pub(super) fn admin_action(summary: &str, conflict: Option<&str>, loads: bool) -> Value {
+    let errors = error_responses();
+    let error = |description: &str| {
+        json!({"description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}})
+    };
+    let mut responses = json!({
+        "200": ok(summary, json!({"$ref": "#/components/schemas/AdminModel"})),
+        "401": errors["401"].clone(), "404": errors["404"].clone()});
+    if let Some(conflict) = conflict {
+        responses["409"] = error(conflict);
+    }
+    if loads {
+        responses["500"] = error("The model's files could not be loaded");
+        responses["503"] =
+            error("The model does not fit the memory budget, or the server is stopping");
+    }
+    json!({"post": {"summary": summary, "security": [{"bearer": []}, {"apiKey": []}],
+        "parameters": [{"name": "model", "in": "path", "required": true, "schema": {"type": "string"}}],
+        "responses": responses}})
+}
