@@ -14,25 +14,16 @@
 #![warn(missing_docs)]
 
 pub mod assistant;
-mod chat_template;
 pub mod constraint;
 mod error;
-mod gguf_tokenizer;
-mod incremental;
-mod prompt_bound;
-mod python_json;
-mod python_list;
-mod python_repr;
-mod special_literals;
 mod stop;
-mod stop_set;
-mod token_bytes;
+mod template;
 mod tokenizer;
 
-pub use chat_template::ChatTemplate;
 pub use error::TextError;
-pub use incremental::IncrementalDecoder;
-pub use special_literals::MaskedSpecials;
+pub use stop::StopSet;
 pub use stop::{StopMatcher, StopStatus};
-pub use stop_set::StopSet;
+pub use template::ChatTemplate;
+pub use tokenizer::IncrementalDecoder;
+pub use tokenizer::MaskedSpecials;
 pub use tokenizer::Tokenizer;

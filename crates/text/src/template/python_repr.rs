@@ -2,7 +2,7 @@
 //! `{{ tools | string }}` and so put Python's `str()` of a dict into the prompt
 //! (`{'type': 'function', ...}` with single quotes, `True`, `None`).
 
-use crate::python_json::python_float_repr;
+use super::python_json::python_float_repr;
 use minijinja::value::{Value, ValueKind};
 use serde_json::Value as Json;
 

@@ -2,11 +2,20 @@
 //! library's format), `tokenizer_config.json` (special tokens and the chat template) and an
 //! optional `chat_template.jinja` beside them.
 
-use crate::chat_template::ChatTemplate;
+use crate::template::ChatTemplate;
 use crate::TextError;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+
+mod gguf;
+mod incremental;
+mod prompt_bound;
+mod special_literals;
+mod token_bytes;
+
+pub use incremental::IncrementalDecoder;
+pub use special_literals::MaskedSpecials;
 
 /// A loaded tokenizer with the model's special tokens and chat template.
 ///
@@ -303,5 +312,4 @@ fn read_file(path: &Path) -> Result<Vec<u8>, TextError> {
 }
 
 #[cfg(test)]
-#[path = "tokenizer_tests.rs"]
 pub(crate) mod tests;

@@ -2,7 +2,10 @@
 //! tokens, holds back only the text that could still turn out to be the start of one, and never
 //! lets any part of the stop string out.
 
-use crate::stop_set::{StopScan, StopSet};
+mod set;
+
+use set::StopScan;
+pub use set::StopSet;
 
 /// What one [`StopMatcher::push`] releases.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -9,11 +9,15 @@
 //! string and dict methods (`.strip()`, `.items()`, `.get()`, ...) come from minijinja-contrib's
 //! pycompat callback.
 
-use crate::python_json::{to_python_json, PythonJsonStyle};
-use crate::python_repr::python_str;
+mod python_json;
+mod python_list;
+mod python_repr;
+
 use crate::TextError;
 use minijinja::value::{Kwargs, Value, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, Output, State};
+use python_json::{to_python_json, PythonJsonStyle};
+use python_repr::python_str;
 use serde_json::Value as Json;
 use std::fmt;
 
@@ -53,7 +57,7 @@ impl ChatTemplate {
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
-        env.add_function("namespace", crate::python_list::namespace);
+        env.add_function("namespace", python_list::namespace);
         env.add_filter("tojson", tojson);
         env.add_filter("string", python_string);
         env.add_test("iterable", is_iterable);
@@ -333,5 +337,4 @@ fn tojson(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
 }
 
 #[cfg(test)]
-#[path = "chat_template_tests.rs"]
 mod tests;
