@@ -1,6 +1,6 @@
 //! End-to-end tests of the model pool: several tiny fixture models served from one process over
-//! real HTTP on an ephemeral loopback port, loaded on demand within a memory budget; and the
-//! real `sluice serve` binary with the pool's flags.
+//! real HTTP on an ephemeral loopback port, loaded on demand within a memory budget (the real
+//! `sluice serve` binary with the pool's flags: `pool_cli.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,12 +13,8 @@ use sluice_engine::pool::{
 };
 use sluice_engine::EngineConfig;
 use sluice_model::WeightDtype;
-
-#[path = "support/binary.rs"]
-mod binary;
 #[path = "support/metrics.rs"]
 mod metrics;
-use binary::spawn_serve;
 
 const KV_CACHE_BYTES: usize = 1 << 20;
 
@@ -524,69 +520,4 @@ async fn unloading_frees_the_memory_over_many_cycles() {
         "RSS grew {growth} bytes over 4 load/unload cycles of a {held}-byte model: {rss_after:?}"
     );
     server.text("llama", PROMPTS[0]).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sluice_serve_with_no_flags_serves_the_bundled_model_preloaded() {
-    let (mut child, base) = spawn_serve(&[]);
-    let models: Value = reqwest::get(format!("{base}/v1/models"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert_eq!(models["data"][0]["id"], "sluice-kjv-mini");
-    assert_eq!(models["data"][0]["status"], "loaded");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sluice_serve_pool_flags_preload_pin_and_bound_the_pool() {
-    let (mut child, base) = spawn_serve(&[
-        "--models-dir",
-        "fixtures/models",
-        "--preload",
-        "qwen2",
-        "--pin",
-        "qwen2",
-        "--max-models",
-        "2",
-        "--max-memory",
-        "0.5",
-        "--kv-cache-memory",
-        "0.001",
-    ]);
-    let client = reqwest::Client::new();
-    let mut statuses = Vec::new();
-    for model in ["llama", "mistral", "qwen3"] {
-        let res = client
-            .post(format!("{base}/v1/completions"))
-            .json(&json!({"model": model, "prompt": "hi", "max_tokens": 2}))
-            .send()
-            .await
-            .unwrap();
-        statuses.push(res.status().as_u16());
-    }
-    let admin: Value = client
-        .get(format!("{base}/admin/models"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert_eq!(statuses, [200, 200, 200]);
-    let models = admin["data"].as_array().unwrap();
-    let loaded: Vec<&str> = models
-        .iter()
-        .filter(|m| m["status"] == "loaded")
-        .map(|m| m["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(loaded, ["qwen2", "qwen3"], "{admin}");
-    let qwen2 = models.iter().find(|m| m["id"] == "qwen2").unwrap();
-    assert_eq!(qwen2["pinned"], true);
-    assert_eq!(admin["max_models"], 2);
 }

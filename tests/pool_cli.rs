@@ -1,0 +1,73 @@
+//! `sluice serve`'s pool flags, through the real binary: with none it serves the bundled
+//! model preloaded; `--models-dir`, `--preload`, `--pin` and `--max-models` shape the pool.
+
+use serde_json::{json, Value};
+
+#[path = "support/binary.rs"]
+mod binary;
+use binary::spawn_serve;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sluice_serve_with_no_flags_serves_the_bundled_model_preloaded() {
+    let (mut child, base) = spawn_serve(&[]);
+    let models: Value = reqwest::get(format!("{base}/v1/models"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(models["data"][0]["id"], "sluice-kjv-mini");
+    assert_eq!(models["data"][0]["status"], "loaded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sluice_serve_pool_flags_preload_pin_and_bound_the_pool() {
+    let (mut child, base) = spawn_serve(&[
+        "--models-dir",
+        "fixtures/models",
+        "--preload",
+        "qwen2",
+        "--pin",
+        "qwen2",
+        "--max-models",
+        "2",
+        "--max-memory",
+        "0.5",
+        "--kv-cache-memory",
+        "0.001",
+    ]);
+    let client = reqwest::Client::new();
+    let mut statuses = Vec::new();
+    for model in ["llama", "mistral", "qwen3"] {
+        let res = client
+            .post(format!("{base}/v1/completions"))
+            .json(&json!({"model": model, "prompt": "hi", "max_tokens": 2}))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(res.status().as_u16());
+    }
+    let admin: Value = client
+        .get(format!("{base}/admin/models"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(statuses, [200, 200, 200]);
+    let models = admin["data"].as_array().unwrap();
+    let loaded: Vec<&str> = models
+        .iter()
+        .filter(|m| m["status"] == "loaded")
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(loaded, ["qwen2", "qwen3"], "{admin}");
+    let qwen2 = models.iter().find(|m| m["id"] == "qwen2").unwrap();
+    assert_eq!(qwen2["pinned"], true);
+    assert_eq!(admin["max_models"], 2);
+}
