@@ -19,18 +19,12 @@ use rayon::prelude::*;
 use sluice_gguf::GgmlType;
 
 use super::balanced_parts;
-use super::formats::{
-    format_for, Activations, AlignedBytes, Isa, PanelForm, Tile, TilePlace, WeightFormat,
-};
+use super::formats::{format_for, Activations, AlignedBytes, WeightFormat};
+use super::isa::Isa;
+use super::tile::{PanelForm, Tile, TilePlace};
 use super::vector::{best_ops, VectorOps};
 
-/// Output features per packed panel (two 8-lane vectors).
-pub const PANEL: usize = 16;
-/// Most rows of `x` one micro-kernel call handles; each format says how many its kernel takes
-/// ([`WeightFormat::tile_rows`]), [`DEFAULT_TILE_ROWS`] unless it has registers for more.
-pub const TILE_ROWS: usize = 8;
-/// Rows of `x` a micro-kernel call handles unless its format says otherwise.
-pub const DEFAULT_TILE_ROWS: usize = 6;
+pub use super::tile::{DEFAULT_TILE_ROWS, PANEL, TILE_ROWS};
 /// Most rows of `x` run against one panel before moving to the next: the rows are re-read for
 /// every panel, so they should stay in the last-level cache (256 rows of a 4864-wide
 /// activation are 5 MB).

@@ -5,7 +5,8 @@
 
 use half::f16;
 
-use super::act_q8k::{nearest_int, QK_K};
+use super::act_q8k::QK_K;
+use super::act_quant::nearest_int;
 use super::k_panel::KBlock;
 
 /// `v` rounded to the nearest integer within `lo..=hi` (a library call avoided: this runs for

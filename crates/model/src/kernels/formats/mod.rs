@@ -16,6 +16,7 @@
 
 mod act_q8_0;
 mod act_q8k;
+mod act_quant;
 mod f16;
 mod f32;
 mod float_tile;
@@ -23,9 +24,6 @@ mod k_panel;
 mod k_quantize;
 mod k_tile;
 mod legacy;
-mod legacy_tile;
-#[cfg(target_arch = "x86_64")]
-mod legacy_zmm;
 mod q2_k;
 mod q3_k;
 mod q4_0;
@@ -40,11 +38,8 @@ mod q8_0;
 use sluice_gguf::GgmlType;
 
 pub use super::isa::Isa;
-pub use super::matmul::{DEFAULT_TILE_ROWS, PANEL, TILE_ROWS};
-
-/// One tile of results: `tile[r][j]` for up to [`TILE_ROWS`] rows and the [`PANEL`] outputs of
-/// a panel.
-pub type Tile = [[f32; PANEL]; TILE_ROWS];
+pub(super) use super::tile::Prefetch;
+pub use super::tile::{PanelForm, Tile, TilePlace, DEFAULT_TILE_ROWS, PANEL, TILE_ROWS};
 
 impl Isa {
     /// Rows one tile of the integer kernels takes on this ISA: AVX-512VL's 32 vector registers
@@ -175,59 +170,6 @@ pub trait WeightFormat: Send + Sync + std::fmt::Debug {
         form: PanelForm,
         tile: &mut Tile,
     );
-}
-
-/// How the bytes of a panel handed to [`WeightFormat::tile`] are laid out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PanelForm {
-    /// As packed at load.
-    Packed,
-    /// As [`WeightFormat::expand_panel`] wrote it.
-    Expanded,
-}
-
-/// Where a tile falls among the row tiles one task runs against a panel: the first waits on
-/// memory for the panel (its kernel may prefetch ahead of its reads); the last may warm the
-/// panel stored after it, which the task (or the other thread) reads next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TilePlace {
-    /// The panel is not in cache yet.
-    pub first: bool,
-    /// No later tile reads this panel in this task.
-    pub last: bool,
-}
-
-/// What a kernel prefetches while it runs a tile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Prefetch {
-    /// Nothing: the panel is in cache, or the hardware prefetcher keeps up.
-    Nothing,
-    /// Its own panel, a few cells ahead of its reads.
-    Ahead,
-    /// The panel stored after its own, this many bytes on, cell by cell as it reads its own.
-    Next(usize),
-}
-
-impl TilePlace {
-    /// The only tile of its panel.
-    pub const ALONE: TilePlace = TilePlace {
-        first: true,
-        last: true,
-    };
-    /// A tile between the first and the last.
-    pub const MIDDLE: TilePlace = TilePlace {
-        first: false,
-        last: false,
-    };
-
-    /// The first tile streams its panel (`panel_len` bytes); the last warms the next.
-    pub(super) fn prefetch(self, panel_len: usize) -> Prefetch {
-        match (self.first, self.last) {
-            (true, _) => Prefetch::Ahead,
-            (false, true) => Prefetch::Next(panel_len),
-            (false, false) => Prefetch::Nothing,
-        }
-    }
 }
 
 /// The format that keeps weights of ggml type `ty` as they are, if sluice has one.

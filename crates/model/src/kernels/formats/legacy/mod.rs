@@ -1,8 +1,9 @@
 //! The 32-weight block types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) as one family: a block is 32 levels
 //! with an f16 scale `d` and, for the `_1` types, an f16 minimum `m`; weight = `d·(level − c)`
 //! (a centre `c`: 8 or 16, 0 for Q8_0's signed levels) or `d·level + m`. Each type's file says
-//! how its blocks are stored ([`LegacyQuant`]); this file packs and dequantizes them, and
-//! `legacy_tile.rs` multiplies them.
+//! how its blocks are stored ([`LegacyQuant`]); this file packs and dequantizes them and picks
+//! the tile kernel for the ISA: `portable.rs` (the bit-exact reference), `avx2.rs`, `avx512.rs`
+//! (VNNI), all reading the cells `layout.rs` defines.
 //!
 //! Panel layout: for every block of 32 weights, two cells (outputs 0-7, then 8-15). A cell holds
 //! the levels of its 8 outputs interleaved in groups of 4 (byte `4·i + t` of group `g` is level
@@ -17,116 +18,20 @@ use std::marker::PhantomData;
 
 use sluice_gguf::GgmlType;
 
-use super::act_q8_0::QK;
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+mod layout;
+mod portable;
+
+use super::act_q8_0::{BlockQ8, Q8Rows, QK};
 use super::{
-    legacy_tile, ActivationKind, Activations, Isa, PanelForm, Tile, TilePlace, WeightFormat, PANEL,
+    ActivationKind, Activations, Isa, PanelForm, Prefetch, Tile, TilePlace, WeightFormat, PANEL,
+    TILE_ROWS,
 };
-
-/// Outputs per cell.
-pub(super) const CELL_OUTPUTS: usize = 8;
-
-/// How a type's levels turn into weights.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Offset {
-    /// `d·(level − c)` with unsigned levels.
-    Centre(i32),
-    /// `d·level + m`.
-    Min,
-    /// `d·level` with signed levels (Q8_0).
-    Signed,
-}
-
-/// A type's level width and offset.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Scheme {
-    /// Bits a level: 4, 5 or 8.
-    pub bits: u32,
-    /// How levels become weights.
-    pub offset: Offset,
-}
-
-/// Q8_0's signed levels are stored in cells as `level + 128` (this xor): the bytes a VNNI
-/// `vpdpbusd` multiplies as unsigned, the dot corrected by `128·Σq` after.
-pub(super) const SIGNED_BIAS: u8 = 0x80;
-
-/// Bytes of a cell's low nibbles (4- and 5-bit levels).
-pub(super) const NIBBLE_BYTES: usize = CELL_OUTPUTS * QK / 2;
-
-impl Scheme {
-    /// Bytes of the levels of one cell.
-    pub const fn level_bytes(&self) -> usize {
-        match self.bits {
-            4 => NIBBLE_BYTES,
-            5 => NIBBLE_BYTES + CELL_OUTPUTS * QK / 8,
-            _ => CELL_OUTPUTS * QK,
-        }
-    }
-
-    /// Level `e` of output `i` in a cell's levels (Q8_0's as `i8` bits). Q8_0's are kept
-    /// offset by 128 in the cell (unsigned bytes, `vpdpbusd`'s unsigned operand).
-    pub fn level(&self, levels: &[u8], i: usize, e: usize) -> u8 {
-        let (g, t) = (e / 4, e % 4);
-        if self.bits == 8 {
-            return levels[32 * g + 4 * i + t] ^ SIGNED_BIAS;
-        }
-        let low = (levels[32 * (g % 4) + 4 * i + t] >> (4 * (g / 4))) & 0xF;
-        if self.bits == 5 {
-            low | (((levels[NIBBLE_BYTES + 4 * i + t] >> g) & 1) << 4)
-        } else {
-            low
-        }
-    }
-
-    /// Sets level `e` of output `i` in a cell's levels, which start zeroed.
-    fn set_level(&self, levels: &mut [u8], i: usize, e: usize, level: u8) {
-        let (g, t) = (e / 4, e % 4);
-        if self.bits == 8 {
-            levels[32 * g + 4 * i + t] = level ^ SIGNED_BIAS;
-            return;
-        }
-        levels[32 * (g % 4) + 4 * i + t] |= (level & 0xF) << (4 * (g / 4));
-        if self.bits == 5 {
-            levels[NIBBLE_BYTES + 4 * i + t] |= ((level >> 4) & 1) << g;
-        }
-    }
-
-    /// Bytes of one cell: levels, scales, minimums.
-    pub const fn cell_bytes(&self) -> usize {
-        let floats = if matches!(self.offset, Offset::Min) {
-            2
-        } else {
-            1
-        };
-        self.level_bytes() + floats * CELL_OUTPUTS * 4
-    }
-}
-
-/// One block, decoded: 32 levels (Q8_0's as `i8` bits) and its scale and minimum.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct LBlock {
-    pub d: f32,
-    pub m: f32,
-    pub levels: [u8; QK],
-}
-
-impl LBlock {
-    pub const ZERO: LBlock = LBlock {
-        d: 0.0,
-        m: 0.0,
-        levels: [0; QK],
-    };
-
-    /// The 32 weights, computed as ggml does (a multiply, then an add for `m`).
-    pub fn dequantize(&self, scheme: &Scheme, out: &mut [f32]) {
-        for (o, &l) in out.iter_mut().zip(&self.levels) {
-            *o = match scheme.offset {
-                Offset::Centre(c) => (i32::from(l) - c) as f32 * self.d,
-                Offset::Min => f32::from(l) * self.d + self.m,
-                Offset::Signed => f32::from(l as i8) * self.d,
-            };
-        }
-    }
-}
+use layout::{read_cell, write_cell};
+pub(super) use layout::{LBlock, Offset, Scheme, CELL_OUTPUTS};
 
 /// One 32-weight block type: its tag, scheme, stored layout and quantizer.
 pub(super) trait LegacyQuant: 'static {
@@ -157,35 +62,6 @@ impl<Q: LegacyQuant> std::fmt::Debug for LegacyFormat<Q> {
 
 fn block_bytes<Q: LegacyQuant>() -> usize {
     Q::TYPE.block().expect("a known type").1
-}
-
-/// Writes up to 8 outputs' blocks into one cell.
-fn write_cell(scheme: &Scheme, blocks: &[LBlock], cell: &mut [u8]) {
-    let (levels, floats) = cell.split_at_mut(scheme.level_bytes());
-    for (i, block) in blocks.iter().enumerate() {
-        for (e, &level) in block.levels.iter().enumerate() {
-            scheme.set_level(levels, i, e, level);
-        }
-        floats[4 * i..][..4].copy_from_slice(&block.d.to_le_bytes());
-        if matches!(scheme.offset, Offset::Min) {
-            floats[32 + 4 * i..][..4].copy_from_slice(&block.m.to_le_bytes());
-        }
-    }
-}
-
-/// Output `i`'s block from a cell.
-fn read_cell(scheme: &Scheme, cell: &[u8], i: usize) -> LBlock {
-    let (levels, floats) = cell.split_at(scheme.level_bytes());
-    let mut block = LBlock::ZERO;
-    for (e, level) in block.levels.iter_mut().enumerate() {
-        *level = scheme.level(levels, i, e);
-    }
-    let float = |at: usize| f32::from_le_bytes(floats[at..at + 4].try_into().expect("4 bytes"));
-    block.d = float(4 * i);
-    if matches!(scheme.offset, Offset::Min) {
-        block.m = float(32 + 4 * i);
-    }
-    block
 }
 
 impl<Q: LegacyQuant> WeightFormat for LegacyFormat<Q> {
@@ -251,11 +127,11 @@ impl<Q: LegacyQuant> WeightFormat for LegacyFormat<Q> {
     }
 
     fn expanded_bytes(&self, isa: Isa, k: usize) -> usize {
-        legacy_tile::expanded_bytes(&Q::SCHEME, isa, k / QK)
+        kernel_expanded_bytes(&Q::SCHEME, isa, k / QK)
     }
 
     fn expand_panel(&self, isa: Isa, panel: &[u8], k: usize, out: &mut [u8]) {
-        legacy_tile::expand(&Q::SCHEME, isa, panel, k / QK, out)
+        kernel_expand(&Q::SCHEME, isa, panel, k / QK, out)
     }
 
     fn tile(
@@ -273,7 +149,7 @@ impl<Q: LegacyQuant> WeightFormat for LegacyFormat<Q> {
         let Activations::Q8_0(x) = x else {
             panic!("{} multiplies Q8_0 activations", Q::TYPE);
         };
-        legacy_tile::tile(
+        kernel_tile(
             &Q::SCHEME,
             isa,
             panel,
@@ -285,6 +161,86 @@ impl<Q: LegacyQuant> WeightFormat for LegacyFormat<Q> {
             form,
             tile,
         )
+    }
+}
+
+/// One tile against a legacy panel of `blocks` blocks, activation rows `r0..r0 + rows`.
+#[allow(clippy::too_many_arguments)]
+fn kernel_tile(
+    scheme: &Scheme,
+    isa: Isa,
+    panel: &[u8],
+    blocks: usize,
+    x: &Q8Rows,
+    r0: usize,
+    rows: usize,
+    place: TilePlace,
+    form: PanelForm,
+    tile: &mut Tile,
+) {
+    assert!(rows <= isa.integer_tile_rows(), "{rows} rows in one tile");
+    let expanded = form == PanelForm::Expanded;
+    assert!(
+        !expanded || isa == Isa::Avx512Vnni,
+        "only VNNI panels expand"
+    );
+    let cell = scheme.cell_bytes();
+    // A tile alone on its panel (a few rows) is bound by bandwidth that the hardware prefetcher
+    // already uses: software prefetches there measured 15% slower at one row.
+    let prefetch = match place {
+        TilePlace::ALONE => Prefetch::Nothing,
+        _ => place.prefetch(panel.len()),
+    };
+    let panel = match expanded {
+        true => panel,
+        false => &panel[..2 * blocks * cell],
+    };
+    const { assert!(PANEL == 2 * CELL_OUTPUTS) };
+    let xs: [&[BlockQ8]; TILE_ROWS] = std::array::from_fn(|r| {
+        if r < rows {
+            &x.row(r0 + r)[..blocks]
+        } else {
+            &[]
+        }
+    });
+    let xs = &xs[..rows];
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx2` is only detected on CPUs with avx2+fma; the panel holds
+        // `2 * blocks` cells and every row `blocks` blocks.
+        Isa::Avx2 => unsafe { avx2::tile(scheme, panel, xs, tile) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above, and `Isa::Avx512Vnni` is only detected with avx512f+vnni+vl.
+        Isa::Avx512Vnni => unsafe { avx512::tile(scheme, panel, xs, expanded, prefetch, tile) },
+        _ => {
+            for (tile_row, xs) in tile.iter_mut().zip(xs) {
+                for (half, out) in tile_row.chunks_exact_mut(CELL_OUTPUTS).enumerate() {
+                    let out: &mut [f32; CELL_OUTPUTS] = out.try_into().expect("8 outputs");
+                    portable::half_row(scheme, panel, half, xs, out);
+                }
+            }
+        }
+    }
+}
+
+/// Bytes a panel of `blocks` blocks takes expanded for `isa`, 0 where its kernel reads only
+/// packed panels.
+fn kernel_expanded_bytes(scheme: &Scheme, isa: Isa, blocks: usize) -> usize {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512Vnni => blocks * avx512::expanded_block_bytes(scheme),
+        _ => 0,
+    }
+}
+
+/// Expands a packed panel of `blocks` blocks into `out` (`kernel_expanded_bytes` long).
+fn kernel_expand(scheme: &Scheme, isa: Isa, panel: &[u8], blocks: usize, out: &mut [u8]) {
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Isa::Avx512Vnni` is only detected with avx2+fma+avx512f+vnni+vl; `expand`
+        // checks the lengths.
+        Isa::Avx512Vnni => unsafe { avx512::expand(scheme, panel, blocks, out) },
+        _ => panic!("{isa:?} kernels read packed panels"),
     }
 }
 
