@@ -21,7 +21,7 @@ use sluice_gguf::GgmlType;
 use super::balanced_parts;
 use super::formats::{format_for, Activations, AlignedBytes, WeightFormat};
 use super::isa::Isa;
-use super::tile::{PanelForm, Tile, TilePlace};
+use super::tile::{PanelForm, PanelView, RowSpan, Tile, TilePlace};
 use super::vector::{best_ops, VectorOps};
 
 pub use super::tile::{DEFAULT_TILE_ROWS, PANEL, TILE_ROWS};
@@ -228,12 +228,13 @@ impl PackedMatrix {
             let cols = PANEL.min(n - p * PANEL);
             with_scratch(self.expands(isa, rows.len()), |scratch| {
                 let panel = self.panel_for(isa, p, rows.len(), scratch);
-                for (r0, tile_rows, place) in row_tiles(rows, self.format.tile_rows(isa)) {
-                    self.tile(isa, &acts, r0, tile_rows, panel, place, tile);
-                    for (r, tile_row) in tile.iter().take(tile_rows).enumerate() {
+                for (span, place) in row_tiles(rows, self.format.tile_rows(isa)) {
+                    self.format.tile(isa, panel, &acts, span, place, tile);
+                    for (r, tile_row) in tile.iter().take(span.len).enumerate() {
                         // SAFETY: tasks cover disjoint (row, panel) rectangles of y, and
-                        // `(r0 + r) * n + p * PANEL + cols <= m * n` by the loop bounds.
-                        store(unsafe { out.at((r0 + r) * n + p * PANEL) }, tile_row, cols)
+                        // `(first + r) * n + p * PANEL + cols <= m * n` by the loop bounds.
+                        let at = (span.first + r) * n + p * PANEL;
+                        store(unsafe { out.at(at) }, tile_row, cols)
                     }
                 }
             })
@@ -281,23 +282,6 @@ impl PackedMatrix {
             });
     }
 
-    /// One tile: `tile[r][j] = Σ_k x[r0 + r, k] · panel[k, j]` for `r < rows`.
-    #[allow(clippy::too_many_arguments)]
-    fn tile(
-        &self,
-        isa: Isa,
-        acts: &Activations<'_>,
-        r0: usize,
-        rows: usize,
-        (panel, form): (&[u8], PanelForm),
-        place: TilePlace,
-        tile: &mut Tile,
-    ) {
-        let k = self.in_dim;
-        self.format
-            .tile(isa, panel, k, acts, r0, rows, place, form, tile);
-    }
-
     /// Whether the tiles of `rows` rows read expanded panels: where the format has an
     /// expanded form and enough row tiles share each panel to repay the pass (prefill).
     fn expands(&self, isa: Isa, rows: usize) -> bool {
@@ -313,14 +297,18 @@ impl PackedMatrix {
         p: usize,
         rows: usize,
         scratch: &'a mut Vec<u8>,
-    ) -> (&'a [u8], PanelForm) {
+    ) -> PanelView<'a> {
+        let k = self.in_dim;
         if !self.expands(isa, rows) {
-            return (self.panel(p), PanelForm::Packed);
+            return PanelView::packed(self.panel(p), k);
         }
-        scratch.resize(self.format.expanded_bytes(isa, self.in_dim), 0);
-        self.format
-            .expand_panel(isa, self.panel(p), self.in_dim, scratch);
-        (scratch, PanelForm::Expanded)
+        scratch.resize(self.format.expanded_bytes(isa, k), 0);
+        self.format.expand_panel(isa, self.panel(p), k, scratch);
+        PanelView {
+            bytes: scratch,
+            k,
+            form: PanelForm::Expanded,
+        }
     }
 }
 
@@ -419,7 +407,7 @@ impl GatedMatrix {
                 with_scratch(expands, |up_scratch| {
                     let gate_panel = packed.panel_for(isa, 2 * p, rows.len(), gate_scratch);
                     let up_panel = packed.panel_for(isa, 2 * p + 1, rows.len(), up_scratch);
-                    for (r0, tile_rows, place) in row_tiles(rows, packed.format.tile_rows(isa)) {
+                    for (span, place) in row_tiles(rows, packed.format.tile_rows(isa)) {
                         // The gate panel's next is the up panel, read now: only the up tile
                         // warms. A tile alone on its panel stays so (kernels prefetch
                         // differently there).
@@ -430,13 +418,14 @@ impl GatedMatrix {
                                 ..place
                             },
                         };
-                        packed.tile(isa, &acts, r0, tile_rows, gate_panel, gate_place, gate);
-                        packed.tile(isa, &acts, r0, tile_rows, up_panel, place, up);
-                        for r in 0..tile_rows {
+                        let format = packed.format;
+                        format.tile(isa, gate_panel, &acts, span, gate_place, gate);
+                        format.tile(isa, up_panel, &acts, span, place, up);
+                        for r in 0..span.len {
                             // SAFETY: tasks cover disjoint (row, panel) rectangles of y, and
-                            // `(r0 + r) * n + p * PANEL + PANEL <= m * n` by the loop bounds.
+                            // `(first + r) * n + p * PANEL + PANEL <= m * n` by the loop bounds.
                             let dst = unsafe {
-                                let at = out.at((r0 + r) * n + p * PANEL);
+                                let at = out.at((span.first + r) * n + p * PANEL);
                                 std::slice::from_raw_parts_mut(at, PANEL)
                             };
                             ops.silu_mul(&gate[r], &up[r], dst);
@@ -448,21 +437,17 @@ impl GatedMatrix {
     }
 }
 
-/// The row tiles of a block of rows, as `(first row, rows, place)`, at most `per_tile` rows
-/// each: balanced, so 13 rows run as 5 + 4 + 4 in tiles of 6, not 6 + 6 + 1 (see
-/// `balanced_parts`).
-fn row_tiles(
-    rows: Range<usize>,
-    per_tile: usize,
-) -> impl Iterator<Item = (usize, usize, TilePlace)> {
+/// The row tiles of a block of rows, with their places, at most `per_tile` rows each:
+/// balanced, so 13 rows run as 5 + 4 + 4 in tiles of 6, not 6 + 6 + 1 (see `balanced_parts`).
+fn row_tiles(rows: Range<usize>, per_tile: usize) -> impl Iterator<Item = (RowSpan, TilePlace)> {
     debug_assert!((1..=TILE_ROWS).contains(&per_tile));
-    balanced_parts(rows.len(), per_tile).scan(rows.start, move |r0, tile_rows| {
+    balanced_parts(rows.len(), per_tile).scan(rows.start, move |first, len| {
         let place = TilePlace {
-            first: *r0 == rows.start,
-            last: *r0 + tile_rows == rows.end,
+            first: *first == rows.start,
+            last: *first + len == rows.end,
         };
-        let tile = (*r0, tile_rows, place);
-        *r0 += tile_rows;
+        let tile = (RowSpan { first: *first, len }, place);
+        *first += len;
         Some(tile)
     })
 }

@@ -67,3 +67,35 @@ impl TilePlace {
         }
     }
 }
+
+/// A panel as one tile reads it: its bytes, the weights each of its rows holds, and their form.
+#[derive(Debug, Clone, Copy)]
+pub struct PanelView<'a> {
+    /// The panel's bytes, packed or expanded as `form` says.
+    pub bytes: &'a [u8],
+    /// Weights a row (`k`, the product's inner dimension).
+    pub k: usize,
+    /// How `bytes` are laid out.
+    pub form: PanelForm,
+}
+
+impl<'a> PanelView<'a> {
+    /// A panel as packed at load.
+    pub fn packed(bytes: &'a [u8], k: usize) -> Self {
+        Self {
+            bytes,
+            k,
+            form: PanelForm::Packed,
+        }
+    }
+}
+
+/// The activation rows one tile multiplies: `first..first + len`, `len` at most the format's
+/// `tile_rows`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowSpan {
+    /// The first row.
+    pub first: usize,
+    /// Rows in the tile.
+    pub len: usize,
+}

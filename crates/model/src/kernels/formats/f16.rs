@@ -2,7 +2,8 @@
 //! with f32 activations.
 
 use super::{
-    float_tile, ActivationKind, Activations, Isa, PanelForm, Tile, TilePlace, WeightFormat,
+    float_tile, ActivationKind, Activations, Isa, PanelForm, PanelView, RowSpan, Tile, TilePlace,
+    WeightFormat,
 };
 use half::f16;
 use sluice_gguf::GgmlType;
@@ -43,19 +44,20 @@ impl WeightFormat for F16 {
     fn tile(
         &self,
         isa: Isa,
-        panel: &[u8],
-        k: usize,
+        panel: PanelView<'_>,
         x: &Activations<'_>,
-        r0: usize,
-        rows: usize,
+        rows: RowSpan,
         place: TilePlace,
-        form: PanelForm,
         tile: &mut Tile,
     ) {
-        assert_eq!(form, PanelForm::Packed, "{self:?} panels do not expand");
+        assert_eq!(
+            panel.form,
+            PanelForm::Packed,
+            "{self:?} panels do not expand"
+        );
         let Activations::F32 { x, .. } = x else {
             panic!("f16 weights multiply f32 activations");
         };
-        float_tile::tile::<f16>(isa, panel, k, x, r0, rows, place.first, tile)
+        float_tile::tile::<f16>(isa, panel, x, rows, place.first, tile)
     }
 }

@@ -2,7 +2,7 @@
 //! per step from zero, so every output is `fma(x[k-1], w[k-1], … fma(x[0], w[0], 0))` whatever
 //! the batch. f16 values are widened with F16C inside the loop.
 
-use super::{Isa, Tile, PANEL};
+use super::{Isa, PanelView, RowSpan, Tile, PANEL};
 use half::f16;
 
 /// A float panel value: f32 or f16.
@@ -64,19 +64,18 @@ pub(super) fn unpack_row<T: PanelValue>(panel: &[u8], j: usize, out: &mut [f32])
     }
 }
 
-/// One tile over a `[k, 16]` panel of `T`, rows `x[r0..r0 + rows]` of `[m, k]` f32.
-#[allow(clippy::too_many_arguments)]
+/// One tile over a `[k, 16]` panel of `T`, rows `rows` of `x: [m, k]` f32.
 pub(super) fn tile<T: PanelValue>(
     isa: Isa,
-    panel: &[u8],
-    k: usize,
+    panel: PanelView<'_>,
     x: &[f32],
-    r0: usize,
-    rows: usize,
+    rows: RowSpan,
     streams: bool,
     tile: &mut Tile,
 ) {
-    let panel: &[T] = bytemuck::cast_slice(&panel[..k * PANEL * std::mem::size_of::<T>()]);
+    let k = panel.k;
+    let panel: &[T] = bytemuck::cast_slice(&panel.bytes[..k * PANEL * std::mem::size_of::<T>()]);
+    let (r0, rows) = (rows.first, rows.len);
     let x = &x[r0 * k..][..rows * k];
     match isa {
         #[cfg(target_arch = "x86_64")]

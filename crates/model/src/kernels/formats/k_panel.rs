@@ -24,7 +24,8 @@ use sluice_gguf::GgmlType;
 
 use super::act_q8k::QK_K;
 use super::{
-    k_tile, ActivationKind, Activations, Isa, PanelForm, Tile, TilePlace, WeightFormat, PANEL,
+    k_tile, ActivationKind, Activations, Isa, PanelForm, PanelView, RowSpan, Tile, TilePlace,
+    WeightFormat, PANEL,
 };
 
 /// Outputs per cell (half a panel).
@@ -350,19 +351,20 @@ impl<Q: KQuant> WeightFormat for KFormat<Q> {
     fn tile(
         &self,
         isa: Isa,
-        panel: &[u8],
-        k: usize,
+        panel: PanelView<'_>,
         x: &Activations<'_>,
-        r0: usize,
-        rows: usize,
+        rows: RowSpan,
         place: TilePlace,
-        form: PanelForm,
         tile: &mut Tile,
     ) {
-        assert_eq!(form, PanelForm::Packed, "{self:?} panels do not expand");
+        assert_eq!(
+            panel.form,
+            PanelForm::Packed,
+            "{self:?} panels do not expand"
+        );
         let Activations::Q8K(x) = x else {
             panic!("{} multiplies Q8_K activations", Q::TYPE);
         };
-        k_tile::tile::<Q>(isa, panel, k, x, r0, rows, place, tile)
+        k_tile::tile::<Q>(isa, panel.bytes, panel.k, x, rows, place, tile)
     }
 }

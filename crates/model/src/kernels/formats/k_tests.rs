@@ -178,13 +178,13 @@ fn tile_equals_the_f32_product_of_what_is_stored() {
             let rows = rows.min(format.tile_rows(isa));
             format.tile(
                 isa,
-                &panel,
-                k,
+                PanelView::packed(&panel, k),
                 &acts,
-                0,
-                rows,
+                RowSpan {
+                    first: 0,
+                    len: rows,
+                },
                 TilePlace::MIDDLE,
-                PanelForm::Packed,
                 &mut tile,
             );
             for r in 0..rows {

@@ -15,20 +15,19 @@
 
 use super::act_q8k::{BlockQ8K, Q8KRows, QK_K};
 use super::k_panel::{read_cell_row, KBlock, KQuant, Offset, CELL_OUTPUTS};
-use super::{Isa, Tile, TilePlace, PANEL, TILE_ROWS};
+use super::{Isa, RowSpan, Tile, TilePlace, PANEL, TILE_ROWS};
 
-/// One tile against a K-quant panel, rows `r0..r0 + rows` of `x`.
-#[allow(clippy::too_many_arguments)]
+/// One tile against a packed K-quant panel of `k` weights a row, rows `rows` of `x`.
 pub(super) fn tile<Q: KQuant>(
     isa: Isa,
     panel: &[u8],
     k: usize,
     x: &Q8KRows,
-    r0: usize,
-    rows: usize,
+    rows: RowSpan,
     place: TilePlace,
     tile: &mut Tile,
 ) {
+    let (r0, rows) = (rows.first, rows.len);
     assert!(rows <= isa.integer_tile_rows(), "{rows} rows in one tile");
     let blocks = k / QK_K;
     let prefetch = place.prefetch(panel.len());

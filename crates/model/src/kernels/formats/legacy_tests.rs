@@ -110,13 +110,10 @@ fn tile_equals_the_f32_product_of_what_is_stored() {
         let n = format.tile_rows(Isa::current());
         format.tile(
             Isa::current(),
-            &panel,
-            k,
+            PanelView::packed(&panel, k),
             &acts,
-            0,
-            n,
+            RowSpan { first: 0, len: n },
             TilePlace::MIDDLE,
-            PanelForm::Packed,
             &mut tile,
         );
         let mut weights = vec![0f32; k];

@@ -39,7 +39,9 @@ use sluice_gguf::GgmlType;
 
 pub use super::isa::Isa;
 pub(super) use super::tile::Prefetch;
-pub use super::tile::{PanelForm, Tile, TilePlace, DEFAULT_TILE_ROWS, PANEL, TILE_ROWS};
+pub use super::tile::{
+    PanelForm, PanelView, RowSpan, Tile, TilePlace, DEFAULT_TILE_ROWS, PANEL, TILE_ROWS,
+};
 
 impl Isa {
     /// Rows one tile of the integer kernels takes on this ISA: AVX-512VL's 32 vector registers
@@ -154,20 +156,17 @@ pub trait WeightFormat: Send + Sync + std::fmt::Debug {
         panic!("{self:?} has no expanded panels on {isa:?}")
     }
 
-    /// `tile[r][j] = Σ_kk x[r0 + r, kk] · W_panel[j, kk]` for `r < rows`, `j < PANEL`, where
-    /// `rows <= self.tile_rows(isa)`. `place` says which of the panel's row tiles this is, so
-    /// the kernel may prefetch; `form`, whether `panel` is packed or expanded.
-    #[allow(clippy::too_many_arguments)]
+    /// `tile[r][j] = Σ_kk x[rows.first + r, kk] · W_panel[j, kk]` for `r < rows.len`,
+    /// `j < PANEL`, `kk < panel.k`, where `rows.len <= self.tile_rows(isa)`. `place` says which
+    /// of the panel's row tiles this is, so the kernel may prefetch; `panel.form`, whether the
+    /// panel is packed or expanded.
     fn tile(
         &self,
         isa: Isa,
-        panel: &[u8],
-        k: usize,
+        panel: PanelView<'_>,
         x: &Activations<'_>,
-        r0: usize,
-        rows: usize,
+        rows: RowSpan,
         place: TilePlace,
-        form: PanelForm,
         tile: &mut Tile,
     );
 }

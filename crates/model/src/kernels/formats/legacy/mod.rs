@@ -27,8 +27,8 @@ mod portable;
 
 use super::act_q8_0::{BlockQ8, Q8Rows, QK};
 use super::{
-    ActivationKind, Activations, Isa, PanelForm, Prefetch, Tile, TilePlace, WeightFormat, PANEL,
-    TILE_ROWS,
+    ActivationKind, Activations, Isa, PanelForm, PanelView, Prefetch, RowSpan, Tile, TilePlace,
+    WeightFormat, PANEL, TILE_ROWS,
 };
 use layout::{read_cell, write_cell};
 pub(super) use layout::{LBlock, Offset, Scheme, CELL_OUTPUTS};
@@ -137,47 +137,31 @@ impl<Q: LegacyQuant> WeightFormat for LegacyFormat<Q> {
     fn tile(
         &self,
         isa: Isa,
-        panel: &[u8],
-        k: usize,
+        panel: PanelView<'_>,
         x: &Activations<'_>,
-        r0: usize,
-        rows: usize,
+        rows: RowSpan,
         place: TilePlace,
-        form: PanelForm,
         tile: &mut Tile,
     ) {
         let Activations::Q8_0(x) = x else {
             panic!("{} multiplies Q8_0 activations", Q::TYPE);
         };
-        kernel_tile(
-            &Q::SCHEME,
-            isa,
-            panel,
-            k / QK,
-            x,
-            r0,
-            rows,
-            place,
-            form,
-            tile,
-        )
+        kernel_tile(&Q::SCHEME, isa, panel, x, rows, place, tile)
     }
 }
 
-/// One tile against a legacy panel of `blocks` blocks, activation rows `r0..r0 + rows`.
-#[allow(clippy::too_many_arguments)]
+/// One tile against a legacy panel, packed or expanded, activation rows `rows` of `x`.
 fn kernel_tile(
     scheme: &Scheme,
     isa: Isa,
-    panel: &[u8],
-    blocks: usize,
+    panel: PanelView<'_>,
     x: &Q8Rows,
-    r0: usize,
-    rows: usize,
+    rows: RowSpan,
     place: TilePlace,
-    form: PanelForm,
     tile: &mut Tile,
 ) {
+    let (blocks, form, panel) = (panel.k / QK, panel.form, panel.bytes);
+    let (r0, rows) = (rows.first, rows.len);
     assert!(rows <= isa.integer_tile_rows(), "{rows} rows in one tile");
     let expanded = form == PanelForm::Expanded;
     assert!(
