@@ -17,23 +17,9 @@
 mod act_q8_0;
 mod act_q8k;
 mod act_quant;
-mod f16;
-mod f32;
-mod float_tile;
-mod k_panel;
-mod k_quantize;
-mod k_tile;
+mod float;
+mod k_quant;
 mod legacy;
-mod q2_k;
-mod q3_k;
-mod q4_0;
-mod q4_1;
-mod q4_k;
-mod q5_0;
-mod q5_1;
-mod q5_k;
-mod q6_k;
-mod q8_0;
 
 use sluice_gguf::GgmlType;
 
@@ -174,18 +160,18 @@ pub trait WeightFormat: Send + Sync + std::fmt::Debug {
 /// The format that keeps weights of ggml type `ty` as they are, if sluice has one.
 pub fn format_for(ty: GgmlType) -> Option<&'static dyn WeightFormat> {
     Some(match ty {
-        GgmlType::F32 => &f32::F32,
-        GgmlType::F16 => &f16::F16,
-        GgmlType::Q8_0 => &q8_0::Q8_0,
-        GgmlType::Q4_0 => &q4_0::Q4_0,
-        GgmlType::Q4_1 => &q4_1::Q4_1,
-        GgmlType::Q5_0 => &q5_0::Q5_0,
-        GgmlType::Q5_1 => &q5_1::Q5_1,
-        GgmlType::Q2_K => &q2_k::Q2_K,
-        GgmlType::Q3_K => &q3_k::Q3_K,
-        GgmlType::Q4_K => &q4_k::Q4_K,
-        GgmlType::Q5_K => &q5_k::Q5_K,
-        GgmlType::Q6_K => &q6_k::Q6_K,
+        GgmlType::F32 => &float::F32,
+        GgmlType::F16 => &float::F16,
+        GgmlType::Q8_0 => &legacy::Q8_0,
+        GgmlType::Q4_0 => &legacy::Q4_0,
+        GgmlType::Q4_1 => &legacy::Q4_1,
+        GgmlType::Q5_0 => &legacy::Q5_0,
+        GgmlType::Q5_1 => &legacy::Q5_1,
+        GgmlType::Q2_K => &k_quant::Q2_K,
+        GgmlType::Q3_K => &k_quant::Q3_K,
+        GgmlType::Q4_K => &k_quant::Q4_K,
+        GgmlType::Q5_K => &k_quant::Q5_K,
+        GgmlType::Q6_K => &k_quant::Q6_K,
         _ => return None,
     })
 }
@@ -257,9 +243,5 @@ impl std::fmt::Debug for AlignedBytes {
     }
 }
 
-#[cfg(test)]
-mod k_tests;
-#[cfg(test)]
-mod legacy_tests;
 #[cfg(test)]
 mod tests;

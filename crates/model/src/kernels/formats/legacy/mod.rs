@@ -1,7 +1,7 @@
 //! The 32-weight block types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) as one family: a block is 32 levels
 //! with an f16 scale `d` and, for the `_1` types, an f16 minimum `m`; weight = `d·(level − c)`
-//! (a centre `c`: 8 or 16, 0 for Q8_0's signed levels) or `d·level + m`. Each type's file says
-//! how its blocks are stored ([`LegacyQuant`]); this file packs and dequantizes them and picks
+//! (a centre `c`: 8 or 16, 0 for Q8_0's signed levels) or `d·level + m`. Each type's file
+//! (`q4_0.rs` … `q8_0.rs`) says how its blocks are stored ([`LegacyQuant`]); this file packs and dequantizes them and picks
 //! the tile kernel for the ISA: `portable.rs` (the bit-exact reference), `avx2.rs`, `avx512.rs`
 //! (VNNI), all reading the cells `layout.rs` defines.
 //!
@@ -24,6 +24,13 @@ mod avx2;
 mod avx512;
 mod layout;
 mod portable;
+mod q4_0;
+mod q4_1;
+mod q5_0;
+mod q5_1;
+mod q8_0;
+#[cfg(test)]
+mod tests;
 
 use super::act_q8_0::{BlockQ8, Q8Rows, QK};
 use super::{
@@ -31,7 +38,12 @@ use super::{
     WeightFormat, PANEL, TILE_ROWS,
 };
 use layout::{read_cell, write_cell};
-pub(super) use layout::{LBlock, Offset, Scheme, CELL_OUTPUTS};
+use layout::{LBlock, Offset, Scheme, CELL_OUTPUTS};
+pub(super) use q4_0::Q4_0;
+pub(super) use q4_1::Q4_1;
+pub(super) use q5_0::Q5_0;
+pub(super) use q5_1::Q5_1;
+pub(super) use q8_0::Q8_0;
 
 /// One 32-weight block type: its tag, scheme, stored layout and quantizer.
 pub(super) trait LegacyQuant: 'static {

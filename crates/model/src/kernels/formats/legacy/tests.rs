@@ -2,15 +2,20 @@
 //! with the `gguf` package, stored blocks read and written unchanged, quantization error bounds,
 //! and the tile equal to the f32 product of what is stored.
 
-use super::legacy::LegacyQuant;
-use super::*;
+use super::super::*;
+use super::{q4_0, q4_1, q5_0, q5_1, q8_0, LegacyQuant};
+
 use crate::kernels::test_values;
 
 macro_rules! fixture {
     ($name:literal) => {
         (
-            &include_bytes!(concat!("../../../../../fixtures/quants/", $name, ".blocks"))[..],
-            &include_bytes!(concat!("../../../../../fixtures/quants/", $name, ".f32"))[..],
+            &include_bytes!(concat!(
+                "../../../../../../fixtures/quants/",
+                $name,
+                ".blocks"
+            ))[..],
+            &include_bytes!(concat!("../../../../../../fixtures/quants/", $name, ".f32"))[..],
         )
     };
 }

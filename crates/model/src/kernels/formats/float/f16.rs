@@ -1,9 +1,8 @@
 //! f16 weights: panels `[k, 16]` of IEEE halves, widened to f32 inside the kernel and multiplied
 //! with f32 activations.
 
-use super::{
-    float_tile, ActivationKind, Activations, Isa, PanelForm, PanelView, RowSpan, Tile, TilePlace,
-    WeightFormat,
+use super::super::{
+    ActivationKind, Activations, Isa, PanelForm, PanelView, RowSpan, Tile, TilePlace, WeightFormat,
 };
 use half::f16;
 use sluice_gguf::GgmlType;
@@ -34,11 +33,11 @@ impl WeightFormat for F16 {
     }
 
     fn pack_panel(&self, rows: &[&[u8]], k: usize, panel: &mut [u8]) {
-        float_tile::pack_panel::<f16>(rows, k, panel)
+        super::pack_panel::<f16>(rows, k, panel)
     }
 
     fn unpack_row(&self, panel: &[u8], _k: usize, j: usize, out: &mut [f32]) {
-        float_tile::unpack_row::<f16>(panel, j, out)
+        super::unpack_row::<f16>(panel, j, out)
     }
 
     fn tile(
@@ -58,6 +57,6 @@ impl WeightFormat for F16 {
         let Activations::F32 { x, .. } = x else {
             panic!("f16 weights multiply f32 activations");
         };
-        float_tile::tile::<f16>(isa, panel, x, rows, place.first, tile)
+        super::tile::<f16>(isa, panel, x, rows, place.first, tile)
     }
 }
