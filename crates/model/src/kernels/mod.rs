@@ -6,6 +6,7 @@ pub mod formats;
 pub mod isa;
 pub mod matmul;
 pub mod paged_attention;
+mod tile;
 pub mod vector;
 
 pub use isa::Isa;

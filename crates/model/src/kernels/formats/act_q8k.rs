@@ -3,34 +3,13 @@
 //! multiply weight bytes with these bytes in integer arithmetic and use the group sums to
 //! subtract the weights' offsets and minimums once per group instead of once per weight.
 
-use super::Isa;
 use rayon::prelude::*;
+
+use super::act_quant::{abs_max, nearest_int};
+use super::Isa;
 
 /// Values per super-block.
 pub const QK_K: usize = 256;
-
-/// `v` rounded to the nearest integer (ties to even) for `|v| < 2^22`: adding 1.5·2^23 leaves
-/// the rounded integer in the low mantissa bits. One add and a mask, where `f32::round` is a
-/// library call on baseline x86-64.
-#[inline(always)]
-pub(super) fn nearest_int(v: f32) -> i32 {
-    debug_assert!(v.abs() < 4_194_304.0);
-    ((v + 12_582_912.0).to_bits() & 0x007F_FFFF) as i32 - 0x0040_0000
-}
-
-/// The largest `|v|` of `x` (a multiple of 8 values), 0 for none. Kept in 8 lanes, so it
-/// compiles to vector maxima rather than one serial chain; the maximum of a set does not depend
-/// on the order it is taken in, so the value is the same as a scalar fold's.
-#[inline(always)]
-pub(super) fn abs_max(x: &[f32]) -> f32 {
-    let mut lanes = [0f32; 8];
-    for chunk in x.chunks_exact(8) {
-        for (lane, v) in lanes.iter_mut().zip(chunk) {
-            *lane = lane.max(v.abs());
-        }
-    }
-    lanes.into_iter().fold(0f32, f32::max)
-}
 
 /// One super-block of 256 quantized activations: `x[i] ≈ d · qs[i]`.
 #[derive(Debug, Clone, Copy)]
@@ -107,7 +86,7 @@ fn quantize_blocks_on(isa: Isa, x: &[f32], out: &mut [BlockQ8K]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn quantize_blocks_avx2(x: &[f32], out: &mut [BlockQ8K]) {
-    use super::act_q8_0::avx2::{abs_max, load32, quantize32};
+    use super::act_quant::avx2::{abs_max, load32, quantize32};
     use std::arch::x86_64::*;
     for (block, values) in out.iter_mut().zip(x.chunks_exact(QK_K)) {
         let v: [[__m256; 4]; QK_K / 32] =

@@ -16,35 +16,18 @@
 
 mod act_q8_0;
 mod act_q8k;
-mod f16;
-mod f32;
-mod float_tile;
-mod k_panel;
-mod k_quantize;
-mod k_tile;
+mod act_quant;
+mod float;
+mod k_quant;
 mod legacy;
-mod legacy_tile;
-#[cfg(target_arch = "x86_64")]
-mod legacy_zmm;
-mod q2_k;
-mod q3_k;
-mod q4_0;
-mod q4_1;
-mod q4_k;
-mod q5_0;
-mod q5_1;
-mod q5_k;
-mod q6_k;
-mod q8_0;
 
 use sluice_gguf::GgmlType;
 
 pub use super::isa::Isa;
-pub use super::matmul::{DEFAULT_TILE_ROWS, PANEL, TILE_ROWS};
-
-/// One tile of results: `tile[r][j]` for up to [`TILE_ROWS`] rows and the [`PANEL`] outputs of
-/// a panel.
-pub type Tile = [[f32; PANEL]; TILE_ROWS];
+pub(super) use super::tile::Prefetch;
+pub use super::tile::{
+    PanelForm, PanelView, RowSpan, Tile, TilePlace, DEFAULT_TILE_ROWS, PANEL, TILE_ROWS,
+};
 
 impl Isa {
     /// Rows one tile of the integer kernels takes on this ISA: AVX-512VL's 32 vector registers
@@ -159,92 +142,36 @@ pub trait WeightFormat: Send + Sync + std::fmt::Debug {
         panic!("{self:?} has no expanded panels on {isa:?}")
     }
 
-    /// `tile[r][j] = Σ_kk x[r0 + r, kk] · W_panel[j, kk]` for `r < rows`, `j < PANEL`, where
-    /// `rows <= self.tile_rows(isa)`. `place` says which of the panel's row tiles this is, so
-    /// the kernel may prefetch; `form`, whether `panel` is packed or expanded.
-    #[allow(clippy::too_many_arguments)]
+    /// `tile[r][j] = Σ_kk x[rows.first + r, kk] · W_panel[j, kk]` for `r < rows.len`,
+    /// `j < PANEL`, `kk < panel.k`, where `rows.len <= self.tile_rows(isa)`. `place` says which
+    /// of the panel's row tiles this is, so the kernel may prefetch; `panel.form`, whether the
+    /// panel is packed or expanded.
     fn tile(
         &self,
         isa: Isa,
-        panel: &[u8],
-        k: usize,
+        panel: PanelView<'_>,
         x: &Activations<'_>,
-        r0: usize,
-        rows: usize,
+        rows: RowSpan,
         place: TilePlace,
-        form: PanelForm,
         tile: &mut Tile,
     );
-}
-
-/// How the bytes of a panel handed to [`WeightFormat::tile`] are laid out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PanelForm {
-    /// As packed at load.
-    Packed,
-    /// As [`WeightFormat::expand_panel`] wrote it.
-    Expanded,
-}
-
-/// Where a tile falls among the row tiles one task runs against a panel: the first waits on
-/// memory for the panel (its kernel may prefetch ahead of its reads); the last may warm the
-/// panel stored after it, which the task (or the other thread) reads next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TilePlace {
-    /// The panel is not in cache yet.
-    pub first: bool,
-    /// No later tile reads this panel in this task.
-    pub last: bool,
-}
-
-/// What a kernel prefetches while it runs a tile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Prefetch {
-    /// Nothing: the panel is in cache, or the hardware prefetcher keeps up.
-    Nothing,
-    /// Its own panel, a few cells ahead of its reads.
-    Ahead,
-    /// The panel stored after its own, this many bytes on, cell by cell as it reads its own.
-    Next(usize),
-}
-
-impl TilePlace {
-    /// The only tile of its panel.
-    pub const ALONE: TilePlace = TilePlace {
-        first: true,
-        last: true,
-    };
-    /// A tile between the first and the last.
-    pub const MIDDLE: TilePlace = TilePlace {
-        first: false,
-        last: false,
-    };
-
-    /// The first tile streams its panel (`panel_len` bytes); the last warms the next.
-    pub(super) fn prefetch(self, panel_len: usize) -> Prefetch {
-        match (self.first, self.last) {
-            (true, _) => Prefetch::Ahead,
-            (false, true) => Prefetch::Next(panel_len),
-            (false, false) => Prefetch::Nothing,
-        }
-    }
 }
 
 /// The format that keeps weights of ggml type `ty` as they are, if sluice has one.
 pub fn format_for(ty: GgmlType) -> Option<&'static dyn WeightFormat> {
     Some(match ty {
-        GgmlType::F32 => &f32::F32,
-        GgmlType::F16 => &f16::F16,
-        GgmlType::Q8_0 => &q8_0::Q8_0,
-        GgmlType::Q4_0 => &q4_0::Q4_0,
-        GgmlType::Q4_1 => &q4_1::Q4_1,
-        GgmlType::Q5_0 => &q5_0::Q5_0,
-        GgmlType::Q5_1 => &q5_1::Q5_1,
-        GgmlType::Q2_K => &q2_k::Q2_K,
-        GgmlType::Q3_K => &q3_k::Q3_K,
-        GgmlType::Q4_K => &q4_k::Q4_K,
-        GgmlType::Q5_K => &q5_k::Q5_K,
-        GgmlType::Q6_K => &q6_k::Q6_K,
+        GgmlType::F32 => &float::F32,
+        GgmlType::F16 => &float::F16,
+        GgmlType::Q8_0 => &legacy::Q8_0,
+        GgmlType::Q4_0 => &legacy::Q4_0,
+        GgmlType::Q4_1 => &legacy::Q4_1,
+        GgmlType::Q5_0 => &legacy::Q5_0,
+        GgmlType::Q5_1 => &legacy::Q5_1,
+        GgmlType::Q2_K => &k_quant::Q2_K,
+        GgmlType::Q3_K => &k_quant::Q3_K,
+        GgmlType::Q4_K => &k_quant::Q4_K,
+        GgmlType::Q5_K => &k_quant::Q5_K,
+        GgmlType::Q6_K => &k_quant::Q6_K,
         _ => return None,
     })
 }
@@ -316,9 +243,5 @@ impl std::fmt::Debug for AlignedBytes {
     }
 }
 
-#[cfg(test)]
-mod k_tests;
-#[cfg(test)]
-mod legacy_tests;
 #[cfg(test)]
 mod tests;

@@ -39,22 +39,17 @@ const PLACES: [TilePlace; 4] = [
     },
 ];
 
-const PACKED: PanelForm = PanelForm::Packed;
-
-/// One tile of `rows` rows from row `r0`: `format.tile` on a fresh tile.
-#[allow(clippy::too_many_arguments)]
+/// One tile of `len` rows from row `first`: `format.tile` on a fresh tile.
 fn run_tile(
     format: &dyn WeightFormat,
     isa: Isa,
-    panel: &[u8],
+    panel: PanelView<'_>,
     acts: &Activations<'_>,
-    r0: usize,
-    rows: usize,
+    (first, len): (usize, usize),
     place: TilePlace,
-    form: PanelForm,
 ) -> Tile {
     let mut tile = [[0f32; PANEL]; TILE_ROWS];
-    format.tile(isa, panel, K, acts, r0, rows, place, form, &mut tile);
+    format.tile(isa, panel, acts, RowSpan { first, len }, place, &mut tile);
     tile
 }
 
@@ -70,16 +65,21 @@ fn every_available_kernel_agrees_bit_for_bit_with_the_portable_one() {
             for rows in 1..=format.tile_rows(isa) {
                 // Where the tile falls (what it prefetches) changes no bit.
                 let place = PLACES[rows % PLACES.len()];
-                let fast = run_tile(format, isa, &panel, &acts, 0, rows, place, PACKED);
+                let fast = run_tile(
+                    format,
+                    isa,
+                    PanelView::packed(&panel, K),
+                    &acts,
+                    (0, rows),
+                    place,
+                );
                 let portable = run_tile(
                     format,
                     Isa::Portable,
-                    &panel,
+                    PanelView::packed(&panel, K),
                     &acts,
-                    0,
-                    rows,
+                    (0, rows),
                     TilePlace::MIDDLE,
-                    PACKED,
                 );
                 assert_eq!(
                     fast,
@@ -107,16 +107,21 @@ fn a_row_gives_the_same_bits_in_any_tile_position() {
         let full = run_tile(
             format,
             Isa::current(),
-            &panel,
+            PanelView::packed(&panel, K),
             &acts,
-            0,
-            rows,
+            (0, rows),
             first,
-            PACKED,
         );
         for (r0, expected) in full.iter().take(rows).enumerate() {
             let place = TilePlace::ALONE;
-            let alone = run_tile(format, Isa::current(), &panel, &acts, r0, 1, place, PACKED);
+            let alone = run_tile(
+                format,
+                Isa::current(),
+                PanelView::packed(&panel, K),
+                &acts,
+                (r0, 1),
+                place,
+            );
             assert_eq!(&alone[0], expected, "{:?}, row {r0}", format.ggml_type());
         }
     }
@@ -191,9 +196,27 @@ fn an_expanded_panel_gives_the_bits_of_the_packed_one() {
             format.expand_panel(isa, &panel, K, &mut expanded);
             for rows in 1..=format.tile_rows(isa) {
                 let place = PLACES[rows % PLACES.len()];
-                let packed_tile = run_tile(format, isa, &panel, &acts, 0, rows, place, PACKED);
+                let packed_tile = run_tile(
+                    format,
+                    isa,
+                    PanelView::packed(&panel, K),
+                    &acts,
+                    (0, rows),
+                    place,
+                );
                 let form = PanelForm::Expanded;
-                let expanded_tile = run_tile(format, isa, &expanded, &acts, 0, rows, place, form);
+                let expanded_tile = run_tile(
+                    format,
+                    isa,
+                    PanelView {
+                        bytes: &expanded,
+                        k: K,
+                        form,
+                    },
+                    &acts,
+                    (0, rows),
+                    place,
+                );
                 let ty = format.ggml_type();
                 assert_eq!(packed_tile, expanded_tile, "{ty:?} {isa:?}, {rows} rows");
             }

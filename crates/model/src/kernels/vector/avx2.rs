@@ -157,7 +157,6 @@ unsafe fn group_scores<E: KvElement>(
 /// each row's strip is loaded (and widened) once for all `H` heads; every element's chain of
 /// FMAs runs over the rows in order.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 unsafe fn weighted_strip<E: KvElement, const H: usize, const V: usize>(
     weights: *const f32,
     n: usize,

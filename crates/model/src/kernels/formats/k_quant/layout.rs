@@ -1,9 +1,6 @@
-//! What the K-quant types (Q2_K … Q6_K) share: a weight is `d·scale·level − dmin·min` or
-//! `d·scale·(level − centre)` with an unsigned integer `level`, an integer `scale` (and `min`)
-//! per sub-block of 16 or 32 weights and f32 `d` (and `dmin`) per super-block of 256. Each type
-//! file only says how its stored block maps to that form ([`KQuant`]); the panel layout, the
-//! dequantization and the [`WeightFormat`] implementation are written once here, the kernels
-//! once in `k_tile`.
+//! The K-quant panel layout (see `mod.rs` for the weights' form) and the shared form of one
+//! super-block read from or written into it. Every K-quant kernel reads this; it reads none of
+//! them.
 //!
 //! Panel layout: for each super-block `b` of the row length, two *cells* (outputs 0..8 and
 //! 8..16 of the panel). A cell holds, for its 8 outputs `j`:
@@ -18,23 +15,17 @@
 //!   6 = nibble + 2-bit, 5 = nibble + 1-bit, 3 = 2-bit + 1-bit, 2 = 2-bit); a level is
 //!   `nibble | 2-bit << 4 | 1-bit << (4 or 6 or 2)` in that order.
 
-use std::marker::PhantomData;
-
-use sluice_gguf::GgmlType;
-
-use super::act_q8k::QK_K;
-use super::{
-    k_tile, ActivationKind, Activations, Isa, PanelForm, Tile, TilePlace, WeightFormat, PANEL,
-};
+use super::super::act_q8k::QK_K;
+use super::super::PANEL;
 
 /// Outputs per cell (half a panel).
-pub(super) const CELL_OUTPUTS: usize = PANEL / 2;
+pub(crate) const CELL_OUTPUTS: usize = PANEL / 2;
 /// Weights per unit.
 const UNIT: usize = 32;
 
 /// What a K-quant type subtracts from `scale · level`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Offset {
+pub(crate) enum Offset {
     /// `dmin · min` with an unsigned min per sub-block (Q2_K, Q4_K, Q5_K).
     Min,
     /// `scale · 2^shift`: levels are centred on `2^shift` (Q3_K: 4, Q6_K: 32).
@@ -43,7 +34,7 @@ pub(super) enum Offset {
 
 /// The shape of a K-quant type's weights.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Scheme {
+pub(crate) struct Scheme {
     /// Weights per sub-block (one scale each): 16 or 32.
     pub sub: usize,
     /// Whether levels keep 4 bits in the nibble plane,
@@ -122,7 +113,7 @@ impl Scheme {
 
 /// One super-block of one row in the shared form.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct KBlock {
+pub(crate) struct KBlock {
     pub d: f32,
     /// Zero for centred types.
     pub dmin: f32,
@@ -170,46 +161,8 @@ impl KBlock {
     }
 }
 
-/// One K-quant type: how its stored 256-weight block reads and writes the shared form.
-pub(super) trait KQuant: 'static {
-    /// The ggml type.
-    const TYPE: GgmlType;
-    /// Its weights' shape.
-    const SCHEME: Scheme;
-    /// Reads one stored block.
-    fn parse(block: &[u8]) -> KBlock;
-    /// Writes one block in the stored form.
-    fn store(block: &KBlock, out: &mut [u8]);
-    /// Quantizes 256 weights.
-    fn quantize(x: &[f32]) -> KBlock;
-}
-
-/// The [`WeightFormat`] of a K-quant type.
-pub(super) struct KFormat<Q>(PhantomData<fn() -> Q>);
-
-impl<Q> KFormat<Q> {
-    pub const NEW: Self = KFormat(PhantomData);
-}
-
-impl<Q: KQuant> std::fmt::Debug for KFormat<Q> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "KFormat({})", Q::TYPE)
-    }
-}
-
-fn block_bytes<Q: KQuant>() -> usize {
-    Q::TYPE.block().expect("K-quant types have a block").1
-}
-
-fn assert_whole_blocks(ty: GgmlType, k: usize) {
-    assert!(
-        k.is_multiple_of(QK_K),
-        "{ty} rows hold whole 256-weight super-blocks, got {k} weights"
-    );
-}
-
 /// Writes the 8 rows `blocks` of one super-block into `cell`.
-fn write_cell(scheme: &Scheme, blocks: &[KBlock], cell: &mut [u8]) {
+pub(crate) fn write_cell(scheme: &Scheme, blocks: &[KBlock], cell: &mut [u8]) {
     for (j, block) in blocks.iter().enumerate() {
         cell[4 * j..][..4].copy_from_slice(&block.d.to_le_bytes());
         if scheme.has_min() {
@@ -250,7 +203,7 @@ fn level_position(kk: usize, j: usize) -> (usize, usize, usize) {
 }
 
 /// Reads row `j` (`< 8`) of one cell back into the shared form.
-pub(super) fn read_cell_row(scheme: &Scheme, cell: &[u8], j: usize) -> KBlock {
+pub(crate) fn read_cell_row(scheme: &Scheme, cell: &[u8], j: usize) -> KBlock {
     let f32_at = |offset: usize| f32::from_le_bytes(cell[offset..][..4].try_into().unwrap());
     let mut block = KBlock::ZERO;
     block.d = f32_at(4 * j);
@@ -281,88 +234,4 @@ pub(super) fn read_cell_row(scheme: &Scheme, cell: &[u8], j: usize) -> KBlock {
         }
     }
     block
-}
-
-impl<Q: KQuant> WeightFormat for KFormat<Q> {
-    fn ggml_type(&self) -> GgmlType {
-        Q::TYPE
-    }
-
-    fn panel_bytes(&self, k: usize) -> usize {
-        2 * (k / QK_K) * Q::SCHEME.cell_bytes()
-    }
-
-    fn activation(&self) -> ActivationKind {
-        ActivationKind::Q8K
-    }
-
-    fn encode_row(&self, src: &[f32], dst: &mut [u8]) {
-        assert_whole_blocks(Q::TYPE, src.len());
-        for (x, out) in src
-            .chunks_exact(QK_K)
-            .zip(dst.chunks_exact_mut(block_bytes::<Q>()))
-        {
-            Q::store(&Q::quantize(x), out);
-        }
-    }
-
-    fn decode_row(&self, src: &[u8], dst: &mut [f32]) {
-        for (block, out) in src
-            .chunks_exact(block_bytes::<Q>())
-            .zip(dst.chunks_exact_mut(QK_K))
-        {
-            Q::parse(block).dequantize(&Q::SCHEME, out);
-        }
-    }
-
-    fn pack_panel(&self, rows: &[&[u8]], k: usize, panel: &mut [u8]) {
-        assert_whole_blocks(Q::TYPE, k);
-        assert!(rows.len() <= PANEL, "a panel holds at most {PANEL} rows");
-        let (scheme, bytes) = (Q::SCHEME, block_bytes::<Q>());
-        let cells = panel.chunks_exact_mut(scheme.cell_bytes());
-        let mut blocks = vec![KBlock::ZERO; PANEL];
-        for (i, cell) in cells.enumerate() {
-            let (b, half) = (i / 2, i % 2);
-            if half == 0 {
-                for (block, row) in blocks.iter_mut().zip(rows) {
-                    *block = Q::parse(&row[b * bytes..][..bytes]);
-                }
-            }
-            let outputs = &blocks[half * CELL_OUTPUTS..][..CELL_OUTPUTS];
-            let present = rows.len().saturating_sub(half * CELL_OUTPUTS);
-            write_cell(&scheme, &outputs[..present.min(CELL_OUTPUTS)], cell);
-        }
-    }
-
-    fn unpack_row(&self, panel: &[u8], k: usize, j: usize, out: &mut [f32]) {
-        let scheme = Q::SCHEME;
-        let (half, jj) = (j / CELL_OUTPUTS, j % CELL_OUTPUTS);
-        for (b, chunk) in out[..k].chunks_exact_mut(QK_K).enumerate() {
-            let cell = &panel[(2 * b + half) * scheme.cell_bytes()..][..scheme.cell_bytes()];
-            read_cell_row(&scheme, cell, jj).dequantize(&scheme, chunk);
-        }
-    }
-
-    fn tile_rows(&self, isa: Isa) -> usize {
-        isa.integer_tile_rows()
-    }
-
-    fn tile(
-        &self,
-        isa: Isa,
-        panel: &[u8],
-        k: usize,
-        x: &Activations<'_>,
-        r0: usize,
-        rows: usize,
-        place: TilePlace,
-        form: PanelForm,
-        tile: &mut Tile,
-    ) {
-        assert_eq!(form, PanelForm::Packed, "{self:?} panels do not expand");
-        let Activations::Q8K(x) = x else {
-            panic!("{} multiplies Q8_K activations", Q::TYPE);
-        };
-        k_tile::tile::<Q>(isa, panel, k, x, r0, rows, place, tile)
-    }
 }

@@ -3,15 +3,15 @@
 
 use sluice_gguf::GgmlType;
 
-use super::legacy::{f16_at, put_f16, LBlock, LegacyFormat, LegacyQuant, Offset, Scheme};
 use super::q4_1::quantize_with_min;
 use super::q5_0::{read_fives, write_fives};
+use super::{f16_at, put_f16, LBlock, LegacyFormat, LegacyQuant, Offset, Scheme};
 
 /// The Q5_1 format.
-pub(super) static Q5_1: LegacyFormat<Q51> = LegacyFormat::NEW;
+pub(crate) static Q5_1: LegacyFormat<Q51> = LegacyFormat::NEW;
 
 /// Q5_1's block layout.
-pub(super) struct Q51;
+pub(crate) struct Q51;
 
 impl LegacyQuant for Q51 {
     const TYPE: GgmlType = GgmlType::Q5_1;

@@ -4,17 +4,17 @@
 
 use sluice_gguf::GgmlType;
 
-use super::act_q8k::QK_K;
-use super::k_panel::{KBlock, KFormat, KQuant, Offset, Scheme};
+use super::super::act_q8k::QK_K;
 use super::q4_k::{
     nibble_position, pack_scales, quantize_32s, read_d_dmin, unpack_scales, write_d_dmin,
 };
+use super::{KBlock, KFormat, KQuant, Offset, Scheme};
 
 /// The Q5_K format.
-pub(super) static Q5_K: KFormat<Q5K> = KFormat::NEW;
+pub(crate) static Q5_K: KFormat<Q5K> = KFormat::NEW;
 
 /// Q5_K's block layout.
-pub(super) struct Q5K;
+pub(crate) struct Q5K;
 
 impl KQuant for Q5K {
     const TYPE: GgmlType = GgmlType::Q5_K;

@@ -4,15 +4,13 @@
 
 use sluice_gguf::GgmlType;
 
-use super::legacy::{
-    f16_at, put_f16, signed_absmax, LBlock, LegacyFormat, LegacyQuant, Offset, Scheme,
-};
+use super::{f16_at, put_f16, signed_absmax, LBlock, LegacyFormat, LegacyQuant, Offset, Scheme};
 
 /// The Q4_0 format.
-pub(super) static Q4_0: LegacyFormat<Q40> = LegacyFormat::NEW;
+pub(crate) static Q4_0: LegacyFormat<Q40> = LegacyFormat::NEW;
 
 /// Q4_0's block layout.
-pub(super) struct Q40;
+pub(crate) struct Q40;
 
 /// Reads 32 levels from 16 bytes of nibbles (Q4_0/Q4_1; the low 4 bits of Q5_0/Q5_1).
 pub(super) fn read_nibbles(qs: &[u8], levels: &mut [u8; 32]) {

@@ -3,13 +3,13 @@
 
 use sluice_gguf::GgmlType;
 
-use super::legacy::{f16_at, put_f16, LBlock, LegacyFormat, LegacyQuant, Offset, Scheme};
+use super::{f16_at, put_f16, LBlock, LegacyFormat, LegacyQuant, Offset, Scheme};
 
 /// The Q8_0 format.
-pub(super) static Q8_0: LegacyFormat<Q80> = LegacyFormat::NEW;
+pub(crate) static Q8_0: LegacyFormat<Q80> = LegacyFormat::NEW;
 
 /// Q8_0's block layout.
-pub(super) struct Q80;
+pub(crate) struct Q80;
 
 impl LegacyQuant for Q80 {
     const TYPE: GgmlType = GgmlType::Q8_0;

@@ -5,16 +5,16 @@
 use half::f16;
 use sluice_gguf::GgmlType;
 
-use super::act_q8k::QK_K;
-use super::k_panel::{KBlock, KFormat, KQuant, Offset, Scheme};
-use super::k_quantize::{finish_with_min, fit_with_min, magnitude_weights};
+use super::super::act_q8k::QK_K;
 use super::q3_k::pair_position;
+use super::quantize::{finish_with_min, fit_with_min, magnitude_weights};
+use super::{KBlock, KFormat, KQuant, Offset, Scheme};
 
 /// The Q2_K format.
-pub(super) static Q2_K: KFormat<Q2K> = KFormat::NEW;
+pub(crate) static Q2_K: KFormat<Q2K> = KFormat::NEW;
 
 /// Q2_K's block layout.
-pub(super) struct Q2K;
+pub(crate) struct Q2K;
 
 impl KQuant for Q2K {
     const TYPE: GgmlType = GgmlType::Q2_K;

@@ -5,8 +5,9 @@
 
 use half::f16;
 
-use super::act_q8k::{nearest_int, QK_K};
-use super::k_panel::KBlock;
+use super::super::act_q8k::QK_K;
+use super::super::act_quant::nearest_int;
+use super::layout::KBlock;
 
 /// `v` rounded to the nearest integer within `lo..=hi` (a library call avoided: this runs for
 /// every weight of every grid tried).

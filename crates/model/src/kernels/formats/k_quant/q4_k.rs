@@ -5,15 +5,15 @@
 use half::f16;
 use sluice_gguf::GgmlType;
 
-use super::act_q8k::QK_K;
-use super::k_panel::{KBlock, KFormat, KQuant, Offset, Scheme};
-use super::k_quantize::{finish_with_min, fit_with_min, magnitude_weights};
+use super::super::act_q8k::QK_K;
+use super::quantize::{finish_with_min, fit_with_min, magnitude_weights};
+use super::{KBlock, KFormat, KQuant, Offset, Scheme};
 
 /// The Q4_K format.
-pub(super) static Q4_K: KFormat<Q4K> = KFormat::NEW;
+pub(crate) static Q4_K: KFormat<Q4K> = KFormat::NEW;
 
 /// Q4_K's block layout.
-pub(super) struct Q4K;
+pub(crate) struct Q4K;
 
 /// Reads the eight 6-bit scales and mins of a Q4_K/Q5_K block's 12 packed bytes.
 pub(super) fn unpack_scales(packed: &[u8], block: &mut KBlock) {

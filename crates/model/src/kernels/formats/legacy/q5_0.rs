@@ -4,14 +4,14 @@
 
 use sluice_gguf::GgmlType;
 
-use super::legacy::{f16_at, put_f16, LBlock, LegacyFormat, LegacyQuant, Offset, Scheme};
 use super::q4_0::{quantize_centred, read_nibbles, write_nibbles};
+use super::{f16_at, put_f16, LBlock, LegacyFormat, LegacyQuant, Offset, Scheme};
 
 /// The Q5_0 format.
-pub(super) static Q5_0: LegacyFormat<Q50> = LegacyFormat::NEW;
+pub(crate) static Q5_0: LegacyFormat<Q50> = LegacyFormat::NEW;
 
 /// Q5_0's block layout.
-pub(super) struct Q50;
+pub(crate) struct Q50;
 
 /// Reads 32 5-bit levels from the 4 bytes of fifth bits and 16 bytes of nibbles.
 pub(super) fn read_fives(qh: &[u8], qs: &[u8], levels: &mut [u8; 32]) {

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::kernels::test_values;
+use crate::kernels::vector::{best_ops, VectorOps};
 
 fn naive(x: &[f32], w: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
     let mut y = vec![0f32; m * n];

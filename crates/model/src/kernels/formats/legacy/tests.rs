@@ -2,15 +2,20 @@
 //! with the `gguf` package, stored blocks read and written unchanged, quantization error bounds,
 //! and the tile equal to the f32 product of what is stored.
 
-use super::legacy::LegacyQuant;
-use super::*;
+use super::super::*;
+use super::{q4_0, q4_1, q5_0, q5_1, q8_0, LegacyQuant};
+
 use crate::kernels::test_values;
 
 macro_rules! fixture {
     ($name:literal) => {
         (
-            &include_bytes!(concat!("../../../../../fixtures/quants/", $name, ".blocks"))[..],
-            &include_bytes!(concat!("../../../../../fixtures/quants/", $name, ".f32"))[..],
+            &include_bytes!(concat!(
+                "../../../../../../fixtures/quants/",
+                $name,
+                ".blocks"
+            ))[..],
+            &include_bytes!(concat!("../../../../../../fixtures/quants/", $name, ".f32"))[..],
         )
     };
 }
@@ -110,13 +115,10 @@ fn tile_equals_the_f32_product_of_what_is_stored() {
         let n = format.tile_rows(Isa::current());
         format.tile(
             Isa::current(),
-            &panel,
-            k,
+            PanelView::packed(&panel, k),
             &acts,
-            0,
-            n,
+            RowSpan { first: 0, len: n },
             TilePlace::MIDDLE,
-            PanelForm::Packed,
             &mut tile,
         );
         let mut weights = vec![0f32; k];

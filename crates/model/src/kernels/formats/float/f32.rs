@@ -1,7 +1,7 @@
 //! f32 weights: panels `[k, 16]` of 32-bit floats, multiplied with f32 activations.
 
-use super::{
-    float_tile, ActivationKind, Activations, Isa, PanelForm, Tile, TilePlace, WeightFormat,
+use super::super::{
+    ActivationKind, Activations, Isa, PanelForm, PanelView, RowSpan, Tile, TilePlace, WeightFormat,
 };
 use sluice_gguf::GgmlType;
 
@@ -31,29 +31,30 @@ impl WeightFormat for F32 {
     }
 
     fn pack_panel(&self, rows: &[&[u8]], k: usize, panel: &mut [u8]) {
-        float_tile::pack_panel::<f32>(rows, k, panel)
+        super::pack_panel::<f32>(rows, k, panel)
     }
 
     fn unpack_row(&self, panel: &[u8], _k: usize, j: usize, out: &mut [f32]) {
-        float_tile::unpack_row::<f32>(panel, j, out)
+        super::unpack_row::<f32>(panel, j, out)
     }
 
     fn tile(
         &self,
         isa: Isa,
-        panel: &[u8],
-        k: usize,
+        panel: PanelView<'_>,
         x: &Activations<'_>,
-        r0: usize,
-        rows: usize,
+        rows: RowSpan,
         place: TilePlace,
-        form: PanelForm,
         tile: &mut Tile,
     ) {
-        assert_eq!(form, PanelForm::Packed, "{self:?} panels do not expand");
+        assert_eq!(
+            panel.form,
+            PanelForm::Packed,
+            "{self:?} panels do not expand"
+        );
         let Activations::F32 { x, .. } = x else {
             panic!("f32 weights multiply f32 activations");
         };
-        float_tile::tile::<f32>(isa, panel, k, x, r0, rows, place.first, tile)
+        super::tile::<f32>(isa, panel, x, rows, place.first, tile)
     }
 }

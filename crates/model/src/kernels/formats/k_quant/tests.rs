@@ -1,9 +1,10 @@
 //! What the K-quant formats must do beyond the properties every format has (`tests.rs`):
 //! read ggml's blocks exactly, quantize soundly and multiply to the product of what they store.
 
-use super::act_q8k::{BlockQ8K, QK_K};
-use super::k_panel::KQuant;
-use super::*;
+use super::super::act_q8k::{BlockQ8K, QK_K};
+use super::super::*;
+use super::{q2_k, q3_k, q4_k, q5_k, q6_k, KQuant};
+
 use crate::kernels::test_values;
 
 /// Every registered K-quant type with its committed fixture (blocks, reference values from
@@ -13,8 +14,12 @@ fn k_types() -> Vec<(GgmlType, &'static [u8], &'static [u8], f32)> {
     macro_rules! fixture {
         ($name:literal) => {
             (
-                &include_bytes!(concat!("../../../../../fixtures/quants/", $name, ".blocks"))[..],
-                &include_bytes!(concat!("../../../../../fixtures/quants/", $name, ".f32"))[..],
+                &include_bytes!(concat!(
+                    "../../../../../../fixtures/quants/",
+                    $name,
+                    ".blocks"
+                ))[..],
+                &include_bytes!(concat!("../../../../../../fixtures/quants/", $name, ".f32"))[..],
             )
         };
     }
@@ -178,13 +183,13 @@ fn tile_equals_the_f32_product_of_what_is_stored() {
             let rows = rows.min(format.tile_rows(isa));
             format.tile(
                 isa,
-                &panel,
-                k,
+                PanelView::packed(&panel, k),
                 &acts,
-                0,
-                rows,
+                RowSpan {
+                    first: 0,
+                    len: rows,
+                },
                 TilePlace::MIDDLE,
-                PanelForm::Packed,
                 &mut tile,
             );
             for r in 0..rows {

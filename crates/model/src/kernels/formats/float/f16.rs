@@ -1,8 +1,8 @@
 //! f16 weights: panels `[k, 16]` of IEEE halves, widened to f32 inside the kernel and multiplied
 //! with f32 activations.
 
-use super::{
-    float_tile, ActivationKind, Activations, Isa, PanelForm, Tile, TilePlace, WeightFormat,
+use super::super::{
+    ActivationKind, Activations, Isa, PanelForm, PanelView, RowSpan, Tile, TilePlace, WeightFormat,
 };
 use half::f16;
 use sluice_gguf::GgmlType;
@@ -33,29 +33,30 @@ impl WeightFormat for F16 {
     }
 
     fn pack_panel(&self, rows: &[&[u8]], k: usize, panel: &mut [u8]) {
-        float_tile::pack_panel::<f16>(rows, k, panel)
+        super::pack_panel::<f16>(rows, k, panel)
     }
 
     fn unpack_row(&self, panel: &[u8], _k: usize, j: usize, out: &mut [f32]) {
-        float_tile::unpack_row::<f16>(panel, j, out)
+        super::unpack_row::<f16>(panel, j, out)
     }
 
     fn tile(
         &self,
         isa: Isa,
-        panel: &[u8],
-        k: usize,
+        panel: PanelView<'_>,
         x: &Activations<'_>,
-        r0: usize,
-        rows: usize,
+        rows: RowSpan,
         place: TilePlace,
-        form: PanelForm,
         tile: &mut Tile,
     ) {
-        assert_eq!(form, PanelForm::Packed, "{self:?} panels do not expand");
+        assert_eq!(
+            panel.form,
+            PanelForm::Packed,
+            "{self:?} panels do not expand"
+        );
         let Activations::F32 { x, .. } = x else {
             panic!("f16 weights multiply f32 activations");
         };
-        float_tile::tile::<f16>(isa, panel, k, x, r0, rows, place.first, tile)
+        super::tile::<f16>(isa, panel, x, rows, place.first, tile)
     }
 }

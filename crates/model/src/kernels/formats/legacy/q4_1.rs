@@ -3,14 +3,14 @@
 
 use sluice_gguf::GgmlType;
 
-use super::legacy::{f16_at, min_max, put_f16, LBlock, LegacyFormat, LegacyQuant, Offset, Scheme};
 use super::q4_0::{read_nibbles, write_nibbles};
+use super::{f16_at, min_max, put_f16, LBlock, LegacyFormat, LegacyQuant, Offset, Scheme};
 
 /// The Q4_1 format.
-pub(super) static Q4_1: LegacyFormat<Q41> = LegacyFormat::NEW;
+pub(crate) static Q4_1: LegacyFormat<Q41> = LegacyFormat::NEW;
 
 /// Q4_1's block layout.
-pub(super) struct Q41;
+pub(crate) struct Q41;
 
 /// Levels `0..=nmax` from the minimum to the maximum (ggml's reference for Q4_1/Q5_1).
 pub(super) fn quantize_with_min(x: &[f32], nmax: i32) -> LBlock {

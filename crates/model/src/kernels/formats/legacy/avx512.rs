@@ -8,10 +8,10 @@
 
 use std::arch::x86_64::*;
 
-use super::act_q8_0::BlockQ8;
-use super::legacy::{Offset, Scheme, SIGNED_BIAS};
-use super::legacy_tile::avx2::levels;
-use super::{Prefetch, Tile};
+use super::super::act_q8_0::BlockQ8;
+use super::super::{Prefetch, Tile};
+use super::avx2::levels;
+use super::layout::{Offset, Scheme, SIGNED_BIAS};
 
 /// How far ahead (in blocks) a streaming tile prefetches its panel.
 const PREFETCH_BLOCKS: usize = 2;

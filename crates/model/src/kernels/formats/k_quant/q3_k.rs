@@ -6,15 +6,15 @@
 use half::f16;
 use sluice_gguf::GgmlType;
 
-use super::act_q8k::QK_K;
-use super::k_panel::{KBlock, KFormat, KQuant, Offset, Scheme};
-use super::k_quantize::{finish_centred, fit_symmetric};
+use super::super::act_q8k::QK_K;
+use super::quantize::{finish_centred, fit_symmetric};
+use super::{KBlock, KFormat, KQuant, Offset, Scheme};
 
 /// The Q3_K format.
-pub(super) static Q3_K: KFormat<Q3K> = KFormat::NEW;
+pub(crate) static Q3_K: KFormat<Q3K> = KFormat::NEW;
 
 /// Q3_K's block layout.
-pub(super) struct Q3K;
+pub(crate) struct Q3K;
 
 /// Where weight `e`'s 2 low bits are in a Q2_K/Q3_K `qs` array: each half of 128 weights uses
 /// 32 bytes, 2 bits per quarter.

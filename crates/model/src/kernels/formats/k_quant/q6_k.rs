@@ -5,15 +5,15 @@
 use half::f16;
 use sluice_gguf::GgmlType;
 
-use super::act_q8k::QK_K;
-use super::k_panel::{KBlock, KFormat, KQuant, Offset, Scheme};
-use super::k_quantize::{finish_centred, fit_symmetric};
+use super::super::act_q8k::QK_K;
+use super::quantize::{finish_centred, fit_symmetric};
+use super::{KBlock, KFormat, KQuant, Offset, Scheme};
 
 /// The Q6_K format.
-pub(super) static Q6_K: KFormat<Q6K> = KFormat::NEW;
+pub(crate) static Q6_K: KFormat<Q6K> = KFormat::NEW;
 
 /// Q6_K's block layout.
-pub(super) struct Q6K;
+pub(crate) struct Q6K;
 
 /// Where weight `e`'s low nibble and high 2 bits are: `(byte of ql, shift, byte of qh,
 /// shift)`. Each half of 128 weights uses 64 bytes of `ql` (low nibbles for its first 64
