@@ -7,8 +7,6 @@
 
 use serde::Deserialize;
 
-use crate::config::spec::MoeSpec;
-
 /// A sparse (mixture-of-experts) feed-forward block's shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MoeConfig {
@@ -51,6 +49,14 @@ struct RawMoe {
     mlp_only_layers: Option<Vec<usize>>,
     decoder_sparse_step: Option<usize>,
     clip_qkv: Option<f64>,
+}
+
+/// The experts of a mixture-of-experts architecture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MoeSpec {
+    /// `config.json` models renormalise the top-k routing weights whatever `norm_topk_prob`
+    /// says (Mixtral); otherwise they follow it (absent: not).
+    pub always_renormalize: bool,
 }
 
 /// The MoE shape from `config.json` text of an architecture with experts `spec`; `None` for a

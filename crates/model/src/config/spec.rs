@@ -3,6 +3,7 @@
 //! facts from its caller, so the config types depend on nothing of the registry.
 
 use super::Activation;
+pub use crate::moe_config::MoeSpec;
 
 /// How an architecture reads its config: defaults of what `config.json` may leave out, and
 /// behaviour neither `config.json` nor GGUF metadata states.
@@ -88,14 +89,6 @@ pub enum AttentionBias {
     FromConfig,
     /// q, k and v always, the output projection never (Qwen2).
     QkvOnly,
-}
-
-/// The experts of a mixture-of-experts architecture.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MoeSpec {
-    /// `config.json` models renormalise the top-k routing weights whatever `norm_topk_prob`
-    /// says (Mixtral); otherwise they follow it (absent: not).
-    pub always_renormalize: bool,
 }
 
 /// The registry's answer for an architecture name: how its configs read and its experts (`None`:
