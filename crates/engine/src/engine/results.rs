@@ -1,7 +1,6 @@
 //! What a computed step leaves behind: sampled runs applied to their sequences, the step's
 //! metrics, finished choices' last events, delivery and gauges.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -18,7 +17,8 @@ use crate::sequence::{SeqId, Sequence, SequenceStatus};
 impl EngineLoop {
     pub(super) fn process_logits(&mut self, out: &SchedulerOutput, logits: &Logits) {
         let mut samples = Vec::new();
-        let mut previous_token_at = HashMap::new();
+        // (sequence, when its previous token came), in step order.
+        let mut previous_token_at = Vec::new();
         for s in &out.scheduled {
             let Some(seq) = self.scheduler.sequence_mut(s.seq_id) else {
                 continue;
@@ -37,7 +37,7 @@ impl EngineLoop {
             let Some(row) = s.logits_row.filter(|_| !seq.scores_only()) else {
                 continue;
             };
-            previous_token_at.insert(s.seq_id, seq.last_token_at);
+            previous_token_at.push((s.seq_id, seq.last_token_at));
             let (params, ctx, rng) = seq.sampling_inputs();
             let drawn = sample(logits.row(row), params, ctx, rng).map(|s| vec![s]);
             samples.push((s.seq_id, drawn));
@@ -47,17 +47,23 @@ impl EngineLoop {
             .scheduler
             .update_from_output(out, ModelOutput { samples }, now);
         let m = Arc::clone(&self.shared.metrics);
+        // `appended` lists sequences in step order too: walk both lists once.
+        let mut previous = previous_token_at.iter();
         for &(id, num_tokens) in &outcome.appended {
             EngineMetrics::add(&m.generation_tokens, num_tokens as u64);
+            let before = previous
+                .by_ref()
+                .find(|(p, _)| *p == id)
+                .and_then(|(_, t)| *t);
             let Some(seq) = self.scheduler.sequence(id) else {
                 continue;
             };
-            match previous_token_at.get(&id).copied().flatten() {
+            match before {
                 Some(t) => m.inter_token_latency.observe(now - t),
                 None => m.time_to_first_token.observe(now - seq.arrival),
             }
         }
-        for id in previous_token_at.into_keys() {
+        for (id, _) in previous_token_at {
             let Some(seq) = self.scheduler.sequence_mut(id) else {
                 continue;
             };
