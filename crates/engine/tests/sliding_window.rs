@@ -158,3 +158,50 @@ fn seeded_streams_give_the_same_tokens_alone_and_with_a_window_pool_that_forces_
     assert_eq!((m.kv_window_blocks_used, m.kv_blocks_used), (0, 0));
     engine.shutdown();
 }
+
+/// The tokens of a stream and how many prompt tokens came from the prefix cache.
+fn tokens_and_cached(mut stream: RequestStream) -> (Vec<u32>, u32) {
+    let (mut tokens, mut cached) = (Vec::new(), 0);
+    while let Some(event) = stream.blocking_recv() {
+        match event {
+            Event::Delta { token_ids, .. } => tokens.extend(token_ids),
+            Event::Finished { usage, error, .. } => {
+                assert_eq!(error, None);
+                cached = usage.cached_prompt_tokens;
+            }
+            Event::Prompt { .. } => {}
+        }
+    }
+    (tokens, cached)
+}
+
+#[test]
+fn a_second_turn_reuses_the_first_turns_window_blocks_and_gives_the_cold_tokens() {
+    let (prompt, _) = reference();
+    let engine = start(16, EngineConfig::default());
+    let (first, cached) =
+        tokens_and_cached(engine.submit(request(prompt.clone(), 24, None)).unwrap());
+    assert_eq!(cached, 0);
+    // The next turn of a chat: the whole first turn, then more.
+    let mut next = prompt.clone();
+    next.extend(&first);
+    next.extend(&prompt[..3]);
+    let (warm, cached) = tokens_and_cached(engine.submit(request(next.clone(), 16, None)).unwrap());
+    // Every full block the first turn computed (its last token's K/V never was), window
+    // layers included: blocks of 4.
+    let computed = prompt.len() + first.len() - 1;
+    assert_eq!(cached as usize, computed / 4 * 4);
+    let m = engine.metrics().snapshot();
+    assert_eq!((m.kv_window_blocks_used, m.kv_blocks_used), (0, 0));
+    engine.shutdown();
+    // The same turn computed cold gives the same tokens.
+    let cold_config = EngineConfig {
+        enable_prefix_caching: false,
+        ..EngineConfig::default()
+    };
+    let cold_engine = start(16, cold_config);
+    let (cold, cached) = tokens_and_cached(cold_engine.submit(request(next, 16, None)).unwrap());
+    assert_eq!(cached, 0);
+    assert_eq!(warm, cold);
+    cold_engine.shutdown();
+}

@@ -2,13 +2,14 @@
 //!
 //! A model's cache is a list of KV groups (`sluice_model::kv_layout`): the full-attention
 //! layers' and, for a model with sliding-window layers, the window layers'. Each group has a pool
-//! of its own and a small [`policy`] (which blocks a sequence may give back as it grows, whether
-//! its blocks may be reused); a sequence's [`BlockTable`] holds one list of blocks per group, and
-//! dropping the table returns them, so a block cannot be forgotten.
+//! of its own and a small [`policy`] (which blocks a sequence may give back as it grows, which
+//! blocks of a prefix must be found for a hit); a sequence's [`BlockTable`] holds one list of
+//! blocks per group, and dropping the table returns them, so a block cannot be forgotten.
 //!
-//! A full, computed block gets a stable key ([`BlockHash`]: its parent's key and its tokens);
-//! a later sequence whose tokens hash to the same chain reuses it (after comparing the stored
-//! tokens). Blocks whose count drops to zero go on their pool's free list: unkeyed blocks at the
+//! A full, computed block gets a stable key ([`BlockHash`]: its parent's key and its tokens),
+//! the same in every group that holds it; a later sequence whose tokens hash to the same chain
+//! reuses the longest prefix every group can serve ([`reuse`]: a full group needs every block,
+//! a window group the blocks of the prefix's last window), after comparing the stored tokens. Blocks whose count drops to zero go on their pool's free list: unkeyed blocks at the
 //! front (reused first), keyed ones at the back, so cached content is evicted in
 //! least-recently-freed order and only when a fresh block is needed. A block with a non-zero count
 //! is never on the free list, so it is never evicted. Every block stored in or evicted from the
@@ -18,12 +19,13 @@ mod block_hash;
 mod events;
 mod policy;
 mod pool;
+mod reuse;
 mod table;
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use sluice_model::{KvPool, KvPools, KvSpan, FULL_GROUP};
+use sluice_model::{KvPool, KvPools, KvSpan, FULL_GROUP, RELEASED_BLOCK};
 use thiserror::Error;
 
 pub use block_hash::{cache_scope, BlockHash};
@@ -31,6 +33,7 @@ use events::EventSink;
 pub use events::KvEvent;
 use policy::{policy_for, GroupPolicy};
 use pool::BlockPool;
+use reuse::{longest, Reuse};
 pub use table::BlockTable;
 use table::GroupBlocks;
 
@@ -84,7 +87,6 @@ impl BlockManager {
     }
 
     /// One pool per group of `pools` (the KV spec the executor exposes), in the same order.
-    /// Prefixes are cached only when every group's blocks may be reused.
     pub fn for_pools(pools: &KvPools, block_size: usize, enable_prefix_caching: bool) -> Self {
         assert!(block_size > 0, "block size must be positive");
         assert_eq!(
@@ -93,16 +95,13 @@ impl BlockManager {
             "group 0 is full"
         );
         let events = EventSink::default();
-        let policies: Vec<_> = pools.groups.iter().map(|p| policy_for(p.span)).collect();
-        let caching = enable_prefix_caching && policies.iter().all(|p| p.serves_prefix_hits());
-        let groups = (pools.groups.iter().zip(policies).enumerate())
-            .map(|(g, (pool, policy))| {
-                // Only the full group registers keys; the others follow its hits.
-                let cache = caching && g == FULL_GROUP;
-                let pool = BlockPool::new(g, pool.num_blocks, block_size, cache, events.clone());
+        let groups = (pools.groups.iter().enumerate())
+            .map(|(g, pool)| {
+                let (n, cache) = (pool.num_blocks, enable_prefix_caching);
+                let blocks = BlockPool::new(g, n, block_size, cache, events.clone());
                 Group {
-                    pool: Rc::new(RefCell::new(pool)),
-                    policy,
+                    pool: Rc::new(RefCell::new(blocks)),
+                    policy: policy_for(pool.span),
                 }
             })
             .collect();
@@ -111,12 +110,6 @@ impl BlockManager {
             groups,
             events,
         }
-    }
-
-    /// Whether a new table may start from blocks another sequence computed (a cached prefix
-    /// or a sibling choice's prompt): when every group's blocks may be reused.
-    pub fn shares_prefixes(&self) -> bool {
-        self.groups.iter().all(|g| g.policy.serves_prefix_hits())
     }
 
     /// KV groups (pools) managed.
@@ -154,46 +147,69 @@ impl BlockManager {
         self.groups[FULL_GROUP].pool.borrow()
     }
 
-    /// The full-group blocks a new table for `tokens` starts with: the longest prefix-cache hit
-    /// or the shared sibling prefix, whichever is longer. The last token is never reused (its
-    /// logits are needed).
+    /// The blocks a new table for `tokens` starts with: the longest prefix-cache hit or the
+    /// shared sibling prefix, whichever is longer, that every group can serve. The last token
+    /// is never reused (its logits are needed).
     fn reusable(
         &self,
         tokens: &[u32],
         shared: Option<SharedPrefix<'_>>,
         salt: Option<u64>,
-    ) -> Vec<BlockId> {
-        if !self.shares_prefixes() {
-            return Vec::new();
-        }
-        let pool = self.full_pool();
+    ) -> Reuse {
         let limit = tokens.len().saturating_sub(1) / self.block_size;
-        let prefix = &tokens[..limit * self.block_size];
-        let mut reuse = pool.cached_prefix(prefix, BlockHash::root(salt));
+        let span = |g: usize, n: usize| self.groups[g].policy.hit_span(n, self.block_size);
+        let mut best = longest(&self.cached(&tokens[..limit * self.block_size], salt), span);
         if let Some(s) = shared {
             let n = s.num_blocks.min(limit).min(s.table.block_ids().len());
-            if n > reuse.len() {
-                reuse = s.table.block_ids()[..n].to_vec();
+            let held = |blocks: &GroupBlocks| -> Vec<Option<BlockId>> {
+                (blocks.blocks[..n].iter())
+                    .map(|&b| (b != RELEASED_BLOCK).then_some(b))
+                    .collect()
+            };
+            let present: Vec<_> = s.table.groups.iter().map(held).collect();
+            let sibling = longest(&present, span);
+            if sibling.num_blocks > best.num_blocks {
+                best = sibling;
             }
         }
-        reuse
+        best
     }
 
-    /// Checks every group has the fresh blocks `needed(group)` asks for (reused full-group
-    /// blocks on the free list are not available twice).
+    /// Per group, the cached block at each logical index of the full blocks of `tokens` (the
+    /// chain from `salt`'s root), as far as the full group's run of hits goes.
+    fn cached(&self, tokens: &[u32], salt: Option<u64>) -> Vec<Vec<Option<BlockId>>> {
+        let mut present = vec![Vec::new(); self.groups.len()];
+        if !self.full_pool().prefix_caching {
+            return present;
+        }
+        let mut parent = BlockHash::root(salt);
+        for chunk in tokens.chunks_exact(self.block_size) {
+            let key = parent.child(chunk, &[]);
+            let Some(full) = self.full_pool().find(key, parent, chunk) else {
+                break;
+            };
+            present[FULL_GROUP].push(Some(full));
+            for (g, group) in self.groups.iter().enumerate().skip(1) {
+                present[g].push(group.pool.borrow().find(key, parent, chunk));
+            }
+            parent = key;
+        }
+        present
+    }
+
+    /// Checks every group has the fresh blocks `needed(group)` asks for (reused blocks on a
+    /// free list are not available twice).
     fn check_room(
         &self,
-        reuse: &[BlockId],
+        reused: Option<&Reuse>,
         needed: impl Fn(usize) -> usize,
     ) -> Result<(), OutOfBlocks> {
         for (g, group) in self.groups.iter().enumerate() {
             let pool = group.pool.borrow();
-            let reused_free = match g {
-                FULL_GROUP => (reuse.iter())
-                    .filter(|&&b| pool.blocks[b as usize].ref_count == 0)
-                    .count(),
-                _ => 0,
-            };
+            let blocks = reused.map_or(&[][..], |r| &r.groups[g].1[..]);
+            let reused_free = (blocks.iter())
+                .filter(|&&b| pool.blocks[b as usize].ref_count == 0)
+                .count();
             let (needed, free) = (needed(g), pool.num_free - reused_free);
             if needed > free {
                 return Err(OutOfBlocks { needed, free });
@@ -202,14 +218,10 @@ impl BlockManager {
         Ok(())
     }
 
-    /// Fresh blocks each group needs for a new table covering `num_tokens` that reuses `reuse`.
-    fn needed_new(&self, reuse: &[BlockId], num_tokens: usize) -> impl Fn(usize) -> usize {
-        let all = num_tokens.div_ceil(self.block_size);
-        let reused = reuse.len();
-        move |g| match g {
-            FULL_GROUP => all.saturating_sub(reused),
-            _ => all,
-        }
+    /// Fresh blocks each group needs for a new table covering `num_tokens` that reuses
+    /// `reuse` (every group covers the reused prefix's logical blocks, held or released).
+    fn fresh_for_new(&self, reuse: &Reuse, num_tokens: usize) -> usize {
+        (num_tokens.div_ceil(self.block_size)).saturating_sub(reuse.num_blocks)
     }
 
     /// Leading tokens of `tokens` a new table would reuse (cache hit or sibling prefix).
@@ -221,7 +233,7 @@ impl BlockManager {
         shared: Option<SharedPrefix<'_>>,
         salt: Option<u64>,
     ) -> usize {
-        self.reusable(tokens, shared, salt).len() * self.block_size
+        self.reusable(tokens, shared, salt).num_blocks * self.block_size
     }
 
     /// Whether [`BlockManager::allocate`] with the same arguments would succeed.
@@ -233,7 +245,8 @@ impl BlockManager {
         salt: Option<u64>,
     ) -> bool {
         let reuse = self.reusable(tokens, shared, salt);
-        (self.check_room(&reuse, self.needed_new(&reuse, num_tokens))).is_ok()
+        let needed = self.fresh_for_new(&reuse, num_tokens);
+        self.check_room(Some(&reuse), |_| needed).is_ok()
     }
 
     /// A table for a sequence with `tokens`, covering at least its first `num_tokens` (the reused
@@ -250,97 +263,101 @@ impl BlockManager {
         salt: Option<u64>,
     ) -> Result<BlockTable, OutOfBlocks> {
         let reuse = self.reusable(tokens, shared, salt);
-        self.check_room(&reuse, self.needed_new(&reuse, num_tokens))?;
-        let root = BlockHash::root(salt);
-        let (num_registered, last_key) = {
-            let mut pool = self.groups[FULL_GROUP].pool.borrow_mut();
-            for &b in &reuse {
-                pool.acquire(b);
-            }
-            // A sibling's blocks may not all be registered yet: the chain continues after the
-            // last one that is.
-            match reuse
-                .last()
-                .and_then(|&b| pool.blocks[b as usize].cached.as_ref())
-            {
-                Some(content) => (reuse.len(), content.key),
-                None => (0, root),
-            }
-        };
-        let num_cached_tokens = reuse.len() * self.block_size;
-        let mut reuse = Some(reuse);
-        let groups = (self.groups.iter())
-            .map(|group| {
-                let reused = reuse.take().unwrap_or_default();
-                let mut blocks = GroupBlocks::new(Rc::clone(&group.pool), reused);
+        let needed = self.fresh_for_new(&reuse, num_tokens);
+        self.check_room(Some(&reuse), |_| needed)?;
+        let Reuse { num_blocks, groups } = reuse;
+        let groups: Vec<GroupBlocks> = (self.groups.iter().zip(groups))
+            .map(|(group, (first_held, reused))| {
+                let mut pool = group.pool.borrow_mut();
+                for &b in &reused {
+                    pool.acquire(b);
+                }
+                drop(pool);
+                let mut blocks = GroupBlocks::new(Rc::clone(&group.pool), first_held, reused);
                 blocks.grow(num_tokens, self.block_size);
                 blocks
             })
             .collect();
+        // A sibling's blocks may not all be registered yet: the chain continues after the
+        // last one that is (the full group holds every block of the prefix).
+        let last = groups[FULL_GROUP].blocks[..num_blocks].last().copied();
+        let registered = last.and_then(|b| self.full_pool().blocks[b as usize].cached.clone());
+        let (num_registered, last_key) = match registered {
+            Some(content) => (num_blocks, content.key),
+            None => (0, BlockHash::root(salt)),
+        };
         Ok(BlockTable {
             groups,
             num_registered,
             last_key,
-            num_cached_tokens,
+            num_cached_tokens: num_blocks * self.block_size,
         })
     }
 
     /// Whether `table` can grow to cover `num_tokens`.
     pub fn can_append(&self, table: &BlockTable, num_tokens: usize) -> bool {
         let needed = |g: usize| table.groups[g].needed(num_tokens, self.block_size);
-        self.check_room(&[], needed).is_ok()
+        self.check_room(None, needed).is_ok()
     }
 
     /// Grows `table` to cover `num_tokens`; on failure nothing changes.
     pub fn append(&mut self, table: &mut BlockTable, num_tokens: usize) -> Result<(), OutOfBlocks> {
         let needed = |g: usize| table.groups[g].needed(num_tokens, self.block_size);
-        self.check_room(&[], needed)?;
+        self.check_room(None, needed)?;
         for blocks in &mut table.groups {
             blocks.grow(num_tokens, self.block_size);
         }
         Ok(())
     }
 
-    /// Registers the full-group blocks of `table` that `num_computed` computed `tokens` have
-    /// filled, so later sequences can reuse them (a block whose content is already cached
-    /// elsewhere stays private), and gives back every group's blocks that no later token reads.
+    /// Registers the blocks of `table` that `num_computed` computed `tokens` have filled, in
+    /// every group that still holds them, so later sequences can reuse them (a block whose
+    /// content is already cached elsewhere stays private); then gives back every group's blocks
+    /// that no later token reads (cached ones stay findable until their block is reused).
     pub fn register_computed(
         &mut self,
         table: &mut BlockTable,
         tokens: &[u32],
         num_computed: usize,
     ) {
-        for (group, blocks) in self.groups.iter().zip(&mut table.groups) {
-            blocks.release_front(group.policy.releasable(num_computed, self.block_size));
-        }
-        let mut pool = self.groups[FULL_GROUP].pool.borrow_mut();
-        if !pool.prefix_caching {
-            return;
-        }
         let bs = self.block_size;
-        let full = (num_computed / bs).min(table.block_ids().len());
-        // A run of consecutive blocks stored, reported as one event.
-        let mut run: (Vec<BlockHash>, Option<BlockHash>, Vec<u32>) = (Vec::new(), None, Vec::new());
-        while table.num_registered < full {
-            let i = table.num_registered;
-            let chunk = &tokens[i * bs..(i + 1) * bs];
-            let parent = table.last_key;
-            let key = parent.child(chunk, &[]);
-            if pool.store(table.block_ids()[i], key, parent, chunk) {
-                if run.0.is_empty() {
-                    run.1 = (i > 0).then_some(parent);
+        if self.full_pool().prefix_caching {
+            // The chain keys of the blocks filled since the last call: (index, parent, key).
+            let full = (num_computed / bs).min(table.block_ids().len());
+            let mut filled = Vec::new();
+            while table.num_registered < full {
+                let i = table.num_registered;
+                let parent = table.last_key;
+                let key = parent.child(&tokens[i * bs..(i + 1) * bs], &[]);
+                filled.push((i, parent, key));
+                table.last_key = key;
+                table.num_registered += 1;
+            }
+            for (group, blocks) in self.groups.iter().zip(&table.groups) {
+                let mut pool = group.pool.borrow_mut();
+                // A run of consecutive blocks stored, reported as one event.
+                let mut run: (Vec<BlockHash>, Option<BlockHash>, Vec<u32>) = Default::default();
+                for &(i, parent, key) in &filled {
+                    let chunk = &tokens[i * bs..(i + 1) * bs];
+                    let b = blocks.blocks[i];
+                    if b != RELEASED_BLOCK && pool.store(b, key, parent, chunk) {
+                        if run.0.is_empty() {
+                            run.1 = (i > 0).then_some(parent);
+                        }
+                        run.0.push(key);
+                        run.2.extend_from_slice(chunk);
+                    } else {
+                        let (hashes, parent, tokens) = std::mem::take(&mut run);
+                        pool.report_stored(hashes, parent, tokens);
+                    }
                 }
-                run.0.push(key);
-                run.2.extend_from_slice(chunk);
-            } else {
-                let (hashes, parent, tokens) = std::mem::take(&mut run);
+                let (hashes, parent, tokens) = run;
                 pool.report_stored(hashes, parent, tokens);
             }
-            table.last_key = key;
-            table.num_registered += 1;
         }
-        let (hashes, parent, tokens) = run;
-        pool.report_stored(hashes, parent, tokens);
+        for (group, blocks) in self.groups.iter().zip(&mut table.groups) {
+            blocks.release_front(group.policy.releasable(num_computed, bs));
+        }
     }
 
     /// Forgets every cached block (a [`KvEvent::AllCleared`]) when no block is referenced;

@@ -138,30 +138,20 @@ impl BlockPool {
         }
     }
 
-    /// Cached blocks matching the full blocks of `tokens` in the chain from `root`, in order.
-    pub(super) fn cached_prefix(&self, tokens: &[u32], root: BlockHash) -> Vec<BlockId> {
-        let mut found = Vec::new();
+    /// The block holding the content keyed `key` (the block after `parent`'s, holding
+    /// `tokens`), after comparing the stored parent and tokens.
+    pub(super) fn find(
+        &self,
+        key: BlockHash,
+        parent: BlockHash,
+        tokens: &[u32],
+    ) -> Option<BlockId> {
         if !self.prefix_caching {
-            return found;
+            return None;
         }
-        let mut parent = root;
-        for chunk in tokens.chunks_exact(self.block_size) {
-            let key = parent.child(chunk, &[]);
-            let Some(&b) = self.cache.get(&key) else {
-                break;
-            };
-            let expected = CachedContent {
-                key,
-                parent,
-                tokens: chunk.to_vec(),
-            };
-            if self.blocks[b as usize].cached.as_ref() != Some(&expected) {
-                break;
-            }
-            found.push(b);
-            parent = key;
-        }
-        found
+        let b = *self.cache.get(&key)?;
+        let content = self.blocks[b as usize].cached.as_ref()?;
+        (content.key == key && content.parent == parent && content.tokens == tokens).then_some(b)
     }
 
     /// Makes block `b` (holding `tokens`, the block after `parent`'s) findable under `key`,

@@ -19,12 +19,15 @@ pub(super) struct GroupBlocks {
 }
 
 impl GroupBlocks {
-    /// A list starting with `reused` blocks (the caller took a reference on each).
-    pub(super) fn new(pool: Rc<RefCell<BlockPool>>, reused: Vec<BlockId>) -> Self {
+    /// A list whose first `released` logical blocks are not held, then the `reused` blocks
+    /// (the caller took a reference on each).
+    pub(super) fn new(pool: Rc<RefCell<BlockPool>>, released: usize, reused: Vec<BlockId>) -> Self {
+        let mut blocks = vec![RELEASED_BLOCK; released];
+        blocks.extend(reused);
         GroupBlocks {
             pool,
-            blocks: reused,
-            released: 0,
+            blocks,
+            released,
         }
     }
 

@@ -319,9 +319,56 @@ fn a_full_window_pool_refuses_growth_and_changes_nothing() {
 }
 
 #[test]
-fn with_a_window_pool_nothing_is_shared_or_cached() {
+fn a_window_hit_needs_the_last_window_blocks_and_reads_the_rest_as_released() {
+    // Window 5, blocks of 4: a prefix of n blocks needs window blocks from
+    // (4n + 1 - 5) / 4 = n - 1 on, i.e. the last one.
     let mut bm = windowed(16, 8);
-    assert!(!bm.shares_prefixes());
+    let prompt = tokens(17, 0);
+    let mut first = bm.allocate(&prompt, 17, None, None).unwrap();
+    bm.register_computed(&mut first, &prompt, 17);
+    // Everything behind position 17's window went back, still cached.
+    assert_eq!(
+        first.group_table(WINDOW)[..3],
+        [sluice_model::RELEASED_BLOCK; 3]
+    );
+    let held_window = first.group_table(WINDOW)[3];
+    drop(first);
+    // The same prompt again: 4 blocks (16 tokens) hit; the window table reuses only block 3.
+    assert_eq!(bm.num_reusable_tokens(&prompt, None, None), 16);
+    let again = bm.allocate(&prompt, 17, None, None).unwrap();
+    assert_eq!(again.num_cached_tokens(), 16);
+    let table = again.group_table(WINDOW);
+    assert_eq!(table[..3], [sluice_model::RELEASED_BLOCK; 3]);
+    assert_eq!(table[3], held_window);
+    assert_eq!((table.len(), again.num_held(WINDOW)), (5, 2));
+    drop(again);
+    assert_eq!(bm.group_blocks(WINDOW), (8, 8));
+    assert_eq!(bm.num_free_blocks(), 16);
+}
+
+#[test]
+fn a_window_hit_shrinks_to_what_the_window_pool_still_caches() {
+    let mut bm = windowed(32, 8);
+    let prompt = tokens(25, 0);
+    let mut first = bm.allocate(&prompt, 25, None, None).unwrap();
+    bm.register_computed(&mut first, &prompt, 25);
+    drop(first);
+    assert_eq!(bm.num_reusable_tokens(&prompt, None, None), 24);
+    // Another prompt takes every window block, evicting the cached ones: the full group still
+    // has the prefix, but its last window is gone: no hit.
+    let other = tokens(32, 100);
+    let mut o = bm.allocate(&other, 32, None, None).unwrap();
+    assert_eq!(bm.num_reusable_tokens(&prompt, None, None), 0);
+    // Window blocks it leaves behind stay findable: a prompt ending inside them hits.
+    bm.register_computed(&mut o, &other, 32);
+    assert_eq!(o.group_table(WINDOW)[1], sluice_model::RELEASED_BLOCK);
+    assert_eq!(bm.num_reusable_tokens(&tokens(9, 100), None, None), 8);
+    assert_eq!(bm.num_reusable_tokens(&tokens(21, 100), None, None), 20);
+}
+
+#[test]
+fn siblings_share_a_window_prefix_while_its_blocks_are_held() {
+    let mut bm = windowed(16, 8);
     let prompt = tokens(10, 0);
     let mut first = bm.allocate(&prompt, 10, None, None).unwrap();
     bm.register_computed(&mut first, &prompt, 10);
@@ -329,12 +376,12 @@ fn with_a_window_pool_nothing_is_shared_or_cached() {
         table: &first,
         num_blocks: 2,
     };
-    assert_eq!(bm.num_reusable_tokens(&prompt, Some(shared), None), 0);
+    // 2 blocks: the window needs block 1 (positions 4..8), which the sibling holds.
+    assert_eq!(bm.num_reusable_tokens(&prompt, Some(shared), None), 8);
     let second = bm.allocate(&prompt, 10, Some(shared), None).unwrap();
-    assert_eq!(second.num_cached_tokens(), 0);
-    drop(first);
-    let third = bm.allocate(&prompt, 10, None, None).unwrap();
-    assert_eq!(third.num_cached_tokens(), 0);
+    assert_eq!(second.num_cached_tokens(), 8);
+    assert_eq!(second.group_table(WINDOW)[1], first.group_table(WINDOW)[1]);
+    assert_eq!(bm.ref_count(first.block_ids()[0]), 2);
 }
 
 #[test]

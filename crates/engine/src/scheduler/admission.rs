@@ -116,10 +116,7 @@ impl Scheduler {
             return Admission::Rejected;
         }
         let block_size = self.blocks.block_size();
-        let siblings = match self.blocks.shares_prefixes() {
-            true => sibling_prefix(&self.seqs, &self.requests, block_size, seq),
-            false => SiblingPrefix::None,
-        };
+        let siblings = sibling_prefix(&self.seqs, &self.requests, block_size, seq);
         let shared = match siblings {
             SiblingPrefix::None => None,
             SiblingPrefix::Ready(shared) => Some(shared),
