@@ -1,7 +1,7 @@
 //! Endpoint dialects: how one API shapes a response from the assembled choice updates.
 //!
 //! Every generating endpoint runs the same engine requests and the same
-//! [`ResponseAssembler`](crate::assemble::ResponseAssembler); what differs is the wire: the
+//! [`crate::assemble::ResponseAssembler`]; what differs is the wire: the
 //! chunk and body shapes, the server-sent-event names, how a stream opens, ends and reports an
 //! error. A [`Dialect`] is that difference, one file per API (`chat.rs`, `completion.rs`, ...),
 //! so a new protocol is a new file rather than an arm in every match.

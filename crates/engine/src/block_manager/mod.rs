@@ -2,18 +2,20 @@
 //!
 //! A model's cache is a list of KV groups (`sluice_model::kv_layout`): the full-attention
 //! layers' and, for a model with sliding-window layers, the window layers'. Each group has a pool
-//! of its own and a small [`policy`] (which blocks a sequence may give back as it grows, which
-//! blocks of a prefix must be found for a hit); a sequence's [`BlockTable`] holds one list of
-//! blocks per group, and dropping the table returns them, so a block cannot be forgotten.
+//! of its own and a small policy (`policy.rs`: which blocks a sequence may give back as it
+//! grows, which blocks of a prefix must be found for a hit); a sequence's [`BlockTable`] holds
+//! one list of blocks per group, and dropping the table returns them, so a block cannot be
+//! forgotten.
 //!
 //! A full, computed block gets a stable key ([`BlockHash`]: its parent's key and its tokens),
 //! the same in every group that holds it; a later sequence whose tokens hash to the same chain
-//! reuses the longest prefix every group can serve ([`reuse`]: a full group needs every block,
-//! a window group the blocks of the prefix's last window), after comparing the stored tokens. Blocks whose count drops to zero go on their pool's free list: unkeyed blocks at the
-//! front (reused first), keyed ones at the back, so cached content is evicted in
-//! least-recently-freed order and only when a fresh block is needed. A block with a non-zero count
-//! is never on the free list, so it is never evicted. Every block stored in or evicted from the
-//! cache is a [`KvEvent`], drained by the engine once a step.
+//! reuses the longest prefix every group can serve (`reuse.rs`: a full group needs every block,
+//! a window group the blocks of the prefix's last window), after comparing the stored tokens.
+//! Blocks whose count drops to zero go on their pool's free list: unkeyed blocks at the front
+//! (reused first), keyed ones at the back, so cached content is evicted in least-recently-freed
+//! order and only when a fresh block is needed. A block with a non-zero count is never on the
+//! free list, so it is never evicted. Every block stored in or evicted from the cache is a
+//! [`KvEvent`], drained by the engine once a step.
 
 mod block_hash;
 mod events;

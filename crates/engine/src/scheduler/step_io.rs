@@ -65,7 +65,8 @@ pub struct ModelOutput {
 pub struct StepOutcome {
     /// Sequences that took tokens, and how many, in step order.
     pub appended: Vec<(SeqId, usize)>,
-    /// Sequences that finished, and how; collect them with [`Scheduler::remove`].
+    /// Sequences that finished, and how; collect them with
+    /// [`Scheduler::remove`](super::Scheduler::remove).
     pub finished: Vec<(SeqId, Ending)>,
 }
 

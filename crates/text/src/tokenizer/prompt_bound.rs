@@ -11,7 +11,7 @@ const NORMALIZER_SHRINK: usize = 4;
 impl Tokenizer {
     /// The fewest tokens any text of `bytes` UTF-8 bytes can encode to (without the
     /// post-processor's BOS/EOS): no token stands for more bytes than the longest token, and a
-    /// normalizer shrinks text at most [`NORMALIZER_SHRINK`]-fold. 0 when the tokenizer's
+    /// normalizer shrinks text at most `NORMALIZER_SHRINK`-fold. 0 when the tokenizer's
     /// normalizer may delete text (BERT's, `Strip`, a `Replace` with nothing), which no length
     /// can bound.
     pub fn min_tokens_for_text_bytes(&self, bytes: usize) -> usize {

@@ -67,7 +67,7 @@ impl Schema {
 }
 
 /// The state of a recognizer of documents that conform to a [`Schema`]: `Copy`, compared and
-/// hashed like [`JsonRecognizer`](super::JsonRecognizer)'s, with the open containers' schema
+/// hashed like [`JsonRecognizer`](crate::constraint::json::JsonRecognizer)'s, with the open containers' schema
 /// nodes and the keys or items written in each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SchemaRecognizer {

@@ -94,7 +94,7 @@ pub(super) enum Node {
     Nothing,
 }
 
-/// A compiled schema: the rules a [`SchemaRecognizer`] follows.
+/// A compiled schema: the rules a [`SchemaRecognizer`](super::SchemaRecognizer) follows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Schema {
     pub(super) nodes: Vec<Node>,
