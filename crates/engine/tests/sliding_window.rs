@@ -11,7 +11,7 @@ use sluice_engine::{
     Engine, EngineConfig, EngineHandle, Event, FinishReason, GenerationRequest, ModelExecutor,
     Priority, PromptOutputs, RequestStream, SamplingParams, StopRules,
 };
-use sluice_model::{KvCache, KvDtype, KvPool, KvPools, KvSpan, LoadOptions, Model};
+use sluice_model::{KvCache, KvDtype, KvPools, LoadOptions, Model};
 use sluice_text::Tokenizer;
 
 fn fixture(name: &str) -> PathBuf {
@@ -26,18 +26,7 @@ fn start(window_blocks: usize, config: EngineConfig) -> EngineHandle {
     let dir = fixture("gemma3");
     let model = Model::load(&dir, &LoadOptions::default()).expect("fixture model loads");
     let window = model.config().sliding_window.expect("a window");
-    let pools = KvPools {
-        groups: vec![
-            KvPool {
-                span: KvSpan::Full,
-                num_blocks: 64,
-            },
-            KvPool {
-                span: KvSpan::Window(window),
-                num_blocks: window_blocks,
-            },
-        ],
-    };
+    let pools = KvPools::with_window(64, window, window_blocks);
     let kv = KvCache::with_pools(model.config(), KvDtype::F32, 4, pools);
     let config = EngineConfig {
         max_model_len: model.config().max_position_embeddings,

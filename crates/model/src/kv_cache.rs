@@ -304,19 +304,7 @@ mod tests {
             crate::config::LayerType::Sliding,
             crate::config::LayerType::Full,
         ]);
-        use crate::kv_layout::{KvPool, KvSpan};
-        let pools = KvPools {
-            groups: vec![
-                KvPool {
-                    span: KvSpan::Full,
-                    num_blocks: 10,
-                },
-                KvPool {
-                    span: KvSpan::Window(8),
-                    num_blocks: 3,
-                },
-            ],
-        };
+        let pools = KvPools::with_window(10, 8, 3);
         let mut cache = KvCache::with_pools(&config, KvDtype::F32, 4, pools.clone());
         let slot = config.num_key_value_heads * config.head_dim;
         let len = |cache: &mut KvCache, layer| match cache.layer_mut(layer) {

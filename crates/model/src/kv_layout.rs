@@ -157,6 +157,27 @@ pub(crate) fn block_bytes(
 }
 
 impl KvPools {
+    /// One full-attention pool of `num_blocks` blocks (a model without window layers).
+    pub fn full(num_blocks: usize) -> Self {
+        KvPools {
+            groups: vec![KvPool {
+                span: KvSpan::Full,
+                num_blocks,
+            }],
+        }
+    }
+
+    /// A full pool of `num_blocks` blocks and a pool of `window_blocks` blocks for layers that
+    /// read the last `window` positions.
+    pub fn with_window(num_blocks: usize, window: usize, window_blocks: usize) -> Self {
+        let mut pools = Self::full(num_blocks);
+        pools.groups.push(KvPool {
+            span: KvSpan::Window(window),
+            num_blocks: window_blocks,
+        });
+        pools
+    }
+
     /// Every group with `num_blocks` blocks: every position fits in any pool (tests and tools
     /// that address all groups through the full block table).
     pub fn uniform(config: &ModelConfig, num_blocks: usize) -> Self {
@@ -194,12 +215,7 @@ impl KvPools {
         let all = block_bytes(config, dtype, block_size, config.num_hidden_layers).max(1);
         let shared = budget_bytes / all;
         let Some(window) = layout.window() else {
-            return KvPools {
-                groups: vec![KvPool {
-                    span: KvSpan::Full,
-                    num_blocks: shared,
-                }],
-            };
+            return KvPools::full(shared);
         };
         let per_seq = (window - 1).div_ceil(block_size) + 2;
         let wanted = demand.max_num_seqs.max(1) * per_seq
@@ -214,18 +230,7 @@ impl KvPools {
                 .max(shared),
             _ => (budget_bytes - window_blocks * window_bytes) / full_bytes,
         };
-        KvPools {
-            groups: vec![
-                KvPool {
-                    span: KvSpan::Full,
-                    num_blocks,
-                },
-                KvPool {
-                    span: KvSpan::Window(window),
-                    num_blocks: window_blocks,
-                },
-            ],
-        }
+        KvPools::with_window(num_blocks, window, window_blocks)
     }
 
     /// Bytes the pools take.

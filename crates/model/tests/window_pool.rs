@@ -6,8 +6,7 @@ mod common;
 
 use common::{argmax, cache, load, reference, BlockPool, Sequence, BLOCK_SIZE};
 use sluice_model::{
-    kv_layout, Batch, ForwardError, KvCache, KvDtype, KvPool, KvPools, KvSpan, Model, WeightDtype,
-    RELEASED_BLOCK,
+    kv_layout, Batch, ForwardError, KvCache, KvDtype, KvPools, Model, WeightDtype, RELEASED_BLOCK,
 };
 
 /// A sequence's window-pool blocks: a logical table with the blocks behind the window released
@@ -34,23 +33,6 @@ impl WindowTable {
     }
 }
 
-/// A full pool of `full` blocks and a pool of `window_blocks` for the layers reading the last
-/// `window` positions.
-fn pools(full: usize, window: usize, window_blocks: usize) -> KvPools {
-    KvPools {
-        groups: vec![
-            KvPool {
-                span: KvSpan::Full,
-                num_blocks: full,
-            },
-            KvPool {
-                span: KvSpan::Window(window),
-                num_blocks: window_blocks,
-            },
-        ],
-    }
-}
-
 /// Greedy decoding of two prompts side by side (chunked prefill of 3, then one token a step),
 /// returning every step's logits; `window` set runs the window layers from a pool of
 /// `window_blocks` blocks.
@@ -60,7 +42,7 @@ fn generate(model: &Model, window_blocks: Option<usize>, steps: usize) -> Vec<Ve
         None => cache(model),
         Some(n) => {
             let window = config.sliding_window.unwrap();
-            let pools = pools(128, window, n);
+            let pools = KvPools::with_window(128, window, n);
             KvCache::with_pools(config, KvDtype::F32, BLOCK_SIZE, pools)
         }
     };
@@ -121,7 +103,12 @@ fn window_layers_from_a_small_pool_give_the_same_logits_as_keeping_every_positio
 fn a_released_block_the_window_still_reaches_is_rejected() {
     let model = load("gemma3", WeightDtype::F32);
     let config = model.config();
-    let mut kv = KvCache::with_pools(config, KvDtype::F32, BLOCK_SIZE, pools(16, 8, 4));
+    let mut kv = KvCache::with_pools(
+        config,
+        KvDtype::F32,
+        BLOCK_SIZE,
+        KvPools::with_window(16, 8, 4),
+    );
     // Position 12 reads positions 5..=12: logical blocks 1, 2 and 3.
     let tokens = [1u32];
     let forward = |kv: &mut KvCache, window_table: Vec<u32>| {

@@ -27,7 +27,7 @@ mod table;
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use sluice_model::{KvPool, KvPools, KvSpan, FULL_GROUP, RELEASED_BLOCK};
+use sluice_model::{KvPools, KvSpan, FULL_GROUP, RELEASED_BLOCK};
 use thiserror::Error;
 
 pub use block_hash::{cache_scope, BlockHash};
@@ -79,13 +79,11 @@ pub struct BlockManager {
 impl BlockManager {
     /// One full-attention pool of `num_blocks` blocks of `block_size` tokens each.
     pub fn new(num_blocks: usize, block_size: usize, enable_prefix_caching: bool) -> Self {
-        let pools = KvPools {
-            groups: vec![KvPool {
-                span: KvSpan::Full,
-                num_blocks,
-            }],
-        };
-        Self::for_pools(&pools, block_size, enable_prefix_caching)
+        Self::for_pools(
+            &KvPools::full(num_blocks),
+            block_size,
+            enable_prefix_caching,
+        )
     }
 
     /// One pool per group of `pools` (the KV spec the executor exposes), in the same order.

@@ -1,6 +1,6 @@
 use super::*;
 use proptest::prelude::*;
-use sluice_model::{KvPool, KvPools, KvSpan};
+use sluice_model::KvPools;
 
 fn tokens(n: usize, offset: u32) -> Vec<u32> {
     (0..n as u32).map(|t| t + offset).collect()
@@ -248,19 +248,7 @@ proptest! {
 
 /// A manager whose window layers read the last 5 positions, 4 tokens a block.
 fn windowed(full: usize, window_blocks: usize) -> BlockManager {
-    let pools = KvPools {
-        groups: vec![
-            KvPool {
-                span: KvSpan::Full,
-                num_blocks: full,
-            },
-            KvPool {
-                span: KvSpan::Window(5),
-                num_blocks: window_blocks,
-            },
-        ],
-    };
-    BlockManager::for_pools(&pools, 4, true)
+    BlockManager::for_pools(&KvPools::with_window(full, 5, window_blocks), 4, true)
 }
 
 /// The window group's index.

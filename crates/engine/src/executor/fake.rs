@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use sluice_model::batch::slot;
-use sluice_model::{Batch, KvPool, KvPools, KvSpan, Logits};
+use sluice_model::{Batch, KvPools, Logits};
 
 use super::{Executor, ExecutorError};
 
@@ -131,11 +131,6 @@ impl Executor for HistoryExecutor {
     }
 
     fn kv_pools(&self) -> KvPools {
-        KvPools {
-            groups: vec![KvPool {
-                span: KvSpan::Full,
-                num_blocks: self.num_blocks,
-            }],
-        }
+        KvPools::full(self.num_blocks)
     }
 }
