@@ -132,7 +132,7 @@ impl Model {
         }
         let groups = &kv.pools().groups;
         let tables = batch.slot_mappings.len();
-        if tables == 0 || tables > groups.len() {
+        if n > 0 && (tables == 0 || tables > groups.len()) {
             return inconsistent(format!(
                 "slots for {tables} KV groups, the cache has {}",
                 groups.len()
@@ -144,10 +144,10 @@ impl Model {
             return inconsistent(format!("{n} tokens, {} slots in group {g}", slots.len()));
         }
         // A group without tables is addressed through the full group's: its pool must hold
-        // every full-group block.
-        if let Some((g, pool)) =
-            (groups.iter().enumerate().skip(tables)).find(|(_, p)| p.num_blocks < kv.num_blocks())
-        {
+        // every full-group block. (An empty batch addresses nothing.)
+        let short =
+            (groups.iter().enumerate().skip(tables)).find(|(_, p)| p.num_blocks < kv.num_blocks());
+        if let Some((g, pool)) = short.filter(|_| n > 0) {
             return inconsistent(format!(
                 "no block tables for KV group {g}, and its pool ({} blocks) is smaller than the \
                  full one ({})",

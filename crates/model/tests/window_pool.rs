@@ -131,3 +131,21 @@ fn a_released_block_the_window_still_reaches_is_rejected() {
         Err(ForwardError::InconsistentBatch(_))
     ));
 }
+
+#[test]
+fn an_empty_batch_computes_nothing_whatever_the_pools() {
+    let model = load("gemma3", WeightDtype::F32);
+    let config = model.config();
+    for mut kv in [
+        cache(&model),
+        KvCache::with_pools(
+            config,
+            KvDtype::F32,
+            BLOCK_SIZE,
+            KvPools::with_window(16, 8, 4),
+        ),
+    ] {
+        let logits = model.forward(&Batch::default(), &mut kv).unwrap();
+        assert_eq!(logits.rows(), 0);
+    }
+}

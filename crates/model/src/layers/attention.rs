@@ -202,7 +202,8 @@ impl Attention {
         let new_kv = NewKv {
             slots: ctx.slots(kv.group),
             keys: k,
-            values: &qkv[q_dim + kv_dim..],
+            // (`get`: an empty step has no rows to offset into.)
+            values: qkv.get(q_dim + kv_dim..).unwrap_or(&[]),
             value_stride: width,
         };
         match kv.storage {
