@@ -112,11 +112,6 @@ impl BlockManager {
         }
     }
 
-    /// KV groups (pools) managed.
-    pub fn num_groups(&self) -> usize {
-        self.groups.len()
-    }
-
     /// (blocks, free blocks) of group `group`'s pool.
     pub fn group_blocks(&self, group: usize) -> (usize, usize) {
         let pool = self.groups[group].pool.borrow();

@@ -41,11 +41,6 @@ impl Isa {
         })
     }
 
-    /// [`Isa::current`] under its earlier name.
-    pub fn detect() -> Self {
-        Self::current()
-    }
-
     /// Every instruction set this CPU runs, from the plainest to the best, whatever
     /// `SLUICE_ISA` says (tests compare each against [`Isa::Portable`]).
     pub fn available() -> Vec<Self> {
