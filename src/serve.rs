@@ -10,6 +10,7 @@ use anyhow::Context;
 use sluice_api::registry::ModelTask;
 use sluice_api::server::ServeOptions;
 use sluice_api::{router_for, ApiConfig, ModelRegistry};
+use sluice_engine::kv_disk::DiskCache;
 use sluice_engine::pool::{Budget, DirectoryLoader, LoadSettings, ModelPool};
 use sluice_engine::{EngineConfig, FairShareConfig};
 use sluice_model::{KvDtype, WeightDtype};
@@ -105,6 +106,17 @@ pub struct EngineArgs {
     /// Turn automatic prefix caching off.
     #[arg(long)]
     pub no_prefix_caching: bool,
+    /// Keep the prefix cache's blocks in this directory too (created 0700 if missing): a
+    /// prompt computed once is read back instead of computed again after it left the RAM pool,
+    /// after a model unload and after a restart. Blocks are written as they are computed, off
+    /// the step loop; files name the model they belong to and are checked when read. The
+    /// directory holds users' prompts (as token ids and KV): keep it private. Several servers
+    /// may share one.
+    #[arg(long, value_name = "DIR")]
+    pub kv_disk_cache: Option<PathBuf>,
+    /// GiB the --kv-disk-cache directory may hold; the least recently used blocks go first.
+    #[arg(long, value_name = "GIB", default_value_t = 32.0)]
+    pub kv_disk_cache_size: f64,
     /// Share running sequences fairly between callers (API keys; the `user` field when there
     /// is one key or none): while a caller waits below its share (--max-num-seqs divided by the
     /// callers with work), others over theirs are not admitted and may be preempted for it. A
@@ -142,6 +154,20 @@ impl EngineArgs {
             self.kv_cache_memory.is_finite() && self.kv_cache_memory > 0.0,
             "--kv-cache-memory must be a positive number of GiB"
         );
+        anyhow::ensure!(
+            self.kv_disk_cache_size.is_finite() && self.kv_disk_cache_size > 0.0,
+            "--kv-disk-cache-size must be a positive number of GiB"
+        );
+        let kv_disk = match &self.kv_disk_cache {
+            Some(dir) if !self.no_prefix_caching => {
+                let bytes = (self.kv_disk_cache_size * (1u64 << 30) as f64) as u64;
+                Some(DiskCache::open(dir, bytes)?)
+            }
+            Some(_) => {
+                anyhow::bail!("--kv-disk-cache needs prefix caching (drop --no-prefix-caching)")
+            }
+            None => None,
+        };
         Ok(LoadSettings {
             dtype: self.quantize.or(self.dtype.weights()),
             kv_dtype: self.kv_cache_dtype.kv(),
@@ -161,6 +187,7 @@ impl EngineArgs {
                 },
                 ..EngineConfig::default()
             },
+            kv_disk,
         })
     }
 }

@@ -32,6 +32,7 @@ fn settings() -> LoadSettings {
         kv_cache_bytes: KV_CACHE_BYTES,
         max_model_len: None,
         engine: EngineConfig::default(),
+        kv_disk: None,
     }
 }
 

@@ -75,6 +75,18 @@ impl Executor for SlowedExecutor {
     fn kv_pools(&self) -> KvPools {
         self.inner.kv_pools()
     }
+
+    fn block_bytes(&self, group: usize) -> usize {
+        self.inner.block_bytes(group)
+    }
+
+    fn save_block(&self, group: usize, block: u32, out: &mut Vec<u8>) {
+        self.inner.save_block(group, block, out);
+    }
+
+    fn load_block(&mut self, group: usize, block: u32, bytes: &[u8]) -> Result<(), ExecutorError> {
+        self.inner.load_block(group, block, bytes)
+    }
 }
 
 /// Knobs a test may turn.

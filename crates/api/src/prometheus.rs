@@ -8,6 +8,7 @@ mod pool;
 #[cfg(test)]
 mod tests;
 
+use sluice_engine::kv_disk::DiskSnapshot;
 use sluice_engine::{HistogramSnapshot, MetricsSnapshot, Task};
 
 use exposition::{header, histogram, sample};
@@ -89,7 +90,7 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
         ];
         sample(&mut out, "vllm:cache_config_info", &labels, 1.0);
     }
-    let counters: [CounterSpec; 9] = [
+    let counters: [CounterSpec; 10] = [
         (
             "vllm:prompt_tokens_total",
             "Number of prefill tokens processed.",
@@ -114,6 +115,11 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
             "vllm:prefix_cache_hits_total",
             "Prefix cache hits, in terms of number of cached tokens.",
             |s| s.prefix_cache_hits,
+        ),
+        (
+            "sluice:prefix_cache_disk_hits_total",
+            "Of the prefix cache hits, tokens read back from the disk tier (--kv-disk-cache).",
+            |s| s.prefix_cache_disk_hits,
         ),
         (
             "sluice:fair_share_deferred_total",
@@ -172,7 +178,41 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
     }
     engine_steps(&mut out, models);
     requests_by_task(&mut out, models);
+    kv_disk(&mut out, models);
     out
+}
+
+/// The prefix cache's disk tier, for the models that have one: the directory's size (shared by
+/// every model), and per model the blocks read and written, failures, and read time.
+fn kv_disk(out: &mut String, models: &[(String, MetricsSnapshot)]) {
+    type DiskSpec = (
+        &'static str,
+        &'static str,
+        &'static str,
+        fn(&DiskSnapshot) -> f64,
+    );
+    let specs: [DiskSpec; 9] = [
+        ("sluice:kv_disk_bytes_used", "Bytes of KV block files in the disk tier's directory.", "gauge", |d| d.bytes_used as f64),
+        ("sluice:kv_disk_bytes_limit", "The disk tier's bound (--kv-disk-cache-size).", "gauge", |d| d.bytes_limit as f64),
+        ("sluice:kv_disk_writing", "1 while blocks are written to the disk tier; 0 after a full disk or a permission error.", "gauge", |d| f64::from(u8::from(d.writing))),
+        ("sluice:kv_disk_blocks_read_total", "KV blocks read back from the disk tier.", "counter", |d| d.blocks_read as f64),
+        ("sluice:kv_disk_blocks_written_total", "KV blocks written to the disk tier.", "counter", |d| d.blocks_written as f64),
+        ("sluice:kv_disk_read_errors_total", "Block files found damaged or unreadable (never used).", "counter", |d| d.read_errors as f64),
+        ("sluice:kv_disk_write_errors_total", "Block writes that failed.", "counter", |d| d.write_errors as f64),
+        ("sluice:kv_disk_writes_skipped_total", "Blocks not written: the write queue was full or writing was off.", "counter", |d| d.writes_skipped as f64),
+        ("sluice:kv_disk_read_seconds_total", "Time spent reading and checking blocks from the disk tier.", "counter", |d| d.read_ns as f64 * 1e-9),
+    ];
+    if models.iter().all(|(_, snap)| snap.kv_disk.is_none()) {
+        return;
+    }
+    for (name, help, kind, value) in specs {
+        header(out, name, help, kind);
+        for (model, snap) in models {
+            if let Some(disk) = &snap.kv_disk {
+                sample(out, name, &[("model_name", model)], value(disk));
+            }
+        }
+    }
 }
 
 /// Requests that ended normally, per task (`generate`, `embed`, `score`): scoring requests ride

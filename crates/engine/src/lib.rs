@@ -6,6 +6,7 @@ pub mod engine;
 pub mod executor;
 pub mod fair_share;
 pub mod handle;
+pub mod kv_disk;
 pub mod metrics;
 mod outbox;
 pub mod output;

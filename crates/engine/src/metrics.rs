@@ -103,6 +103,9 @@ pub struct EngineMetrics {
     pub(crate) block_size: AtomicUsize,
     pub(crate) prefix_cache_queries: AtomicU64,
     pub(crate) prefix_cache_hits: AtomicU64,
+    pub(crate) prefix_cache_disk_hits: AtomicU64,
+    /// The model's disk tier, when it has one (its counters are read at each snapshot).
+    pub(crate) kv_disk: std::sync::OnceLock<crate::kv_disk::ModelDisk>,
     pub(crate) preemptions: AtomicU64,
     pub(crate) fair_share_deferred: AtomicU64,
     pub(crate) fair_share_preempted: AtomicU64,
@@ -158,6 +161,8 @@ impl Default for EngineMetrics {
             block_size: AtomicUsize::new(0),
             prefix_cache_queries: AtomicU64::new(0),
             prefix_cache_hits: AtomicU64::new(0),
+            prefix_cache_disk_hits: AtomicU64::new(0),
+            kv_disk: std::sync::OnceLock::new(),
             preemptions: AtomicU64::new(0),
             fair_share_deferred: AtomicU64::new(0),
             fair_share_preempted: AtomicU64::new(0),
@@ -191,6 +196,8 @@ impl EngineMetrics {
             block_size: load(&self.block_size),
             prefix_cache_queries: load64(&self.prefix_cache_queries),
             prefix_cache_hits: load64(&self.prefix_cache_hits),
+            prefix_cache_disk_hits: load64(&self.prefix_cache_disk_hits),
+            kv_disk: self.kv_disk.get().map(|d| d.snapshot()),
             preemptions: load64(&self.preemptions),
             fair_share_deferred: load64(&self.fair_share_deferred),
             fair_share_preempted: load64(&self.fair_share_preempted),
@@ -262,8 +269,12 @@ pub struct MetricsSnapshot {
     pub block_size: usize,
     /// Prompt tokens looked up in the prefix cache (vLLM counts tokens, not requests).
     pub prefix_cache_queries: u64,
-    /// Prompt tokens found in the prefix cache.
+    /// Prompt tokens found in the prefix cache (RAM and disk).
     pub prefix_cache_hits: u64,
+    /// Of which read back from the disk tier.
+    pub prefix_cache_disk_hits: u64,
+    /// The disk tier, when the model has one.
+    pub kv_disk: Option<crate::kv_disk::DiskSnapshot>,
     /// Sequences preempted (by recompute) so far.
     pub preemptions: u64,
     /// Waiting sequences fair sharing passed over at least once (each counted once).

@@ -145,6 +145,11 @@ struct HeaderEntry {
 }
 
 impl Checkpoint {
+    /// The safetensors files, in the order they were opened.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        self.files.iter().map(|f| f.path.clone()).collect()
+    }
+
     /// Opens `model.safetensors.index.json` with its shards, else `model.safetensors`.
     pub fn open(dir: &Path) -> Result<Self, LoadError> {
         let index_path = dir.join("model.safetensors.index.json");

@@ -116,6 +116,18 @@ impl ModelFiles {
         }
     }
 
+    /// The files the weights are read from (safetensors shards, or a GGUF file and its split
+    /// parts): what identifies the model's numbers.
+    pub fn weight_files(&self) -> Vec<PathBuf> {
+        match self {
+            Self::HuggingFace { checkpoint, .. } => checkpoint.paths(),
+            Self::Gguf(source) => {
+                let path = source.gguf().path();
+                sluice_gguf::split_parts(path).unwrap_or_else(|| vec![path.to_path_buf()])
+            }
+        }
+    }
+
     /// Bytes the weights hold once loaded with `dtype` (see `LoadOptions::dtype`), without
     /// loading them: matrices packed in the format they will be kept in, vectors as f32,
     /// nothing for an output head a tied config ignores.

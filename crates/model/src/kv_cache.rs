@@ -248,6 +248,99 @@ impl KvCache {
     }
 }
 
+/// A block's bytes did not fit the slot they were loaded into.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a KV block of group {group} holds {expected} bytes; {got} were given")]
+pub struct BlockSizeMismatch {
+    /// The group loaded into.
+    pub group: KvGroupId,
+    /// Bytes one block of that group holds.
+    pub expected: usize,
+    /// Bytes given.
+    pub got: usize,
+}
+
+/// Moving whole blocks in and out of the cache, for a lower tier of the prefix cache (a disk).
+/// A block's bytes are, for each layer of its group in layer order, the block's keys then its
+/// values as stored (`[num_kv_heads, block_size, head_dim]` elements each, native byte order):
+/// a block is contiguous in each layer's storage, so a copy is a `memcpy` per layer.
+impl KvCache {
+    /// Bytes one block of group `group` holds across that group's layers.
+    pub fn group_block_bytes(&self, group: KvGroupId) -> usize {
+        let layers = self.layer_groups.iter().filter(|&&g| g == group).count();
+        2 * layers * self.block_elements() * self.dtype().size()
+    }
+
+    fn block_elements(&self) -> usize {
+        self.num_kv_heads * self.block_size * self.head_dim
+    }
+
+    /// Appends block `block` of group `group` to `out` (see the impl's docs for the layout).
+    pub fn save_block(&self, group: KvGroupId, block: usize, out: &mut Vec<u8>) {
+        let n = self.block_elements();
+        let range = block * n..(block + 1) * n;
+        for (layer, _) in (self.layer_groups.iter().enumerate()).filter(|(_, &g)| g == group) {
+            match &self.layers {
+                Layers::F32(l) => {
+                    out.extend_from_slice(bytemuck::cast_slice(&l[layer].keys[range.clone()]));
+                    out.extend_from_slice(bytemuck::cast_slice(&l[layer].values[range.clone()]));
+                }
+                Layers::F16(l) => {
+                    out.extend_from_slice(bytemuck::cast_slice(&l[layer].keys[range.clone()]));
+                    out.extend_from_slice(bytemuck::cast_slice(&l[layer].values[range.clone()]));
+                }
+            }
+        }
+    }
+
+    /// Overwrites block `block` of group `group` with bytes [`KvCache::save_block`] produced for
+    /// a block of the same group of an identically shaped cache.
+    pub fn load_block(
+        &mut self,
+        group: KvGroupId,
+        block: usize,
+        bytes: &[u8],
+    ) -> Result<(), BlockSizeMismatch> {
+        let expected = self.group_block_bytes(group);
+        if bytes.len() != expected {
+            return Err(BlockSizeMismatch {
+                group,
+                expected,
+                got: bytes.len(),
+            });
+        }
+        let n = self.block_elements();
+        let range = block * n..(block + 1) * n;
+        let mut chunks = bytes.chunks_exact(n * self.dtype().size());
+        let layers: Vec<usize> = (self.layer_groups.iter().enumerate())
+            .filter(|(_, &g)| g == group)
+            .map(|(layer, _)| layer)
+            .collect();
+        for layer in layers {
+            let (keys, values) = (chunks.next(), chunks.next());
+            let (Some(keys), Some(values)) = (keys, values) else {
+                unreachable!("the length was checked");
+            };
+            match &mut self.layers {
+                Layers::F32(l) => {
+                    copy_into(&mut l[layer].keys[range.clone()], keys);
+                    copy_into(&mut l[layer].values[range.clone()], values);
+                }
+                Layers::F16(l) => {
+                    copy_into(&mut l[layer].keys[range.clone()], keys);
+                    copy_into(&mut l[layer].values[range.clone()], values);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Copies raw bytes into typed storage (the bytes need not be aligned).
+fn copy_into<E: bytemuck::Pod>(dst: &mut [E], src: &[u8]) {
+    bytemuck::cast_slice_mut::<E, u8>(dst).copy_from_slice(src);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,6 +365,61 @@ mod tests {
             );
             assert_eq!(cache.dtype(), dtype);
             assert_eq!(cache.pools().window(), None);
+        }
+    }
+
+    #[test]
+    fn a_saved_block_loads_back_bit_for_bit_into_another_cache() {
+        let mut config = crate::config::tests_support::tiny_config();
+        config.sliding_window = Some(8);
+        config.layer_types = Some(vec![
+            crate::config::LayerType::Sliding,
+            crate::config::LayerType::Full,
+        ]);
+        for dtype in [KvDtype::F32, KvDtype::F16] {
+            let pools = KvPools::with_window(6, 8, 4);
+            let mut a = KvCache::with_pools(&config, dtype, 4, pools.clone());
+            let mut b = KvCache::with_pools(&config, dtype, 4, pools);
+            let width = config.num_key_value_heads * config.head_dim;
+            // Distinct values in every slot of every layer.
+            for layer in 0..2 {
+                for slot in 0..16 {
+                    let keys: Vec<f32> = (0..width)
+                        .map(|i| (layer * 1000 + slot * 10 + i) as f32)
+                        .collect();
+                    let values: Vec<f32> = keys.iter().map(|k| -k).collect();
+                    match a.layer_mut(layer) {
+                        LayerKvMut::F32(kv) => kv.write(slot, &keys, &values, 4, config.head_dim),
+                        LayerKvMut::F16(kv) => kv.write(slot, &keys, &values, 4, config.head_dim),
+                    }
+                }
+            }
+            for group in [0, 1] {
+                let mut bytes = Vec::new();
+                a.save_block(group, 2, &mut bytes);
+                assert_eq!(bytes.len(), a.group_block_bytes(group));
+                assert_eq!(
+                    bytes.len(),
+                    2 * 4 * width * dtype.size(),
+                    "one layer per group"
+                );
+                b.load_block(group, 3, &bytes).unwrap();
+                let mut back = Vec::new();
+                b.save_block(group, 3, &mut back);
+                assert_eq!(back, bytes);
+                let err = b.load_block(group, 3, &bytes[1..]).unwrap_err();
+                assert_eq!(err.got, bytes.len() - 1);
+            }
+            // Block 3 of the full layer (layer 1) now holds block 2's rows of `a`.
+            let rows = |c: &mut KvCache, slot| match c.layer_mut(1) {
+                LayerKvMut::F32(kv) => {
+                    kv.keys[row_offset(slot, 0, config.num_key_value_heads, 4, config.head_dim)]
+                }
+                LayerKvMut::F16(kv) => kv.keys
+                    [row_offset(slot, 0, config.num_key_value_heads, 4, config.head_dim)]
+                .to_f32(),
+            };
+            assert_eq!(rows(&mut b, 13), rows(&mut a, 9));
         }
     }
 

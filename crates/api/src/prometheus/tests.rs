@@ -22,6 +22,8 @@ fn snapshot() -> MetricsSnapshot {
         block_size: 16,
         prefix_cache_queries: 100,
         prefix_cache_hits: 40,
+        prefix_cache_disk_hits: 24,
+        kv_disk: None,
         preemptions: 3,
         fair_share_deferred: 5,
         fair_share_preempted: 2,
@@ -102,6 +104,47 @@ fn counters_are_exported_with_total_suffix() {
 }
 
 #[test]
+fn the_disk_tier_is_shown_for_the_models_that_have_one() {
+    assert!(!text().contains("kv_disk"), "no disk tier, no series");
+    let disk = sluice_engine::kv_disk::DiskSnapshot {
+        bytes_used: 4096,
+        bytes_limit: 1 << 30,
+        blocks_read: 12,
+        blocks_written: 30,
+        read_errors: 1,
+        write_errors: 0,
+        writes_skipped: 2,
+        read_ns: 1_500_000_000,
+        writing: true,
+    };
+    let with_disk = MetricsSnapshot {
+        kv_disk: Some(disk),
+        ..snapshot()
+    };
+    let t = render(&[
+        ("llama".to_string(), with_disk),
+        ("other".to_string(), snapshot()),
+    ]);
+    for line in [
+        "sluice:prefix_cache_disk_hits_total{model_name=\"llama\"} 24\n",
+        "sluice:kv_disk_bytes_used{model_name=\"llama\"} 4096\n",
+        "sluice:kv_disk_bytes_limit{model_name=\"llama\"} 1073741824\n",
+        "sluice:kv_disk_writing{model_name=\"llama\"} 1\n",
+        "sluice:kv_disk_blocks_read_total{model_name=\"llama\"} 12\n",
+        "sluice:kv_disk_blocks_written_total{model_name=\"llama\"} 30\n",
+        "sluice:kv_disk_read_errors_total{model_name=\"llama\"} 1\n",
+        "sluice:kv_disk_write_errors_total{model_name=\"llama\"} 0\n",
+        "sluice:kv_disk_writes_skipped_total{model_name=\"llama\"} 2\n",
+        "sluice:kv_disk_read_seconds_total{model_name=\"llama\"} 1.5\n",
+        "# TYPE sluice:kv_disk_blocks_read_total counter\n",
+        "# TYPE sluice:kv_disk_bytes_used gauge\n",
+    ] {
+        assert!(t.contains(line), "missing {line} in {t}");
+    }
+    assert!(!t.contains("sluice:kv_disk_bytes_used{model_name=\"other\"}"));
+}
+
+#[test]
 fn engine_step_counters_split_time_by_phase() {
     let t = text();
     for line in [
@@ -148,7 +191,9 @@ fn every_sample_line_parses_as_name_labels_value() {
             (series.starts_with("vllm:")
                 || series.starts_with("sluice:engine_")
                 || series.starts_with("sluice:kv_window_")
-                || series.starts_with("sluice:fair_share_"))
+                || series.starts_with("sluice:fair_share_")
+                || series.starts_with("sluice:prefix_cache_")
+                || series.starts_with("sluice:kv_disk_"))
                 && series.ends_with('}'),
             "{line}"
         );

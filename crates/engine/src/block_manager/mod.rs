@@ -19,10 +19,12 @@
 
 mod block_hash;
 mod events;
+mod lookup;
 mod policy;
 mod pool;
 mod reuse;
 mod table;
+mod tier;
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -35,9 +37,10 @@ use events::EventSink;
 pub use events::KvEvent;
 use policy::{policy_for, GroupPolicy};
 use pool::BlockPool;
-use reuse::{longest, Reuse};
+use reuse::{Reuse, Source};
 pub use table::BlockTable;
 use table::GroupBlocks;
+pub use tier::{BlockBytes, BlockLoad, LowerTier};
 
 /// Index of a physical KV block.
 pub type BlockId = u32;
@@ -61,6 +64,17 @@ pub struct SharedPrefix<'a> {
     pub num_blocks: usize,
 }
 
+/// A block of the prefix cache, as [`BlockManager::cached_block`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CachedBlock {
+    /// The block in its group's pool.
+    pub block: BlockId,
+    /// The key of the block before it in its chain (the chain's root for a first block).
+    pub parent: BlockHash,
+    /// Its tokens.
+    pub tokens: Vec<u32>,
+}
+
 /// One KV group: its pool and its rules.
 #[derive(Debug)]
 struct Group {
@@ -74,6 +88,11 @@ pub struct BlockManager {
     block_size: usize,
     groups: Vec<Group>,
     events: EventSink,
+    /// Where blocks the pools miss may still be found (a disk directory), if anywhere.
+    lower: Option<Box<dyn LowerTier>>,
+    /// Blocks read from the lower tier into the pools, to copy into the KV cache before the
+    /// next forward pass.
+    loads: Vec<BlockLoad>,
 }
 
 impl BlockManager {
@@ -109,7 +128,33 @@ impl BlockManager {
             block_size,
             groups,
             events,
+            lower: None,
+            loads: Vec::new(),
         }
+    }
+
+    /// Looks blocks the pools miss up in `tier` from now on (with prefix caching on).
+    pub fn set_lower_tier(&mut self, tier: Box<dyn LowerTier>) {
+        self.lower = Some(tier);
+    }
+
+    /// The blocks read from the lower tier since the last call: the caller copies each into
+    /// the KV cache before the next forward pass reads it.
+    pub fn take_loads(&mut self) -> Vec<BlockLoad> {
+        std::mem::take(&mut self.loads)
+    }
+
+    /// Group `group`'s block holding the cached content keyed `key`, with that content's
+    /// parent key and tokens (what a lower tier stores beside the block's bytes).
+    pub fn cached_block(&self, group: usize, key: BlockHash) -> Option<CachedBlock> {
+        let pool = self.groups.get(group)?.pool.borrow();
+        let &block = pool.cache.get(&key)?;
+        let content = pool.blocks[block as usize].cached.as_ref()?;
+        Some(CachedBlock {
+            block,
+            parent: content.parent,
+            tokens: content.tokens.clone(),
+        })
     }
 
     /// (blocks, free blocks) of group `group`'s pool.
@@ -142,58 +187,9 @@ impl BlockManager {
         self.groups[FULL_GROUP].pool.borrow()
     }
 
-    /// The blocks a new table for `tokens` starts with: the longest prefix-cache hit or the
-    /// shared sibling prefix, whichever is longer, that every group can serve. The last token
-    /// is never reused (its logits are needed).
-    fn reusable(
-        &self,
-        tokens: &[u32],
-        shared: Option<SharedPrefix<'_>>,
-        salt: Option<u64>,
-    ) -> Reuse {
-        let limit = tokens.len().saturating_sub(1) / self.block_size;
-        let span = |g: usize, n: usize| self.groups[g].policy.hit_span(n, self.block_size);
-        let mut best = longest(&self.cached(&tokens[..limit * self.block_size], salt), span);
-        if let Some(s) = shared {
-            let n = s.num_blocks.min(limit).min(s.table.block_ids().len());
-            let held = |blocks: &GroupBlocks| -> Vec<Option<BlockId>> {
-                (blocks.blocks[..n].iter())
-                    .map(|&b| (b != RELEASED_BLOCK).then_some(b))
-                    .collect()
-            };
-            let present: Vec<_> = s.table.groups.iter().map(held).collect();
-            let sibling = longest(&present, span);
-            if sibling.num_blocks > best.num_blocks {
-                best = sibling;
-            }
-        }
-        best
-    }
-
-    /// Per group, the cached block at each logical index of the full blocks of `tokens` (the
-    /// chain from `salt`'s root), as far as the full group's run of hits goes.
-    fn cached(&self, tokens: &[u32], salt: Option<u64>) -> Vec<Vec<Option<BlockId>>> {
-        let mut present = vec![Vec::new(); self.groups.len()];
-        if !self.full_pool().prefix_caching {
-            return present;
-        }
-        let mut parent = BlockHash::root(salt);
-        for chunk in tokens.chunks_exact(self.block_size) {
-            let key = parent.child(chunk, &[]);
-            let Some(full) = self.full_pool().find(key, parent, chunk) else {
-                break;
-            };
-            present[FULL_GROUP].push(Some(full));
-            for (g, group) in self.groups.iter().enumerate().skip(1) {
-                present[g].push(group.pool.borrow().find(key, parent, chunk));
-            }
-            parent = key;
-        }
-        present
-    }
-
-    /// Checks every group has the fresh blocks `needed(group)` asks for (reused blocks on a
-    /// free list are not available twice).
+    /// Checks every group has the fresh blocks `needed(group)` asks for, besides those the
+    /// reused blocks read from the lower tier take (reused pool blocks on a free list are not
+    /// available twice).
     fn check_room(
         &self,
         reused: Option<&Reuse>,
@@ -201,11 +197,17 @@ impl BlockManager {
     ) -> Result<(), OutOfBlocks> {
         for (g, group) in self.groups.iter().enumerate() {
             let pool = group.pool.borrow();
-            let blocks = reused.map_or(&[][..], |r| &r.groups[g].1[..]);
-            let reused_free = (blocks.iter())
-                .filter(|&&b| pool.blocks[b as usize].ref_count == 0)
-                .count();
-            let (needed, free) = (needed(g), pool.num_free - reused_free);
+            let sources = reused.map_or(&[][..], |r| &r.groups[g].1[..]);
+            let (mut reused_free, mut lower) = (0, 0);
+            for source in sources {
+                match *source {
+                    Source::Pool(b) => {
+                        reused_free += usize::from(pool.blocks[b as usize].ref_count == 0)
+                    }
+                    Source::Lower { .. } => lower += 1,
+                }
+            }
+            let (needed, free) = (needed(g) + lower, pool.num_free - reused_free);
             if needed > free {
                 return Err(OutOfBlocks { needed, free });
             }
@@ -219,19 +221,22 @@ impl BlockManager {
         (num_tokens.div_ceil(self.block_size)).saturating_sub(reuse.num_blocks)
     }
 
-    /// Leading tokens of `tokens` a new table would reuse (cache hit or sibling prefix).
-    /// `salt` scopes the prefix cache: blocks registered under one salt are never found under
-    /// another (see [`BlockManager::allocate`]).
+    /// Leading tokens of `tokens` a new table would reuse (cache hit, lower-tier hit or
+    /// sibling prefix). `salt` scopes the prefix cache: blocks registered under one salt are
+    /// never found under another (see [`BlockManager::allocate`]).
     pub fn num_reusable_tokens(
         &self,
         tokens: &[u32],
         shared: Option<SharedPrefix<'_>>,
         salt: Option<u64>,
     ) -> usize {
-        self.reusable(tokens, shared, salt).num_blocks * self.block_size
+        self.reusable(tokens, shared, salt, &Default::default())
+            .num_blocks
+            * self.block_size
     }
 
-    /// Whether [`BlockManager::allocate`] with the same arguments would succeed.
+    /// Whether [`BlockManager::allocate`] with the same arguments would succeed (unless a
+    /// block the lower tier offers turns out unreadable).
     pub fn can_allocate(
         &self,
         tokens: &[u32],
@@ -239,13 +244,15 @@ impl BlockManager {
         shared: Option<SharedPrefix<'_>>,
         salt: Option<u64>,
     ) -> bool {
-        let reuse = self.reusable(tokens, shared, salt);
+        let reuse = self.reusable(tokens, shared, salt, &Default::default());
         let needed = self.fresh_for_new(&reuse, num_tokens);
         self.check_room(Some(&reuse), |_| needed).is_ok()
     }
 
     /// A table for a sequence with `tokens`, covering at least its first `num_tokens` (the reused
     /// prefix plus what the coming step computes). Either everything is allocated or nothing is.
+    /// Blocks found in the lower tier are read now; one that fails to read shortens the reused
+    /// prefix to the blocks before it (see [`BlockTable::num_cached_tokens`]).
     ///
     /// `salt` is the root of the table's chain of block keys: the prefix cache finds blocks
     /// only for a sequence with the same salt, so callers with different salts (API keys)
@@ -257,15 +264,44 @@ impl BlockManager {
         shared: Option<SharedPrefix<'_>>,
         salt: Option<u64>,
     ) -> Result<BlockTable, OutOfBlocks> {
-        let reuse = self.reusable(tokens, shared, salt);
+        let (reuse, mut read) = self.reusable_and_read(tokens, shared, salt);
+        let num_tokens = num_tokens.max(reuse.num_blocks * self.block_size);
         let needed = self.fresh_for_new(&reuse, num_tokens);
         self.check_room(Some(&reuse), |_| needed)?;
         let Reuse { num_blocks, groups } = reuse;
-        let groups: Vec<GroupBlocks> = (self.groups.iter().zip(groups))
-            .map(|(group, (first_held, reused))| {
+        let mut num_lower_blocks = 0;
+        let groups: Vec<GroupBlocks> = (self.groups.iter().enumerate().zip(groups))
+            .map(|((g, group), (first_held, sources))| {
                 let mut pool = group.pool.borrow_mut();
-                for &b in &reused {
-                    pool.acquire(b);
+                // Pool blocks first, so taking fresh blocks for the lower tier's cannot evict
+                // one of them.
+                for source in &sources {
+                    if let Source::Pool(b) = *source {
+                        pool.acquire(b);
+                    }
+                }
+                let mut reused = Vec::with_capacity(sources.len());
+                for (i, source) in (first_held..).zip(sources) {
+                    let b = match source {
+                        Source::Pool(b) => b,
+                        Source::Lower { key, parent } => {
+                            let chunk = &tokens[i * self.block_size..(i + 1) * self.block_size];
+                            let b = pool.take_fresh();
+                            if pool.store(b, key, parent, chunk) {
+                                let first = (i > 0).then_some(parent);
+                                pool.report_stored(vec![key], first, chunk.to_vec());
+                            }
+                            let bytes = read.remove(&(g, key)).expect("read before allocating");
+                            self.loads.push(BlockLoad {
+                                group: g,
+                                block: b,
+                                bytes,
+                            });
+                            num_lower_blocks += usize::from(g == FULL_GROUP);
+                            b
+                        }
+                    };
+                    reused.push(b);
                 }
                 drop(pool);
                 let mut blocks = GroupBlocks::new(Rc::clone(&group.pool), first_held, reused);
@@ -286,6 +322,7 @@ impl BlockManager {
             num_registered,
             last_key,
             num_cached_tokens: num_blocks * self.block_size,
+            num_lower_tokens: num_lower_blocks * self.block_size,
         })
     }
 

@@ -5,7 +5,21 @@
 
 use std::ops::Range;
 
-use super::BlockId;
+use super::{BlockHash, BlockId};
+
+/// Where a reused block comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Source {
+    /// A block of the group's pool: cached, or held by a sibling.
+    Pool(BlockId),
+    /// The lower tier's copy of the block keyed `key` (the block after `parent`'s).
+    Lower {
+        /// The block's key.
+        key: BlockHash,
+        /// Its parent's key.
+        parent: BlockHash,
+    },
+}
 
 /// The blocks a new table reuses.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -13,8 +27,8 @@ pub(super) struct Reuse {
     /// Leading full blocks of the sequence that count as computed.
     pub(super) num_blocks: usize,
     /// Per group: its first logical block held (those before are not needed, and read as
-    /// released), and the blocks from there to `num_blocks`.
-    pub(super) groups: Vec<(usize, Vec<BlockId>)>,
+    /// released), and where the blocks from there to `num_blocks` come from.
+    pub(super) groups: Vec<(usize, Vec<Source>)>,
 }
 
 impl Reuse {
@@ -31,7 +45,7 @@ impl Reuse {
 /// every group `g` has a block at each logical index of `span(g, n)`. `present[g][i]` is the
 /// block group `g` could reuse at logical index `i`.
 pub(super) fn longest(
-    present: &[Vec<Option<BlockId>>],
+    present: &[Vec<Option<Source>>],
     span: impl Fn(usize, usize) -> Range<usize>,
 ) -> Reuse {
     let num_groups = present.len();
@@ -72,14 +86,19 @@ mod tests {
     #[test]
     fn the_longest_prefix_every_group_can_serve_wins() {
         // Group 0 (full) has blocks 0..4; group 1 (a window of one block) misses block 3.
+        let p = |ids: &[Option<u32>]| ids.iter().map(|b| b.map(Source::Pool)).collect::<Vec<_>>();
         let present = vec![
-            vec![Some(10), Some(11), Some(12), Some(13)],
-            vec![None, Some(21), Some(22), None],
+            p(&[Some(10), Some(11), Some(12), Some(13)]),
+            p(&[None, Some(21), Some(22), None]),
         ];
         let last_block = |g: usize, n: usize| if g == 0 { 0..n } else { n - 1..n };
         let reuse = longest(&present, last_block);
         assert_eq!(reuse.num_blocks, 3);
-        assert_eq!(reuse.groups, vec![(0, vec![10, 11, 12]), (2, vec![22])]);
+        let pool = |ids: &[u32]| ids.iter().map(|&b| Source::Pool(b)).collect::<Vec<_>>();
+        assert_eq!(
+            reuse.groups,
+            vec![(0, pool(&[10, 11, 12])), (2, pool(&[22]))]
+        );
         // A group missing everything: nothing is reused.
         let absent = vec![present[0].clone(), vec![None; 4]];
         assert_eq!(longest(&absent, last_block), Reuse::none(2));

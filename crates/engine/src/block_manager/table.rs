@@ -86,6 +86,8 @@ pub struct BlockTable {
     pub(super) last_key: BlockHash,
     /// Tokens reused from other sequences when this table was allocated.
     pub(super) num_cached_tokens: usize,
+    /// Of which read from the lower tier.
+    pub(super) num_lower_tokens: usize,
 }
 
 impl BlockTable {
@@ -98,6 +100,12 @@ impl BlockTable {
     /// with a sibling); the sequence starts computing after them.
     pub fn num_cached_tokens(&self) -> usize {
         self.num_cached_tokens
+    }
+
+    /// Of [`BlockTable::num_cached_tokens`], the tokens whose blocks were read from the lower
+    /// tier (a disk) rather than found in the pools.
+    pub fn num_lower_tokens(&self) -> usize {
+        self.num_lower_tokens
     }
 
     /// Group `group`'s logical table: [`RELEASED_BLOCK`] for the blocks given back, then the

@@ -13,10 +13,11 @@ use sluice_model::{KvSpan, Logits};
 use sluice_text::constraint::{JsonTokenMasks, TokenTrie};
 use sluice_text::Tokenizer;
 
-use crate::block_manager::BlockManager;
+use crate::block_manager::{BlockManager, KvEvent};
 use crate::executor::{Executor, ExecutorError};
 use crate::fair_share::FairShareConfig;
 use crate::handle::{Command, EngineHandle, RequestId, Shared};
+use crate::kv_disk::ModelDisk;
 use crate::metrics::EngineMetrics;
 use crate::outbox::RequestState;
 use crate::queue::DEFAULT_AGING_RATE;
@@ -54,6 +55,8 @@ pub struct EngineConfig {
     pub step_time_target: Option<Duration>,
     /// How running seats are shared between callers (`GenerationRequest::caller`).
     pub fair_share: FairShareConfig,
+    /// The prefix cache's disk tier for this model (`--kv-disk-cache`), if any.
+    pub kv_disk: Option<ModelDisk>,
 }
 
 impl Default for EngineConfig {
@@ -69,6 +72,7 @@ impl Default for EngineConfig {
             eos_token_ids: Vec::new(),
             step_time_target: Some(DEFAULT_STEP_TIME_TARGET),
             fair_share: FairShareConfig::default(),
+            kv_disk: None,
         }
     }
 }
@@ -124,6 +128,8 @@ struct EngineLoop {
     requests: HashMap<RequestId, RequestState>,
     next_seq_id: SeqId,
     draining: bool,
+    /// Where the prefix cache's blocks are written through to (and read back from).
+    kv_disk: Option<ModelDisk>,
     /// The KV group of the sliding-window layers, for a model that has them.
     window_group: Option<usize>,
     /// The vocabulary trie for constrained decoding, built on the first request that needs it.
@@ -141,8 +147,13 @@ impl EngineLoop {
         inbox: Receiver<Command>,
     ) -> Self {
         let pools = executor.kv_pools();
-        let blocks =
+        let mut blocks =
             BlockManager::for_pools(&pools, executor.block_size(), config.enable_prefix_caching);
+        let kv_disk = config.kv_disk.filter(|_| config.enable_prefix_caching);
+        if let Some(disk) = &kv_disk {
+            blocks.set_lower_tier(Box::new(disk.clone()));
+            let _ = shared.metrics.kv_disk.set(disk.clone());
+        }
         let scheduler = Scheduler::new(
             SchedulerConfig {
                 // Zero would leave work waiting forever; one is the least that makes progress.
@@ -172,6 +183,7 @@ impl EngineLoop {
             requests: HashMap::new(),
             next_seq_id: 0,
             draining: false,
+            kv_disk,
             window_group: (pools.groups.iter()).position(|p| matches!(p.span, KvSpan::Window(_))),
             token_trie: None,
             json_object_masks: None,
@@ -185,12 +197,48 @@ impl EngineLoop {
             if !self.scheduler.is_idle() {
                 self.step();
             }
+            self.publish_kv_events();
             // Gauges first: a client that has its event and then scrapes /metrics must see the
             // step that produced it (the other order made a test flaky under load).
             self.publish_gauges();
             self.deliver_events();
             if self.draining && self.scheduler.is_idle() && self.requests.is_empty() {
                 break;
+            }
+        }
+        // Every block registered is queued for the disk by now: wait until it is written.
+        if let Some(disk) = &self.kv_disk {
+            disk.flush();
+        }
+    }
+
+    /// Hands the prefix cache's changes since the last call to their consumers: each newly
+    /// stored block the disk tier lacks is copied out of the KV cache and queued for writing.
+    /// Runs between steps, so every stored block still holds the content it was stored with.
+    fn publish_kv_events(&mut self) {
+        let events = self.scheduler.drain_kv_events();
+        let Some(disk) = &self.kv_disk else {
+            return;
+        };
+        for event in events {
+            let KvEvent::Stored {
+                group,
+                block_hashes,
+                ..
+            } = event
+            else {
+                continue;
+            };
+            for key in block_hashes {
+                if !disk.wants(group, key) {
+                    continue;
+                }
+                let Some(cached) = self.scheduler.cached_block(group, key) else {
+                    continue;
+                };
+                let mut payload = Vec::with_capacity(self.executor.block_bytes(group));
+                self.executor.save_block(group, cached.block, &mut payload);
+                disk.save(group, key, cached.parent, cached.tokens, payload);
             }
         }
     }
@@ -273,16 +321,13 @@ impl EngineLoop {
     }
 
     fn step(&mut self) {
-        // The prefix cache's changes since the last step: a publisher (KV events for a router,
-        // a disk tier) takes them here; until one is configured they are dropped, so the sink
-        // never grows.
-        drop(self.scheduler.drain_kv_events());
         let now = Instant::now();
         let out = self.scheduler.schedule(now);
         let m = Arc::clone(&self.shared.metrics);
         EngineMetrics::add(&m.preemptions, out.preempted.len() as u64);
         EngineMetrics::add(&m.prefix_cache_queries, out.prefix_cache_queries);
         EngineMetrics::add(&m.prefix_cache_hits, out.prefix_cache_hits);
+        EngineMetrics::add(&m.prefix_cache_disk_hits, out.prefix_cache_lower_hits);
         EngineMetrics::add(&m.fair_share_deferred, out.fair_share_deferred);
         EngineMetrics::add(&m.fair_share_preempted, out.fair_share_preempted);
         for &id in &out.first_scheduled {
@@ -293,6 +338,16 @@ impl EngineLoop {
         }
         for &id in &out.rejected {
             self.collect_finished(id, now);
+        }
+        // Blocks read back from the disk tier land in the KV cache before anything reads them
+        // (their sizes were checked when read, so this does not fail for a sound executor).
+        for load in &out.kv_loads {
+            if let Err(e) = self
+                .executor
+                .load_block(load.group, load.block, &load.bytes)
+            {
+                tracing::error!("a KV block read from disk could not be loaded: {e}");
+            }
         }
         if out.is_empty() {
             return;
@@ -358,5 +413,7 @@ impl EngineLoop {
 mod intake;
 mod results;
 
+#[cfg(test)]
+mod disk_tests;
 #[cfg(test)]
 mod tests;

@@ -8,13 +8,13 @@ use crate::request::{Event, FinishReason, GenerationRequest, Usage};
 use crate::request::{Priority, SamplingParams, StopRules};
 use crate::testkit::word_tokenizer;
 
-const VOCAB: usize = 32;
+pub(super) const VOCAB: usize = 32;
 
-fn start(exec: HistoryExecutor, config: EngineConfig) -> EngineHandle {
+pub(super) fn start(exec: HistoryExecutor, config: EngineConfig) -> EngineHandle {
     Engine::start(Box::new(exec), word_tokenizer(VOCAB), config)
 }
 
-fn request(prompt: Vec<u32>, seed: u64, max_tokens: u32) -> GenerationRequest {
+pub(super) fn request(prompt: Vec<u32>, seed: u64, max_tokens: u32) -> GenerationRequest {
     GenerationRequest {
         prompt_tokens: prompt,
         n: 1,
@@ -34,16 +34,16 @@ fn request(prompt: Vec<u32>, seed: u64, max_tokens: u32) -> GenerationRequest {
 }
 
 #[derive(Debug, Default, Clone, PartialEq)]
-struct Choice {
-    tokens: Vec<u32>,
+pub(super) struct Choice {
+    pub(super) tokens: Vec<u32>,
     text: String,
     reason: Option<FinishReason>,
-    usage: Usage,
+    pub(super) usage: Usage,
     finishes: usize,
 }
 
 /// Reads a stream to its end, per choice.
-fn collect(mut stream: RequestStream, n: usize) -> Vec<Choice> {
+pub(super) fn collect(mut stream: RequestStream, n: usize) -> Vec<Choice> {
     let mut choices = vec![Choice::default(); n];
     while let Some(event) = stream.blocking_recv() {
         match event {
@@ -75,7 +75,7 @@ fn collect(mut stream: RequestStream, n: usize) -> Vec<Choice> {
     choices
 }
 
-fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+pub(super) fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while !condition() {
         assert!(Instant::now() < deadline, "timed out waiting until {what}");
@@ -83,7 +83,7 @@ fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
     }
 }
 
-fn prompt(i: u32, len: u32) -> Vec<u32> {
+pub(super) fn prompt(i: u32, len: u32) -> Vec<u32> {
     (0..len)
         .map(|t| (t * 3 + i) % (VOCAB as u32 - 1) + 1)
         .collect()

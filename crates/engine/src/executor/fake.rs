@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use sluice_model::batch::slot;
-use sluice_model::{Batch, KvPools, Logits};
+use sluice_model::{Batch, KvGroupId, KvPools, Logits};
 
 use super::{Executor, ExecutorError};
 
@@ -132,5 +132,34 @@ impl Executor for HistoryExecutor {
 
     fn kv_pools(&self) -> KvPools {
         KvPools::full(self.num_blocks)
+    }
+
+    /// A slot's token id as four bytes, `u32::MAX` for an unwritten slot.
+    fn block_bytes(&self, _group: KvGroupId) -> usize {
+        4 * self.block_size
+    }
+
+    fn save_block(&self, _group: KvGroupId, block: u32, out: &mut Vec<u8>) {
+        let slots = &self.slots[block as usize * self.block_size..][..self.block_size];
+        for slot in slots {
+            out.extend_from_slice(&slot.unwrap_or(u32::MAX).to_le_bytes());
+        }
+    }
+
+    fn load_block(
+        &mut self,
+        group: KvGroupId,
+        block: u32,
+        bytes: &[u8],
+    ) -> Result<(), ExecutorError> {
+        if bytes.len() != self.block_bytes(group) {
+            return Err(ExecutorError::Forward("a block of the wrong size".into()));
+        }
+        let slots = &mut self.slots[block as usize * self.block_size..][..self.block_size];
+        for (slot, b) in slots.iter_mut().zip(bytes.chunks_exact(4)) {
+            let token = u32::from_le_bytes(b.try_into().expect("four bytes"));
+            *slot = (token != u32::MAX).then_some(token);
+        }
+        Ok(())
     }
 }

@@ -14,7 +14,8 @@ pub use proposer::{NgramProposer, Proposer};
 #[cfg(test)]
 pub(crate) mod fake;
 
-use sluice_model::{Batch, KvPools, Logits};
+use sluice_model::kv_cache::BlockSizeMismatch;
+use sluice_model::{Batch, KvGroupId, KvPools, Logits};
 use thiserror::Error;
 
 /// Runs forward passes for the engine; the model and its KV cache live behind it.
@@ -29,6 +30,20 @@ pub trait Executor: Send + 'static {
     /// full-attention group's first. The engine's block manager keeps a pool of as many blocks
     /// per group and gives every sequence a block table in each.
     fn kv_pools(&self) -> KvPools;
+    /// Bytes one block of group `group` holds: the unit a lower tier of the prefix cache (a
+    /// disk) stores.
+    fn block_bytes(&self, group: KvGroupId) -> usize;
+    /// Appends the content of block `block` of group `group` to `out` ([`Executor::block_bytes`]
+    /// bytes).
+    fn save_block(&self, group: KvGroupId, block: u32, out: &mut Vec<u8>);
+    /// Overwrites block `block` of group `group` with bytes [`Executor::save_block`] gave for an
+    /// executor of the same model and KV layout.
+    fn load_block(
+        &mut self,
+        group: KvGroupId,
+        block: u32,
+        bytes: &[u8],
+    ) -> Result<(), ExecutorError>;
 }
 
 /// A forward pass failed; the sequences in that step finish with `error`.
@@ -37,6 +52,9 @@ pub enum ExecutorError {
     /// The model refused the batch.
     #[error(transparent)]
     Model(#[from] sluice_model::ForwardError),
+    /// A block's bytes did not fit the KV cache they were loaded into.
+    #[error(transparent)]
+    KvBlock(#[from] BlockSizeMismatch),
     /// Another executor reported a failure.
     #[error("forward pass failed: {0}")]
     Forward(String),

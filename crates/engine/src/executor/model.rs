@@ -1,6 +1,6 @@
 //! The real [`Executor`]: a loaded [`Model`] and the paged [`KvCache`] it reads and writes.
 
-use sluice_model::{Batch, KvCache, KvPools, Logits, Model};
+use sluice_model::{Batch, KvCache, KvGroupId, KvPools, Logits, Model};
 
 use super::{Executor, ExecutorError};
 
@@ -38,6 +38,23 @@ impl Executor for ModelExecutor {
 
     fn kv_pools(&self) -> KvPools {
         self.kv.pools().clone()
+    }
+
+    fn block_bytes(&self, group: KvGroupId) -> usize {
+        self.kv.group_block_bytes(group)
+    }
+
+    fn save_block(&self, group: KvGroupId, block: u32, out: &mut Vec<u8>) {
+        self.kv.save_block(group, block as usize, out);
+    }
+
+    fn load_block(
+        &mut self,
+        group: KvGroupId,
+        block: u32,
+        bytes: &[u8],
+    ) -> Result<(), ExecutorError> {
+        Ok(self.kv.load_block(group, block as usize, bytes)?)
     }
 }
 

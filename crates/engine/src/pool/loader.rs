@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use sluice_model::{
-    KvCache, KvDemand, KvDtype, KvPools, LoadOptions, Model, ModelConfig, ModelFiles, WeightDtype,
+    KvCache, KvDemand, KvDtype, KvLayout, KvPools, LoadOptions, Model, ModelConfig, ModelFiles,
+    WeightDtype,
 };
 use sluice_text::Tokenizer;
 use thiserror::Error;
@@ -18,6 +19,7 @@ use thiserror::Error;
 use crate::engine::{Engine, EngineConfig};
 use crate::executor::ModelExecutor;
 use crate::handle::EngineHandle;
+use crate::kv_disk::{DiskCache, DiskCacheError};
 
 /// A model whose engine is running.
 #[derive(Debug)]
@@ -53,6 +55,9 @@ pub enum ModelLoadError {
         /// Tokens per block.
         block_size: usize,
     },
+    /// The disk tier could not take the model (its weights files could not be fingerprinted).
+    #[error(transparent)]
+    KvDisk(#[from] DiskCacheError),
     /// Another loader's failure (a test double, a future backend).
     #[error("{0}")]
     Other(String),
@@ -89,6 +94,8 @@ pub struct LoadSettings {
     pub max_model_len: Option<usize>,
     /// Engine limits; `max_model_len` and `eos_token_ids` are filled in from the model.
     pub engine: EngineConfig,
+    /// The prefix cache's disk tier, shared by every model (`--kv-disk-cache`).
+    pub kv_disk: Option<Arc<DiskCache>>,
 }
 
 /// Loads Hugging Face model directories (config, safetensors, tokenizer) with one set of
@@ -226,9 +233,20 @@ impl ModelLoader for DirectoryLoader {
                 eos.push(id);
             }
         }
+        let kv_disk = match &s.kv_disk {
+            Some(cache) => {
+                let block_bytes = (0..kv.pools().groups.len())
+                    .map(|g| kv.group_block_bytes(g))
+                    .collect();
+                let facts = kv_facts(&config, kv_dtype, s);
+                Some(cache.model(&files.weight_files(), &facts, block_bytes)?)
+            }
+            None => None,
+        };
         let engine_config = EngineConfig {
             max_model_len,
             eos_token_ids: eos,
+            kv_disk,
             ..s.engine.clone()
         };
         let executor = ModelExecutor::new(model, kv);
@@ -241,6 +259,24 @@ impl ModelLoader for DirectoryLoader {
             pooling,
         })
     }
+}
+
+/// Everything besides the weights files that the bytes of a KV block depend on, for the disk
+/// tier's model fingerprint: the release (kernels change), the instruction set the kernels use,
+/// the weight type as loaded, the KV type, block size and groups, and the whole config
+/// (architecture, RoPE, windows, ...). Over-inclusive on purpose: a change only costs misses.
+fn kv_facts(config: &ModelConfig, kv_dtype: KvDtype, s: &LoadSettings) -> String {
+    let spans: Vec<_> = KvLayout::of(config).groups;
+    format!(
+        "sluice {} | isa {} | weights {:?} | kv {:?} | block {} | groups {:?} | {:?}",
+        env!("CARGO_PKG_VERSION"),
+        sluice_model::kernels::Isa::current().name(),
+        s.dtype,
+        kv_dtype,
+        s.block_size,
+        spans,
+        config
+    )
 }
 
 #[cfg(test)]
@@ -258,6 +294,7 @@ mod tests {
             kv_cache_bytes: 1 << 20,
             max_model_len: Some(128),
             engine: EngineConfig::default(),
+            kv_disk: None,
         })
     }
 

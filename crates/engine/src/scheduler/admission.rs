@@ -138,16 +138,22 @@ impl Scheduler {
         {
             return Admission::NoBlocks;
         }
-        let table = self
-            .blocks
-            .allocate(lookup, cached + num_new, shared, salt)
-            .expect("checked");
+        // A block the lower tier offered may fail to read: the table then reuses less, and the
+        // sequence computes from where its reused prefix really ends.
+        let target = cached + num_new;
+        let Ok(table) = self.blocks.allocate(lookup, target, shared, salt) else {
+            return Admission::NoBlocks;
+        };
+        let (cached, lower) = (table.num_cached_tokens(), table.num_lower_tokens());
+        let num_new = target - cached.min(target);
         let seq = self.seqs.get_mut(&id).expect("exists");
         self.waiting.remove(seq.priority, seq.arrival, id);
         if seq.first_scheduled_at.is_none() {
             out.first_scheduled.push(id);
-            out.prefix_cache_queries += seq.prompt().len() as u64;
-            out.prefix_cache_hits += cached.min(seq.prompt().len()) as u64;
+            let prompt = seq.prompt().len();
+            out.prefix_cache_queries += prompt as u64;
+            out.prefix_cache_hits += cached.min(prompt) as u64;
+            out.prefix_cache_lower_hits += lower.min(prompt) as u64;
         }
         seq.start_running(table, now);
         self.running.push(id);

@@ -16,7 +16,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use crate::block_manager::{BlockManager, KvEvent};
+use crate::block_manager::{BlockHash, BlockManager, CachedBlock, KvEvent};
 use crate::executor::ExecutorError;
 use crate::fair_share::{FairShareConfig, Shares};
 use crate::handle::RequestId;
@@ -96,6 +96,12 @@ impl Scheduler {
     /// The block pool.
     pub fn block_manager(&self) -> &BlockManager {
         &self.blocks
+    }
+
+    /// The prefix cache's block keyed `key` in group `group` (see
+    /// [`BlockManager::cached_block`]).
+    pub fn cached_block(&self, group: usize, key: BlockHash) -> Option<CachedBlock> {
+        self.blocks.cached_block(group, key)
     }
 
     /// The prefix cache's changes since the last call (see [`BlockManager::drain_events`]).
@@ -322,6 +328,7 @@ impl Scheduler {
         }
 
         self.build_batch(&plan, &mut out);
+        out.kv_loads = self.blocks.take_loads();
         out
     }
 

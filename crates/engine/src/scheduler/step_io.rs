@@ -3,6 +3,7 @@
 
 use sluice_model::Batch;
 
+use crate::block_manager::BlockLoad;
 use crate::output::Ending;
 use crate::prompt_scoring::PromptRows;
 use crate::sampler::{Sample, SampleError};
@@ -38,6 +39,10 @@ pub struct SchedulerOutput {
     pub prefix_cache_queries: u64,
     /// Of which found.
     pub prefix_cache_hits: u64,
+    /// Of the found, those read from the lower tier (a disk) rather than found in RAM.
+    pub prefix_cache_lower_hits: u64,
+    /// Blocks read from the lower tier, to copy into the KV cache before the forward pass.
+    pub kv_loads: Vec<BlockLoad>,
     /// Waiting sequences fair sharing passed over for the first time this step.
     pub fair_share_deferred: u64,
     /// Of the preempted, those preempted to give a starving caller its share.
