@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
+use sluice_engine::pool::MemoryShare;
 use sluice_engine::{Event, FinishReason, GenerationRequest, SamplingParams, StopRules};
 
-use crate::launch::{bundled_model_dir, launch};
+use crate::launch::{bundled_model_dir, default_max_memory_bytes, launch};
 use crate::serve::EngineArgs;
 
 /// Flags of `sluice generate`.
@@ -50,7 +51,12 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         "--top-p must be within (0, 1]"
     );
     let dir = args.model.clone().unwrap_or_else(bundled_model_dir);
-    let launched = launch(&dir, &args.engine.launch_options()?)?;
+    // No pool: the one model has the default pool budget to itself.
+    let share = MemoryShare {
+        budget_bytes: default_max_memory_bytes(),
+        models: 1,
+    };
+    let launched = launch(&dir, &args.engine.launch_options(share)?)?;
     let prompt_tokens = launched
         .tokenizer
         .encode(&args.prompt, true)

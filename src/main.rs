@@ -5,6 +5,7 @@
 
 mod bench;
 mod generate;
+mod kv_cache_memory;
 mod launch;
 mod serve;
 

@@ -11,10 +11,11 @@ use sluice_api::registry::ModelTask;
 use sluice_api::server::ServeOptions;
 use sluice_api::{router_for, ApiConfig, ModelRegistry};
 use sluice_engine::kv_disk::DiskCache;
-use sluice_engine::pool::{Budget, DirectoryLoader, LoadSettings, ModelPool};
+use sluice_engine::pool::{Budget, DirectoryLoader, LoadSettings, MemoryShare, ModelPool};
 use sluice_engine::{EngineConfig, FairShareConfig};
 use sluice_model::{KvDtype, WeightDtype};
 
+use crate::kv_cache_memory::KvCacheMemoryArg;
 use crate::launch::{bundled_model_dir, default_max_memory_bytes, model_specs};
 
 /// How long a load waits for busy models to go idle when only they stand in its way.
@@ -83,9 +84,14 @@ pub struct EngineArgs {
     /// Waiting requests allowed before new ones get 429.
     #[arg(long, default_value_t = 256)]
     pub max_queue: usize,
-    /// GiB of memory for the paged KV cache of each model (counted in --max-memory).
-    #[arg(long, default_value_t = 1.0)]
-    pub kv_cache_memory: f64,
+    /// Memory for the paged KV cache of each model, counted in --max-memory: `auto`, or GiB.
+    /// `auto` sizes each model's pool to hold 4 sequences at its full context (the model's own
+    /// or --max-model-len) where --max-memory allows, never more than what the budget leaves
+    /// after the model's weights (half of that when several models may be loaded at once),
+    /// never less than 1 GiB where that fits; the figure and the context it allows are logged
+    /// at load.
+    #[arg(long, default_value_t = KvCacheMemoryArg::Auto)]
+    pub kv_cache_memory: KvCacheMemoryArg,
     /// Tokens per KV block.
     #[arg(long, default_value_t = 16)]
     pub block_size: usize,
@@ -138,8 +144,8 @@ pub enum Switch {
 }
 
 impl EngineArgs {
-    /// The load settings these flags describe.
-    pub fn launch_options(&self) -> anyhow::Result<LoadSettings> {
+    /// The load settings these flags describe, for models that share the memory of `share`.
+    pub fn launch_options(&self, share: MemoryShare) -> anyhow::Result<LoadSettings> {
         anyhow::ensure!(self.block_size > 0, "--block-size must be at least 1");
         anyhow::ensure!(self.max_num_seqs > 0, "--max-num-seqs must be at least 1");
         anyhow::ensure!(
@@ -149,10 +155,6 @@ impl EngineArgs {
         anyhow::ensure!(
             self.max_seqs_per_caller != Some(0),
             "--max-seqs-per-caller must be at least 1"
-        );
-        anyhow::ensure!(
-            self.kv_cache_memory.is_finite() && self.kv_cache_memory > 0.0,
-            "--kv-cache-memory must be a positive number of GiB"
         );
         anyhow::ensure!(
             self.kv_disk_cache_size.is_finite() && self.kv_disk_cache_size > 0.0,
@@ -172,7 +174,7 @@ impl EngineArgs {
             dtype: self.quantize.or(self.dtype.weights()),
             kv_dtype: self.kv_cache_dtype.kv(),
             block_size: self.block_size,
-            kv_cache_bytes: (self.kv_cache_memory * (1u64 << 30) as f64) as usize,
+            kv_cache_memory: self.kv_cache_memory.setting(share),
             max_model_len: self.max_model_len,
             engine: EngineConfig {
                 max_num_seqs: self.max_num_seqs,
@@ -408,7 +410,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     let tasks = model_tasks(&args.tasks, &specs, models.len())?;
-    let loader = DirectoryLoader::new(args.engine.launch_options()?);
+    let share = MemoryShare::of(&budget, specs.len());
+    let loader = DirectoryLoader::new(args.engine.launch_options(share)?);
     let pool = ModelPool::new(specs, Arc::new(loader), budget)?;
     tracing::info!(
         models = ?pool.ids(),

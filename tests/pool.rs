@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use sluice_api::{router_for, ApiConfig, ModelRegistry};
 use sluice_engine::pool::{
-    Budget, DirectoryLoader, LoadSettings, ModelLoader, ModelPool, ModelSpec,
+    Budget, DirectoryLoader, KvCacheMemory, LoadSettings, ModelLoader, ModelPool, ModelSpec,
 };
 use sluice_engine::EngineConfig;
 use sluice_model::WeightDtype;
@@ -29,7 +29,7 @@ fn settings() -> LoadSettings {
         dtype: Some(WeightDtype::F32),
         kv_dtype: None,
         block_size: 16,
-        kv_cache_bytes: KV_CACHE_BYTES,
+        kv_cache_memory: KvCacheMemory::Fixed(KV_CACHE_BYTES),
         max_model_len: None,
         engine: EngineConfig::default(),
         kv_disk: None,

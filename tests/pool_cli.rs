@@ -71,3 +71,52 @@ async fn sluice_serve_pool_flags_preload_pin_and_bound_the_pool() {
     assert_eq!(qwen2["pinned"], true);
     assert_eq!(admin["max_models"], 2);
 }
+
+/// Runs `sluice generate` on the bundled model with `args` added; returns whether it succeeded
+/// and its stderr.
+fn generate(args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "--log-format",
+            "json",
+            "generate",
+            "--prompt",
+            "In the beginning",
+        ])
+        .args(["--max-tokens", "2"])
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn kv_cache_memory_is_auto_by_default_takes_gib_and_names_a_bad_value() {
+    // The bundled model's context is 512 tokens and a block of 16 takes 32 KiB: auto holds the
+    // context four times over; a fixed 0.0005 GiB (16 blocks) lowers it, with a warning.
+    for (flag, holds) in [
+        (None, "holds 2048 tokens, context 512"),
+        (Some("auto"), "holds 2048 tokens, context 512"),
+        (Some("0.0005"), "holds 256 tokens, context 256"),
+    ] {
+        let args = match flag {
+            Some(value) => vec!["--kv-cache-memory", value],
+            None => vec![],
+        };
+        let (ok, stderr) = generate(&args);
+        assert!(ok, "{flag:?}: {stderr}");
+        assert!(stderr.contains(holds), "{flag:?}: {stderr}");
+        let lowered = stderr.contains("the context length is lowered");
+        assert_eq!(lowered, flag == Some("0.0005"), "{flag:?}: {stderr}");
+    }
+    let (ok, stderr) = generate(&["--kv-cache-memory", "lots"]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("`lots` is neither `auto` nor a positive number of GiB"),
+        "{stderr}"
+    );
+}

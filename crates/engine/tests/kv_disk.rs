@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sluice_engine::kv_disk::DiskCache;
-use sluice_engine::pool::{DirectoryLoader, LoadSettings, ModelLoader};
+use sluice_engine::pool::{DirectoryLoader, KvCacheMemory, LoadSettings, ModelLoader};
 use sluice_engine::{
     EngineConfig, EngineHandle, Event, GenerationRequest, Priority, PromptOutputs, RequestStream,
     SamplingParams, StopRules,
@@ -26,7 +26,7 @@ fn settings(dtype: Option<WeightDtype>, kv_disk: Option<Arc<DiskCache>>) -> Load
         dtype,
         kv_dtype: None,
         block_size: 4,
-        kv_cache_bytes: 8 << 20,
+        kv_cache_memory: KvCacheMemory::Fixed(8 << 20),
         max_model_len: None,
         engine: EngineConfig::default(),
         kv_disk,
@@ -80,7 +80,8 @@ fn outcome(mut stream: RequestStream) -> Outcome {
                 out.tokens.extend(token_ids);
                 for lp in logprobs {
                     out.logprob_bits.push(lp.logprob.to_bits());
-                    out.logprob_bits.extend(lp.top.iter().map(|(_, l)| l.to_bits()));
+                    out.logprob_bits
+                        .extend(lp.top.iter().map(|(_, l)| l.to_bits()));
                 }
             }
             Event::Finished { usage, error, .. } => {
@@ -107,7 +108,9 @@ fn requests(vocab: u32) -> Vec<GenerationRequest> {
 
 /// Loads `dir`, runs `requests` (one alone first, then all 16 at once), and unloads it.
 fn serve(dir: &Path, settings: &LoadSettings, requests: &[GenerationRequest]) -> Vec<Outcome> {
-    let loaded = DirectoryLoader::new(settings.clone()).load(dir).expect("loads");
+    let loaded = DirectoryLoader::new(settings.clone())
+        .load(dir)
+        .expect("loads");
     let engine: EngineHandle = loaded.engine;
     let mut out = vec![outcome(engine.submit(requests[0].clone()).unwrap())];
     let streams: Vec<_> = (requests[1..].iter())
@@ -125,7 +128,9 @@ fn serve(dir: &Path, settings: &LoadSettings, requests: &[GenerationRequest]) ->
 
 fn check(name: &str, dtype: Option<WeightDtype>) {
     let dir = fixture(name);
-    let vocab = sluice_model::ModelFiles::config_at(&dir).unwrap().vocab_size as u32;
+    let vocab = sluice_model::ModelFiles::config_at(&dir)
+        .unwrap()
+        .vocab_size as u32;
     let reqs = requests(vocab.min(500));
     let plain = serve(&dir, &settings(dtype, None), &reqs);
     let root = tempfile::tempdir().unwrap();
@@ -135,25 +140,48 @@ fn check(name: &str, dtype: Option<WeightDtype>) {
     // An unload and a load: the KV cache starts empty, the directory does not.
     let warm = serve(&dir, &with_disk, &reqs);
     for (i, ((p, c), w)) in plain.iter().zip(&cold).zip(&warm).enumerate() {
-        assert_eq!(p.tokens, c.tokens, "{name} {dtype:?} request {i}: writing changes nothing");
-        assert_eq!(p.logprob_bits, c.logprob_bits, "{name} {dtype:?} request {i}");
-        assert_eq!(c.tokens, w.tokens, "{name} {dtype:?} request {i}: read back from disk");
-        assert_eq!(c.logprob_bits, w.logprob_bits, "{name} {dtype:?} request {i}");
+        assert_eq!(
+            p.tokens, c.tokens,
+            "{name} {dtype:?} request {i}: writing changes nothing"
+        );
+        assert_eq!(
+            p.logprob_bits, c.logprob_bits,
+            "{name} {dtype:?} request {i}"
+        );
+        assert_eq!(
+            c.tokens, w.tokens,
+            "{name} {dtype:?} request {i}: read back from disk"
+        );
+        assert_eq!(
+            c.logprob_bits, w.logprob_bits,
+            "{name} {dtype:?} request {i}"
+        );
         // Every request's 40-token head is on disk now: a warm start reads at least that much
         // (in its own tenant's scope).
-        assert!(w.cached >= 40, "{name} {dtype:?} request {i}: {} cached", w.cached);
+        assert!(
+            w.cached >= 40,
+            "{name} {dtype:?} request {i}: {} cached",
+            w.cached
+        );
     }
-    assert_eq!(cold[0].cached, 0, "the first request of an empty cache computes everything");
+    assert_eq!(
+        cold[0].cached, 0,
+        "the first request of an empty cache computes everything"
+    );
     // Tenant 77's prompts are cached under its own scope only: its first request of the cold run
     // found nothing the shared-scope requests had computed.
-    assert_eq!(cold[3].cached, 0, "{name} {dtype:?}: a tenant never reads another's blocks");
+    assert_eq!(
+        cold[3].cached, 0,
+        "{name} {dtype:?}: a tenant never reads another's blocks"
+    );
 }
 
 #[test]
 fn full_attention_f32_f16_and_quantized_read_back_bit_for_bit() {
     check("llama", Some(WeightDtype::F32));
     check("llama", Some(WeightDtype::F16));
-    check("llama", Some(WeightDtype::Q8_0));
+    check("llama", WeightDtype::from_name("q8_0"));
+    check("llama", WeightDtype::from_name("q4_k"));
 }
 
 #[test]

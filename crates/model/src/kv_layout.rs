@@ -156,6 +156,13 @@ pub(crate) fn block_bytes(
     2 * layers * block_size * config.num_key_value_heads * config.head_dim * dtype.size()
 }
 
+/// Window blocks `demand` can use at most: every sequence holding a full window (and the
+/// blocks a window straddles) plus one step's new tokens.
+fn window_demand(window: usize, block_size: usize, demand: KvDemand) -> usize {
+    let per_seq = (window - 1).div_ceil(block_size) + 2;
+    demand.max_num_seqs.max(1) * per_seq + demand.max_num_batched_tokens.div_ceil(block_size)
+}
+
 impl KvPools {
     /// One full-attention pool of `num_blocks` blocks (a model without window layers).
     pub fn full(num_blocks: usize) -> Self {
@@ -217,10 +224,7 @@ impl KvPools {
         let Some(window) = layout.window() else {
             return KvPools::full(shared);
         };
-        let per_seq = (window - 1).div_ceil(block_size) + 2;
-        let wanted = demand.max_num_seqs.max(1) * per_seq
-            + demand.max_num_batched_tokens.div_ceil(block_size);
-        let window_blocks = wanted.min(shared);
+        let window_blocks = window_demand(window, block_size, demand).min(shared);
         let layer_bytes = |group| block_bytes(config, dtype, block_size, layout.num_layers(group));
         let (full_bytes, window_bytes) = (layer_bytes(FULL_GROUP), layer_bytes(1));
         let num_blocks = match full_bytes {
@@ -231,6 +235,28 @@ impl KvPools {
             _ => (budget_bytes - window_blocks * window_bytes) / full_bytes,
         };
         KvPools::with_window(num_blocks, window, window_blocks)
+    }
+
+    /// A budget whose [`KvPools::for_budget`] pools give the full group at least `full_blocks`
+    /// blocks, exactly that many when the window pool gets all `demand` can use (always, for a
+    /// model without window layers): `full_blocks` blocks of the full layers plus that window
+    /// pool. A model whose every layer is a window layer needs only the window pool: its full
+    /// blocks cost nothing and cover every running sequence at full length.
+    pub fn budget_for(
+        config: &ModelConfig,
+        dtype: KvDtype,
+        block_size: usize,
+        full_blocks: usize,
+        demand: KvDemand,
+    ) -> usize {
+        let layout = KvLayout::of(config);
+        let layer_bytes = |group| block_bytes(config, dtype, block_size, layout.num_layers(group));
+        let window_bytes = layout.window().map_or(0, |window| {
+            window_demand(window, block_size, demand) * layer_bytes(1)
+        });
+        full_blocks
+            .saturating_mul(layer_bytes(FULL_GROUP))
+            .saturating_add(window_bytes)
     }
 
     /// Bytes the pools take.
@@ -354,6 +380,30 @@ mod tests {
             ),
             (10082, 53392)
         );
+    }
+
+    #[test]
+    fn a_budget_for_n_full_blocks_gives_the_full_group_n_blocks() {
+        let plain = crate::config::tests_support::tiny_config();
+        for n in [2, 10, 1000] {
+            let budget = KvPools::budget_for(&plain, KvDtype::F16, 16, n, DEMAND);
+            let pools = KvPools::for_budget(&plain, KvDtype::F16, 16, budget, DEMAND);
+            assert_eq!(pools.num_blocks(), n);
+            assert_eq!(pools.bytes(&plain, KvDtype::F16, 16), budget);
+        }
+        // With a window pool: exactly n once the window pool gets its 32 blocks, at least n
+        // below that (the shared-pool bound gives the full layers more).
+        let gemma = gemma_like();
+        for n in [2, 10, 31, 32, 1000] {
+            let budget = KvPools::budget_for(&gemma, KvDtype::F16, 16, n, DEMAND);
+            let pools = KvPools::for_budget(&gemma, KvDtype::F16, 16, budget, DEMAND);
+            assert!(pools.num_blocks() >= n, "{n}: {pools:?}");
+            assert!(pools.bytes(&gemma, KvDtype::F16, 16) <= budget);
+            if n >= 32 {
+                assert_eq!(pools.num_blocks(), n);
+                assert_eq!(pools.bytes(&gemma, KvDtype::F16, 16), budget);
+            }
+        }
     }
 
     #[test]

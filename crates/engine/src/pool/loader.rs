@@ -16,6 +16,8 @@ use sluice_model::{
 use sluice_text::Tokenizer;
 use thiserror::Error;
 
+use super::budget::gib;
+use super::kv_sizing::{KvCacheMemory, KvShape};
 use crate::engine::{Engine, EngineConfig};
 use crate::executor::ModelExecutor;
 use crate::handle::EngineHandle;
@@ -46,7 +48,7 @@ pub enum ModelLoadError {
     #[error(transparent)]
     Tokenizer(#[from] sluice_text::TextError),
     /// The KV budget holds fewer blocks than one sequence needs to make progress.
-    #[error("the KV cache budget of {budget_bytes} bytes holds only {blocks} blocks of {block_size} tokens for this model; raise --kv-cache-memory")]
+    #[error("the KV cache budget of {budget_bytes} bytes holds only {blocks} blocks of {block_size} tokens for this model; {remedy}")]
     KvCacheTooSmall {
         /// The budget.
         budget_bytes: usize,
@@ -54,6 +56,8 @@ pub enum ModelLoadError {
         blocks: usize,
         /// Tokens per block.
         block_size: usize,
+        /// The flag to change.
+        remedy: &'static str,
     },
     /// The disk tier could not take the model (its weights files could not be fingerprinted).
     #[error(transparent)]
@@ -88,8 +92,8 @@ pub struct LoadSettings {
     pub kv_dtype: Option<KvDtype>,
     /// Tokens per KV block.
     pub block_size: usize,
-    /// Bytes of KV cache per model.
-    pub kv_cache_bytes: usize,
+    /// How much memory each model's KV pool gets.
+    pub kv_cache_memory: KvCacheMemory,
     /// Context limit; the model's own when `None` (and never above it).
     pub max_model_len: Option<usize>,
     /// Engine limits; `max_model_len` and `eos_token_ids` are filled in from the model.
@@ -119,27 +123,47 @@ impl DirectoryLoader {
     /// The context length served: the model's own, lowered by `--max-model-len` and then by
     /// the KV pool, which must hold one full-length sequence (a longer context would accept
     /// requests that fail after generating once the pool runs out).
-    fn max_model_len(&self, config: &ModelConfig, kv_dtype: KvDtype) -> usize {
-        self.context_limits(config, kv_dtype).0
+    fn max_model_len(&self, config: &ModelConfig, kv_dtype: KvDtype, weights: usize) -> usize {
+        self.context_limits(config, kv_dtype, weights).0
     }
 
-    /// (served context length, what it would be without the KV pool's bound).
-    fn context_limits(&self, config: &ModelConfig, kv_dtype: KvDtype) -> (usize, usize) {
-        let own = config.max_position_embeddings;
-        let asked = self.settings.max_model_len.map_or(own, |n| n.min(own));
-        let blocks = self.kv_pools(config, kv_dtype).num_blocks();
-        (asked.min(blocks * self.settings.block_size), asked)
+    /// (served context length, what it would be without the KV pool's bound) for a model whose
+    /// weights take `weights` bytes.
+    fn context_limits(
+        &self,
+        config: &ModelConfig,
+        kv_dtype: KvDtype,
+        weights: usize,
+    ) -> (usize, usize) {
+        let shape = self.kv_shape(config, kv_dtype);
+        let blocks = self.kv_pools(&shape, weights).num_blocks();
+        (
+            shape.context.min(blocks * self.settings.block_size),
+            shape.context,
+        )
     }
 
-    /// How the KV budget is shared between the full and the window pool (see
-    /// `sluice_model::kv_layout`).
-    fn kv_pools(&self, config: &ModelConfig, kv_dtype: KvDtype) -> KvPools {
+    /// The model's KV cache as the pool sizing sees it; its context is the model's own,
+    /// lowered by `--max-model-len`.
+    fn kv_shape<'a>(&self, config: &'a ModelConfig, kv_dtype: KvDtype) -> KvShape<'a> {
         let s = &self.settings;
-        let demand = KvDemand {
-            max_num_seqs: s.engine.max_num_seqs,
-            max_num_batched_tokens: s.engine.max_num_batched_tokens,
-        };
-        KvPools::for_budget(config, kv_dtype, s.block_size, s.kv_cache_bytes, demand)
+        let own = config.max_position_embeddings;
+        KvShape {
+            config,
+            dtype: kv_dtype,
+            block_size: s.block_size,
+            demand: KvDemand {
+                max_num_seqs: s.engine.max_num_seqs,
+                max_num_batched_tokens: s.engine.max_num_batched_tokens,
+            },
+            context: s.max_model_len.map_or(own, |n| n.min(own)),
+        }
+    }
+
+    /// The model's KV pools: the bytes `--kv-cache-memory` gives it, shared between the full
+    /// and the window pool (see `sluice_model::kv_layout`).
+    fn kv_pools(&self, shape: &KvShape, weights: usize) -> KvPools {
+        shape.pools(self.settings.kv_cache_memory.pool_bytes(shape, weights))
     }
 
     /// The KV cache storage type for a model: as set, else following the weights (f32 when
@@ -154,22 +178,33 @@ impl DirectoryLoader {
             })
     }
 
+    /// The pools a model's files get; what `estimate_bytes` counts and `load` allocates, so
+    /// both size them from the same figures (the weights as the files say they will load).
+    fn kv_pools_of(&self, files: &ModelFiles) -> KvPools {
+        let shape = self.kv_shape(files.config(), self.kv_dtype(files));
+        self.kv_pools(&shape, files.loaded_bytes(self.settings.dtype))
+    }
+
     fn kv_bytes(&self, files: &ModelFiles) -> usize {
         let (config, dtype) = (files.config(), self.kv_dtype(files));
-        self.kv_pools(config, dtype)
+        self.kv_pools_of(files)
             .bytes(config, dtype, self.settings.block_size)
     }
 }
 
 impl ModelLoader for DirectoryLoader {
     fn context_length(&self, path: &Path) -> Result<usize, ModelLoadError> {
-        // The KV dtype may follow the weights, which needs the files; a model whose files do
-        // not open (yet) is listed with the f32 pool's bound, the smallest.
+        // The KV dtype may follow the weights, and an `auto` pool's size depends on them,
+        // which needs the files; a model whose files do not open (yet) is listed with the f32
+        // pool's bound, sized as if its weights took nothing.
         Ok(match ModelFiles::open(path) {
-            Ok(files) => self.max_model_len(files.config(), self.kv_dtype(&files)),
+            Ok(files) => {
+                let weights = files.loaded_bytes(self.settings.dtype);
+                self.max_model_len(files.config(), self.kv_dtype(&files), weights)
+            }
             Err(_) => {
                 let kv_dtype = self.settings.kv_dtype.unwrap_or(KvDtype::F32);
-                self.max_model_len(&ModelFiles::config_at(path)?, kv_dtype)
+                self.max_model_len(&ModelFiles::config_at(path)?, kv_dtype, 0)
             }
         })
     }
@@ -194,33 +229,52 @@ impl ModelLoader for DirectoryLoader {
         // A sentence-transformers directory names its pooling (a GGUF file has no such files).
         let pooling = sluice_model::pooling_of(dir)?;
         let config = model.config().clone();
-        let (max_model_len, unclamped) = self.context_limits(&config, kv_dtype);
+        let weights = files.loaded_bytes(dtype);
+        let (max_model_len, unclamped) = self.context_limits(files.config(), kv_dtype, weights);
+        let remedy = s.kv_cache_memory.remedy();
         if max_model_len < unclamped {
             tracing::warn!(
                 model = %dir.display(),
                 max_model_len,
                 asked = unclamped,
                 "the KV cache holds only {max_model_len} tokens: the context length is lowered to \
-                 that (raise --kv-cache-memory for more)"
+                 that; for more, {remedy}"
             );
         }
-        let pools = self.kv_pools(&config, kv_dtype);
-        let kv = KvCache::with_pools(&config, kv_dtype, s.block_size, pools);
+        let kv = KvCache::with_pools(&config, kv_dtype, s.block_size, self.kv_pools_of(&files));
         if kv.num_blocks() < 2 {
+            let shape = self.kv_shape(files.config(), kv_dtype);
             return Err(ModelLoadError::KvCacheTooSmall {
-                budget_bytes: s.kv_cache_bytes,
+                budget_bytes: s.kv_cache_memory.pool_bytes(&shape, weights),
                 blocks: kv.num_blocks(),
                 block_size: s.block_size,
+                remedy,
             });
         }
-        let memory_bytes = model.weight_bytes() + self.kv_bytes(&files);
+        let kv_bytes = self.kv_bytes(&files);
+        let memory_bytes = model.weight_bytes() + kv_bytes;
+        let window_blocks = kv.pools().window().map_or(0, |w| w.num_blocks);
+        tracing::info!(
+            model = %dir.display(),
+            kv_cache_memory = %s.kv_cache_memory,
+            kv_bytes,
+            kv_blocks = kv.num_blocks(),
+            window_kv_blocks = window_blocks,
+            max_model_len,
+            "kv cache: {}, {} blocks{}, holds {} tokens, context {max_model_len}",
+            gib(kv_bytes),
+            kv.num_blocks(),
+            match window_blocks {
+                0 => String::new(),
+                n => format!(" and {n} for the window layers"),
+            },
+            kv.num_blocks() * s.block_size,
+        );
         tracing::info!(
             model = %dir.display(),
             architecture = %config.architecture,
             weights_mib = model.weight_bytes() / (1 << 20),
             kernels = sluice_model::kernels::Isa::current().name(),
-            kv_blocks = kv.num_blocks(),
-            window_kv_blocks = kv.pools().window().map_or(0, |w| w.num_blocks),
             block_size = s.block_size,
             max_model_len,
             seconds = format_args!("{:.2}", started.elapsed().as_secs_f64()),
@@ -284,6 +338,7 @@ mod tests {
 
     use super::*;
 
+    use crate::pool::MemoryShare;
     use crate::testkit::fixture;
 
     fn loader(dtype: WeightDtype) -> DirectoryLoader {
@@ -291,26 +346,73 @@ mod tests {
             dtype: Some(dtype),
             kv_dtype: None,
             block_size: 16,
-            kv_cache_bytes: 1 << 20,
+            kv_cache_memory: KvCacheMemory::Fixed(1 << 20),
             max_model_len: Some(128),
             engine: EngineConfig::default(),
             kv_disk: None,
         })
     }
 
+    /// `--kv-cache-memory auto` with one model and a budget of `budget_bytes`.
+    fn auto(budget_bytes: usize) -> KvCacheMemory {
+        KvCacheMemory::Auto(MemoryShare {
+            budget_bytes,
+            models: 1,
+        })
+    }
+
     #[test]
     fn estimate_is_what_a_load_really_holds() {
-        for name in ["llama", "qwen2", "mistral"] {
-            for dtype in [WeightDtype::F32, WeightDtype::F16] {
-                let loader = loader(dtype);
-                let estimate = loader.estimate_bytes(&fixture(name)).unwrap();
-                let loaded = loader.load(&fixture(name)).unwrap();
-                loaded.engine.shutdown();
-                assert_eq!(estimate, loaded.memory_bytes, "{name} {dtype:?}");
-                assert_eq!(loader.context_length(&fixture(name)).unwrap(), 128);
-                assert_eq!(loaded.max_model_len, 128);
+        for memory in [KvCacheMemory::Fixed(1 << 20), auto(1 << 30)] {
+            for name in ["llama", "qwen2", "mistral", "gemma3"] {
+                for dtype in [WeightDtype::F32, WeightDtype::F16] {
+                    let loader = DirectoryLoader::new(LoadSettings {
+                        kv_cache_memory: memory,
+                        ..loader(dtype).settings().clone()
+                    });
+                    let estimate = loader.estimate_bytes(&fixture(name)).unwrap();
+                    let loaded = loader.load(&fixture(name)).unwrap();
+                    loaded.engine.shutdown();
+                    assert_eq!(estimate, loaded.memory_bytes, "{name} {dtype:?} {memory:?}");
+                    assert_eq!(loader.context_length(&fixture(name)).unwrap(), 128);
+                    assert_eq!(loaded.max_model_len, 128);
+                }
             }
         }
+    }
+
+    #[test]
+    fn an_auto_pool_holds_four_full_contexts_where_the_budget_allows() {
+        let mut settings = loader(WeightDtype::F32).settings().clone();
+        (settings.max_model_len, settings.kv_dtype) = (None, Some(KvDtype::F32));
+        settings.kv_cache_memory = auto(1 << 30);
+        let loader = DirectoryLoader::new(settings);
+        let files = ModelFiles::open(&fixture("llama")).unwrap();
+        let per_block = KvCache::bytes_per_block(files.config(), KvDtype::F32, 16);
+        let loaded = loader.load(&fixture("llama")).unwrap();
+        loaded.engine.shutdown();
+        // The fixture's own 256 tokens, four times over: 64 blocks of 16.
+        assert_eq!(loaded.max_model_len, 256);
+        let weights = files.loaded_bytes(Some(WeightDtype::F32));
+        assert_eq!(loaded.memory_bytes, weights + 64 * per_block);
+    }
+
+    #[test]
+    fn an_auto_pool_on_a_budget_just_above_the_weights_lowers_the_context() {
+        let mut settings = loader(WeightDtype::F32).settings().clone();
+        (settings.max_model_len, settings.kv_dtype) = (None, Some(KvDtype::F32));
+        let files = ModelFiles::open(&fixture("llama")).unwrap();
+        let per_block = KvCache::bytes_per_block(files.config(), KvDtype::F32, 16);
+        let weights = files.loaded_bytes(Some(WeightDtype::F32));
+        settings.kv_cache_memory = auto(weights + 3 * per_block);
+        let loader = DirectoryLoader::new(settings);
+        assert_eq!(loader.context_length(&fixture("llama")).unwrap(), 48);
+        let estimate = loader.estimate_bytes(&fixture("llama")).unwrap();
+        let loaded = loader.load(&fixture("llama")).unwrap();
+        loaded.engine.shutdown();
+        assert_eq!(loaded.max_model_len, 48);
+        assert_eq!(loaded.memory_bytes, estimate);
+        assert_eq!(estimate, weights + 3 * per_block);
     }
 
     #[test]
@@ -360,7 +462,7 @@ mod tests {
         let config = ModelConfig::from_dir(&fixture("llama")).unwrap();
         let per_block = KvCache::bytes_per_block(&config, KvDtype::F32, settings.block_size);
         settings.kv_dtype = Some(KvDtype::F32);
-        settings.kv_cache_bytes = 3 * per_block;
+        settings.kv_cache_memory = KvCacheMemory::Fixed(3 * per_block);
         let loader = DirectoryLoader::new(settings.clone());
         let pool_tokens = 3 * settings.block_size;
         assert!(config.max_position_embeddings > pool_tokens);
@@ -376,7 +478,7 @@ mod tests {
     #[test]
     fn a_kv_budget_below_two_blocks_is_refused() {
         let mut settings = loader(WeightDtype::F32).settings().clone();
-        settings.kv_cache_bytes = 1;
+        settings.kv_cache_memory = KvCacheMemory::Fixed(1);
         let err = DirectoryLoader::new(settings)
             .load(&fixture("llama"))
             .unwrap_err();

@@ -18,6 +18,7 @@
 //! global pool (see [`loader`]).
 
 pub mod budget;
+pub mod kv_sizing;
 pub mod loader;
 mod state;
 mod transitions;
@@ -31,6 +32,7 @@ use thiserror::Error;
 use tokio::sync::{oneshot, watch};
 
 pub use budget::{Budget, NoRoom};
+pub use kv_sizing::{KvCacheMemory, MemoryShare};
 pub use loader::{DirectoryLoader, LoadSettings, LoadedModel, ModelLoadError, ModelLoader};
 use state::{Entry, Inner, Phase, State};
 
