@@ -111,31 +111,40 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=8)
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--cold-probe", action="store_true",
+                    help="send only session 0's last turn, behind a unique line so nothing of it "
+                         "can be cached: the cold time to first token at the longest context")
     args = ap.parse_args()
 
     system = system_prompt(args.tokens_per_word, args.system_tokens)
     sessions = [session_turns(s, args.turns, args.tokens_per_word, args.turn_tokens)
                 for s in range(args.sessions)]
     rows = []
+    if args.cold_probe:
+        task, steps = sessions[0]
+        nonce = f"Session {random.Random().getrandbits(64):x}.\n"
+        plan = [(0, args.turns - 1, nonce + system + task + "".join(r + c for r, c in steps[:-1])
+                 + steps[-1][0])]
+    else:
+        plan = [(s, t, system + task + "".join(r + c for r, c in steps[:t]) + steps[t][0])
+                for t in range(args.turns) for s, (task, steps) in enumerate(sessions)]
     with open(args.out, "a") as out:
-        for t in range(args.turns):
-            for s, (task, steps) in enumerate(sessions):
-                prompt = system + task + "".join(r + c for r, c in steps[:t]) + steps[t][0]
-                ttft, total, usage, timings = stream_completion(
-                    args.url, args.model, prompt, args.max_tokens, args.timeout)
-                details = (usage or {}).get("prompt_tokens_details") or {}
-                cached = details.get("cached_tokens")
-                if cached is None and timings:  # llama-server reports what it reused this way
-                    cached = timings.get("cache_n")
-                row = {
-                    "label": args.label, "session": s, "turn": t,
-                    "prompt_tokens": (usage or {}).get("prompt_tokens"),
-                    "cached_tokens": cached, "ttft_s": round(ttft, 3), "total_s": round(total, 3),
-                }
-                rows.append(row)
-                out.write(json.dumps(row) + "\n")
-                out.flush()
-                print(json.dumps(row), flush=True)
+        for s, t, prompt in plan:
+            ttft, total, usage, timings = stream_completion(
+                args.url, args.model, prompt, args.max_tokens, args.timeout)
+            details = (usage or {}).get("prompt_tokens_details") or {}
+            cached = details.get("cached_tokens")
+            if cached is None and timings:  # llama-server reports what it reused this way
+                cached = timings.get("cache_n")
+            row = {
+                "label": args.label, "session": s, "turn": t,
+                "prompt_tokens": (usage or {}).get("prompt_tokens"),
+                "cached_tokens": cached, "ttft_s": round(ttft, 3), "total_s": round(total, 3),
+            }
+            rows.append(row)
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+            print(json.dumps(row), flush=True)
     total_ttft = sum(r["ttft_s"] for r in rows)
     print(f"# {args.label}: {len(rows)} turns, summed TTFT {total_ttft:.1f} s", file=sys.stderr)
 

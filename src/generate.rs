@@ -8,8 +8,8 @@ use anyhow::Context;
 use sluice_engine::pool::MemoryShare;
 use sluice_engine::{Event, FinishReason, GenerationRequest, SamplingParams, StopRules};
 
+use crate::engine_args::EngineArgs;
 use crate::launch::{bundled_model_dir, default_max_memory_bytes, launch};
-use crate::serve::EngineArgs;
 
 /// Flags of `sluice generate`.
 #[derive(Debug, clap::Args)]

@@ -58,7 +58,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-    use crate::serve::EngineArgs;
+    use crate::engine_args::EngineArgs;
 
     /// The engine flags alone, as `serve` and `generate` both flatten them.
     #[derive(Debug, Parser)]

@@ -107,8 +107,9 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def server():
-    s = Server()
+def server(tmp_path_factory):
+    # With the prefix cache's disk tier, as a long-running deployment would have it.
+    s = Server("--kv-disk-cache", str(tmp_path_factory.mktemp("kv-disk")))
     yield s
     s.stop()
 

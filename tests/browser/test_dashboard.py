@@ -102,6 +102,10 @@ def test_decoding_shows_in_every_chart_per_model(server, browser):
     assert re.search(rf"{CHAT_MODEL}: \d", legend(browser, "chart-preempt"))
     hit = re.search(rf"{CHAT_MODEL}: ([\d.]+)%", legend(browser, "chart-prefix"))
     assert hit and float(hit.group(1)) > 0, legend(browser, "chart-prefix")
+    # The server runs with the disk tier: its share of the hits and its directory are shown.
+    assert re.search(rf"{CHAT_MODEL} from disk: [\d.]+%", legend(browser, "chart-prefix")), legend(browser, "chart-prefix")
+    stats = browser.find_element(By.ID, "now-stats").text
+    assert "Disk cache" in stats and "Disk blocks read / written" in stats, stats
     assert "used: " in legend(browser, "chart-memory") and "budget: " in legend(browser, "chart-memory")
     for chart in CHARTS:
         assert chart_points(browser, chart) >= 2, chart

@@ -28,7 +28,7 @@ const CHARTS = [
   { id: "chart-ttft", title: "Time to first token p50 / p95 (dashed)", format: fmtSec },
   { id: "chart-itl", title: "Inter-token latency p50 / p95 (dashed)", format: fmtSec },
   { id: "chart-preempt", title: "Preemptions per minute", format: fmtNum },
-  { id: "chart-prefix", title: "Prefix-cache hit rate", format: fmtPct },
+  { id: "chart-prefix", title: "Prefix-cache hit rate (dashed: read from the disk tier)", format: fmtPct },
   { id: "chart-memory", title: "Pool memory used / budget (dashed)", format: formatBytes },
 ];
 
@@ -75,6 +75,10 @@ function record(prev, cur, old) {
     const queries = increase(old, cur, "vllm:prefix_cache_queries_total", m);
     const hits = increase(old, cur, "vllm:prefix_cache_hits_total", m);
     push("chart-prefix", m, t, queries > 0 && hits !== null ? hits / queries : null, { colorIndex: c });
+    if (cur.value("sluice:kv_disk_bytes_limit", m) !== undefined) {
+      const fromDisk = increase(old, cur, "sluice:prefix_cache_disk_hits_total", m);
+      push("chart-prefix", `${m} from disk`, t, queries > 0 && fromDisk !== null ? fromDisk / queries : null, { colorIndex: c, dashed: true });
+    }
   }
   push("chart-memory", "used", t, cur.value("sluice:pool_memory_used_bytes"), { colorIndex: 0 });
   push("chart-memory", "budget", t, cur.value("sluice:pool_memory_budget_bytes"), { colorIndex: 1, dashed: true });
@@ -97,6 +101,19 @@ function showNow(prev, cur) {
     ["Models loaded", String(cur.value("sluice:pool_models_loaded") ?? models.length)],
     ["Preemptions (total)", String(sum((m) => cur.value("vllm:num_preemptions_total", m)))],
   ];
+  // The disk tier's directory is shared by every model: its size is the same in each series.
+  const disk = models.filter((m) => cur.value("sluice:kv_disk_bytes_limit", m) !== undefined);
+  if (disk.length) {
+    const used = cur.value("sluice:kv_disk_bytes_used", disk[0]);
+    const limit = cur.value("sluice:kv_disk_bytes_limit", disk[0]);
+    const writing = disk.every((m) => cur.value("sluice:kv_disk_writing", m) === 1);
+    const blocks = (name) => String(sum((m) => cur.value(name, m)));
+    rows.push(
+      ["Disk cache", `${formatBytes(used)} of ${formatBytes(limit)}${writing ? "" : " (writing off)"}`],
+      ["Disk blocks read / written", `${blocks("sluice:kv_disk_blocks_read_total")} / ${blocks("sluice:kv_disk_blocks_written_total")}`],
+      ["Disk read / write errors", `${blocks("sluice:kv_disk_read_errors_total")} / ${blocks("sluice:kv_disk_write_errors_total")}`],
+    );
+  }
   $("now-stats").replaceChildren(...rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
 }
 

@@ -1,0 +1,182 @@
+//! Model loading and engine flags shared by `sluice serve` and `sluice generate`, and the load
+//! settings they make.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use sluice_engine::kv_disk::DiskCache;
+use sluice_engine::pool::{LoadSettings, MemoryShare};
+use sluice_engine::{EngineConfig, FairShareConfig};
+use sluice_model::{KvDtype, WeightDtype};
+
+use crate::kv_cache_memory::KvCacheMemoryArg;
+
+/// Weight storage types accepted by `--dtype`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum DtypeArg {
+    /// Each matrix as stored where sluice has a format for it (f16 stays f16, a GGUF file's
+    /// quantized types stay as they are); bf16 becomes f32 (its range does not fit f16).
+    Auto,
+    /// 32-bit floats.
+    F32,
+    /// 16-bit floats, converted to f32 inside the kernels.
+    F16,
+}
+
+impl DtypeArg {
+    fn weights(self) -> Option<WeightDtype> {
+        match self {
+            DtypeArg::Auto => None,
+            DtypeArg::F32 => Some(WeightDtype::F32),
+            DtypeArg::F16 => Some(WeightDtype::F16),
+        }
+    }
+
+    fn kv(self) -> Option<KvDtype> {
+        match self {
+            DtypeArg::Auto => None,
+            DtypeArg::F32 => Some(KvDtype::F32),
+            DtypeArg::F16 => Some(KvDtype::F16),
+        }
+    }
+}
+
+/// `--quantize NAME`: a type sluice has a weight format for.
+fn parse_quantize(name: &str) -> Result<WeightDtype, String> {
+    WeightDtype::from_name(name)
+        .filter(|d| !matches!(*d, WeightDtype::F32 | WeightDtype::F16))
+        .ok_or_else(|| {
+            format!(
+                "unknown quantization type `{name}` (known: {})",
+                WeightDtype::quantized_names().join(", ")
+            )
+        })
+}
+
+/// Model loading and engine flags shared by `serve` and `generate`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EngineArgs {
+    /// Most sequences running at once.
+    #[arg(long, default_value_t = 64)]
+    pub max_num_seqs: usize,
+    /// Token budget of one engine step (decodes plus prefill chunks).
+    #[arg(long, default_value_t = 512)]
+    pub max_num_batched_tokens: usize,
+    /// While streams are decoding, prompt chunks are sized (from measured step times) so that
+    /// one step takes about this long, which bounds the stall a new prompt causes to running
+    /// streams; prompts still get at least half of every step. 0 turns it off: only
+    /// --max-num-batched-tokens bounds a step.
+    #[arg(long, default_value_t = 250)]
+    pub step_time_target_ms: u64,
+    /// Waiting requests allowed before new ones get 429.
+    #[arg(long, default_value_t = 256)]
+    pub max_queue: usize,
+    /// Memory for the paged KV cache of each model, counted in --max-memory: `auto`, or GiB.
+    /// `auto` sizes each model's pool to hold 4 sequences at its full context (the model's own
+    /// or --max-model-len) where --max-memory allows, never more than what the budget leaves
+    /// after the model's weights (half of that when several models may be loaded at once),
+    /// never less than 1 GiB where that fits; the figure and the context it allows are logged
+    /// at load.
+    #[arg(long, default_value_t = KvCacheMemoryArg::Auto)]
+    pub kv_cache_memory: KvCacheMemoryArg,
+    /// Tokens per KV block.
+    #[arg(long, default_value_t = 16)]
+    pub block_size: usize,
+    /// How weights are kept in memory (bf16 checkpoints are converted at load).
+    #[arg(long, value_enum, default_value_t = DtypeArg::Auto)]
+    pub dtype: DtypeArg,
+    /// Quantize every weight matrix at load to this type (q8_0, q4_0, q4_1, q5_0, q5_1, q2_k,
+    /// q3_k, q4_k, q5_k, q6_k), from safetensors or GGUF alike; rows whose length the type's
+    /// blocks do not divide fall back to q8_0 (else f16), as llama-quantize does.
+    #[arg(long, value_parser = parse_quantize, conflicts_with = "dtype")]
+    pub quantize: Option<WeightDtype>,
+    /// How the KV cache stores keys and values; `auto` follows the weights.
+    #[arg(long, value_enum, default_value_t = DtypeArg::Auto)]
+    pub kv_cache_dtype: DtypeArg,
+    /// Context length limit (at most the model's own).
+    #[arg(long)]
+    pub max_model_len: Option<usize>,
+    /// Turn automatic prefix caching off.
+    #[arg(long)]
+    pub no_prefix_caching: bool,
+    /// Keep the prefix cache's blocks in this directory too (created 0700 if missing): a
+    /// prompt computed once is read back instead of computed again after it left the RAM pool,
+    /// after a model unload and after a restart. Blocks are written as they are computed, off
+    /// the step loop; files name the model they belong to and are checked when read. The
+    /// directory holds users' prompts (as token ids and KV): keep it private. Several servers
+    /// may share one.
+    #[arg(long, value_name = "DIR")]
+    pub kv_disk_cache: Option<PathBuf>,
+    /// GiB the --kv-disk-cache directory may hold; the least recently used blocks go first.
+    #[arg(long, value_name = "GIB", default_value_t = 32.0)]
+    pub kv_disk_cache_size: f64,
+    /// Share running sequences fairly between callers (API keys; the `user` field when there
+    /// is one key or none): while a caller waits below its share (--max-num-seqs divided by the
+    /// callers with work), others over theirs are not admitted and may be preempted for it. A
+    /// caller alone may use every seat.
+    #[arg(long, value_enum, default_value_t = Switch::On)]
+    pub fair_share: Switch,
+    /// Most sequences one caller may run at once, even on an idle server (default: no cap).
+    #[arg(long)]
+    pub max_seqs_per_caller: Option<usize>,
+}
+
+/// An on/off flag value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
+}
+
+impl EngineArgs {
+    /// The load settings these flags describe, for models that share the memory of `share`.
+    pub fn launch_options(&self, share: MemoryShare) -> anyhow::Result<LoadSettings> {
+        anyhow::ensure!(self.block_size > 0, "--block-size must be at least 1");
+        anyhow::ensure!(self.max_num_seqs > 0, "--max-num-seqs must be at least 1");
+        anyhow::ensure!(
+            self.max_num_batched_tokens > 0,
+            "--max-num-batched-tokens must be at least 1"
+        );
+        anyhow::ensure!(
+            self.max_seqs_per_caller != Some(0),
+            "--max-seqs-per-caller must be at least 1"
+        );
+        anyhow::ensure!(
+            self.kv_disk_cache_size.is_finite() && self.kv_disk_cache_size > 0.0,
+            "--kv-disk-cache-size must be a positive number of GiB"
+        );
+        let kv_disk = match &self.kv_disk_cache {
+            Some(dir) if !self.no_prefix_caching => {
+                let bytes = (self.kv_disk_cache_size * (1u64 << 30) as f64) as u64;
+                Some(DiskCache::open(dir, bytes)?)
+            }
+            Some(_) => {
+                anyhow::bail!("--kv-disk-cache needs prefix caching (drop --no-prefix-caching)")
+            }
+            None => None,
+        };
+        Ok(LoadSettings {
+            dtype: self.quantize.or(self.dtype.weights()),
+            kv_dtype: self.kv_cache_dtype.kv(),
+            block_size: self.block_size,
+            kv_cache_memory: self.kv_cache_memory.setting(share),
+            max_model_len: self.max_model_len,
+            engine: EngineConfig {
+                max_num_seqs: self.max_num_seqs,
+                max_num_batched_tokens: self.max_num_batched_tokens,
+                max_queue: self.max_queue,
+                enable_prefix_caching: !self.no_prefix_caching,
+                step_time_target: (self.step_time_target_ms > 0)
+                    .then(|| Duration::from_millis(self.step_time_target_ms)),
+                fair_share: FairShareConfig {
+                    enabled: self.fair_share == Switch::On,
+                    max_seqs_per_caller: self.max_seqs_per_caller,
+                },
+                ..EngineConfig::default()
+            },
+            kv_disk,
+        })
+    }
+}
