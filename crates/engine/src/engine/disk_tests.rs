@@ -3,7 +3,7 @@
 //! tenants or when damaged.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -11,6 +11,7 @@ use super::tests::{collect, prompt, request, start, wait_until, Choice};
 use super::*;
 use crate::block_manager::BlockHash;
 use crate::executor::fake::HistoryExecutor;
+use crate::kv_disk::tests::block_files;
 use crate::kv_disk::DiskCache;
 use crate::request::GenerationRequest;
 
@@ -42,22 +43,6 @@ fn run(disk: &ModelDisk, requests: &[GenerationRequest]) -> (Vec<Choice>, usize)
     engine.shutdown();
     wait_until("the engine stopped", || !engine.is_alive());
     (choices, computed.load(Ordering::Relaxed))
-}
-
-fn block_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for item in fs::read_dir(d).unwrap().flatten() {
-            let path = item.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "kv") {
-                out.push(path);
-            }
-        }
-    }
-    out
 }
 
 #[test]

@@ -375,4 +375,4 @@ impl LowerTier for ModelDisk {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -21,7 +21,7 @@ fn payload(seed: u8) -> Vec<u8> {
 }
 
 /// The block files under `dir` (the remembered weight digests aside).
-fn block_files(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn block_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
