@@ -9,7 +9,7 @@ set -euo pipefail
 MODEL=${MODEL:?a GGUF file}
 OUT=${OUT:-bench/out/replay}
 SESSIONS=${SESSIONS:-3} TURNS=${TURNS:-8} SYSTEM_TOKENS=${SYSTEM_TOKENS:-6000}
-TURN_TOKENS=${TURN_TOKENS:-1700} TPW=${TPW:-1.2} SMALL_POOL=${SMALL_POOL:-0.3}
+TURN_TOKENS=${TURN_TOKENS:-1700} TPW=${TPW:-1.2} SMALL_POOL=${SMALL_POOL:-0.3} TOOLS=${TOOLS:-24}
 PHASES=${PHASES:-"sluice disk llama cold"}
 SLUICE=${SLUICE_BIN:-target/release/sluice}
 LLAMA=${LLAMA_BIN:-$(../shared/peers/llama-server.sh)/llama-server}
@@ -17,7 +17,7 @@ PORT=${PORT:-18500}
 mkdir -p "$OUT"
 REPLAY=(python3 bench/agent_replay.py --url "http://127.0.0.1:$PORT" --model m --sessions "$SESSIONS"
         --turns "$TURNS" --system-tokens "$SYSTEM_TOKENS" --turn-tokens "$TURN_TOKENS"
-        --tokens-per-word "$TPW" --out "$OUT/turns.jsonl")
+        --tokens-per-word "$TPW" --tools "$TOOLS" --out "$OUT/turns.jsonl")
 PID=
 wait_up() { for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && return; sleep 0.5; done; echo "server did not start" >&2; exit 1; }
 stop() { [ -n "$PID" ] && kill "$PID" && wait "$PID" 2>/dev/null || true; PID=; }

@@ -37,10 +37,10 @@ def text_of(rng, n_words):
     return " ".join(rng.choice(WORDS) for _ in range(n_words))
 
 
-def system_prompt(tokens_per_word, n_tokens):
+def system_prompt(tokens_per_word, n_tokens, n_tools=24):
     rng = random.Random(1)
     tools = []
-    for i in range(24):
+    for i in range(n_tools):
         props = {f"arg_{j}": {"type": "string", "description": text_of(rng, 12)} for j in range(4)}
         tools.append({"name": f"tool_{i}", "description": text_of(rng, 30), "parameters": props})
     head = "You are a coding agent working in a repository. Use the tools below.\n"
@@ -108,6 +108,7 @@ def main():
     ap.add_argument("--turn-tokens", type=int, default=1500)
     ap.add_argument("--tokens-per-word", type=float, default=1.0,
                     help="the tokenizer's tokens per word of this text (measure once)")
+    ap.add_argument("--tools", type=int, default=24, help="tool definitions in the system prompt")
     ap.add_argument("--max-tokens", type=int, default=8)
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--out", required=True)
@@ -116,7 +117,7 @@ def main():
                          "can be cached: the cold time to first token at the longest context")
     args = ap.parse_args()
 
-    system = system_prompt(args.tokens_per_word, args.system_tokens)
+    system = system_prompt(args.tokens_per_word, args.system_tokens, args.tools)
     sessions = [session_turns(s, args.turns, args.tokens_per_word, args.turn_tokens)
                 for s in range(args.sessions)]
     rows = []
