@@ -120,3 +120,31 @@ fn kv_cache_memory_is_auto_by_default_takes_gib_and_names_a_bad_value() {
         "{stderr}"
     );
 }
+
+#[test]
+fn generate_writes_its_prompt_to_the_disk_tier_before_it_exits() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("kv");
+    let (ok, stderr) = generate(&[
+        "--kv-disk-cache",
+        dir.to_str().unwrap(),
+        "--block-size",
+        "2",
+    ]);
+    assert!(ok, "{stderr}");
+    // "In the beginning" and two generated tokens: at least one full block of 2 was computed,
+    // and its file is written (not just queued) when the process ends.
+    let mut files = 0;
+    let mut stack = vec![dir];
+    while let Some(d) = stack.pop() {
+        for item in std::fs::read_dir(d).unwrap().flatten() {
+            let path = item.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "kv") {
+                files += 1;
+            }
+        }
+    }
+    assert!(files >= 1, "{stderr}");
+}
