@@ -142,9 +142,8 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     // The engine exits once its work is done, after the disk tier (if any) wrote what it
     // queued: wait for that before the process ends.
     launched.engine.shutdown();
-    let deadline = Instant::now() + std::time::Duration::from_secs(30);
-    while launched.engine.is_alive() && Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    launched
+        .engine
+        .wait_stopped(std::time::Duration::from_secs(30));
     Ok(())
 }

@@ -308,13 +308,16 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         // The engines finish what they accepted and exit, each waiting for the disk tier to
         // write what it queued; the process must not end before that.
         let engines = pool.shutdown();
-        let deadline = tokio::time::Instant::now() + DRAIN_TIMEOUT;
-        while engines.iter().any(|e| e.is_alive()) && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        if let Some(disk) = kv_disk {
-            let _ = tokio::task::spawn_blocking(move || disk.flush()).await;
-        }
+        let _ = tokio::task::spawn_blocking(move || {
+            let deadline = std::time::Instant::now() + DRAIN_TIMEOUT;
+            for engine in &engines {
+                engine.wait_stopped(deadline.saturating_duration_since(std::time::Instant::now()));
+            }
+            if let Some(disk) = kv_disk {
+                disk.flush();
+            }
+        })
+        .await;
         tracing::info!("stopped");
         anyhow::Ok(())
     })

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::TrySendError;
 use thiserror::Error;
@@ -181,6 +181,17 @@ impl EngineHandle {
     /// False once the engine thread has exited.
     pub fn is_alive(&self) -> bool {
         self.shared.alive.load(Ordering::Acquire)
+    }
+
+    /// Blocks until the engine thread has exited (after [`EngineHandle::shutdown`]: once its
+    /// accepted work is done and its disk tier has written what it queued) or `timeout` has
+    /// passed; returns whether it exited.
+    pub fn wait_stopped(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while self.is_alive() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        !self.is_alive()
     }
 
     /// Stops accepting requests; the engine finishes the work it accepted, then its thread exits.

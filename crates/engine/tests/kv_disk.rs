@@ -118,11 +118,10 @@ fn serve(dir: &Path, settings: &LoadSettings, requests: &[GenerationRequest]) ->
         .collect();
     out.extend(streams.into_iter().map(outcome));
     engine.shutdown();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while engine.is_alive() {
-        assert!(std::time::Instant::now() < deadline, "the engine stops");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    assert!(
+        engine.wait_stopped(std::time::Duration::from_secs(60)),
+        "the engine stops"
+    );
     out
 }
 

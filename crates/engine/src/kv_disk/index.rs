@@ -76,6 +76,17 @@ impl Index {
         Some(entry)
     }
 
+    /// Forgets the least recently used entries, removing their files under `root`, until the
+    /// known files hold at most `max_bytes`.
+    pub(super) fn trim(&mut self, root: &Path, max_bytes: u64) {
+        while self.bytes > max_bytes {
+            let Some(old) = self.pop_oldest() else {
+                break;
+            };
+            let _ = fs::remove_file(old.path(root));
+        }
+    }
+
     fn tick(&mut self) -> u64 {
         self.next_tick += 1;
         self.next_tick

@@ -115,12 +115,7 @@ impl DiskCache {
         .map_err(unusable)?;
         let started = Instant::now();
         let mut index = Index::scan(dir, STALE_TEMPORARY);
-        while index.bytes() > max_bytes {
-            let Some(old) = index.pop_oldest() else {
-                break;
-            };
-            let _ = fs::remove_file(old.path(dir));
-        }
+        index.trim(dir, max_bytes);
         tracing::info!(
             dir = %dir.display(),
             blocks = index.len(),

@@ -62,12 +62,7 @@ pub(super) fn run(shared: Arc<Shared>, jobs: Receiver<Job>) {
                         counters.blocks_written.fetch_add(1, Ordering::Relaxed);
                         let mut index = shared.index();
                         index.insert(entry, file.len() as u64);
-                        while index.bytes() > shared.max_bytes {
-                            let Some(old) = index.pop_oldest() else {
-                                break;
-                            };
-                            let _ = fs::remove_file(old.path(&shared.root));
-                        }
+                        index.trim(&shared.root, shared.max_bytes);
                     }
                     Err(e) => {
                         counters.write_errors.fetch_add(1, Ordering::Relaxed);

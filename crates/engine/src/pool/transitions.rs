@@ -269,14 +269,11 @@ impl Inner {
     /// KV cache, and marks it `Unloaded`. Returns its id.
     fn stop(&self, index: usize, model: &LoadedModel, why: &str) -> String {
         model.engine.shutdown();
-        let deadline = Instant::now() + ENGINE_STOP_TIMEOUT;
-        while model.engine.is_alive() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        let stopped = model.engine.wait_stopped(ENGINE_STOP_TIMEOUT);
         release_freed_memory();
         let mut state = self.lock();
         let entry = &mut state.entries[index];
-        if model.engine.is_alive() {
+        if !stopped {
             tracing::error!(model = %entry.spec.id, why, "engine did not stop in time; its memory may not be freed");
         }
         entry.unloads += 1;
