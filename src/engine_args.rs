@@ -177,6 +177,7 @@ impl EngineArgs {
                 ..EngineConfig::default()
             },
             kv_disk,
+            kv_events: None,
         })
     }
 }

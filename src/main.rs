@@ -7,6 +7,7 @@ mod bench;
 mod engine_args;
 mod generate;
 mod kv_cache_memory;
+mod kv_events_args;
 mod launch;
 mod serve;
 

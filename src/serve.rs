@@ -10,9 +10,11 @@ use anyhow::Context;
 use sluice_api::registry::ModelTask;
 use sluice_api::server::ServeOptions;
 use sluice_api::{router_for, ApiConfig, ModelRegistry};
+use sluice_engine::kv_events::KvEventPublisher;
 use sluice_engine::pool::{Budget, DirectoryLoader, MemoryShare, ModelPool};
 
 use crate::engine_args::EngineArgs;
+use crate::kv_events_args::KvEventsArgs;
 use crate::launch::{bundled_model_dir, default_max_memory_bytes, model_specs};
 
 /// How long a load waits for busy models to go idle when only they stand in its way.
@@ -111,6 +113,8 @@ pub struct ServeArgs {
     pub tasks: Vec<TaskArg>,
     #[command(flatten)]
     pub engine: EngineArgs,
+    #[command(flatten)]
+    pub kv_events: KvEventsArgs,
 }
 
 /// `--task` values.
@@ -238,8 +242,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let tasks = model_tasks(&args.tasks, &specs, models.len())?;
     let share = MemoryShare::of(&budget, specs.len());
-    let settings = args.engine.launch_options(share)?;
+    let mut settings = args.engine.launch_options(share)?;
     let kv_disk = settings.kv_disk.clone();
+    let kv_events = args.kv_events.start()?;
+    settings.kv_events = (kv_events.clone()).map(|p| p as Arc<dyn KvEventPublisher>);
     let loader = DirectoryLoader::new(settings);
     let pool = ModelPool::new(specs, Arc::new(loader), budget)?;
     tracing::info!(
@@ -315,6 +321,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             }
             if let Some(disk) = kv_disk {
                 disk.flush();
+            }
+            // The engines' last events (each model's AllBlocksCleared) go out before the exit.
+            if let Some(events) = kv_events {
+                events.flush(Duration::from_secs(1));
             }
         })
         .await;

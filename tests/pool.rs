@@ -33,6 +33,7 @@ fn settings() -> LoadSettings {
         max_model_len: None,
         engine: EngineConfig::default(),
         kv_disk: None,
+        kv_events: None,
     }
 }
 

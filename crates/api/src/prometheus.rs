@@ -9,6 +9,7 @@ mod pool;
 mod tests;
 
 use sluice_engine::kv_disk::DiskSnapshot;
+use sluice_engine::kv_events::KvEventStats;
 use sluice_engine::{HistogramSnapshot, MetricsSnapshot, Task};
 
 use exposition::{header, histogram, sample};
@@ -179,7 +180,37 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
     engine_steps(&mut out, models);
     requests_by_task(&mut out, models);
     kv_disk(&mut out, models);
+    kv_events(&mut out, models);
     out
+}
+
+/// KV events (`--kv-events`), for the models that publish them: events queued for the
+/// publisher, and events dropped because its queue was full.
+fn kv_events(out: &mut String, models: &[(String, MetricsSnapshot)]) {
+    type Spec = (&'static str, &'static str, fn(&KvEventStats) -> u64);
+    let specs: [Spec; 2] = [
+        (
+            "sluice:kv_events_total",
+            "KV cache events queued for publishing (--kv-events).",
+            |s| s.events,
+        ),
+        (
+            "sluice:kv_events_dropped_total",
+            "KV cache events dropped because the publisher's queue was full.",
+            |s| s.dropped,
+        ),
+    ];
+    if models.iter().all(|(_, snap)| snap.kv_events.is_none()) {
+        return;
+    }
+    for (name, help, value) in specs {
+        header(out, name, help, "counter");
+        for (model, snap) in models {
+            if let Some(stats) = &snap.kv_events {
+                sample(out, name, &[("model_name", model)], value(stats) as f64);
+            }
+        }
+    }
 }
 
 /// The prefix cache's disk tier, for the models that have one: the directory's size (shared by

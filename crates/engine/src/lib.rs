@@ -7,6 +7,7 @@ pub mod executor;
 pub mod fair_share;
 pub mod handle;
 pub mod kv_disk;
+pub mod kv_events;
 pub mod metrics;
 mod outbox;
 pub mod output;

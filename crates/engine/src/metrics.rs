@@ -106,6 +106,8 @@ pub struct EngineMetrics {
     pub(crate) prefix_cache_disk_hits: AtomicU64,
     /// The model's disk tier, when it has one (its counters are read at each snapshot).
     pub(crate) kv_disk: std::sync::OnceLock<crate::kv_disk::ModelDisk>,
+    /// The model's KV event stream, when events are published (`--kv-events`).
+    pub(crate) kv_events: std::sync::OnceLock<crate::kv_events::KvEventSink>,
     pub(crate) preemptions: AtomicU64,
     pub(crate) fair_share_deferred: AtomicU64,
     pub(crate) fair_share_preempted: AtomicU64,
@@ -163,6 +165,7 @@ impl Default for EngineMetrics {
             prefix_cache_hits: AtomicU64::new(0),
             prefix_cache_disk_hits: AtomicU64::new(0),
             kv_disk: std::sync::OnceLock::new(),
+            kv_events: std::sync::OnceLock::new(),
             preemptions: AtomicU64::new(0),
             fair_share_deferred: AtomicU64::new(0),
             fair_share_preempted: AtomicU64::new(0),
@@ -198,6 +201,7 @@ impl EngineMetrics {
             prefix_cache_hits: load64(&self.prefix_cache_hits),
             prefix_cache_disk_hits: load64(&self.prefix_cache_disk_hits),
             kv_disk: self.kv_disk.get().map(|d| d.snapshot()),
+            kv_events: self.kv_events.get().map(|s| s.0.stats()),
             preemptions: load64(&self.preemptions),
             fair_share_deferred: load64(&self.fair_share_deferred),
             fair_share_preempted: load64(&self.fair_share_preempted),
@@ -275,6 +279,8 @@ pub struct MetricsSnapshot {
     pub prefix_cache_disk_hits: u64,
     /// The disk tier, when the model has one.
     pub kv_disk: Option<crate::kv_disk::DiskSnapshot>,
+    /// The KV event stream's counters, when events are published.
+    pub kv_events: Option<crate::kv_events::KvEventStats>,
     /// Sequences preempted (by recompute) so far.
     pub preemptions: u64,
     /// Waiting sequences fair sharing passed over at least once (each counted once).

@@ -30,6 +30,7 @@ fn settings(dtype: Option<WeightDtype>, kv_disk: Option<Arc<DiskCache>>) -> Load
         max_model_len: None,
         engine: EngineConfig::default(),
         kv_disk,
+        kv_events: None,
     }
 }
 

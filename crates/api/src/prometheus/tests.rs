@@ -24,6 +24,7 @@ fn snapshot() -> MetricsSnapshot {
         prefix_cache_hits: 40,
         prefix_cache_disk_hits: 24,
         kv_disk: None,
+        kv_events: None,
         preemptions: 3,
         fair_share_deferred: 5,
         fair_share_preempted: 2,
@@ -272,4 +273,28 @@ fn kv_usage_of_an_engine_without_blocks_is_zero_and_labels_are_escaped() {
         t.contains("vllm:kv_cache_usage_perc{model_name=\"we\\\"ird\\\\\"} 0\n"),
         "{t}"
     );
+}
+
+#[test]
+fn kv_event_counters_are_shown_for_the_models_that_publish() {
+    assert!(!text().contains("kv_events"), "no publisher, no series");
+    let publishing = MetricsSnapshot {
+        kv_events: Some(sluice_engine::kv_events::KvEventStats {
+            events: 40,
+            dropped: 3,
+        }),
+        ..snapshot()
+    };
+    let t = render(&[
+        ("llama".to_string(), publishing),
+        ("other".to_string(), snapshot()),
+    ]);
+    for line in [
+        "# TYPE sluice:kv_events_total counter\n",
+        "sluice:kv_events_total{model_name=\"llama\"} 40\n",
+        "sluice:kv_events_dropped_total{model_name=\"llama\"} 3\n",
+    ] {
+        assert!(t.contains(line), "missing {line}");
+    }
+    assert!(!t.contains("kv_events_total{model_name=\"other\"}"));
 }

@@ -22,7 +22,9 @@ fn disk(dir: &Path) -> (Arc<DiskCache>, ModelDisk) {
     let weights = dir.join("weights.bin");
     fs::write(&weights, b"fake weights").unwrap();
     // The fake executor's block: a u32 token id per slot.
-    let model = cache.model(&[weights], "fake", vec![4 * BLOCK]).unwrap();
+    let model = cache
+        .model(&[weights], "fake", vec![4 * BLOCK], None)
+        .unwrap();
     (cache, model)
 }
 

@@ -18,6 +18,7 @@ use crate::executor::{Executor, ExecutorError};
 use crate::fair_share::FairShareConfig;
 use crate::handle::{Command, EngineHandle, RequestId, Shared};
 use crate::kv_disk::ModelDisk;
+use crate::kv_events::{KvEventSink, Medium};
 use crate::metrics::EngineMetrics;
 use crate::outbox::RequestState;
 use crate::queue::DEFAULT_AGING_RATE;
@@ -57,6 +58,8 @@ pub struct EngineConfig {
     pub fair_share: FairShareConfig,
     /// The prefix cache's disk tier for this model (`--kv-disk-cache`), if any.
     pub kv_disk: Option<ModelDisk>,
+    /// Where this model's KV events are published (`--kv-events`), if anywhere.
+    pub kv_events: Option<KvEventSink>,
 }
 
 impl Default for EngineConfig {
@@ -73,6 +76,7 @@ impl Default for EngineConfig {
             step_time_target: Some(DEFAULT_STEP_TIME_TARGET),
             fair_share: FairShareConfig::default(),
             kv_disk: None,
+            kv_events: None,
         }
     }
 }
@@ -130,6 +134,8 @@ struct EngineLoop {
     draining: bool,
     /// Where the prefix cache's blocks are written through to (and read back from).
     kv_disk: Option<ModelDisk>,
+    /// Where the prefix cache's changes are published.
+    kv_events: Option<KvEventSink>,
     /// The KV group of the sliding-window layers, for a model that has them.
     window_group: Option<usize>,
     /// The vocabulary trie for constrained decoding, built on the first request that needs it.
@@ -153,6 +159,10 @@ impl EngineLoop {
         if let Some(disk) = &kv_disk {
             blocks.set_lower_tier(Box::new(disk.clone()));
             let _ = shared.metrics.kv_disk.set(disk.clone());
+        }
+        let kv_events = config.kv_events.filter(|_| config.enable_prefix_caching);
+        if let Some(sink) = &kv_events {
+            let _ = shared.metrics.kv_events.set(sink.clone());
         }
         let scheduler = Scheduler::new(
             SchedulerConfig {
@@ -184,6 +194,7 @@ impl EngineLoop {
             next_seq_id: 0,
             draining: false,
             kv_disk,
+            kv_events,
             window_group: (pools.groups.iter()).position(|p| matches!(p.span, KvSpan::Window(_))),
             token_trie: None,
             json_object_masks: None,
@@ -210,36 +221,65 @@ impl EngineLoop {
         if let Some(disk) = &self.kv_disk {
             disk.flush();
         }
+        // The pool this engine's blocks lived in goes away with it.
+        if let Some(sink) = &self.kv_events {
+            sink.publish(Medium::Memory, vec![KvEvent::AllCleared]);
+        }
     }
 
-    /// Hands the prefix cache's changes since the last call to their consumers: each newly
-    /// stored block the disk tier lacks is copied out of the KV cache and queued for writing.
-    /// Runs between steps, so every stored block still holds the content it was stored with.
+    /// Hands the prefix cache's changes since the last call to their consumers: the KV event
+    /// stream gets them all; each newly stored block the disk tier lacks is copied out of the KV
+    /// cache and queued for writing. Runs between steps, so every stored block still holds the
+    /// content it was stored with.
     fn publish_kv_events(&mut self) {
         let events = self.scheduler.drain_kv_events();
+        if events.is_empty() {
+            return;
+        }
         let Some(disk) = &self.kv_disk else {
+            if let Some(sink) = &self.kv_events {
+                sink.publish(Medium::Memory, events);
+            }
             return;
         };
-        for event in events {
+        for event in &events {
             let KvEvent::Stored {
                 group,
                 block_hashes,
+                parent,
                 ..
             } = event
             else {
                 continue;
             };
-            for key in block_hashes {
-                if !disk.wants(group, key) {
+            for (i, &key) in block_hashes.iter().enumerate() {
+                if !disk.wants(*group, key) {
                     continue;
                 }
-                let Some(cached) = self.scheduler.cached_block(group, key) else {
+                let Some(cached) = self.scheduler.cached_block(*group, key) else {
                     continue;
                 };
-                let mut payload = Vec::with_capacity(self.executor.block_bytes(group));
-                self.executor.save_block(group, cached.block, &mut payload);
-                disk.save(group, key, cached.parent, cached.tokens, payload);
+                let mut payload = Vec::with_capacity(self.executor.block_bytes(*group));
+                self.executor.save_block(*group, cached.block, &mut payload);
+                // A chain's first block has no parent in the events (its parent key is the
+                // chain's root, which names the cache scope).
+                let event_parent = if i == 0 {
+                    *parent
+                } else {
+                    Some(block_hashes[i - 1])
+                };
+                disk.save(
+                    *group,
+                    key,
+                    cached.parent,
+                    event_parent,
+                    cached.tokens,
+                    payload,
+                );
             }
+        }
+        if let Some(sink) = &self.kv_events {
+            sink.publish(Medium::Memory, events);
         }
     }
 
@@ -415,5 +455,7 @@ mod results;
 
 #[cfg(test)]
 mod disk_tests;
+#[cfg(test)]
+mod event_tests;
 #[cfg(test)]
 mod tests;

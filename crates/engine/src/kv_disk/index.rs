@@ -77,14 +77,17 @@ impl Index {
     }
 
     /// Forgets the least recently used entries, removing their files under `root`, until the
-    /// known files hold at most `max_bytes`.
-    pub(super) fn trim(&mut self, root: &Path, max_bytes: u64) {
+    /// known files hold at most `max_bytes`; returns the entries removed.
+    pub(super) fn trim(&mut self, root: &Path, max_bytes: u64) -> Vec<EntryKey> {
+        let mut removed = Vec::new();
         while self.bytes > max_bytes {
             let Some(old) = self.pop_oldest() else {
                 break;
             };
             let _ = fs::remove_file(old.path(root));
+            removed.push(old);
         }
+        removed
     }
 
     fn tick(&mut self) -> u64 {

@@ -25,6 +25,7 @@ mod fingerprint;
 mod index;
 mod writer;
 
+use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{self, Read};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -38,7 +39,8 @@ use crossbeam_channel::Sender;
 use sluice_model::KvGroupId;
 use thiserror::Error;
 
-use crate::block_manager::{BlockBytes, BlockHash, LowerTier};
+use crate::block_manager::{BlockBytes, BlockHash, KvEvent, LowerTier};
+use crate::kv_events::{KvEventSink, Medium};
 use file::{decode, EntryKey, Expected, FileError};
 use index::Index;
 use writer::Job;
@@ -73,12 +75,33 @@ struct Shared {
     /// False once a write failed for good (a full disk, no permission).
     writing: AtomicBool,
     queued_bytes: AtomicU64,
+    /// Each model's KV event stream, by fingerprint, for the blocks that leave the directory.
+    streams: Mutex<HashMap<u128, KvEventSink>>,
 }
 
 impl Shared {
     fn index(&self) -> MutexGuard<'_, Index> {
         // The index holds no invariant a panicking holder could break halfway.
         self.index.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Publishes a disk-tier `BlockRemoved` for each of `entries` whose model has a stream.
+    fn announce_removed(&self, entries: &[EntryKey]) {
+        if entries.is_empty() {
+            return;
+        }
+        let streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+        for entry in entries {
+            if let Some(sink) = streams.get(&entry.model) {
+                sink.publish(
+                    Medium::Disk,
+                    vec![KvEvent::Removed {
+                        group: entry.group as usize,
+                        block_hashes: vec![BlockHash(entry.key)],
+                    }],
+                );
+            }
+        }
     }
 }
 
@@ -130,6 +153,7 @@ impl DiskCache {
             index: Mutex::new(index),
             writing: AtomicBool::new(true),
             queued_bytes: AtomicU64::new(0),
+            streams: Mutex::new(HashMap::new()),
         });
         let (tx, rx) = crossbeam_channel::unbounded();
         let thread_shared = Arc::clone(&shared);
@@ -145,20 +169,33 @@ impl DiskCache {
     }
 
     /// The tier of one model: `weight_files` and `facts` (everything else the KV bytes depend
-    /// on) make its fingerprint; `block_bytes[g]` is the size of a block of group `g`.
+    /// on) make its fingerprint; `block_bytes[g]` is the size of a block of group `g`. The
+    /// blocks it writes and the directory removes are published on `events`, if given.
     pub fn model(
         self: &Arc<Self>,
         weight_files: &[PathBuf],
         facts: &str,
         block_bytes: Vec<usize>,
+        events: Option<KvEventSink>,
     ) -> Result<ModelDisk, DiskCacheError> {
         let model = fingerprint::fingerprint(&self.shared.root, weight_files, facts)
             .map_err(DiskCacheError::Fingerprint)?;
+        let mut streams = self
+            .shared
+            .streams
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match &events {
+            Some(sink) => streams.insert(model, sink.clone()),
+            None => streams.remove(&model),
+        };
+        drop(streams);
         Ok(ModelDisk {
             cache: Arc::clone(self),
             model,
             block_bytes,
             counters: Arc::new(DiskCounters::default()),
+            events,
         })
     }
 
@@ -227,6 +264,7 @@ pub struct ModelDisk {
     model: u128,
     block_bytes: Vec<usize>,
     counters: Arc<DiskCounters>,
+    events: Option<KvEventSink>,
 }
 
 /// Two handles are equal when they name the same model in the same directory.
@@ -259,11 +297,13 @@ impl ModelDisk {
 
     /// Queues block `key` of group `group` (the block after `parent`'s, holding `tokens`, with
     /// content `payload`) for writing; skipped, and counted, when the queue is full.
+    /// `event_parent` is the parent as KV events name it (`None` for a chain's first block).
     pub fn save(
         &self,
         group: KvGroupId,
         key: BlockHash,
         parent: BlockHash,
+        event_parent: Option<BlockHash>,
         tokens: Vec<u32>,
         payload: Vec<u8>,
     ) {
@@ -273,9 +313,11 @@ impl ModelDisk {
         let job = Job::Write {
             entry: self.entry(group, key),
             parent,
+            event_parent,
             tokens,
             payload,
             counters: Arc::clone(&self.counters),
+            events: self.events.clone(),
         };
         if queued + len > MAX_QUEUED_BYTES || !self.cache.send(job) {
             shared.queued_bytes.fetch_sub(len, Ordering::AcqRel);
@@ -309,8 +351,13 @@ impl ModelDisk {
     /// Forgets `entry` because its file is unusable, removing the file.
     fn discard(&self, entry: &EntryKey, path: &Path, why: &dyn std::fmt::Display) {
         self.counters.read_errors.fetch_add(1, Ordering::Relaxed);
-        self.cache.shared.index().remove(entry);
+        let known = self.cache.shared.index().remove(entry);
         let _ = fs::remove_file(path);
+        if known {
+            self.cache
+                .shared
+                .announce_removed(std::slice::from_ref(entry));
+        }
         tracing::warn!(path = %path.display(), "KV disk cache: a block file was not used: {why}");
     }
 }
@@ -336,7 +383,9 @@ impl LowerTier for ModelDisk {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 // Another server sharing the directory removed it.
-                self.cache.shared.index().remove(&entry);
+                if self.cache.shared.index().remove(&entry) {
+                    self.cache.shared.announce_removed(&[entry]);
+                }
                 return None;
             }
             Err(e) => {

@@ -11,7 +11,7 @@ fn open(dir: &Path, max_bytes: u64) -> (Arc<DiskCache>, ModelDisk) {
         fs::write(&weights, b"the weights").unwrap();
     }
     let model = cache
-        .model(&[weights], "test facts", vec![BLOCK, BLOCK / 2])
+        .model(&[weights], "test facts", vec![BLOCK, BLOCK / 2], None)
         .unwrap();
     (cache, model)
 }
@@ -45,7 +45,7 @@ fn a_written_block_reads_back_in_this_process_and_after_a_restart() {
     {
         let (_cache, disk) = open(&dir, 1 << 20);
         assert!(disk.wants(0, key) && !disk.contains(0, key));
-        disk.save(0, key, parent, tokens.clone(), payload(1));
+        disk.save(0, key, parent, None, tokens.clone(), payload(1));
         disk.flush();
         assert!(disk.contains(0, key) && !disk.wants(0, key));
         assert!(!disk.contains(1, key), "groups are apart");
@@ -74,7 +74,7 @@ fn a_written_block_reads_back_in_this_process_and_after_a_restart() {
     fs::write(&other_weights, b"other weights").unwrap();
     let cache = DiskCache::open(&dir, 1 << 20).unwrap();
     let other = cache
-        .model(&[other_weights], "test facts", vec![BLOCK, BLOCK / 2])
+        .model(&[other_weights], "test facts", vec![BLOCK, BLOCK / 2], None)
         .unwrap();
     assert_ne!(other.fingerprint(), disk.fingerprint());
     assert!(!other.contains(0, key));
@@ -92,6 +92,7 @@ fn damaged_files_are_never_used_and_are_removed() {
             0,
             BlockHash(k),
             BlockHash(0),
+            None,
             tokens.clone(),
             payload(k as u8),
         );
@@ -116,7 +117,14 @@ fn damaged_files_are_never_used_and_are_removed() {
     }
     assert_eq!(disk.snapshot().read_errors, 3);
     // A payload of the wrong length for the group.
-    disk.save(1, BlockHash(5), BlockHash(0), tokens.clone(), payload(5));
+    disk.save(
+        1,
+        BlockHash(5),
+        BlockHash(0),
+        None,
+        tokens.clone(),
+        payload(5),
+    );
     disk.flush();
     assert!(disk.read(1, BlockHash(5), BlockHash(0), &tokens).is_none());
 }
@@ -139,12 +147,26 @@ fn the_bound_removes_the_least_recently_used_blocks() {
     .len() as u64;
     let (_cache, disk) = open(&dir, 3 * file_len);
     for k in 0..3 {
-        disk.save(0, BlockHash(k), BlockHash(0), tokens.clone(), payload(0));
+        disk.save(
+            0,
+            BlockHash(k),
+            BlockHash(0),
+            None,
+            tokens.clone(),
+            payload(0),
+        );
     }
     disk.flush();
     // Block 0 is read (used), so block 1 is the oldest when block 3 arrives.
     assert!(disk.read(0, BlockHash(0), BlockHash(0), &tokens).is_some());
-    disk.save(0, BlockHash(3), BlockHash(0), tokens.clone(), payload(0));
+    disk.save(
+        0,
+        BlockHash(3),
+        BlockHash(0),
+        None,
+        tokens.clone(),
+        payload(0),
+    );
     disk.flush();
     let held: Vec<bool> = (0..4).map(|k| disk.contains(0, BlockHash(k))).collect();
     assert_eq!(held, [true, false, true, true]);
@@ -162,7 +184,7 @@ fn leftovers_of_a_dead_writer_are_removed_and_an_unusable_directory_is_an_error(
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("kv");
     let (cache, disk) = open(&dir, 1 << 20);
-    disk.save(0, BlockHash(1), BlockHash(0), vec![1; 4], payload(1));
+    disk.save(0, BlockHash(1), BlockHash(0), None, vec![1; 4], payload(1));
     disk.flush();
     drop((cache, disk));
     let file = block_files(&dir).pop().unwrap();
@@ -191,7 +213,7 @@ fn a_failed_write_turns_writing_off_and_reading_goes_on() {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("kv");
     let (_cache, disk) = open(&dir, 1 << 20);
-    disk.save(0, BlockHash(1), BlockHash(0), vec![1; 4], payload(1));
+    disk.save(0, BlockHash(1), BlockHash(0), None, vec![1; 4], payload(1));
     disk.flush();
     // Only a mounted, full file system gives the real error; where mounting is not allowed the
     // classification is still checked below.
@@ -205,7 +227,14 @@ fn a_failed_write_turns_writing_off_and_reading_goes_on() {
     if mounted {
         let (cache, small) = open(&full.join("kv"), 1 << 30);
         for k in 0..200 {
-            small.save(0, BlockHash(k), BlockHash(0), vec![1; 4], payload(k as u8));
+            small.save(
+                0,
+                BlockHash(k),
+                BlockHash(0),
+                None,
+                vec![1; 4],
+                payload(k as u8),
+            );
         }
         small.flush();
         let s = small.snapshot();

@@ -16,7 +16,8 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::file::{encode, EntryKey, SUFFIX};
 use super::{DiskCounters, Shared};
-use crate::block_manager::BlockHash;
+use crate::block_manager::{BlockHash, KvEvent};
+use crate::kv_events::{KvEventSink, Medium};
 
 /// Work for the writer.
 pub(super) enum Job {
@@ -24,10 +25,14 @@ pub(super) enum Job {
     Write {
         entry: EntryKey,
         parent: BlockHash,
+        /// The parent as KV events name it: `None` for a chain's first block.
+        event_parent: Option<BlockHash>,
         tokens: Vec<u32>,
         payload: Vec<u8>,
         /// The model's counters.
         counters: Arc<DiskCounters>,
+        /// Where the model's KV events go, if anywhere.
+        events: Option<KvEventSink>,
     },
     /// Answer once every earlier job is done.
     Flush(Sender<()>),
@@ -44,9 +49,11 @@ pub(super) fn run(shared: Arc<Shared>, jobs: Receiver<Job>) {
             Job::Write {
                 entry,
                 parent,
+                event_parent,
                 tokens,
                 payload,
                 counters,
+                events,
             } => {
                 shared
                     .queued_bytes
@@ -60,9 +67,24 @@ pub(super) fn run(shared: Arc<Shared>, jobs: Receiver<Job>) {
                 match write_atomically(&path, &file, n) {
                     Ok(()) => {
                         counters.blocks_written.fetch_add(1, Ordering::Relaxed);
-                        let mut index = shared.index();
-                        index.insert(entry, file.len() as u64);
-                        index.trim(&shared.root, shared.max_bytes);
+                        let removed = {
+                            let mut index = shared.index();
+                            index.insert(entry, file.len() as u64);
+                            index.trim(&shared.root, shared.max_bytes)
+                        };
+                        if let Some(events) = events {
+                            events.publish(
+                                Medium::Disk,
+                                vec![KvEvent::Stored {
+                                    group: entry.group as usize,
+                                    block_hashes: vec![BlockHash(entry.key)],
+                                    parent: event_parent,
+                                    block_size: tokens.len(),
+                                    token_ids: tokens,
+                                }],
+                            );
+                        }
+                        shared.announce_removed(&removed);
                     }
                     Err(e) => {
                         counters.write_errors.fetch_add(1, Ordering::Relaxed);

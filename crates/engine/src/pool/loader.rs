@@ -22,6 +22,7 @@ use crate::engine::{Engine, EngineConfig};
 use crate::executor::ModelExecutor;
 use crate::handle::EngineHandle;
 use crate::kv_disk::{DiskCache, DiskCacheError};
+use crate::kv_events::{KvEventPublisher, KvEventSink};
 
 /// A model whose engine is running.
 #[derive(Debug)]
@@ -78,6 +79,12 @@ pub trait ModelLoader: Send + Sync + 'static {
     fn estimate_bytes(&self, dir: &Path) -> Result<usize, ModelLoadError>;
     /// Loads the weights and tokenizer and starts the model's engine thread.
     fn load(&self, dir: &Path) -> Result<LoadedModel, ModelLoadError>;
+    /// [`ModelLoader::load`] for the model served as `id`, the name its KV events are published
+    /// under; a loader that publishes nothing loads as `load` does.
+    fn load_as(&self, id: &str, dir: &Path) -> Result<LoadedModel, ModelLoadError> {
+        let _ = id;
+        self.load(dir)
+    }
 }
 
 /// How every model is loaded and run.
@@ -100,6 +107,8 @@ pub struct LoadSettings {
     pub engine: EngineConfig,
     /// The prefix cache's disk tier, shared by every model (`--kv-disk-cache`).
     pub kv_disk: Option<Arc<DiskCache>>,
+    /// Where every model's KV events are published (`--kv-events`), if anywhere.
+    pub kv_events: Option<Arc<dyn KvEventPublisher>>,
 }
 
 /// Loads Hugging Face model directories (config, safetensors, tokenizer) with one set of
@@ -215,6 +224,10 @@ impl ModelLoader for DirectoryLoader {
     }
 
     fn load(&self, dir: &Path) -> Result<LoadedModel, ModelLoadError> {
+        self.load_as(&ModelFiles::default_name(dir), dir)
+    }
+
+    fn load_as(&self, id: &str, dir: &Path) -> Result<LoadedModel, ModelLoadError> {
         let s = &self.settings;
         let started = Instant::now();
         let files = ModelFiles::open(dir)?;
@@ -287,13 +300,16 @@ impl ModelLoader for DirectoryLoader {
                 eos.push(id);
             }
         }
+        let kv_events = (s.kv_events.as_ref())
+            .map(|p| KvEventSink(p.stream(id, &KvLayout::of(&config).groups)));
         let kv_disk = match &s.kv_disk {
             Some(cache) => {
                 let block_bytes = (0..kv.pools().groups.len())
                     .map(|g| kv.group_block_bytes(g))
                     .collect();
                 let facts = kv_facts(&config, kv_dtype, s);
-                Some(cache.model(&files.weight_files(), &facts, block_bytes)?)
+                let events = kv_events.clone();
+                Some(cache.model(&files.weight_files(), &facts, block_bytes, events)?)
             }
             None => None,
         };
@@ -301,6 +317,7 @@ impl ModelLoader for DirectoryLoader {
             max_model_len,
             eos_token_ids: eos,
             kv_disk,
+            kv_events,
             ..s.engine.clone()
         };
         let executor = ModelExecutor::new(model, kv);
@@ -350,6 +367,7 @@ mod tests {
             max_model_len: Some(128),
             engine: EngineConfig::default(),
             kv_disk: None,
+            kv_events: None,
         })
     }
 

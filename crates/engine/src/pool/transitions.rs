@@ -134,7 +134,7 @@ impl Inner {
             done.send_replace(true);
         }
         let started = Instant::now();
-        let loaded = catch_unwind(AssertUnwindSafe(|| self.loader.load(&dir)));
+        let loaded = catch_unwind(AssertUnwindSafe(|| self.loader.load_as(&id, &dir)));
         let mut state = self.lock();
         let closed = state.closed;
         let entry = &mut state.entries[index];
