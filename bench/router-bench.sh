@@ -11,11 +11,12 @@
 #   POLICIES ["cache_aware round_robin consistent_hash power_of_two", plus kv_aware where
 #     `sluice serve --help` has --kv-events]
 #   RESTART_POLICY [cache_aware]: the policy of the rolling-restart run ("" skips it)
-#   KV_CACHE_GIB [0.1875]: each replica's KV pool; 0.1875 GiB holds 16384 tokens of the default
-#     Qwen2.5-0.5B-shaped model, about 3/4 of the sessions' final prompts together (8 x ~2.7K):
-#     the replicas hold every session between them, one replica does not. `auto` sizes the pool
-#     for 4 full contexts (every session fits everywhere; then only a session's first visit to
-#     each replica misses)
+#   KV_CACHE_GIB [0.16]: each replica's KV pool. 0.16 GiB holds about 14K tokens of the default
+#     Qwen2.5-0.5B-shaped model (12 KiB a token): a replica's share of the sessions' final prompts
+#     (8 x ~2.75K / 2 replicas) with 25% headroom, i.e. the replicas hold every session between
+#     them and one replica holds about 64% of them. `auto` sizes the pool for 4 full contexts
+#     (every session fits on every replica; then only a session's first visit to each replica
+#     misses, whatever the policy). Scale it with SESSIONS, DOC_TOKENS and N
 #   SESSIONS [8] TURNS [6] DOC_TOKENS [2000] USER_TOKENS [80] MAX_TOKENS [32] THINK [0]
 #   OUT [bench/out/router]
 set -euo pipefail
@@ -23,7 +24,7 @@ cd "$(dirname "$0")/.."
 POLICIES_SET=${POLICIES:-}
 POLICIES=${POLICIES:-"cache_aware round_robin consistent_hash power_of_two"}
 RESTART_POLICY=${RESTART_POLICY-cache_aware}
-export KV_CACHE_GIB=${KV_CACHE_GIB:-0.1875}
+export KV_CACHE_GIB=${KV_CACHE_GIB:-0.16}
 OUT=${OUT:-bench/out/router}
 WORKLOAD=(--sessions "${SESSIONS:-8}" --turns "${TURNS:-6}" --doc-tokens "${DOC_TOKENS:-2000}"
           --user-tokens "${USER_TOKENS:-80}" --max-tokens "${MAX_TOKENS:-32}" --think "${THINK:-0}")
