@@ -173,5 +173,6 @@ if [ "${1:-}" = -- ]; then
   "$@"
 else
   echo "Ctrl-C stops the router and the replicas" >&2
-  while :; do sleep 3600; done
+  # A trapped signal interrupts `wait` at once (it would wait for a foreground sleep to end).
+  while :; do sleep 3600 & wait $! || true; done
 fi
