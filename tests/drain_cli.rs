@@ -110,19 +110,34 @@ impl HeldRequest {
     }
 }
 
-/// A streamed chat completion, started (its head received).
-async fn start_stream(client: &reqwest::Client, base: &str, max_tokens: u32) -> reqwest::Response {
+/// A streamed chat completion, started (its head received), that cannot end before the test
+/// reads it: twelve choices of 450 tokens with 20 alternatives each are about 9 MB of events,
+/// more than the socket buffers on both sides hold (4 MiB at most to send; the receiver's
+/// window does not grow while nothing reads), so the server's writes wait for the client.
+async fn start_stream(client: &reqwest::Client, base: &str) -> reqwest::Response {
     let res = client
         .post(format!("{base}/v1/chat/completions"))
         .json(
-            &json!({"model": "sluice-kjv-mini", "stream": true, "max_tokens": max_tokens,
-            "ignore_eos": true, "messages": [{"role": "user", "content": "And God said"}]}),
+            &json!({"model": "sluice-kjv-mini", "stream": true, "n": 12, "max_tokens": 450,
+            "ignore_eos": true, "logprobs": true, "top_logprobs": 20,
+            "messages": [{"role": "user", "content": "And God said"}]}),
         )
         .send()
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
     res
+}
+
+/// A log line without its colours.
+fn plain(line: &str) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(start) = rest.find('\u{1b}') {
+        out.push_str(&rest[..start]);
+        rest = rest[start..].split_once('m').map_or("", |(_, after)| after);
+    }
+    out + rest
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -136,7 +151,7 @@ async fn sigterm_refuses_new_requests_lets_running_ones_finish_and_exits_zero() 
         assert_eq!(get(&base, path).await, (200, json!({"status": status})));
     }
     let client = reqwest::Client::new();
-    let stream = start_stream(&client, &base, 200).await;
+    let stream = start_stream(&client, &base).await;
     let held = tokio::task::spawn_blocking({
         let base = base.clone();
         move || HeldRequest::start(&base)
@@ -145,7 +160,8 @@ async fn sigterm_refuses_new_requests_lets_running_ones_finish_and_exits_zero() 
     .unwrap();
 
     server.sigterm();
-    logs.wait_for("draining", WAIT);
+    let draining = plain(&logs.wait_for("draining", WAIT));
+    assert!(draining.contains("running=2"), "{draining}");
     let (status, ready) = get(&base, "/health/ready").await;
     assert_eq!((status, &ready["reason"]), (503, &json!("draining")));
     assert_eq!(get(&base, "/health/live").await.0, 200, "draining is alive");
@@ -169,8 +185,9 @@ async fn sigterm_refuses_new_requests_lets_running_ones_finish_and_exits_zero() 
     while let Some(chunk) = chunks.next().await {
         text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
     }
-    assert!(text.contains("\"finish_reason\":\"length\""), "{text}");
-    assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+    let finished = text.matches("\"finish_reason\":\"length\"").count();
+    assert_eq!(finished, 12, "every choice ran to its length");
+    assert!(text.trim_end().ends_with("data: [DONE]"));
     // So does the request admitted before it, whose body only arrives now.
     let status_line = tokio::task::spawn_blocking(move || held.finish())
         .await
@@ -192,7 +209,7 @@ async fn a_drain_out_of_time_cancels_what_runs_and_still_exits_zero() {
     let (mut server, base, logs) = start(&["--drain-timeout", "0.5"]);
     let client = reqwest::Client::new();
     // Neither would end by itself within the drain: one never sends the rest of its body.
-    let _stream = start_stream(&client, &base, 400).await;
+    let _stream = start_stream(&client, &base).await;
     let held = tokio::task::spawn_blocking({
         let base = base.clone();
         move || HeldRequest::start(&base)
