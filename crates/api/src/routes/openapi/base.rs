@@ -77,7 +77,7 @@ pub(super) fn base_document() -> Value {
                 "responses": {"200": ok("Model", json!({"$ref": "#/components/schemas/Model"})),
                               "401": error_responses()["401"].clone(),
                               "404": error_responses()["404"].clone()}}},
-            "/health": {"get": {"summary": "Readiness", "responses": {
+            "/health": {"get": {"summary": "Every engine in memory runs (the older check; the probes are /health/startup, /health/ready, /health/live)", "responses": {
                 "200": ok("Serving", json!({"type": "object"})), "503": error_responses()["503"].clone()}}},
             "/health/startup": probe("Startup probe: every --preload model is loaded",
                 "Started: {\"status\": \"started\"}",
