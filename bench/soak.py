@@ -53,6 +53,8 @@ class Server:
                 m = re.search(r"listening on http://([\d.]+):(\d+)", line)
                 if m:
                     self.host, self.port = m.group(1), int(m.group(2))
+                # It listens before its preload; measure once the models are loaded.
+                if "started: every --preload model is loaded" in line:
                     listening.set()
 
         threading.Thread(target=drain, daemon=True).start()

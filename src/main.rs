@@ -4,6 +4,7 @@
 //! prefill and decode speeds) and `bench` (a load generator for any OpenAI-compatible server).
 
 mod bench;
+mod drain;
 mod engine_args;
 mod generate;
 mod kv_cache_memory;

@@ -1,5 +1,6 @@
 //! `sluice serve`: offer the models through a model pool (loaded on demand within a memory
-//! budget), preload the ones asked for, serve the HTTP API, drain on SIGTERM.
+//! budget), listen at once (the health probes answer from the start), preload the models asked
+//! for, serve the HTTP API, drain on SIGTERM (see `drain.rs`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -7,21 +8,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use sluice_api::lifecycle::gate::gated;
+use sluice_api::lifecycle::Lifecycle;
 use sluice_api::registry::ModelTask;
 use sluice_api::server::ServeOptions;
-use sluice_api::{router_for, ApiConfig, ModelRegistry};
+use sluice_api::{router_with, ApiConfig, ModelRegistry};
 use sluice_engine::kv_events::KvEventPublisher;
 use sluice_engine::pool::{Budget, DirectoryLoader, MemoryShare, ModelPool};
 
+use crate::drain::{drain, RunningServer, ShutdownSignals};
 use crate::engine_args::EngineArgs;
 use crate::kv_events_args::KvEventsArgs;
 use crate::launch::{bundled_model_dir, default_max_memory_bytes, model_specs};
 
 /// How long a load waits for busy models to go idle when only they stand in its way.
 const LOAD_WAIT_FOR_IDLE: Duration = Duration::from_secs(30);
-
-/// How long running requests may take to finish after SIGTERM before the process exits anyway.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Flags of `sluice serve`.
 #[derive(Debug, clap::Args)]
@@ -105,6 +106,16 @@ pub struct ServeArgs {
     /// Do not serve the web app (playground and dashboard) at `/` and `/ui/`.
     #[arg(long)]
     pub no_ui: bool,
+    /// Seconds running requests get to finish after SIGTERM or Ctrl-C (new ones get 503 with
+    /// Retry-After meanwhile); what still runs then is cancelled. The engines then get as long
+    /// again to finish their step and the disk tier to write what it queued, so give the pod a
+    /// termination grace period above twice this.
+    #[arg(long, default_value_t = 30.0, value_parser = parse_seconds)]
+    pub drain_timeout: f64,
+    /// Seconds an engine with work may go without finishing a step before `/health/live`
+    /// reports it wedged (503). One CPU step over a long prompt chunk can take a while.
+    #[arg(long, default_value_t = 300.0, value_parser = parse_seconds)]
+    pub liveness_timeout: f64,
     /// What the models are served for: `embed` marks an embedder (generation requests are a
     /// 400), `score` a reranker, `generate` a generative model; `auto` lets each model's files
     /// decide (sentence-transformers pooling files make an embedder). Once for every model, or
@@ -265,13 +276,18 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .unwrap_or(defaults.max_concurrent_tokenizations)
             .max(1),
         tool_call_parser: args.tool_call_parser.clone(),
+        liveness_timeout: Duration::from_secs_f64(args.liveness_timeout),
         ..defaults
     };
+    let retry_after_secs = config.retry_after_secs;
+    let lifecycle = Arc::new(Lifecycle::starting(preload.iter().cloned()));
     let registry = ModelRegistry::pooled(pool.clone()).with_tasks(tasks);
-    let mut app = router_for(Arc::new(registry), config);
+    let mut app = router_with(Arc::new(registry), config, Arc::clone(&lifecycle));
     if !args.no_ui {
         app = app.merge(sluice_api::routes::ui::router());
     }
+    let app = gated(app, Arc::clone(&lifecycle), retry_after_secs);
+    let drain_timeout = Duration::from_secs_f64(args.drain_timeout);
 
     let serve_options = ServeOptions {
         header_read_timeout: Duration::from_secs_f64(args.header_timeout),
@@ -285,37 +301,60 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        for name in &preload {
-            pool.load(name)
-                .await
-                .with_context(|| format!("preloading {name}"))?;
-        }
+        let mut signals = ShutdownSignals::listen().context("listening for SIGTERM")?;
+        // Listen first: the probes answer while the models load (startup and ready 503).
         let addr = format!("{}:{}", args.host, args.port);
         let listener = tokio::net::TcpListener::bind(&addr)
             .await
             .with_context(|| format!("binding {addr}"))?;
         let local = listener.local_addr()?;
         tracing::info!("listening on http://{local}");
-        // Graceful shutdown waits for open responses (running streams) to finish; the deadline
-        // bounds that wait.
-        let (stopping_tx, mut stopping_rx) = tokio::sync::watch::channel(false);
-        let server = sluice_api::server::serve(listener, app, serve_options, async move {
-            shutdown_signal().await;
-            let _ = stopping_tx.send(true);
-        });
-        let deadline = async move {
-            let _ = stopping_rx.wait_for(|stopping| *stopping).await;
-            tokio::time::sleep(DRAIN_TIMEOUT).await;
+        let (stop, mut stopping) = tokio::sync::watch::channel(false);
+        let stopped = async move {
+            let _ = stopping.wait_for(|stop| *stop).await;
         };
-        tokio::select! {
-            () = server => {}
-            _ = deadline => tracing::warn!("drain timed out; cancelling what is still running"),
-        }
-        // The engines finish what they accepted and exit, each waiting for the disk tier to
-        // write what it queued; the process must not end before that.
+        let server = RunningServer {
+            task: tokio::spawn(sluice_api::server::serve(
+                listener,
+                app,
+                serve_options,
+                stopped,
+            )),
+            stop,
+        };
+        let preloading = async {
+            for name in &preload {
+                pool.load(name)
+                    .await
+                    .with_context(|| format!("preloading {name}"))?;
+                lifecycle.preloaded(name);
+                tracing::info!(model = name, "preloaded");
+            }
+            anyhow::Ok(())
+        };
+        // A signal during the preload goes straight to the drain.
+        let signal = tokio::select! {
+            preloaded = preloading => {
+                if let Err(e) = preloaded {
+                    tracing::error!("{e:#}");
+                    server.task.abort();
+                    pool.shutdown();
+                    return Err(e);
+                }
+                tracing::info!("started: every --preload model is loaded; ready");
+                signals.recv().await
+            }
+            signal = signals.recv() => signal,
+        };
+        tracing::info!(signal, "shutting down");
+        drain(&lifecycle, server, drain_timeout).await;
+        // The engines finish what they accepted (what was cancelled is aborted at their next
+        // step) and exit, each waiting for the disk tier to write what it queued; the process
+        // must not end before that.
+        tracing::info!("stopping the engines");
         let engines = pool.shutdown();
         let _ = tokio::task::spawn_blocking(move || {
-            let deadline = std::time::Instant::now() + DRAIN_TIMEOUT;
+            let deadline = std::time::Instant::now() + drain_timeout;
             for engine in &engines {
                 engine.wait_stopped(deadline.saturating_duration_since(std::time::Instant::now()));
             }
@@ -331,29 +370,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         tracing::info!("stopped");
         anyhow::Ok(())
     })
-}
-
-/// Resolves on SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
-    }
-    tracing::info!("shutting down: no new connections, finishing running requests");
 }
 
 /// A `--tool-call-parser` name, checked at startup.

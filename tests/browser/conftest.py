@@ -8,7 +8,6 @@ $SLUICE_SCREENSHOTS (default target/ui-screenshots).
 
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
@@ -62,7 +61,8 @@ class Server:
         def drain():
             for line in self.proc.stderr:
                 self.log.append(line)
-                if re.search(r"listening on http://", line):
+                # It listens before its preload is done; tests start after.
+                if "started: every --preload model is loaded" in line:
                     listening.set()
 
         threading.Thread(target=drain, daemon=True).start()

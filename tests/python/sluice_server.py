@@ -3,7 +3,6 @@ target/debug/sluice) on the tiny llama fixture model, on a free loopback port.""
 
 import contextlib
 import os
-import re
 import socket
 import subprocess
 import threading
@@ -44,7 +43,8 @@ def serve(*args: str, model_dir: Path = MODEL_DIR):
     def drain():
         for line in proc.stderr:
             log.append(line)
-            if re.search(r"listening on http://", line):
+            # It listens before its preload is done; tests start after.
+            if "started: every --preload model is loaded" in line:
                 listening.set()
 
     threading.Thread(target=drain, daemon=True).start()

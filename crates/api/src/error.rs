@@ -62,6 +62,13 @@ pub enum ApiError {
     /// The engine is not serving: loading, shut down or dead (503).
     #[error("{0}")]
     Unavailable(String),
+    /// The server is draining before it exits: running requests finish, new ones are refused
+    /// (503 with `Retry-After`; another replica can take them).
+    #[error("the server is shutting down: send the request again (to another replica), retry in {retry_after_secs} s")]
+    Draining {
+        /// Seconds to send in `Retry-After`.
+        retry_after_secs: u64,
+    },
     /// A fault on the server's side (500).
     #[error("{0}")]
     Internal(String),
@@ -98,7 +105,7 @@ impl ApiError {
             ApiError::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Overloaded { .. } => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::Draining { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -141,7 +148,9 @@ impl ApiError {
             ApiError::Overloaded { .. } => {
                 ("rate_limit_error", None, Some("rate_limit_exceeded".into()))
             }
-            ApiError::Unavailable(_) => ("server_error", None, Some("service_unavailable".into())),
+            ApiError::Unavailable(_) | ApiError::Draining { .. } => {
+                ("server_error", None, Some("service_unavailable".into()))
+            }
             ApiError::Internal(_) => ("server_error", None, None),
         };
         ErrorBody {
@@ -151,6 +160,16 @@ impl ApiError {
                 param,
                 code,
             },
+        }
+    }
+
+    /// The seconds this error's response sends in `Retry-After`, if it sends one.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            ApiError::Overloaded { retry_after_secs } | ApiError::Draining { retry_after_secs } => {
+                Some(*retry_after_secs)
+            }
+            _ => None,
         }
     }
 
@@ -191,7 +210,7 @@ impl IntoResponse for ApiError {
             tracing::debug!(status = status.as_u16(), error = %self, "request rejected");
         }
         let mut response = (status, axum::Json(self.body())).into_response();
-        if let ApiError::Overloaded { retry_after_secs } = self {
+        if let Some(retry_after_secs) = self.retry_after_secs() {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
@@ -233,6 +252,12 @@ mod tests {
                 429,
             ),
             (ApiError::Unavailable("loading".into()), 503),
+            (
+                ApiError::Draining {
+                    retry_after_secs: 1,
+                },
+                503,
+            ),
             (ApiError::Internal("boom".into()), 500),
         ];
         for (err, status) in cases {

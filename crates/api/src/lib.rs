@@ -1,8 +1,9 @@
 //! sluice's OpenAI-compatible HTTP API: wire types, validation into `Valid*` types, axum routes,
 //! server-sent-event streaming, OpenAI error bodies and the Prometheus metrics endpoint.
 //!
-//! The binary builds a [`router`] from its loaded models and serves it with [`server::serve`]
-//! (request-header deadline, graceful shutdown); bounding the drain and stopping the engines
+//! The binary builds a [`router_with`] over its model pool and [`lifecycle::Lifecycle`], puts it
+//! behind the drain gate ([`lifecycle::gate::gated`]) and serves it with [`server::serve`]
+//! (request-header deadline, graceful shutdown); sequencing the drain and stopping the engines
 //! is the binary's.
 
 pub mod api_metrics;
@@ -14,6 +15,7 @@ pub mod dialect;
 pub mod error;
 pub mod extract;
 pub mod generation;
+pub mod lifecycle;
 pub mod prometheus;
 pub mod registry;
 pub mod responses_store;
@@ -42,7 +44,17 @@ pub fn router(models: Vec<ServedModel>, config: ApiConfig) -> Router {
 
 /// The whole HTTP API over a registry the caller keeps a handle to.
 pub fn router_for(registry: Arc<ModelRegistry>, config: ApiConfig) -> Router {
-    let state = AppState::new(registry, config);
+    router_with(registry, config, Arc::new(lifecycle::Lifecycle::serving()))
+}
+
+/// The whole HTTP API over a registry, its probes reading `lifecycle` (the drain gate is the
+/// caller's to add, over whatever else it merges in).
+pub fn router_with(
+    registry: Arc<ModelRegistry>,
+    config: ApiConfig,
+    lifecycle: Arc<lifecycle::Lifecycle>,
+) -> Router {
+    let state = AppState::with_lifecycle(registry, config, lifecycle);
     let protected = Router::new()
         .route(
             "/v1/chat/completions",
@@ -79,6 +91,9 @@ pub fn router_for(registry: Arc<ModelRegistry>, config: ApiConfig) -> Router {
     let cors = !state.config.allowed_origins.is_empty();
     let app = Router::new()
         .route("/health", get(routes::health::health))
+        .route("/health/startup", get(routes::health::startup))
+        .route("/health/ready", get(routes::health::ready))
+        .route("/health/live", get(routes::health::live))
         .route("/version", get(routes::health::version))
         .route("/metrics", get(routes::metrics::metrics))
         .route("/openapi.json", get(routes::openapi::openapi))

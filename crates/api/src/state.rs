@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
+use crate::lifecycle::Lifecycle;
 use crate::registry::ModelRegistry;
 use crate::responses_store::ResponseStore;
 
@@ -40,6 +41,9 @@ pub struct ApiConfig {
     pub stored_responses: usize,
     /// How long a stored response stays retrievable.
     pub stored_response_ttl: Duration,
+    /// `/health/live` fails when an engine with work has not come round its loop for longer
+    /// (`--liveness-timeout`; one CPU step over a long prompt can take a while).
+    pub liveness_timeout: Duration,
 }
 
 impl Default for ApiConfig {
@@ -57,6 +61,7 @@ impl Default for ApiConfig {
             tool_call_parser: None,
             stored_responses: 1024,
             stored_response_ttl: Duration::from_secs(3600),
+            liveness_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -75,12 +80,25 @@ pub struct AppState {
     pub fair_share_hasher: RandomState,
     /// `/v1/responses` stored with `store: true`, for `previous_response_id` and retrieval.
     pub responses: Arc<ResponseStore>,
+    /// Starting, serving or draining, and the API requests in flight (the health probes).
+    pub lifecycle: Arc<Lifecycle>,
 }
 
 impl AppState {
-    /// The state of a server over `registry` with `config`.
+    /// The state of a server over `registry` with `config`, serving from the start.
     pub fn new(registry: Arc<ModelRegistry>, config: ApiConfig) -> Self {
+        Self::with_lifecycle(registry, config, Arc::new(Lifecycle::serving()))
+    }
+
+    /// The state of a server whose phase `lifecycle` tracks (the binary's: it preloads and
+    /// drains).
+    pub fn with_lifecycle(
+        registry: Arc<ModelRegistry>,
+        config: ApiConfig,
+        lifecycle: Arc<Lifecycle>,
+    ) -> Self {
         AppState {
+            lifecycle,
             registry,
             tokenizing: Arc::new(Semaphore::new(config.max_concurrent_tokenizations.max(1))),
             responses: Arc::new(ResponseStore::new(

@@ -66,6 +66,12 @@ pub(crate) struct Shared {
     pub(crate) unfinished: AtomicUsize,
     pub(crate) max_queue: usize,
     next_id: AtomicU64,
+    /// The origin of `loop_turned_ms`.
+    origin: Instant,
+    /// Milliseconds after `origin` when the engine loop last came round: took its commands
+    /// (after any wait for work) to start an iteration. While the engine has work, how long ago
+    /// that was is how long the iteration in progress has run; the liveness probe reads it.
+    loop_turned_ms: AtomicU64,
 }
 
 impl Shared {
@@ -78,7 +84,26 @@ impl Shared {
             unfinished: AtomicUsize::new(0),
             max_queue,
             next_id: AtomicU64::new(0),
+            origin: Instant::now(),
+            loop_turned_ms: AtomicU64::new(0),
         }
+    }
+
+    /// Records that the engine loop came round (called once per iteration).
+    pub(crate) fn loop_turned(&self) {
+        let ms = self.origin.elapsed().as_millis() as u64;
+        self.loop_turned_ms.store(ms, Ordering::Release);
+    }
+
+    /// While requests are unfinished: how long before `now` the loop last came round.
+    fn iteration_age_at(&self, now: Instant) -> Option<Duration> {
+        // Work first: a request handed to an idle engine is work before the engine wakes.
+        if self.unfinished.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let turned =
+            self.origin + Duration::from_millis(self.loop_turned_ms.load(Ordering::Acquire));
+        Some(now.saturating_duration_since(turned))
     }
 
     /// Reserves queue room for `n` sequences; a request alone in an empty queue always fits.
@@ -205,6 +230,15 @@ impl EngineHandle {
     pub fn num_unfinished(&self) -> usize {
         self.shared.unfinished.load(Ordering::Acquire)
     }
+
+    /// While the engine has work (requests running or waiting): how long the loop iteration in
+    /// progress has run, i.e. since the loop last came round. `None` when it has no work (an
+    /// idle engine sleeps on its inbox, which is not a hang). A value far beyond the longest
+    /// step means the engine is wedged. A request handed to a sleeping engine counts as work a
+    /// few microseconds before the engine wakes, so one reading can be stale; act on several.
+    pub fn iteration_age(&self) -> Option<Duration> {
+        self.shared.iteration_age_at(Instant::now())
+    }
 }
 
 /// The events of one request. Dropping it cancels the request; its blocks are freed at the
@@ -241,6 +275,92 @@ mod tests {
             shared.reserve(8),
             "a lone request larger than the bound still runs"
         );
+    }
+
+    #[test]
+    fn iteration_age_is_none_without_work_and_counts_from_the_last_turn() {
+        let shared = Shared::new(Arc::new(EngineMetrics::default()), 4);
+        shared.loop_turned();
+        let now = Instant::now();
+        assert_eq!(
+            shared.iteration_age_at(now + Duration::from_secs(600)),
+            None
+        );
+        shared.unfinished.store(1, Ordering::Release);
+        let age = shared
+            .iteration_age_at(now + Duration::from_secs(600))
+            .unwrap();
+        assert!(age >= Duration::from_secs(599), "{age:?}");
+        shared.loop_turned();
+        let age = shared.iteration_age_at(Instant::now()).unwrap();
+        assert!(age < Duration::from_secs(60), "{age:?}");
+    }
+
+    /// An executor whose forward pass waits for a signal: an engine wedged in a step.
+    struct WedgedExecutor {
+        inner: crate::executor::fake::HistoryExecutor,
+        release: std::sync::mpsc::Receiver<()>,
+    }
+
+    impl crate::Executor for WedgedExecutor {
+        fn execute(
+            &mut self,
+            batch: &sluice_model::Batch,
+        ) -> Result<sluice_model::Logits, crate::ExecutorError> {
+            let _ = self.release.recv();
+            self.inner.execute(batch)
+        }
+        fn vocab_size(&self) -> usize {
+            self.inner.vocab_size()
+        }
+        fn block_size(&self) -> usize {
+            self.inner.block_size()
+        }
+        fn kv_pools(&self) -> sluice_model::KvPools {
+            self.inner.kv_pools()
+        }
+        fn block_bytes(&self, group: sluice_model::KvGroupId) -> usize {
+            self.inner.block_bytes(group)
+        }
+        fn save_block(&self, group: sluice_model::KvGroupId, block: u32, out: &mut Vec<u8>) {
+            self.inner.save_block(group, block, out)
+        }
+        fn load_block(
+            &mut self,
+            group: sluice_model::KvGroupId,
+            block: u32,
+            bytes: &[u8],
+        ) -> Result<(), crate::ExecutorError> {
+            self.inner.load_block(group, block, bytes)
+        }
+    }
+
+    #[test]
+    fn a_step_that_does_not_return_ages_the_iteration_and_an_idle_engine_has_no_age() {
+        let (release, wait) = std::sync::mpsc::channel();
+        let executor = WedgedExecutor {
+            inner: crate::executor::fake::HistoryExecutor::new(32, 4, 64),
+            release: wait,
+        };
+        let engine = crate::Engine::start(
+            Box::new(executor),
+            crate::testkit::word_tokenizer(32),
+            Default::default(),
+        );
+        assert_eq!(engine.iteration_age(), None, "idle: asleep on its inbox");
+        let mut request = one_token_request(1);
+        request.stop.max_tokens = 1;
+        let mut stream = engine.submit(request).unwrap();
+        // The loop cannot come round while the step waits, so its age only grows.
+        std::thread::sleep(Duration::from_millis(50));
+        let age = engine.iteration_age().expect("it has work");
+        assert!(age >= Duration::from_millis(50), "{age:?}");
+        release.send(()).unwrap();
+        drop(release);
+        while stream.blocking_recv().is_some() {}
+        engine.shutdown();
+        assert!(engine.wait_stopped(Duration::from_secs(10)));
+        assert_eq!(engine.iteration_age(), None, "no work left");
     }
 
     fn one_token_request(n: u32) -> GenerationRequest {

@@ -21,7 +21,8 @@
 //!
 //! Nagle's algorithm is off, since streamed tokens are small writes it would hold back ~40 ms;
 //! and shutdown stops accepting, lets open requests (running streams) finish, and returns once
-//! every connection has closed.
+//! every connection has closed. Dropping the future instead (a drain out of time) closes every
+//! connection at once, which cancels their requests in the engines.
 
 pub mod refusal;
 pub mod write_deadline;
@@ -79,7 +80,8 @@ impl Default for ServeOptions {
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves, then waits for open connections to
-/// finish their requests and close. Callers bound that wait themselves (a stream may be long).
+/// finish their requests and close. Callers bound that wait themselves (a stream may be long):
+/// dropping this future drops every connection, and so cancels what still runs.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
@@ -104,10 +106,13 @@ pub async fn serve(
     let refusal = Refusal::new(options.max_connections);
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
+    // Owned here, so that dropping this future aborts every connection's task.
+    let mut open = tokio::task::JoinSet::new();
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
+            Some(_) = open.join_next(), if !open.is_empty() => continue,
         };
         let tcp = match accepted {
             Ok((tcp, _)) => tcp,
@@ -136,7 +141,7 @@ pub async fn serve(
             .into_owned();
         let conn = graceful.watch(conn);
         let first_request_deadline = options.header_read_timeout;
-        tokio::spawn(async move {
+        open.spawn(async move {
             let _permit = permit;
             let mut conn = std::pin::pin!(conn);
             let ended = tokio::select! {

@@ -160,7 +160,9 @@ impl AnthropicErrorBody {
             | ApiError::RouteNotFound { .. } => "not_found_error",
             ApiError::PayloadTooLarge { .. } => "request_too_large",
             ApiError::Overloaded { .. } => "overloaded_error",
-            ApiError::Unavailable(_) | ApiError::Internal(_) => "api_error",
+            ApiError::Unavailable(_) | ApiError::Draining { .. } | ApiError::Internal(_) => {
+                "api_error"
+            }
         };
         AnthropicErrorBody {
             kind: "error".into(),
@@ -180,10 +182,10 @@ pub fn anthropic_error_response(err: &ApiError) -> Response {
         axum::Json(AnthropicErrorBody::from_error(err)),
     )
         .into_response();
-    if let ApiError::Overloaded { retry_after_secs } = err {
+    if let Some(retry_after_secs) = err.retry_after_secs() {
         response
             .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
+            .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
     }
     response
 }

@@ -204,6 +204,8 @@ impl EngineLoop {
     fn run(mut self) {
         loop {
             self.receive_commands();
+            // The heartbeat: after the wait for work, so an idle spell is not read as a hang.
+            self.shared.loop_turned();
             self.abort_closed_requests();
             if !self.scheduler.is_idle() {
                 self.step();

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::operation::{admin_action, error_responses, ok, post};
+use super::operation::{admin_action, error_responses, ok, post, probe};
 
 /// The sampling fields chat and completions share.
 fn sampling_properties() -> Value {
@@ -77,8 +77,17 @@ pub(super) fn base_document() -> Value {
                 "responses": {"200": ok("Model", json!({"$ref": "#/components/schemas/Model"})),
                               "401": error_responses()["401"].clone(),
                               "404": error_responses()["404"].clone()}}},
-            "/health": {"get": {"summary": "Readiness", "responses": {
+            "/health": {"get": {"summary": "Every engine in memory runs (the older check; the probes are /health/startup, /health/ready, /health/live)", "responses": {
                 "200": ok("Serving", json!({"type": "object"})), "503": error_responses()["503"].clone()}}},
+            "/health/startup": probe("Startup probe: every --preload model is loaded",
+                "Started: {\"status\": \"started\"}",
+                "Still loading: {\"status\": \"starting\", \"loading\": [model ids]}"),
+            "/health/ready": probe("Readiness probe: started, not draining, every engine in memory running",
+                "Ready: {\"status\": \"ready\"}",
+                "Not ready; reason: starting, draining, or engine for model X stopped"),
+            "/health/live": probe("Liveness probe: no engine dead or wedged (work waiting, no step finished within --liveness-timeout)",
+                "Live: {\"status\": \"live\"}",
+                "Not live; model names the engine that is dead or wedged"),
             "/metrics": {"get": {"summary": "Prometheus metrics (vLLM names)", "responses": {"200": {
                 "description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
             "/version": {"get": {"summary": "Server version", "responses": {
@@ -101,6 +110,10 @@ pub(super) fn base_document() -> Value {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"},
                 "apiKey": {"type": "apiKey", "in": "header", "name": "X-Api-Key"}},
             "schemas": {
+                "Probe": {"type": "object", "required": ["status"], "properties": {
+                    "status": {"type": "string", "enum": ["started", "starting", "ready", "not ready", "live", "not live"]},
+                    "reason": {"type": "string"}, "model": {"type": "string"},
+                    "loading": {"type": "array", "items": {"type": "string"}}}},
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "object",
                     "properties": {"message": {"type": "string"}, "type": {"type": "string"},
                                    "param": {"type": ["string", "null"]}, "code": {"type": ["string", "null"]}}}}},

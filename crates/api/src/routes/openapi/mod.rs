@@ -119,6 +119,9 @@ mod tests {
             "/tokenize",
             "/detokenize",
             "/health",
+            "/health/startup",
+            "/health/ready",
+            "/health/live",
             "/metrics",
             "/version",
             "/openapi.json",
@@ -166,5 +169,23 @@ mod tests {
         }
         let tokenize = &doc["components"]["schemas"]["TokenizeRequest"];
         assert_eq!(tokenize["oneOf"].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn the_health_probes_are_listed_open_with_their_200_and_503() {
+        let doc = document();
+        for path in [
+            "/health/startup",
+            "/health/ready",
+            "/health/live",
+            "/health",
+        ] {
+            let op = &doc["paths"][path]["get"];
+            assert!(op.is_object(), "missing {path}");
+            assert!(op.get("security").is_none(), "{path} needs no key");
+            for status in ["200", "503"] {
+                assert!(op["responses"].get(status).is_some(), "{path} {status}");
+            }
+        }
     }
 }

@@ -72,3 +72,12 @@ pub(super) fn admin_action(summary: &str, conflict: Option<&str>, loads: bool) -
         "parameters": [{"name": "model", "in": "path", "required": true, "schema": {"type": "string"}}],
         "responses": responses}})
 }
+
+/// A health probe: no key, 200 or 503 with a `Probe` body (the status, and why not).
+pub(super) fn probe(summary: &str, healthy: &str, unhealthy: &str) -> Value {
+    let body = |description: &str| {
+        json!({"description": description,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Probe"}}}})
+    };
+    json!({"get": {"summary": summary, "responses": {"200": body(healthy), "503": body(unhealthy)}}})
+}
