@@ -37,7 +37,7 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Command {
     /// Serve models over the OpenAI-compatible HTTP API.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Generate a continuation for one prompt and print prefill and decode speeds.
     Generate(generate::GenerateArgs),
     /// Measure any OpenAI-compatible server under a concurrency sweep.
@@ -60,7 +60,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_logging(cli.log_format);
     match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Generate(args) => generate::run(args),
         Command::Bench(args) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
