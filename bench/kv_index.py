@@ -72,6 +72,7 @@ class ReplicaIndex:
                       "restarts": 0, "other_groups": 0, "unknown_removals": 0, "lora_or_extra": 0}
         self.expected = {}  # topic -> next sequence number
         self.gone_hash = {}  # (parent, tokens) -> its hash when last live, for history walks
+        self.caught_up_to = None  # next sequence number after a start-up replay
 
     # ---- applying events
 
@@ -241,6 +242,10 @@ class KvIndex:
             s.connect(ep)
             poller.register(s, zmq.POLLIN)
             socks[s] = r
+        # A subscriber that joins late catches up from the replay socket first (the batches of
+        # the first model that published: the benchmark's replicas serve one model).
+        for r in self.replay:
+            self._catch_up(r)
         self.ready.set()
         while not self.stop.is_set():
             for s, _ in poller.poll(100):
@@ -254,6 +259,38 @@ class KvIndex:
         for s in socks:
             s.close(linger=0)
 
+    def _replay(self, replica, start, topic=None):
+        """The replay socket's batches from `start` on: [(seq, payload)], None without an answer."""
+        d = self.ctx.socket(zmq.DEALER)
+        d.connect(self.replay[replica])
+        d.send_multipart([b"", start.to_bytes(8, "big")] + ([topic] if topic else []))
+        got = []
+        deadline = time.monotonic() + 10
+        answered = False
+        while time.monotonic() < deadline and d.poll(int((deadline - time.monotonic()) * 1000) + 1):
+            _, seq_b, payload = d.recv_multipart()
+            seq = int.from_bytes(seq_b, "big", signed=True)
+            if seq == END_SEQ:
+                answered = True
+                break
+            got.append((seq, payload))
+        d.close(linger=0)
+        return got if answered or got else None
+
+    def _catch_up(self, replica):
+        got = self._replay(replica, 0)
+        if not got:
+            return
+        idx = self.index[replica]
+        with self.lock:
+            for seq, payload in sorted(got):
+                idx.apply_batch(msgspec.msgpack.decode(payload))
+            idx.stats["batches_replayed"] += len(got)
+            idx.caught_up_to = got[-1][0] + 1
+            if got[0][0] > 0:
+                idx.stats["lost_batches"] += got[0][0]
+        self.log(f"kv-index: {replica}: caught up on {len(got)} batches from replay")
+
     def _on_message(self, replica, frames):
         if len(frames) != 3:
             return
@@ -262,6 +299,12 @@ class KvIndex:
         idx = self.index[replica]
         with self.lock:
             idx.stats["messages"] += 1
+            if topic not in idx.expected and idx.caught_up_to:
+                # The first live message after the catch-up: the replay's topic.
+                idx.expected[topic] = idx.caught_up_to
+                idx.caught_up_to = None
+                if seq < idx.expected[topic]:
+                    return  # already applied from the replay
             expected = idx.expected.get(topic, 0)
             if seq < expected:
                 # A smaller sequence number: a new publisher (a restarted replica). Its
@@ -277,20 +320,8 @@ class KvIndex:
     def _fill_gap(self, replica, idx, topic, start, upto):
         idx.stats["gaps"] += 1
         got = []
-        ep = self.replay.get(replica)
-        if ep:
-            d = self.ctx.socket(zmq.DEALER)
-            d.connect(ep)
-            d.send_multipart([b"", start.to_bytes(8, "big"), topic])
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and d.poll(int((deadline - time.monotonic()) * 1000) + 1):
-                _, seq_b, payload = d.recv_multipart()
-                seq = int.from_bytes(seq_b, "big", signed=True)
-                if seq == END_SEQ:
-                    break
-                if start <= seq < upto:
-                    got.append((seq, payload))
-            d.close(linger=0)
+        if replica in self.replay:
+            got = [(q, p) for q, p in self._replay(replica, start, topic) or [] if start <= q < upto]
         have = {s for s, _ in got}
         missing = [s for s in range(start, upto) if s not in have]
         idx.stats["lost_batches"] += len(missing)
