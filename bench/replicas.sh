@@ -20,7 +20,12 @@
 #   DRAIN_TIMEOUT [300]: --drain-timeout of each replica, where sluice has the flag
 #   KV_EVENTS [auto]: give each replica `--kv-events tcp://127.0.0.1:(BASE_PORT+100+i)` and the
 #     router --kv-event-source for it (needed by POLICY=kv_aware) when `sluice serve --help` has
-#     the flag; 0 turns it off
+#     the flag; 0 turns it off. With it, `--kv-events-replay tcp://127.0.0.1:(BASE_PORT+200+i)`
+#     where sluice has that flag, and KV_EVENTS_ENDPOINTS / KV_REPLAY_ENDPOINTS (space-separated,
+#     in the order of REPLICAS) exported to the command (bench/kv_index.py subscribes to them).
+#     POLICY=kv_aware also needs `POST /v1/chat/completions/render` on the replicas (the router
+#     renders a chat request to token ids with it): where it answers 404 the script stops with
+#     exit status 78 before starting the router
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -90,13 +95,15 @@ wait_http() { # URL SECONDS [PID]; URL "ready:BASE" waits for ready BASE
   done
 }
 
-has_kv_events=0
+has_kv_events=0 has_kv_replay=0
 if [ "$KV_EVENTS" != 0 ] && "$SLUICE_BIN" serve --help 2>/dev/null | grep -q -- '--kv-events'; then
   has_kv_events=1
+  if "$SLUICE_BIN" serve --help 2>/dev/null | grep -q -- '--kv-events-replay'; then has_kv_replay=1; fi
 fi
 
 REPLICA_URLS=()
 KV_SOURCES=()
+KV_EVENTS_ENDPOINTS="" KV_REPLAY_ENDPOINTS=""
 for i in $(seq 1 "$N"); do
   port=$(( BASE_PORT + i ))
   url="http://127.0.0.1:$port"
@@ -107,6 +114,12 @@ for i in $(seq 1 "$N"); do
     zmq="tcp://127.0.0.1:$(( BASE_PORT + 100 + i ))"
     args+=(--kv-events "$zmq")
     KV_SOURCES+=(--kv-event-source "$url=$zmq")
+    KV_EVENTS_ENDPOINTS="${KV_EVENTS_ENDPOINTS:+$KV_EVENTS_ENDPOINTS }$zmq"
+    if [ $has_kv_replay = 1 ]; then
+      replay="tcp://127.0.0.1:$(( BASE_PORT + 200 + i ))"
+      args+=(--kv-events-replay "$replay")
+      KV_REPLAY_ENDPOINTS="${KV_REPLAY_ENDPOINTS:+$KV_REPLAY_ENDPOINTS }$replay"
+    fi
   fi
   # Running requests finish on SIGTERM: give them longer than a CPU prefill of a long prompt.
   if "$SLUICE_BIN" serve --help 2>/dev/null | grep -q -- '--drain-timeout'; then
@@ -145,7 +158,19 @@ router_args=("$ROUTER_BIN" --host 127.0.0.1 --port "$ROUTER_PORT" --policy "$POL
   --retry-max-retries 8 --retry-initial-backoff-ms 100 --retry-max-backoff-ms 2000
   --cb-failure-threshold 1 --cb-success-threshold 1 --cb-timeout-duration-secs 3
   --request-timeout-secs 900 --log-level info)
-if [ "$POLICY" = kv_aware ] && [ $has_kv_events = 1 ]; then
+if [ "$POLICY" = kv_aware ]; then
+  if [ $has_kv_events = 0 ]; then
+    echo "POLICY=kv_aware needs KV events: $SLUICE_BIN serve has no --kv-events (or KV_EVENTS=0)" >&2
+    exit 78
+  fi
+  # The router renders each chat request to token ids on a worker before it looks them up.
+  render=$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 -H 'content-type: application/json' \
+    -d '{"messages":[{"role":"user","content":"hi"}]}' "${REPLICA_URLS[0]}/v1/chat/completions/render" || true)
+  if [ "$render" = 404 ]; then
+    echo "POLICY=kv_aware needs POST /v1/chat/completions/render on the replicas (vllm-router renders chat" \
+      "requests to token ids with it); ${REPLICA_URLS[0]} answers 404: this sluice has no render endpoint" >&2
+    exit 78
+  fi
   # The events' topic is kv@<pod>@<model>: the model is the id the replicas serve.
   served=$(curl -s "${REPLICA_URLS[0]}/v1/models" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])')
   router_args+=("${KV_SOURCES[@]}" --kv-event-block-size 16 --kv-event-model "$served")
@@ -165,7 +190,7 @@ pool=$(grep -o 'holds [0-9]* tokens' "$RUN_DIR/replica-1.log" | tail -1 || true)
 } | tee "$RUN_DIR/setup.txt" >&2
 echo "ready: router $ROUTER_URL, replicas ${REPLICA_URLS[*]}" >&2
 
-export ROUTER_URL RUN_DIR
+export ROUTER_URL RUN_DIR KV_EVENTS_ENDPOINTS KV_REPLAY_ENDPOINTS
 REPLICAS="${REPLICA_URLS[*]}"
 export REPLICAS
 if [ "${1:-}" = -- ]; then

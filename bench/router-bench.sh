@@ -18,6 +18,13 @@
 #     (every session fits on every replica; then only a session's first visit to each replica
 #     misses, whatever the policy). Scale it with SESSIONS, DOC_TOKENS and N
 #   SESSIONS [8] TURNS [6] DOC_TOKENS [2000] USER_TOKENS [80] MAX_TOKENS [32] THINK [0]
+#   KV_INDEX [auto: on where `sluice serve --help` has --kv-events; 0 off]: every run also runs
+#     bench/kv_index.py (router_bench.py --kv-index, under $VENV/bin/python with pyzmq and
+#     msgspec, installed here): an index of which replica holds which prefix from the KV events
+#     alone, checked after the load against each replica's own cached_tokens (report columns
+#     "KV index: ..." and the lines below the table)
+#   kv_aware is skipped, with a message, where the replicas have no
+#     POST /v1/chat/completions/render (bench/replicas.sh exits 78 then)
 #   OUT [bench/out/router]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,22 +40,36 @@ SLUICE=${SLUICE_BIN:-target/release/sluice}; [ -x "$SLUICE" ] || SLUICE=/work/ma
 if [ -z "${POLICIES_SET:-}" ] && "$SLUICE" serve --help 2>/dev/null | grep -q -- '--kv-events'; then
   POLICIES="$POLICIES kv_aware"
 fi
+PY=(python3 bench/router_bench.py)
+KV_INDEX=${KV_INDEX:-auto}
+if [ "$KV_INDEX" != 0 ] && "$SLUICE" serve --help 2>/dev/null | grep -q -- '--kv-events'; then
+  VENV=${VENV:-bench/out/venv}
+  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+  "$VENV/bin/python" -c 'import zmq, msgspec' 2>/dev/null || "$VENV/bin/pip" install -q pyzmq msgspec
+  PY=("$VENV/bin/python" bench/router_bench.py --kv-index)
+fi
 mkdir -p "$OUT"
 runs=()
 for policy in $POLICIES; do
+  rc=0
   RUN_DIR="$OUT/$policy" POLICY=$policy bench/replicas.sh -- \
-    python3 bench/router_bench.py --label "$policy" "${WORKLOAD[@]}" --out "$OUT/$policy.json"
+    "${PY[@]}" --label "$policy" "${WORKLOAD[@]}" --out "$OUT/$policy.json" || rc=$?
+  if [ $rc = 78 ] && [ "$policy" = kv_aware ]; then
+    echo "skipping kv_aware: the replicas cannot serve it (see the message above)" >&2
+    continue
+  fi
+  [ $rc = 0 ] || exit $rc
   runs+=("$OUT/$policy.json")
 done
 if [ -n "$RESTART_POLICY" ]; then
   label="$RESTART_POLICY+restart"
   RUN_DIR="$OUT/$label" POLICY=$RESTART_POLICY bench/replicas.sh -- \
-    python3 bench/router_bench.py --label "$label" "${WORKLOAD[@]}" --restart-replica 1 --restart-at 0.3 \
+    "${PY[@]}" --label "$label" "${WORKLOAD[@]}" --restart-replica 1 --restart-at 0.3 \
       --out "$OUT/$label.json"
   runs+=("$OUT/$label.json")
 fi
 {
   python3 bench/router_bench.py --report "${runs[@]}"
   echo
-  echo "    wrapper: $(env | grep -E '^(N|MODEL|THREADS|KV_CACHE_GIB|POLICIES|RESTART_POLICY|SESSIONS|TURNS|DOC_TOKENS|USER_TOKENS|MAX_TOKENS|THINK)=' | sort | tr '\n' ' ')bench/router-bench.sh"
+  echo "    wrapper: $(env | grep -E '^(N|MODEL|THREADS|KV_CACHE_GIB|KV_INDEX|POLICIES|RESTART_POLICY|SESSIONS|TURNS|DOC_TOKENS|USER_TOKENS|MAX_TOKENS|THINK)=' | sort | tr '\n' ' ')bench/router-bench.sh"
 } | tee "$OUT/report.md"

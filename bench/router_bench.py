@@ -20,10 +20,26 @@ the requests that failed at the client (no retries here: a failure is what a use
 bench/replicas.sh writes them) once --restart-at of the requests have finished, waits for it to
 exit (it drains), starts it again the same way and waits for /health.
 
+--kv-index (needs pyzmq and msgspec: run it with bench/out/venv/bin/python) runs
+bench/kv_index.py beside the load: an index of which replica holds which prefix, from the
+replicas' KV events alone (endpoints from $KV_EVENTS_ENDPOINTS and $KV_REPLAY_ENDPOINTS, as
+bench/replicas.sh exports them). Once the load has stopped, a check phase: every turn's prompt is
+tokenized (POST /tokenize with the turn's messages) and
+- routing: the replica that computed each turn (the one that stored the prompt's last full block
+  first, by the events) against the replica the index says held the longest cached prefix when
+  the turn was sent (what a prefix-aware router with this index would have picked), and the
+  cached tokens the index predicted there against the response's usage.cached_tokens;
+- probes: for each session's last prompt and each replica, one at a time with the events settled
+  in between, the index's predicted cached tokens, then that prompt sent straight to that replica
+  (max_tokens 1) and its usage.prompt_tokens_details.cached_tokens: agreement (exact matches /
+  probes) and the mean absolute difference. /tokenize's token count is checked against the
+  chat completion's usage.prompt_tokens.
+
     bench/replicas.sh -- python3 bench/router_bench.py --label cache_aware --out run.json
+    bench/replicas.sh -- bench/out/venv/bin/python bench/router_bench.py --label cache_aware --kv-index
     python3 bench/router_bench.py --report run1.json run2.json > table.md
 
-Standard library only.
+Standard library only, but for --kv-index.
 """
 import argparse
 import http.client
@@ -305,6 +321,18 @@ def run(args):
     finished = threading.Event()
     restart_events = []
     restart_trigger = threading.Event()
+    prompts = {}  # (session, turn) -> the messages sent
+    kv = None
+    if args.kv_index:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import kv_index
+        events = (args.kv_events or os.environ.get("KV_EVENTS_ENDPOINTS", "")).split()
+        replay = (args.kv_replay or os.environ.get("KV_REPLAY_ENDPOINTS", "")).split() or None
+        if len(events) != len(replicas):
+            sys.exit(f"--kv-index: {len(events)} KV event endpoints for {len(replicas)} replicas "
+                     "(pass --kv-events or run under bench/replicas.sh with a sluice that has --kv-events)")
+        kv = kv_index.KvIndex(replicas, events, replay, log=log).start()
+        log(f"kv-index: subscribed to {' '.join(events)}" + (f", replay {' '.join(replay)}" if replay else ""))
 
     def session(s):
         rng = random.Random(args.seed * 1000 + s)
@@ -314,9 +342,12 @@ def run(args):
         time.sleep(args.stagger * s)
         for t in range(args.turns):
             messages.append({"role": "user", "content": f"Question {t + 1}: " + words(rng, user_words) + "?"})
+            prompts[(s, t)] = [dict(m) for m in messages]
             sent = time.perf_counter()
+            sent_at = time.time()
             rec = stream_chat(router, model, messages, args.max_tokens, f"session-{s}", args.timeout)
-            rec.update(session=s, turn=t, sent_s=sent - t_start, done_s=time.perf_counter() - t_start)
+            rec.update(session=s, turn=t, sent_s=sent - t_start, sent_at=sent_at,
+                       done_s=time.perf_counter() - t_start)
             text = rec.pop("text")
             if rec["ok"]:
                 messages.append({"role": "assistant", "content": text})
@@ -371,6 +402,12 @@ def run(args):
     queries = sum(v.get("queries", 0) for v in per_replica.values())
     hits = sum(v.get("hits", 0) for v in per_replica.values())
     later = [r["ttft_s"] for r in ok if r["turn"] > 0]
+    kv_result = None
+    if kv is not None:
+        try:
+            kv_result = kv_check(kv, replicas, model, prompts, ok, per_replica, log)
+        finally:
+            kv.close()
     result = {
         "label": args.label,
         "cpu": cpu_name(),
@@ -381,7 +418,7 @@ def run(args):
         "replicas": replicas,
         "setup": open(os.path.join(run_dir, "setup.txt")).read()
         if os.path.exists(os.path.join(run_dir, "setup.txt")) else None,
-        "command": "python3 " + " ".join(sys.argv),
+        "command": (os.path.relpath(sys.executable) if args.kv_index else "python3") + " " + " ".join(sys.argv),
         "workload": {k: getattr(args, k) for k in
                      ("sessions", "turns", "doc_tokens", "user_tokens", "max_tokens", "think", "stagger", "seed")},
         "tokens_per_word": round(tpw, 3),
@@ -405,17 +442,132 @@ def run(args):
         "completion_tok_s": completion / wall,
         "requests_s": len(ok) / wall,
         "restart": restart_events,
+        "kv_index": kv_result,
         "turns": records,
     }
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         json.dump(result, open(args.out, "w"), indent=1)
     print(summary_line(result))
+    if kv_result:
+        print(kv_summary(kv_result))
     return result
+
+
+# ---------------------------------------------------------------- the KV index's check
+
+
+def kv_check(kv, replicas, model, prompts, ok, per_replica, log):
+    """After the load: routing as the events saw it, then one probe per session and replica."""
+    import kv_index
+    kv.settle(quiet=1.0)
+    short = {r: f"r{i + 1}" for i, r in enumerate(replicas)}
+    tokens = {}
+    for rec in ok:
+        key = (rec["session"], rec["turn"])
+        tokens[key] = kv_index.tokenize_chat(replicas[0], model, prompts[key])
+    # Routing, turn by turn: who computed it, and who held most of it when it was sent.
+    turns = []
+    for rec in sorted(ok, key=lambda r: (r["session"], r["turn"])):
+        key = (rec["session"], rec["turn"])
+        ids = tokens[key]
+        served, _ = kv.stored_by(ids)
+        best, top, hits = kv.best(ids, live_at=rec["sent_at"])
+        usage = rec.get("usage") or {}
+        turns.append({
+            "session": key[0], "turn": key[1], "prompt_tokens": len(ids),
+            "usage_prompt_tokens": usage.get("prompt_tokens"),
+            "served_by": short.get(served), "index_best": short[best], "best_tokens": top,
+            "hits_at_send": {short[r]: h for r, h in hits.items()},
+            "predicted_on_served": hits.get(served) if served else None,
+            "usage_cached": (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0,
+        })
+    later = [t for t in turns if t["turn"] > 0 and t["served_by"]]
+    on_best = [t for t in later if t["hits_at_send"][t["served_by"]] == t["best_tokens"]]
+    forgone = sum(t["best_tokens"] - t["hits_at_send"][t["served_by"]] for t in later)
+    under_load = [t for t in turns if t["served_by"]]
+    attributed = {short[r]: sum(1 for t in turns if t["served_by"] == short[r]) for r in replicas}
+    last = {}
+    for t in turns:
+        last[t["session"]] = t
+    # Probes: each session's last prompt on every replica, the events settled before each.
+    probes = []
+    end_of_load = {}
+    for s, t in sorted(last.items()):
+        ids = tokens[(s, t["turn"])]
+        best, top, hits = kv.best(ids)
+        end_of_load[s] = {"index_best": short[best], "best_tokens": top,
+                          "hits": {short[r]: h for r, h in hits.items()}}
+    for s, t in sorted(last.items()):
+        key = (s, t["turn"])
+        ids = tokens[key]
+        for r in replicas:
+            kv.settle()
+            predicted = kv.cached_tokens(ids)[r]
+            prompt_tokens, cached = kv_index.probe_chat(r, model, prompts[key])
+            probes.append({"session": s, "turn": t["turn"], "replica": short[r], "tokenize_count": len(ids),
+                           "prompt_tokens": prompt_tokens, "predicted": predicted, "cached": cached})
+            log(f"kv-index probe: session {s} on {short[r]}: predicted {predicted}, "
+                f"cached_tokens {cached} ({len(ids)} tokens, prompt_tokens {prompt_tokens})")
+    kv.settle()
+    exact = sum(1 for p in probes if p["predicted"] == p["cached"])
+    mismatched = [p for p in probes if p["prompt_tokens"] != p["tokenize_count"]]
+    return {
+        "replicas": {short[r]: r for r in replicas},
+        "probes": len(probes),
+        "probes_exact": exact,
+        "agreement": exact / len(probes) if probes else None,
+        "mean_abs_diff": statistics.mean(abs(p["predicted"] - p["cached"]) for p in probes) if probes else None,
+        "tokenize_mismatches": len(mismatched),
+        "tokenize_mismatch_examples": mismatched[:5],
+        "routing_turns": len(later),
+        "router_on_index_best": len(on_best),
+        "router_on_index_best_rate": len(on_best) / len(later) if later else None,
+        "tokens_forgone": forgone,
+        "under_load_exact": sum(1 for t in under_load if t["predicted_on_served"] == t["usage_cached"]),
+        "under_load_turns": len(under_load),
+        "under_load_mean_abs_diff": statistics.mean(abs(t["predicted_on_served"] - t["usage_cached"])
+                                                    for t in under_load) if under_load else None,
+        "unattributed_turns": sum(1 for t in turns if not t["served_by"]),
+        "turns_attributed": attributed,
+        "requests_by_metrics": {short[r]: per_replica[r].get("requests", 0) for r in replicas},
+        "last_turn_routing": {str(s): {"served_by": t["served_by"], "index_best_at_send": t["index_best"],
+                                       "hits_at_send": t["hits_at_send"], **{"end_of_load": end_of_load[s]}}
+                              for s, t in sorted(last.items())},
+        "events": {short[r]: v for r, v in kv.stats().items()},
+        "probe_list": probes,
+        "turn_list": turns,
+    }
+
+
+def kv_summary(k):
+    lines = [f"kv-index: probes {k['probes_exact']}/{k['probes']} exact "
+             f"({fmt(k['agreement'], '.1%')}), mean |predicted - cached_tokens| {fmt(k['mean_abs_diff'], '.1f')} tokens; "
+             f"/tokenize vs usage.prompt_tokens mismatches {k['tokenize_mismatches']}"]
+    lines.append(f"kv-index: router on the index's longest-prefix replica for {k['router_on_index_best']}/"
+                 f"{k['routing_turns']} turns after the first ({fmt(k['router_on_index_best_rate'], '.1%')}), "
+                 f"{k['tokens_forgone']} cached tokens forgone; under load the index predicted the served "
+                 f"replica's cached_tokens exactly for {k['under_load_exact']}/{k['under_load_turns']} turns "
+                 f"(mean |diff| {fmt(k['under_load_mean_abs_diff'], '.1f')})")
+    lines.append(f"kv-index: turns attributed by the events {k['turns_attributed']} "
+                 f"(unattributed {k['unattributed_turns']}) vs requests by /metrics {k['requests_by_metrics']}")
+    for r, st in k["events"].items():
+        lines.append(f"kv-index: {r}: {st['messages']} messages, {st['stored_blocks']} blocks stored, "
+                     f"{st['removed_blocks']} removed, {st['cleared']} clears, {st['gaps']} gaps "
+                     f"({st['batches_replayed']} batches replayed, {st['lost_batches']} lost), "
+                     f"{st['restarts']} restarts, live {st['live_blocks']}")
+    return "\n".join(lines)
 
 
 def fmt(v, spec=".2f", none="n/a"):
     return none if v is None else format(v, spec)
+
+
+def kv_cells(k):
+    if not k:
+        return "n/a | n/a"
+    return (f"{k['probes_exact']}/{k['probes']} ({fmt(k['mean_abs_diff'], '.1f')}) "
+            f"| {k['router_on_index_best']}/{k['routing_turns']}")
 
 
 def summary_line(r):
@@ -444,8 +596,9 @@ def report(paths, baseline_label, aware_label):
                f"{w['max_tokens']} completion tokens a turn (fed back into the history); streaming.")
     out.append("")
     out.append("| policy | requests ok / failed | prefix hit rate (replica /metrics) | hit rate (usage.cached_tokens) "
-               "| TTFT p50 | TTFT p90 | TTFT p50, turns 2+ | completion tok/s | req/s | wall | prompt tokens per replica |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+               "| TTFT p50 | TTFT p90 | TTFT p50, turns 2+ | completion tok/s | req/s | wall | prompt tokens per replica "
+               "| KV index: probes exact (mean abs diff) | router on the index's longest prefix, turns 2+ |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in runs:
         split = " / ".join(str(v.get("queries", 0)) for v in r["per_replica"].values())
         extra = ""
@@ -455,7 +608,7 @@ def report(paths, baseline_label, aware_label):
         out.append(f"| {r['label']}{extra} | {r['ok']} / {r['failed']} | {fmt(r['hit_rate_metrics'], '.1%')} "
                    f"| {fmt(r['hit_rate_usage'], '.1%')} | {fmt(r['ttft_p50_s'])} s | {fmt(r['ttft_p90_s'])} s "
                    f"| {fmt(r['ttft_p50_later_turns_s'])} s | {r['completion_tok_s']:.2f} | {r['requests_s']:.3f} "
-                   f"| {r['wall_s']:.0f} s | {split} |")
+                   f"| {r['wall_s']:.0f} s | {split} | {kv_cells(r.get('kv_index'))} |")
     by = {r["label"]: r for r in runs}
     if baseline_label in by and aware_label in by:
         b, a = by[baseline_label], by[aware_label]
@@ -468,6 +621,17 @@ def report(paths, baseline_label, aware_label):
             ratio = b["ttft_p50_s"] / a["ttft_p50_s"]
             out.append(f"TTFT p50 {baseline_label} / {aware_label}: {ratio:.2f}x (target >= 3x: "
                        f"{'met' if ratio >= 3 else 'not met'}).")
+    kv_runs = [r for r in runs if r.get("kv_index")]
+    if kv_runs:
+        out.append("")
+        out.append("KV index (bench/kv_index.py, from the replicas' KV events alone): after the load, each "
+                   "session's last prompt on every replica, the index's predicted cached tokens against the "
+                   "replica's usage.cached_tokens; routing from the events (the replica that stored a turn's "
+                   "last full block first) against the replica holding the longest prefix when it was sent.")
+        out.append("")
+        for r in kv_runs:
+            for line in kv_summary(r["kv_index"]).splitlines():
+                out.append(f"    {r['label']}: {line.removeprefix('kv-index: ')}")
     out.append("")
     out.append("Commands:")
     out.append("")
@@ -499,6 +663,11 @@ def main():
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--restart-replica", type=int, default=0, help="1-based replica to restart under load")
     p.add_argument("--restart-at", type=float, default=0.3, help="fraction of the requests done before it")
+    p.add_argument("--kv-index", action="store_true",
+                   help="run bench/kv_index.py beside the load and check it afterwards (pyzmq, msgspec)")
+    p.add_argument("--kv-events", help="space-separated KV event endpoints, one per replica "
+                   "(default $KV_EVENTS_ENDPOINTS)")
+    p.add_argument("--kv-replay", help="space-separated replay endpoints (default $KV_REPLAY_ENDPOINTS)")
     p.add_argument("--out", help="write the run (summary and every request) as JSON here")
     p.add_argument("--report", nargs="+", metavar="RUN_JSON", help="print a markdown table of these runs")
     p.add_argument("--baseline", default="round_robin", help="label the targets compare against")
