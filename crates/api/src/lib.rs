@@ -53,6 +53,14 @@ pub fn router_for(registry: Arc<ModelRegistry>, config: ApiConfig) -> Router {
             post(routes::completions::create_completion),
         )
         .route(
+            "/v1/chat/completions/render",
+            post(routes::render::render_chat_completion),
+        )
+        .route(
+            "/v1/completions/render",
+            post(routes::render::render_completion),
+        )
+        .route(
             "/v1/embeddings",
             post(routes::embeddings::create_embeddings),
         )
