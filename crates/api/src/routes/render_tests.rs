@@ -114,7 +114,8 @@ async fn post(app: &Router, path: &str, body: Value) -> (StatusCode, Value) {
 }
 
 fn tools() -> Value {
-    json!([{"type": "function", "function": {"name": "get_weather", "parameters": {
+    json!([{"type": "function", "function": {"name": "get_weather",
+        "description": "Current weather of a city", "parameters": {
         "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])
 }
 
