@@ -12,6 +12,7 @@ mod metrics;
 mod model_task;
 mod operations;
 mod prompt_logprobs;
+mod render;
 mod scoring;
 mod server;
 mod slow_clients;

@@ -65,6 +65,14 @@ pub fn router_with(
             post(routes::completions::create_completion),
         )
         .route(
+            "/v1/chat/completions/render",
+            post(routes::render::render_chat_completion),
+        )
+        .route(
+            "/v1/completions/render",
+            post(routes::render::render_completion),
+        )
+        .route(
             "/v1/embeddings",
             post(routes::embeddings::create_embeddings),
         )

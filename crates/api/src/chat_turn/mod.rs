@@ -8,8 +8,8 @@ mod prompt;
 use std::sync::Arc;
 
 use axum::response::Response;
-use sluice_engine::ResponseFormat;
-use sluice_text::assistant::TurnOptions;
+use sluice_engine::{GenerationRequest, ResponseFormat};
+use sluice_text::assistant::{ToolCallFormat, TurnOptions};
 use sluice_text::Tokenizer;
 
 pub use prompt::{encode_chat, render_and_encode, render_chat_text, Conversation};
@@ -42,11 +42,12 @@ where
     F: FnOnce(u32) -> R,
 {
     let tokenizer = model.tokenizer.clone();
-    let syntax = OutputSyntax::of(&tokenizer, state.config.tool_call_parser.as_deref())?;
-    let (prompt, rendered) = render_and_encode(state, &model, &valid).await?;
-    let mut request = valid
-        .params
-        .request_for(prompt, model.max_model_len, "messages")?;
+    let PreparedTurn {
+        mut request,
+        rendered,
+        syntax,
+        parse_as,
+    } = prepare_turn(state, &model, &valid).await?;
     request.cache_salt =
         caller.cache_salt(&state.config.api_keys, valid.params.cache_salt.as_deref());
     request.caller = caller.fair_share_id(
@@ -54,24 +55,13 @@ where
         state.config.api_keys.len(),
         valid.params.user.as_deref(),
     );
-    let plan = tool_plan(&valid.tools, syntax.tool_format)?;
-    if let Some(constraint) = plan.constraint {
-        // A forced call replaces a response_format; in auto mode an explicit one wins.
-        let forced = matches!(
-            valid.tools.choice,
-            ToolChoice::Required | ToolChoice::Named(_)
-        );
-        if forced || request.sampling.response_format == ResponseFormat::Text {
-            request.sampling.response_format = constraint;
-        }
-    }
     let prompt_tokens = vec![request.prompt_tokens.clone()];
     let n = valid.params.n as usize;
     let renderer = make_renderer(request.prompt_tokens.len() as u32);
     let mut options = syntax.turn_options(&valid.tools, &rendered);
     drop(rendered);
     if options.tool_format.is_some() {
-        options.tool_format = Some(plan.parse_as);
+        options.tool_format = Some(parse_as);
     }
     request.stop.kept_special_tokens = kept_markers(&tokenizer, &options);
     let ids = match syntax.call_ids() {
@@ -91,6 +81,52 @@ where
         prompt_tokens,
     };
     run(model, vec![request], plan, state.config.retry_after_secs).await
+}
+
+/// A chat-like request made ready for the engine but not submitted: what the route would
+/// hand the engine, and what it reads the output with.
+pub struct PreparedTurn {
+    /// The engine request: the rendered prompt's tokens, `max_tokens` resolved, the tool-call
+    /// constraint applied; neither cache salt nor caller is set.
+    pub request: GenerationRequest,
+    /// The conversation as the template rendered it.
+    pub rendered: String,
+    /// How the model writes tool calls and reasoning.
+    pub syntax: OutputSyntax,
+    /// The format the output's tool calls are parsed in.
+    pub parse_as: ToolCallFormat,
+}
+
+/// Renders and tokenizes a chat-like request's conversation, checks it against the context
+/// and constrains tool calls as `tool_choice` asks: everything [`generate_turn`] does before
+/// it submits, so the render endpoints answer with exactly the prompt generation would run.
+pub async fn prepare_turn(
+    state: &AppState,
+    model: &ServedModel,
+    valid: &ValidChatRequest,
+) -> Result<PreparedTurn, ApiError> {
+    let syntax = OutputSyntax::of(&model.tokenizer, state.config.tool_call_parser.as_deref())?;
+    let (prompt, rendered) = render_and_encode(state, model, valid).await?;
+    let mut request = valid
+        .params
+        .request_for(prompt, model.max_model_len, "messages")?;
+    let plan = tool_plan(&valid.tools, syntax.tool_format)?;
+    if let Some(constraint) = plan.constraint {
+        // A forced call replaces a response_format; in auto mode an explicit one wins.
+        let forced = matches!(
+            valid.tools.choice,
+            ToolChoice::Required | ToolChoice::Named(_)
+        );
+        if forced || request.sampling.response_format == ResponseFormat::Text {
+            request.sampling.response_format = constraint;
+        }
+    }
+    Ok(PreparedTurn {
+        request,
+        rendered,
+        syntax,
+        parse_as: plan.parse_as,
+    })
 }
 
 /// The ids of the markers the output is parsed by (tool-call markup, think tags) that the

@@ -10,6 +10,7 @@ use crate::dialect::completion::CompletionDialect;
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
 use crate::generation::{run, tokenize_off_runtime, ResponsePlan};
+use crate::registry::ServedModel;
 use crate::validate::{check_prompt_text_fits, validate_completion, PromptInput};
 use crate::wire::completion::CompletionRequest;
 use crate::AppState;
@@ -23,42 +24,8 @@ pub async fn create_completion(
     let model = state.registry.get(&req.model).await?;
     model.check_serves("generation")?;
     let valid = validate_completion(req, model.limits())?;
-    let tokenizer = model.tokenizer.clone();
-    let (prompts, echo) = (valid.prompts, valid.echo);
-    // Each prompt too long for the context whatever its tokens is refused before any is
-    // tokenized.
-    for prompt in &prompts {
-        if let PromptInput::Text(text) = prompt {
-            let min_tokens = tokenizer.min_tokens_for_text_bytes(text.len());
-            check_prompt_text_fits(text.len(), min_tokens, model.max_model_len, "prompt")?;
-        }
-    }
-    // Each prompt: its tokens, and its text when echoing.
-    let tokenized = tokenize_off_runtime(&state, move || {
-        prompts
-            .into_iter()
-            .map(|prompt| match prompt {
-                PromptInput::Text(text) => {
-                    let tokens = tokenizer
-                        .encode(&text, true)
-                        .map_err(|e| ApiError::Internal(e.to_string()))?;
-                    Ok((tokens, echo.then_some(text)))
-                }
-                PromptInput::Tokens(tokens) => {
-                    let text = if echo {
-                        let text = tokenizer
-                            .decode(&tokens, false)
-                            .map_err(|e| ApiError::invalid("prompt", e.to_string()))?;
-                        Some(text)
-                    } else {
-                        None
-                    };
-                    Ok((tokens, text))
-                }
-            })
-            .collect::<Result<Vec<_>, ApiError>>()
-    })
-    .await?;
+    let echo = valid.echo;
+    let tokenized = encode_prompts(&state, &model, valid.prompts, echo).await?;
     let mut requests = Vec::with_capacity(tokenized.len());
     let mut echo_texts = Vec::with_capacity(tokenized.len());
     let cache_salt = caller.cache_salt(&state.config.api_keys, valid.params.cache_salt.as_deref());
@@ -100,4 +67,48 @@ pub async fn create_completion(
         prompt_tokens: echo_tokens,
     };
     run(model, requests, plan, state.config.retry_after_secs).await
+}
+
+/// Tokenizes a completion request's prompts as generation does: each text prompt too long for
+/// the context whatever its tokens is refused before any is tokenized, text is encoded with the
+/// tokenizer's special tokens (BOS), token prompts pass as given. Each prompt's tokens, and its
+/// text when `echo`.
+pub(crate) async fn encode_prompts(
+    state: &AppState,
+    model: &ServedModel,
+    prompts: Vec<PromptInput>,
+    echo: bool,
+) -> Result<Vec<(Vec<u32>, Option<String>)>, ApiError> {
+    let tokenizer = model.tokenizer.clone();
+    for prompt in &prompts {
+        if let PromptInput::Text(text) = prompt {
+            let min_tokens = tokenizer.min_tokens_for_text_bytes(text.len());
+            check_prompt_text_fits(text.len(), min_tokens, model.max_model_len, "prompt")?;
+        }
+    }
+    tokenize_off_runtime(state, move || {
+        prompts
+            .into_iter()
+            .map(|prompt| match prompt {
+                PromptInput::Text(text) => {
+                    let tokens = tokenizer
+                        .encode(&text, true)
+                        .map_err(|e| ApiError::Internal(e.to_string()))?;
+                    Ok((tokens, echo.then_some(text)))
+                }
+                PromptInput::Tokens(tokens) => {
+                    let text = if echo {
+                        let text = tokenizer
+                            .decode(&tokens, false)
+                            .map_err(|e| ApiError::invalid("prompt", e.to_string()))?;
+                        Some(text)
+                    } else {
+                        None
+                    };
+                    Ok((tokens, text))
+                }
+            })
+            .collect::<Result<Vec<_>, ApiError>>()
+    })
+    .await
 }

@@ -9,6 +9,7 @@ pub mod messages;
 pub mod metrics;
 pub mod models;
 pub mod openapi;
+pub mod render;
 pub mod rerank;
 pub mod responses;
 pub mod tokenize;

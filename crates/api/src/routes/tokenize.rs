@@ -9,6 +9,7 @@ use crate::extract::OpenAiJson;
 use crate::generation::{off_runtime, tokenize_off_runtime};
 use crate::validate::chat::{template_kwargs, template_messages};
 use crate::validate::check_token_id;
+use crate::validate::tools::{openai_tools, ToolRequest};
 use crate::wire::tokenize::{
     DetokenizeRequest, DetokenizeResponse, TokenizeRequest, TokenizeResponse,
 };
@@ -37,7 +38,13 @@ pub async fn tokenize(
             let messages = template_messages(&messages)?;
             let add_generation_prompt = req.add_generation_prompt.unwrap_or(true);
             let add_special = req.add_special_tokens.unwrap_or(false);
-            let tools = req.tools;
+            // The tools as a chat request's reach the template (validated, in the form
+            // `template_tools` gives), so the count is the prompt a chat completion runs.
+            let tools = ToolRequest {
+                tools: openai_tools(req.tools.as_ref())?,
+                ..ToolRequest::default()
+            }
+            .template_tools();
             let template_kwargs = template_kwargs(req.chat_template_kwargs, None)?;
             let tokenizer = tokenizer.clone();
             let parse_specials = state.config.parse_special_tokens_in_messages;

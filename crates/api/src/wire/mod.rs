@@ -9,6 +9,7 @@ pub mod completion;
 pub mod messages;
 pub mod models;
 pub mod number;
+pub mod render;
 pub mod responses;
 pub mod scoring;
 pub mod tokenize;

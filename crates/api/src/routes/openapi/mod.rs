@@ -10,6 +10,7 @@ use crate::AppState;
 mod agents;
 mod base;
 mod operation;
+mod render;
 mod scoring;
 
 /// The OpenAPI document, with the token-id bound of the models in memory now.
@@ -101,6 +102,7 @@ pub fn document() -> Value {
         allow_null_for_optional(&mut doc["components"]["schemas"][name]);
     }
     scoring::add_scoring(&mut doc);
+    render::add_render(&mut doc);
     doc
 }
 
@@ -134,6 +136,8 @@ mod tests {
             "/v1/rerank",
             "/rerank",
             "/v1/score",
+            "/v1/chat/completions/render",
+            "/v1/completions/render",
         ] {
             assert!(doc["paths"].get(path).is_some(), "missing {path}");
         }
@@ -154,6 +158,8 @@ mod tests {
         for (path, method) in [
             ("/v1/chat/completions", "post"),
             ("/v1/completions", "post"),
+            ("/v1/chat/completions/render", "post"),
+            ("/v1/completions/render", "post"),
             ("/v1/models", "get"),
             ("/v1/models/{model}", "get"),
             ("/tokenize", "post"),
