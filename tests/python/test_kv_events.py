@@ -257,9 +257,20 @@ def test_a_subscriber_rebuilds_the_prompts_and_predicts_the_cache(tmp_path, enco
         assert 'sluice:kv_events_total{model_name="llama"}' in metrics
         assert 'sluice:kv_events_dropped_total{model_name="llama"} 0' in metrics
         idle.close(linger=0)
+
+        # Unloading the model clears its topic; the next request loads it again and the same
+        # topic goes on from the next sequence number.
+        unload = urllib.request.Request(base + "/admin/models/llama/unload", b"{}",
+                                        {"Content-Type": "application/json"}, method="POST")
+        urllib.request.urlopen(unload, timeout=60).read()
+        sub.drain(quiet=1.0)
+        assert sub.cleared == 1 and sub.live == {"CPU": {}, "DISK": {}}
+        complete(base, sent[0])
+        sub.drain()
+        assert sub.live["CPU"], "the reloaded model publishes again"
     # `serve` stopped the server: its engine's pool is gone, and said so before the exit.
     sub.drain(quiet=1.0)
-    assert sub.cleared == 1 and sub.live == {"CPU": {}, "DISK": {}}
+    assert sub.cleared == 2 and sub.live == {"CPU": {}, "DISK": {}}
 
 
 def test_a_taken_port_is_a_clear_error():
