@@ -84,28 +84,38 @@ fn stored_blocks(
     out
 }
 
-#[test]
-fn stored_blocks_rebuild_the_sequence_on_both_tiers_and_a_stop_clears() {
-    let root = tempfile::tempdir().unwrap();
+/// Runs `request` on a fresh engine with a disk tier of `max_bytes` under `root`, both
+/// publishing to one recorder; returns the choice and every event, once the engine stopped.
+fn run_with_disk(
+    root: &std::path::Path,
+    max_bytes: u64,
+    request: crate::request::GenerationRequest,
+) -> (super::tests::Choice, Vec<(Medium, KvEvent)>) {
     let recorder = Arc::new(Recorder::default());
     let sink = KvEventSink(recorder.clone());
-    let cache = DiskCache::open(&root.path().join("kv"), 1 << 30).unwrap();
-    let weights = root.path().join("weights.bin");
+    let cache = DiskCache::open(&root.join("kv"), max_bytes).unwrap();
+    let weights = root.join("weights.bin");
     std::fs::write(&weights, b"fake weights").unwrap();
     let disk = cache
         .model(&[weights], "fake", vec![4 * BLOCK], Some(sink.clone()))
         .unwrap();
     let config = EngineConfig {
-        kv_disk: Some(disk.clone()),
+        kv_disk: Some(disk),
         kv_events: Some(sink),
         ..EngineConfig::default()
     };
     let engine = start(HistoryExecutor::new(super::tests::VOCAB, BLOCK, 64), config);
-    let long = prompt(1, 30);
-    let choice = collect(engine.submit(request(long.clone(), 7, 6)).unwrap(), 1).remove(0);
+    let choice = collect(engine.submit(request).unwrap(), 1).remove(0);
     engine.shutdown();
     wait_until("the engine stopped", || !engine.is_alive());
-    let events = recorder.take();
+    (choice, recorder.take())
+}
+
+#[test]
+fn stored_blocks_rebuild_the_sequence_on_both_tiers_and_a_stop_clears() {
+    let root = tempfile::tempdir().unwrap();
+    let long = prompt(1, 30);
+    let (choice, events) = run_with_disk(root.path(), 1 << 30, request(long.clone(), 7, 6));
 
     // 35 tokens computed (the prompt, every sampled token but the last): 8 full blocks.
     let mut sequence = long.clone();
@@ -173,25 +183,8 @@ fn evicted_blocks_are_removed_exactly_once_after_being_stored() {
 #[test]
 fn the_disk_tier_announces_the_files_its_bound_removes() {
     let root = tempfile::tempdir().unwrap();
-    let recorder = Arc::new(Recorder::default());
-    let sink = KvEventSink(recorder.clone());
     // Room for three block files of this fake model.
-    let cache = DiskCache::open(&root.path().join("kv"), 3 * 200).unwrap();
-    let weights = root.path().join("weights.bin");
-    std::fs::write(&weights, b"fake weights").unwrap();
-    let disk = cache
-        .model(&[weights], "fake", vec![4 * BLOCK], Some(sink.clone()))
-        .unwrap();
-    let config = EngineConfig {
-        kv_disk: Some(disk.clone()),
-        kv_events: Some(sink),
-        ..EngineConfig::default()
-    };
-    let engine = start(HistoryExecutor::new(super::tests::VOCAB, BLOCK, 64), config);
-    collect(engine.submit(request(prompt(3, 30), 1, 2)).unwrap(), 1);
-    engine.shutdown();
-    wait_until("the engine stopped", || !engine.is_alive());
-    let events = recorder.take();
+    let (_, events) = run_with_disk(root.path(), 3 * 200, request(prompt(3, 30), 1, 2));
     let written: Vec<BlockHash> = stored_blocks(&events, Medium::Disk).into_keys().collect();
     let removed: Vec<BlockHash> = (events.iter())
         .filter(|(m, _)| *m == Medium::Disk)
