@@ -114,10 +114,19 @@ async fn metadata_is_held_to_openais_limits_on_responses_and_chat() {
             assert_eq!(error["message"], message, "{path}");
         }
     }
-    let (status, body) = post(&server, None, "/v1/responses", &request("/v1/responses", metadata(16, 64, 512))).await;
+    let (status, body) = post(
+        &server,
+        None,
+        "/v1/responses",
+        &request("/v1/responses", metadata(16, 64, 512)),
+    )
+    .await;
     assert_eq!(status, 200);
     assert_eq!(body["metadata"], metadata(16, 64, 512), "echoed as sent");
-    assert_eq!(scrape(&server.base, "sluice:responses_not_stored_total").await, 0.0);
+    assert_eq!(
+        scrape(&server.base, "sluice:responses_not_stored_total").await,
+        0.0
+    );
 }
 
 /// The attack in miniature: every response carries the most metadata allowed; the store keeps
@@ -140,15 +149,30 @@ async fn responses_full_of_metadata_stay_within_the_store_budgets() {
         assert_eq!(answer["store"], true, "each one alone fits");
         ids.push((key, answer["id"].as_str().unwrap().to_string()));
         let held = scrape(&server.base, "sluice:stored_responses_bytes").await;
-        assert!(held <= total as f64, "{held} bytes held after {i} responses");
+        assert!(
+            held <= total as f64,
+            "{held} bytes held after {i} responses"
+        );
     }
     let held = scrape(&server.base, "sluice:stored_responses").await;
     assert!((2.0..30.0).contains(&held), "{held} responses held");
     assert!(scrape(&server.base, "sluice:stored_responses_evicted_total").await > 0.0);
     for key in ["key-a", "key-b"] {
-        let mine: Vec<&String> = ids.iter().filter(|(k, _)| *k == key).map(|(_, id)| id).collect();
-        assert_eq!(get_status(&server, Some(key), mine[mine.len() - 1]).await, 200, "{key}");
-        assert_eq!(get_status(&server, Some(key), mine[0]).await, 404, "{key}'s oldest went");
+        let mine: Vec<&String> = ids
+            .iter()
+            .filter(|(k, _)| *k == key)
+            .map(|(_, id)| id)
+            .collect();
+        assert_eq!(
+            get_status(&server, Some(key), mine[mine.len() - 1]).await,
+            200,
+            "{key}"
+        );
+        assert_eq!(
+            get_status(&server, Some(key), mine[0]).await,
+            404,
+            "{key}'s oldest went"
+        );
     }
 }
 
@@ -177,8 +201,17 @@ async fn a_request_too_large_to_store_is_refused_before_any_work() {
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["store"], false);
     // A small response fits and is kept.
-    let (status, answer) = post(&server, None, "/v1/responses", &request("/v1/responses", Value::Null)).await;
+    let (status, answer) = post(
+        &server,
+        None,
+        "/v1/responses",
+        &request("/v1/responses", Value::Null),
+    )
+    .await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["store"], true);
-    assert_eq!(get_status(&server, None, answer["id"].as_str().unwrap()).await, 200);
+    assert_eq!(
+        get_status(&server, None, answer["id"].as_str().unwrap()).await,
+        200
+    );
 }

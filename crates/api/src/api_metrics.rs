@@ -55,6 +55,9 @@ pub fn render_store(out: &mut String, usage: &crate::responses_store::StoreUsage
             usage.refused,
         ),
     ] {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+        );
     }
 }

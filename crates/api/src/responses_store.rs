@@ -97,7 +97,11 @@ pub fn json_heap_bytes(value: &Value) -> usize {
                 4..8 => 8,
                 len => (len * 8 / 7).next_power_of_two(),
             };
-            let capacity = if buckets < 8 { buckets - 1 } else { buckets / 8 * 7 };
+            let capacity = if buckets < 8 {
+                buckets - 1
+            } else {
+                buckets / 8 * 7
+            };
             let entry = size_of::<u64>() + size_of::<String>() + slot;
             allocation(capacity * entry)
                 + allocation(buckets * (size_of::<usize>() + 1) + 16)
@@ -423,9 +427,15 @@ mod tests {
     #[test]
     fn oldest_entry_is_evicted_first_when_full() {
         let store = ResponseStore::new(2, HOUR);
-        store.put("a".into(), response("a", Duration::ZERO)).unwrap();
-        store.put("b".into(), response("b", Duration::ZERO)).unwrap();
-        store.put("c".into(), response("c", Duration::ZERO)).unwrap();
+        store
+            .put("a".into(), response("a", Duration::ZERO))
+            .unwrap();
+        store
+            .put("b".into(), response("b", Duration::ZERO))
+            .unwrap();
+        store
+            .put("c".into(), response("c", Duration::ZERO))
+            .unwrap();
         assert_eq!(store.len(), 2);
         assert!(store.get("a", None).is_none());
         assert_eq!(store.get("b", None).unwrap().body["id"], "b");
@@ -435,10 +445,18 @@ mod tests {
     #[test]
     fn replacing_an_id_refreshes_its_age_rank() {
         let store = ResponseStore::new(2, HOUR);
-        store.put("a".into(), response("a1", Duration::ZERO)).unwrap();
-        store.put("b".into(), response("b", Duration::ZERO)).unwrap();
-        store.put("a".into(), response("a2", Duration::ZERO)).unwrap();
-        store.put("c".into(), response("c", Duration::ZERO)).unwrap();
+        store
+            .put("a".into(), response("a1", Duration::ZERO))
+            .unwrap();
+        store
+            .put("b".into(), response("b", Duration::ZERO))
+            .unwrap();
+        store
+            .put("a".into(), response("a2", Duration::ZERO))
+            .unwrap();
+        store
+            .put("c".into(), response("c", Duration::ZERO))
+            .unwrap();
         assert!(store.get("b", None).is_none(), "b was the oldest");
         assert_eq!(store.get("a", None).unwrap().body["id"], "a2");
     }
@@ -446,11 +464,17 @@ mod tests {
     #[test]
     fn expired_entries_are_invisible_and_removed() {
         let store = ResponseStore::new(10, Duration::from_secs(60));
-        store.put("old".into(), response("old", Duration::from_secs(61))).unwrap();
+        store
+            .put("old".into(), response("old", Duration::from_secs(61)))
+            .unwrap();
         assert!(store.get("old", None).is_none());
         assert!(store.is_empty());
-        store.put("old".into(), response("old", Duration::from_secs(61))).unwrap();
-        store.put("new".into(), response("new", Duration::ZERO)).unwrap();
+        store
+            .put("old".into(), response("old", Duration::from_secs(61)))
+            .unwrap();
+        store
+            .put("new".into(), response("new", Duration::ZERO))
+            .unwrap();
         assert_eq!(store.len(), 1, "the expired front entry goes on put");
         assert!(!store.delete("old", None));
     }
@@ -458,7 +482,9 @@ mod tests {
     #[test]
     fn delete_removes_a_live_entry_once() {
         let store = ResponseStore::new(10, HOUR);
-        store.put("a".into(), response("a", Duration::ZERO)).unwrap();
+        store
+            .put("a".into(), response("a", Duration::ZERO))
+            .unwrap();
         assert!(store.delete("a", None));
         assert!(!store.delete("a", None));
         assert!(store.get("a", None).is_none());
@@ -530,7 +556,11 @@ mod tests {
             store.put(id(Some(0), i), sized(Some(0), 10_000)).unwrap();
             assert!(store.bytes_of(Some(0)) <= 3 * one);
         }
-        assert_eq!(ids_of(&store, Some(0), 10), [7, 8, 9], "the oldest went first");
+        assert_eq!(
+            ids_of(&store, Some(0), 10),
+            [7, 8, 9],
+            "the oldest went first"
+        );
         assert_eq!(ids_of(&store, Some(1), 1), [0], "another key's entry stays");
         assert_eq!(store.usage().evicted, 7);
         assert_eq!(store.usage().bytes, 4 * one);
@@ -559,8 +589,16 @@ mod tests {
         store.put(id(Some(2), 0), sized(Some(2), 10_000)).unwrap();
         assert_eq!(store.usage().bytes, 5 * one);
         store.put(id(Some(2), 1), sized(Some(2), 10_000)).unwrap();
-        assert_eq!(ids_of(&store, Some(0), 3), [1, 2], "the largest holder paid");
-        assert_eq!(ids_of(&store, Some(1), 1), [0], "the light key kept its entry");
+        assert_eq!(
+            ids_of(&store, Some(0), 3),
+            [1, 2],
+            "the largest holder paid"
+        );
+        assert_eq!(
+            ids_of(&store, Some(1), 1),
+            [0],
+            "the light key kept its entry"
+        );
         assert_eq!(ids_of(&store, Some(2), 2), [0, 1]);
         // Key 2 becomes the largest: it pays for its own new entry.
         store.put(id(Some(2), 2), sized(Some(2), 10_000)).unwrap();
@@ -606,7 +644,10 @@ mod tests {
         let err = store
             .put(id(Some(0), 1), sized(Some(0), 100 << 10))
             .unwrap_err();
-        assert!(err.per_key && err.budget == 64 << 10 && err.bytes > 100 << 10, "{err:?}");
+        assert!(
+            err.per_key && err.budget == 64 << 10 && err.bytes > 100 << 10,
+            "{err:?}"
+        );
         assert!(err.to_string().contains("one API key's budget"), "{err}");
         assert!(store.get(&id(Some(0), 1), Some(0)).is_none());
         let after = store.usage();
@@ -629,7 +670,11 @@ mod tests {
         let two = store.usage().bytes;
         assert_eq!(store.bytes_of(Some(0)), two);
         store.put("b".into(), sized(Some(0), 1000)).unwrap();
-        assert_eq!(store.usage().bytes, two, "a replaced entry is not counted twice");
+        assert_eq!(
+            store.usage().bytes,
+            two,
+            "a replaced entry is not counted twice"
+        );
         assert!(store.delete("a", Some(0)));
         assert!(store.delete("b", Some(0)));
         assert_eq!(store.usage().bytes, 0);
@@ -661,4 +706,3 @@ mod tests {
         assert!(usage.entries < 1024 && usage.evicted > 0, "{usage:?}");
     }
 }
-

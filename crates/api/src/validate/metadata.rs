@@ -123,7 +123,11 @@ mod tests {
     use super::*;
 
     fn pairs(n: usize) -> Value {
-        Value::Object((0..n).map(|i| (format!("k{i}"), json!("v"))).collect::<Map<_, _>>())
+        Value::Object(
+            (0..n)
+                .map(|i| (format!("k{i}"), json!("v")))
+                .collect::<Map<_, _>>(),
+        )
     }
 
     fn refused(metadata: Value) -> (String, String, &'static str) {
@@ -187,8 +191,12 @@ mod tests {
         );
         assert!(refused(json!({"k": 1.5})).0.contains("got a number"));
         assert!(refused(json!({"k": null})).0.contains("got null"));
-        assert!(refused(json!({"k": {"x": "y"}})).0.contains("got an object"));
-        assert!(refused(json!("text")).0.contains("'metadata': expected an object"));
+        assert!(refused(json!({"k": {"x": "y"}}))
+            .0
+            .contains("got an object"));
+        assert!(refused(json!("text"))
+            .0
+            .contains("'metadata': expected an object"));
         let mut many = pairs(17);
         many["k16"] = json!(2);
         assert_eq!(refused(many).1, "metadata.k16");

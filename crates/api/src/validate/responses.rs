@@ -8,8 +8,8 @@
 use serde_json::{json, Value};
 
 use super::chat::{template_kwargs, template_messages, ValidChatRequest};
-use super::tools::{function_spec, openai_tool_choice, ToolRequest, ToolSpec};
 use super::metadata::validate_metadata;
+use super::tools::{function_spec, openai_tool_choice, ToolRequest, ToolSpec};
 use super::{validate_shared, ModelLimits};
 use crate::error::ApiError;
 use crate::responses_store::StoredResponse;

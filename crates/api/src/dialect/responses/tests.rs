@@ -336,14 +336,20 @@ fn a_response_too_large_to_store_is_answered_with_store_false() {
     };
     // What a short answer takes; the budget leaves room for it, not for a long one.
     let roomy = Arc::new(ResponseStore::new(8, Duration::from_secs(60)));
-    let (_, body) = run(|| renderer(&roomy), turn(vec![content("ok")], TurnEnd::Stop));
+    let (_, body) = run(
+        || renderer(&roomy),
+        turn(vec![content("ok")], TurnEnd::Stop),
+    );
     assert_eq!(body["store"], true);
     let short = roomy.usage().bytes;
     let store = Arc::new(
         ResponseStore::new(8, Duration::from_secs(60)).with_byte_budgets(1 << 20, short + 1000),
     );
     let long = "word ".repeat(2000);
-    let (events, body) = run(|| renderer(&store), turn(vec![content(&long)], TurnEnd::Stop));
+    let (events, body) = run(
+        || renderer(&store),
+        turn(vec![content(&long)], TurnEnd::Stop),
+    );
     assert_eq!(body["store"], false, "the answer says it was not kept");
     assert_eq!(body["output"][0]["content"][0]["text"], long.as_str());
     let completed = &events.last().unwrap()["response"];
@@ -351,7 +357,10 @@ fn a_response_too_large_to_store_is_answered_with_store_false() {
     assert_eq!(events[0]["response"]["store"], true, "it was asked for");
     assert!(store.is_empty());
     assert_eq!(store.usage().refused, 2, "the stream and the one body");
-    let (_, body) = run(|| renderer(&store), turn(vec![content("ok")], TurnEnd::Stop));
+    let (_, body) = run(
+        || renderer(&store),
+        turn(vec![content("ok")], TurnEnd::Stop),
+    );
     assert_eq!(body["store"], true);
     assert!(store.get("resp_1", Some(0)).is_some());
 }
