@@ -109,6 +109,8 @@ pub struct ServerOptions {
     pub model_dir: Option<PathBuf>,
     /// What the model is served for (`--task`).
     pub task: ModelTask,
+    /// The Responses store's byte budgets: in all, and per API key.
+    pub stored_response_bytes: (usize, usize),
 }
 
 impl Default for ServerOptions {
@@ -126,6 +128,10 @@ impl Default for ServerOptions {
             write_timeout: Duration::from_secs(20),
             model_dir: None,
             task: ModelTask::Auto,
+            stored_response_bytes: (
+                sluice_api::responses_store::DEFAULT_MAX_BYTES,
+                sluice_api::responses_store::DEFAULT_MAX_BYTES_PER_KEY,
+            ),
         }
     }
 }
@@ -234,6 +240,8 @@ pub async fn start(options: ServerOptions) -> TestServer {
         request_read_timeout: Duration::from_secs(5),
         retry_after_secs: 2,
         tool_call_parser: None,
+        stored_response_bytes: options.stored_response_bytes.0,
+        stored_response_bytes_per_key: options.stored_response_bytes.1,
         ..ApiConfig::default()
     };
     let app = sluice_api::router(vec![served], api);

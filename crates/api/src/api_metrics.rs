@@ -26,3 +26,38 @@ pub fn render(out: &mut String) {
         malformed_tool_calls()
     );
 }
+
+/// Appends the Responses store's gauges and counters.
+pub fn render_store(out: &mut String, usage: &crate::responses_store::StoreUsage) {
+    for (name, kind, help, value) in [
+        (
+            "sluice:stored_responses",
+            "gauge",
+            "Responses kept for previous_response_id and GET /v1/responses/{id}.",
+            usage.entries as u64,
+        ),
+        (
+            "sluice:stored_responses_bytes",
+            "gauge",
+            "Estimated memory the stored responses hold, in bytes.",
+            usage.bytes as u64,
+        ),
+        (
+            "sluice:stored_responses_evicted_total",
+            "counter",
+            "Stored responses evicted to keep within the count or byte budgets.",
+            usage.evicted,
+        ),
+        (
+            "sluice:responses_not_stored_total",
+            "counter",
+            "Responses not stored because they alone exceeded their caller's byte budget.",
+            usage.refused,
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+        );
+    }
+}

@@ -41,6 +41,12 @@ pub struct ApiConfig {
     pub stored_responses: usize,
     /// How long a stored response stays retrievable.
     pub stored_response_ttl: Duration,
+    /// Most bytes (estimated memory) the stored responses hold in all; beyond it the oldest
+    /// entry of the caller holding the most goes first.
+    pub stored_response_bytes: usize,
+    /// Most bytes the stored responses of one API key hold (its oldest go first); a response
+    /// larger than this alone is not stored. Without API keys only the total applies.
+    pub stored_response_bytes_per_key: usize,
     /// `/health/live` fails when an engine with work has not come round its loop for longer
     /// (`--liveness-timeout`; one CPU step over a long prompt can take a while).
     pub liveness_timeout: Duration,
@@ -61,6 +67,8 @@ impl Default for ApiConfig {
             tool_call_parser: None,
             stored_responses: 1024,
             stored_response_ttl: Duration::from_secs(3600),
+            stored_response_bytes: crate::responses_store::DEFAULT_MAX_BYTES,
+            stored_response_bytes_per_key: crate::responses_store::DEFAULT_MAX_BYTES_PER_KEY,
             liveness_timeout: Duration::from_secs(300),
         }
     }
@@ -101,10 +109,13 @@ impl AppState {
             lifecycle,
             registry,
             tokenizing: Arc::new(Semaphore::new(config.max_concurrent_tokenizations.max(1))),
-            responses: Arc::new(ResponseStore::new(
-                config.stored_responses,
-                config.stored_response_ttl,
-            )),
+            responses: Arc::new(
+                ResponseStore::new(config.stored_responses, config.stored_response_ttl)
+                    .with_byte_budgets(
+                        config.stored_response_bytes,
+                        config.stored_response_bytes_per_key,
+                    ),
+            ),
             config: Arc::new(config),
             fair_share_hasher: Default::default(),
         }

@@ -85,7 +85,8 @@ impl ResponsesRenderer {
 
     /// Also puts the finished response into `store` (when it completes, streamed or not;
     /// never when it fails), with `conversation`: the request's
-    /// `ValidResponsesRequest::conversation`.
+    /// `ValidResponsesRequest::conversation`. A response too large for its caller's budget
+    /// is not stored, and the final response object says `"store": false`.
     /// `owner` is the caller's API key index ([`StoredResponse::owner`]).
     pub fn storing(
         mut self,
@@ -261,9 +262,9 @@ impl ResponsesRenderer {
     fn complete(&mut self, usage: &UsageBody) -> Value {
         // Frames of an item still open are dropped: a turn always finishes before the end.
         self.finish_item();
-        let response = self.response(self.final_status(), Some(usage));
+        let mut response = self.response(self.final_status(), Some(usage));
         if let Some((store, conversation, owner)) = self.store.take() {
-            store.put(
+            let stored = store.put(
                 self.meta.id.clone(),
                 StoredResponse {
                     input: conversation,
@@ -273,6 +274,13 @@ impl ResponsesRenderer {
                     owner,
                 },
             );
+            // The request's size was checked before generating; the output can still make
+            // the whole too large. The client has its answer: it is told the response was not
+            // kept rather than refused after the work was done.
+            if let Err(too_large) = stored {
+                tracing::warn!(id = %self.meta.id, "response not stored: {too_large}");
+                response["store"] = Value::Bool(false);
+            }
         }
         response
     }

@@ -12,7 +12,8 @@ use crate::dialect::responses::{response_meta, ResponsesRenderer};
 use crate::dialect::turn_parse::CallIds;
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
-use crate::validate::responses::validate_responses;
+use crate::responses_store::json_heap_bytes;
+use crate::validate::responses::{validate_responses, ValidResponsesRequest};
 use crate::wire::responses::ResponsesRequest;
 use crate::AppState;
 
@@ -35,6 +36,9 @@ pub async fn create_response(
         None => None,
     };
     let valid = validate_responses(req, model.limits(), previous.as_ref())?;
+    if valid.echo.store {
+        check_storable(&state, &valid, caller.key)?;
+    }
     let meta = response_meta(&model.id);
     let store = valid.echo.store.then(|| state.responses.clone());
     let (conversation, echo) = (valid.conversation, valid.echo);
@@ -54,6 +58,34 @@ pub async fn create_response(
         },
     )
     .await
+}
+
+/// Refuses, before any work, a response that could not be stored because its request alone
+/// (the conversation it keeps, with the tools, instructions and metadata its body repeats)
+/// exceeds what the caller may store. A response whose output pushes it over is still
+/// answered, with `"store": false` ([`ResponsesRenderer::storing`]).
+fn check_storable(
+    state: &AppState,
+    valid: &ValidResponsesRequest,
+    owner: Option<usize>,
+) -> Result<(), ApiError> {
+    let echo = &valid.echo;
+    let at_least = json_heap_bytes(&valid.conversation)
+        + json_heap_bytes(&echo.tools)
+        + json_heap_bytes(&echo.metadata)
+        + echo.instructions.as_ref().map_or(0, String::len);
+    state
+        .responses
+        .check_room(at_least, owner)
+        .map_err(|too_large| ApiError::InvalidRequest {
+            message: format!(
+                "storing this response would take at least {at_least} bytes, more than {}: \
+                 send \"store\": false (and the whole conversation with each request)",
+                too_large.budget_text()
+            ),
+            param: Some("store".into()),
+            code: Some("response_too_large_to_store"),
+        })
 }
 
 /// A stored response, as it was returned.

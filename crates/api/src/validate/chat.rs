@@ -2,6 +2,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::metadata::validate_metadata;
 use super::tools::{openai_tool_choice, openai_tools, ToolRequest};
 use super::{validate_shared, ModelLimits, ValidParams, MAX_TOP_LOGPROBS};
 use crate::error::ApiError;
@@ -28,6 +29,7 @@ pub fn validate_chat(
     req: ChatCompletionRequest,
     limits: ModelLimits,
 ) -> Result<ValidChatRequest, ApiError> {
+    validate_metadata(req.metadata.as_ref())?;
     let messages = template_messages(&req.messages)?;
     let logprobs = match (req.logprobs.unwrap_or(false), req.top_logprobs) {
         (_, Some(k)) if !(0..=MAX_TOP_LOGPROBS.into()).contains(&k) => {

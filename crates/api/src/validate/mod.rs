@@ -5,6 +5,7 @@
 pub mod chat;
 pub mod completion;
 pub mod messages;
+pub mod metadata;
 pub mod responses;
 pub mod scoring;
 pub mod tool_constraint;

@@ -8,6 +8,7 @@
 use serde_json::{json, Value};
 
 use super::chat::{template_kwargs, template_messages, ValidChatRequest};
+use super::metadata::validate_metadata;
 use super::tools::{function_spec, openai_tool_choice, ToolRequest, ToolSpec};
 use super::{validate_shared, ModelLimits};
 use crate::error::ApiError;
@@ -43,6 +44,7 @@ pub fn validate_responses(
             "background mode is not supported: send the request without it and wait",
         ));
     }
+    validate_metadata(req.metadata.as_ref())?;
     if let Some(t) = req.truncation.as_deref() {
         if t != "auto" && t != "disabled" {
             return Err(ApiError::invalid(

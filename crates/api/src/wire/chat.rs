@@ -35,6 +35,9 @@ pub struct ChatCompletionRequest {
     /// `none` | `minimal` | `low` | `medium` | `high`: `none` turns thinking off where the
     /// template supports it; the value reaches the template as `reasoning_effort`.
     pub reasoning_effort: Option<String>,
+    /// OpenAI's up to 16 string pairs for stored completions: checked against OpenAI's
+    /// limits, not kept (chat completions are not stored here).
+    pub metadata: Option<serde_json::Value>,
     /// Sampling, stopping, streaming and scheduling fields shared with `/v1/completions`.
     #[serde(flatten)]
     pub options: GenerationOptions,

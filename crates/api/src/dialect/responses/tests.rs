@@ -322,3 +322,45 @@ fn a_stored_response_continues_into_the_next_request() {
     );
     assert_eq!(messages[2]["tool_call_id"], "call_a");
 }
+
+#[test]
+fn a_response_too_large_to_store_is_answered_with_store_false() {
+    let echo = request(json!({"model": "m", "input": "hi"})).echo();
+    assert!(echo.store);
+    let renderer = |store: &Arc<ResponseStore>| {
+        ResponsesRenderer::new(meta(), echo.clone()).storing(
+            store.clone(),
+            json!([{"role": "user", "content": "hi"}]),
+            Some(0),
+        )
+    };
+    // What a short answer takes; the budget leaves room for it, not for a long one.
+    let roomy = Arc::new(ResponseStore::new(8, Duration::from_secs(60)));
+    let (_, body) = run(
+        || renderer(&roomy),
+        turn(vec![content("ok")], TurnEnd::Stop),
+    );
+    assert_eq!(body["store"], true);
+    let short = roomy.usage().bytes;
+    let store = Arc::new(
+        ResponseStore::new(8, Duration::from_secs(60)).with_byte_budgets(1 << 20, short + 1000),
+    );
+    let long = "word ".repeat(2000);
+    let (events, body) = run(
+        || renderer(&store),
+        turn(vec![content(&long)], TurnEnd::Stop),
+    );
+    assert_eq!(body["store"], false, "the answer says it was not kept");
+    assert_eq!(body["output"][0]["content"][0]["text"], long.as_str());
+    let completed = &events.last().unwrap()["response"];
+    assert_eq!(completed["store"], false);
+    assert_eq!(events[0]["response"]["store"], true, "it was asked for");
+    assert!(store.is_empty());
+    assert_eq!(store.usage().refused, 2, "the stream and the one body");
+    let (_, body) = run(
+        || renderer(&store),
+        turn(vec![content("ok")], TurnEnd::Stop),
+    );
+    assert_eq!(body["store"], true);
+    assert!(store.get("resp_1", Some(0)).is_some());
+}

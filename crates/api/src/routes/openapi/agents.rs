@@ -17,7 +17,11 @@ pub(super) fn add_agents(doc: &mut Value) {
     let chat_tool = json!({"type": "object", "required": ["type", "function"], "properties": {
         "type": {"const": "function"}, "function": function}});
     let tool_choice_text = "none | auto | required, or a function named in tools; required and named force a call by constrained decoding";
+    let metadata = json!({"type": "object", "maxProperties": 16,
+        "propertyNames": {"maxLength": 64}, "additionalProperties": {"type": "string", "maxLength": 512},
+        "description": "OpenAI's limits: 16 pairs, keys of 64 characters, values of 512"});
     let chat = &mut doc["components"]["schemas"]["ChatCompletionRequest"];
+    chat["properties"]["metadata"] = metadata.clone();
     chat["properties"]["tools"] = json!({"type": "array", "items": chat_tool});
     chat["properties"]["tool_choice"] = json!({"type": "string", "enum": ["none", "auto"],
         "description": tool_choice_text});
@@ -137,11 +141,11 @@ pub(super) fn add_agents(doc: &mut Value) {
             "temperature": {"type": "number", "minimum": 0, "maximum": 2},
             "top_p": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
             "stream": {"type": "boolean"},
-            "store": {"type": "boolean", "description": "keep the response (default true) for previous_response_id and GET, per API key, bounded in number and age"},
+            "store": {"type": "boolean", "description": "keep the response (default true) for previous_response_id and GET, per API key, bounded in number, age and bytes (per key and in total); a request too large to keep is a 400, a response whose output makes it too large comes back with store false"},
             "previous_response_id": {"type": "string", "description": "a stored response of this API key; unknown ids are a 404"},
             "reasoning": {"type": "object", "properties": {"effort": {"type": "string",
                 "enum": ["none", "minimal", "low", "medium", "high"]}}},
-            "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+            "metadata": metadata,
             "user": {"type": "string"}}},
         "Response": {"type": "object", "properties": {
             "id": {"type": "string"}, "object": {"const": "response"},
