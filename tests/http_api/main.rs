@@ -16,3 +16,4 @@ mod render;
 mod scoring;
 mod server;
 mod slow_clients;
+mod template_budget;

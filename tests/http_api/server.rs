@@ -109,6 +109,9 @@ pub struct ServerOptions {
     pub model_dir: Option<PathBuf>,
     /// What the model is served for (`--task`).
     pub task: ModelTask,
+    /// More models, served by the same engine under these ids with these tokenizers (a
+    /// tokenizer with another chat template).
+    pub extra_models: Vec<(String, Arc<Tokenizer>)>,
 }
 
 impl Default for ServerOptions {
@@ -126,6 +129,7 @@ impl Default for ServerOptions {
             write_timeout: Duration::from_secs(20),
             model_dir: None,
             task: ModelTask::Auto,
+            extra_models: Vec::new(),
         }
     }
 }
@@ -214,16 +218,20 @@ pub async fn start(options: ServerOptions) -> TestServer {
             ..EngineConfig::default()
         },
     );
-    let served = ServedModel {
-        id: MODEL_ID.to_string(),
+    let served = |id: String, tokenizer: Arc<Tokenizer>| ServedModel {
+        id,
         engine: engine.clone(),
         tokenizer,
         max_model_len,
-        pooling,
+        pooling: pooling.clone(),
         task: options.task,
         created: 1_700_000_000,
         lease: None,
     };
+    let mut models = vec![served(MODEL_ID.to_string(), tokenizer)];
+    for (id, tokenizer) in options.extra_models {
+        models.push(served(id, tokenizer));
+    }
     let api = ApiConfig {
         api_keys: options.api_keys,
         max_concurrent_tokenizations: 2,
@@ -236,7 +244,7 @@ pub async fn start(options: ServerOptions) -> TestServer {
         tool_call_parser: None,
         ..ApiConfig::default()
     };
-    let app = sluice_api::router(vec![served], api);
+    let app = sluice_api::router(models, api);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let serve_options = ServeOptions {
