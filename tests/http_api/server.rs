@@ -223,7 +223,7 @@ pub async fn start(options: ServerOptions) -> TestServer {
         engine: engine.clone(),
         tokenizer,
         max_model_len,
-        pooling: pooling.clone(),
+        pooling,
         task: options.task,
         created: 1_700_000_000,
         lease: None,
