@@ -17,3 +17,4 @@ mod scoring;
 mod server;
 mod slow_clients;
 mod stored_responses;
+mod template_budget;

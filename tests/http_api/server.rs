@@ -111,6 +111,9 @@ pub struct ServerOptions {
     pub task: ModelTask,
     /// The Responses store's byte budgets: in all, and per API key.
     pub stored_response_bytes: (usize, usize),
+    /// More models, served by the same engine under these ids with these tokenizers (a
+    /// tokenizer with another chat template).
+    pub extra_models: Vec<(String, Arc<Tokenizer>)>,
 }
 
 impl Default for ServerOptions {
@@ -132,6 +135,7 @@ impl Default for ServerOptions {
                 sluice_api::responses_store::DEFAULT_MAX_BYTES,
                 sluice_api::responses_store::DEFAULT_MAX_BYTES_PER_KEY,
             ),
+            extra_models: Vec::new(),
         }
     }
 }
@@ -220,8 +224,8 @@ pub async fn start(options: ServerOptions) -> TestServer {
             ..EngineConfig::default()
         },
     );
-    let served = ServedModel {
-        id: MODEL_ID.to_string(),
+    let served = |id: String, tokenizer: Arc<Tokenizer>| ServedModel {
+        id,
         engine: engine.clone(),
         tokenizer,
         max_model_len,
@@ -230,6 +234,10 @@ pub async fn start(options: ServerOptions) -> TestServer {
         created: 1_700_000_000,
         lease: None,
     };
+    let mut models = vec![served(MODEL_ID.to_string(), tokenizer)];
+    for (id, tokenizer) in options.extra_models {
+        models.push(served(id, tokenizer));
+    }
     let api = ApiConfig {
         api_keys: options.api_keys,
         max_concurrent_tokenizations: 2,
@@ -244,7 +252,7 @@ pub async fn start(options: ServerOptions) -> TestServer {
         stored_response_bytes_per_key: options.stored_response_bytes.1,
         ..ApiConfig::default()
     };
-    let app = sluice_api::router(vec![served], api);
+    let app = sluice_api::router(models, api);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let serve_options = ServeOptions {

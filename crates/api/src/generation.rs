@@ -2,6 +2,7 @@
 //! by chat and completions, which differ only in how they build prompts and shape chunks.
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -165,6 +166,28 @@ where
         work()
     })
     .await
+}
+
+/// [`tokenize_off_runtime`] for work that can stop early (a chat template's render): `work`
+/// gets a flag that is set when this future is dropped, as when the client goes away, so the
+/// render ends at its next check instead of running to its budget.
+pub async fn tokenize_off_runtime_until_gone<T, F>(state: &AppState, work: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce(Arc<AtomicBool>) -> Result<T, ApiError> + Send + 'static,
+{
+    /// Sets the flag when the request's future goes away (finished or dropped).
+    struct SetOnDrop(Arc<AtomicBool>);
+    impl Drop for SetOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let gone = SetOnDrop(Arc::new(AtomicBool::new(false)));
+    let flag = Arc::clone(&gone.0);
+    let result = tokenize_off_runtime(state, move || work(flag)).await;
+    drop(gone);
+    result
 }
 
 /// Runs blocking tokenizer work (templating, encoding) off the async runtime's core threads.

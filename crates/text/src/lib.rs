@@ -23,7 +23,7 @@ mod tokenizer;
 pub use error::TextError;
 pub use stop::StopSet;
 pub use stop::{StopMatcher, StopStatus};
-pub use template::ChatTemplate;
+pub use template::{ChatTemplate, RenderLimits, RenderUsage};
 pub use tokenizer::IncrementalDecoder;
 pub use tokenizer::MaskedSpecials;
 pub use tokenizer::Tokenizer;

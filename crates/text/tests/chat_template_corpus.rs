@@ -10,7 +10,7 @@
 //! live beside the code in `src/chat_template_tests.rs`.
 
 use serde_json::{json, Value as Json};
-use sluice_text::{ChatTemplate, TextError};
+use sluice_text::{ChatTemplate, RenderLimits, TextError};
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -31,6 +31,10 @@ const KNOWN_DIFFERENCES: &[(&str, &str, &str)] = &[(
     "`'...'|safe + text` HTML-escapes `text` under Python's markupsafe (quotes become &#34;); \
      minijinja's `+` does not, so our tool JSON keeps its plain quotes",
 )];
+
+/// The render budget's defaults leave real templates at least this much headroom: each
+/// template's fuel and written bytes for its conversations times this stays within them.
+const BUDGET_HEADROOM: u64 = 100;
 
 const USER_TEXT: &str = "What is the capital of France?";
 
@@ -115,6 +119,8 @@ fn every_real_chat_template_renders_like_transformers_or_fails_with_a_text_error
     paths.sort();
     let references = reference_renders();
 
+    let mut most_fuel = (String::new(), 0u64);
+    let mut most_written = 0u64;
     let mut rendered_plain = 0;
     let mut rendered_calls = 0;
     let mut problems = Vec::new();
@@ -128,8 +134,19 @@ fn every_real_chat_template_renders_like_transformers_or_fails_with_a_text_error
                     Some("<|begin_of_text|>".to_string()),
                     Some("<|end_of_text|>".to_string()),
                 )
-                .and_then(|template| template.render(&messages, true, tools.as_ref()))
+                .and_then(|template| {
+                    template.render_measured(&messages, true, tools.as_ref(), None, None)
+                })
             }));
+            let outcome = outcome.map(|result| {
+                result.map(|(text, usage)| {
+                    if usage.fuel > most_fuel.1 {
+                        most_fuel = (format!("{name} ({scenario})"), usage.fuel);
+                    }
+                    most_written = most_written.max(usage.written as u64);
+                    text
+                })
+            });
             let reference = references.get(&name).and_then(|r| r.get(scenario));
             let expected = reference.and_then(|r| r.get("ok"));
             match outcome {
@@ -177,6 +194,19 @@ fn every_real_chat_template_renders_like_transformers_or_fails_with_a_text_error
          {rendered_calls} the one with a tool call",
         paths.len()
     );
+    let limits = RenderLimits::default();
+    eprintln!(
+        "most fuel: {} instructions, by {}; most written: {most_written} bytes \
+         (limits: {} instructions, {} bytes)",
+        most_fuel.1, most_fuel.0, limits.fuel, limits.max_bytes
+    );
+    assert!(
+        most_fuel.1 * BUDGET_HEADROOM <= limits.fuel,
+        "{} used {} instructions: the default fuel leaves too little headroom",
+        most_fuel.0,
+        most_fuel.1
+    );
+    assert!(most_written * BUDGET_HEADROOM <= limits.max_bytes as u64);
     assert!(
         problems.is_empty(),
         "{} problems:\n{}",

@@ -1,13 +1,14 @@
 //! A chat-like request's prompt: its conversation rendered with the model's chat template and
 //! tokenized, special-token text in the client's strings kept as text.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use serde_json::Value;
 use sluice_text::{MaskedSpecials, TextError, Tokenizer};
 
 use crate::error::ApiError;
-use crate::generation::tokenize_off_runtime;
+use crate::generation::tokenize_off_runtime_until_gone;
 use crate::registry::ServedModel;
 use crate::validate::{check_prompt_text_fits, ValidChatRequest};
 use crate::AppState;
@@ -20,15 +21,19 @@ pub async fn render_and_encode(
     valid: &ValidChatRequest,
 ) -> Result<(Vec<u32>, String), ApiError> {
     let tokenizer = model.tokenizer.clone();
-    let conversation = Conversation {
-        messages: valid.messages.clone(),
-        tools: valid.tools.template_tools(),
-        template_kwargs: valid.template_kwargs.clone(),
-        add_generation_prompt: true,
-    };
+    let messages = valid.messages.clone();
+    let tools = valid.tools.template_tools();
+    let template_kwargs = valid.template_kwargs.clone();
     let max_model_len = Some(model.max_model_len);
     let parse_specials = state.config.parse_special_tokens_in_messages;
-    tokenize_off_runtime(state, move || {
+    tokenize_off_runtime_until_gone(state, move |client_gone| {
+        let conversation = Conversation {
+            messages,
+            tools,
+            template_kwargs,
+            add_generation_prompt: true,
+            client_gone: Some(client_gone),
+        };
         encode_chat(
             &tokenizer,
             conversation,
@@ -50,6 +55,8 @@ pub struct Conversation {
     pub template_kwargs: Option<Value>,
     /// End with the assistant turn's opening.
     pub add_generation_prompt: bool,
+    /// Set when the client has gone away: the render stops at its next check.
+    pub client_gone: Option<Arc<AtomicBool>>,
 }
 
 /// Renders a conversation and tokenizes it; returns the tokens and the rendered text. Special-token text inside the client's strings is
@@ -88,8 +95,9 @@ pub fn encode_chat(
     Ok((tokens, text))
 }
 
-/// Renders `messages` with the model's chat template; a model without one is a 400.
-/// Blocking: call through `off_runtime`.
+/// Renders `messages` with the model's chat template; a model without one is a 400, and so is
+/// a template over its render budget (`sluice_text::RenderLimits`: instructions, bytes, time;
+/// the message names the limit). Blocking: call through `off_runtime`.
 pub fn render_chat_text(
     tokenizer: &Arc<Tokenizer>,
     conversation: &Conversation,
@@ -107,11 +115,12 @@ pub fn render_chat_text(
         )
     })?;
     template
-        .render_with_kwargs(
+        .render_cancellable(
             &conversation.messages,
             conversation.add_generation_prompt,
             conversation.tools.as_ref(),
             conversation.template_kwargs.as_ref(),
+            conversation.client_gone.clone(),
         )
         .map_err(|e| match e {
             TextError::Template(m) | TextError::InvalidMessages(m) => {

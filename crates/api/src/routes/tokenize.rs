@@ -6,7 +6,7 @@ use axum::Json;
 use crate::chat_turn::{encode_chat, Conversation};
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
-use crate::generation::{off_runtime, tokenize_off_runtime};
+use crate::generation::{off_runtime, tokenize_off_runtime, tokenize_off_runtime_until_gone};
 use crate::validate::chat::{template_kwargs, template_messages};
 use crate::validate::check_token_id;
 use crate::validate::tools::{openai_tools, ToolRequest};
@@ -48,12 +48,13 @@ pub async fn tokenize(
             let template_kwargs = template_kwargs(req.chat_template_kwargs, None)?;
             let tokenizer = tokenizer.clone();
             let parse_specials = state.config.parse_special_tokens_in_messages;
-            tokenize_off_runtime(&state, move || {
+            tokenize_off_runtime_until_gone(&state, move |client_gone| {
                 let conversation = Conversation {
                     messages,
                     tools,
                     template_kwargs,
                     add_generation_prompt,
+                    client_gone: Some(client_gone),
                 };
                 encode_chat(&tokenizer, conversation, parse_specials, None, add_special)
                     .map(|(tokens, _)| tokens)

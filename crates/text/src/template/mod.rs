@@ -9,25 +9,34 @@
 //! string and dict methods (`.strip()`, `.items()`, `.get()`, ...) come from minijinja-contrib's
 //! pycompat callback.
 
+mod budget;
 mod python_json;
 mod python_list;
 mod python_repr;
 
 use crate::TextError;
+pub use budget::RenderLimits;
+use budget::{Armed, OverBudget};
+use minijinja::machinery::{get_compiled_template, make_string_output, Vm};
 use minijinja::value::{Kwargs, Value, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, Output, State};
 use python_json::{to_python_json, PythonJsonStyle};
 use python_repr::python_str;
 use serde_json::Value as Json;
+use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 const TEMPLATE_NAME: &str = "chat_template";
 
 /// A compiled chat template with the model's special tokens.
 ///
-/// `Send + Sync`: one instance serves every request of a model.
+/// `Send + Sync`: one instance serves every request of a model. Every render runs within
+/// [`RenderLimits`] (the defaults unless [`ChatTemplate::with_limits`] says otherwise).
 pub struct ChatTemplate {
     env: Environment<'static>,
+    limits: RenderLimits,
     source: String,
     bos_token: Option<String>,
     eos_token: Option<String>,
@@ -51,10 +60,20 @@ impl ChatTemplate {
         bos_token: Option<String>,
         eos_token: Option<String>,
     ) -> Result<ChatTemplate, TextError> {
+        let limits = RenderLimits::default();
         let mut env = Environment::new();
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
-        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.set_fuel(Some(limits.fuel));
+        env.set_unknown_method_callback(budget::python_method);
+        env.add_function(budget::CONCAT, budget::concat);
+        env.add_function(budget::CHECK_ADD, budget::check_add);
+        env.add_function(budget::CHECK_MUL, budget::check_mul);
+        env.add_filter("join", budget::join);
+        env.add_filter("replace", budget::replace);
+        env.add_filter("indent", budget::indent);
+        env.add_filter("format", budget::format);
+        env.add_filter("list", budget::list);
         env.add_function("raise_exception", raise_exception);
         env.add_function("strftime_now", strftime_now);
         env.add_function("namespace", python_list::namespace);
@@ -66,10 +85,23 @@ impl ChatTemplate {
             .map_err(template_error)?;
         Ok(ChatTemplate {
             env,
+            limits,
             source: source.to_string(),
             bos_token,
             eos_token,
         })
+    }
+
+    /// The same template rendering within `limits`.
+    pub fn with_limits(mut self, limits: RenderLimits) -> ChatTemplate {
+        self.env.set_fuel(Some(limits.fuel));
+        self.limits = limits;
+        self
+    }
+
+    /// The limits every render runs within.
+    pub fn limits(&self) -> &RenderLimits {
+        &self.limits
     }
 
     /// The template's source text as given to [`ChatTemplate::new`].
@@ -103,6 +135,38 @@ impl ChatTemplate {
         tools: Option<&Json>,
         extra_kwargs: Option<&Json>,
     ) -> Result<String, TextError> {
+        self.render_cancellable(messages, add_generation_prompt, tools, extra_kwargs, None)
+    }
+
+    /// Like [`ChatTemplate::render_with_kwargs`]; the render stops (a [`TextError::Template`])
+    /// soon after `cancel` is set, as when the client that asked for it has gone away.
+    ///
+    /// A render over its [`RenderLimits`] is a [`TextError::Template`] naming the limit:
+    /// "chat template exceeded its budget of N instructions", "... built a string over its
+    /// limit of N bytes", "rendered prompt exceeded its limit of N bytes", "... took longer
+    /// than its limit of N s", "... exceeded its recursion limit of N".
+    pub fn render_cancellable(
+        &self,
+        messages: &Json,
+        add_generation_prompt: bool,
+        tools: Option<&Json>,
+        extra_kwargs: Option<&Json>,
+        cancel: Option<Arc<AtomicBool>>,
+    ) -> Result<String, TextError> {
+        let (text, _) =
+            self.render_measured(messages, add_generation_prompt, tools, extra_kwargs, cancel)?;
+        Ok(text)
+    }
+
+    /// [`ChatTemplate::render_cancellable`], with what the render used of its limits.
+    pub fn render_measured(
+        &self,
+        messages: &Json,
+        add_generation_prompt: bool,
+        tools: Option<&Json>,
+        extra_kwargs: Option<&Json>,
+        cancel: Option<Arc<AtomicBool>>,
+    ) -> Result<(String, RenderUsage), TextError> {
         let messages = flatten_messages(messages)?;
         let mut vars = serde_json::Map::new();
         if let Some(extra) = extra_kwargs {
@@ -129,11 +193,62 @@ impl ChatTemplate {
         let template = self
             .env
             .get_template(TEMPLATE_NAME)
-            .map_err(template_error)?;
-        template
-            .render(Value::from_serialize(&vars))
-            .map_err(template_error)
+            .map_err(|e| self.template_error(e))?;
+        // minijinja has no hook for `~`, `+`, `*` or raw text: the program is rewritten to
+        // call the budget's checks (budget.rs), then run as `Template::render` would run it.
+        let compiled = get_compiled_template(&template);
+        let instructions = budget::guard_instructions(&compiled.instructions);
+        let blocks: BTreeMap<_, _> = compiled
+            .blocks
+            .iter()
+            .map(|(name, block)| (*name, budget::guard_instructions(block)))
+            .collect();
+        let armed = Armed::new(&self.limits, cancel);
+        let mut text = String::with_capacity(compiled.buffer_size_hint);
+        let mut out = make_string_output(&mut text);
+        let (_, state) = Vm::new(&self.env)
+            .eval(
+                &instructions,
+                Value::from_serialize(&vars),
+                &blocks,
+                &mut out,
+                compiled.initial_auto_escape,
+            )
+            .map_err(|e| self.template_error(e))?;
+        let usage = RenderUsage {
+            fuel: state.fuel_levels().map_or(0, |(consumed, _)| consumed),
+            written: armed.written(),
+        };
+        drop(state);
+        drop(out);
+        Ok((text, usage))
     }
+
+    /// [`template_error`], with the limit named when fuel or recursion ran out.
+    fn template_error(&self, err: Error) -> TextError {
+        if err.kind() == ErrorKind::OutOfFuel {
+            return TextError::Template(format!(
+                "chat template exceeded its budget of {} instructions",
+                self.limits.fuel
+            ));
+        }
+        if err.detail() == Some("recursion limit exceeded") {
+            return TextError::Template(format!(
+                "chat template exceeded its recursion limit of {} (a macro call counts 4)",
+                self.env.recursion_limit()
+            ));
+        }
+        template_error(err)
+    }
+}
+
+/// What one render used of its [`RenderLimits`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RenderUsage {
+    /// Template instructions run (fuel consumed).
+    pub fuel: u64,
+    /// Bytes written, captured blocks and macro output included.
+    pub written: usize,
 }
 
 /// Returns a copy of `messages` in which every array-of-parts `content` is one string.
@@ -242,6 +357,9 @@ fn template_error(err: Error) -> TextError {
         if let Some(raised) = current.downcast_ref::<RaisedException>() {
             return TextError::Template(raised.0.clone());
         }
+        if let Some(over) = current.downcast_ref::<OverBudget>() {
+            return TextError::Template(over.0.clone());
+        }
         source = current.source();
     }
     let mut message = err.to_string();
@@ -272,21 +390,35 @@ fn strftime_now(format: String) -> Result<Value, Error> {
 }
 
 /// Prints `{{ value }}` as Jinja under Python does: `None`, `True`, dicts and lists as `repr`.
+/// Everything written passes here (raw text too, see budget.rs) and counts against the
+/// render's byte limit.
 fn format_like_python(out: &mut Output, state: &State, value: &Value) -> Result<(), Error> {
+    budget::check_expandable(value)?;
     match python_str(value) {
-        Some(text) => out.write_str(&text).map_err(Error::from),
-        None => minijinja::escape_formatter(out, state, value),
+        Some(text) => {
+            budget::count_written(text.len())?;
+            out.write_str(&text).map_err(Error::from)
+        }
+        None => {
+            let text = match value.as_str() {
+                Some(text) => std::borrow::Cow::Borrowed(text),
+                None => std::borrow::Cow::Owned(value.to_string()),
+            };
+            budget::count_written(text.len())?;
+            minijinja::escape_formatter(out, state, value)
+        }
     }
 }
 
 /// The `string` filter as Python's `str()`: `{{ tool | string }}` gives `{'type': ...}`.
-fn python_string(value: &Value) -> Value {
-    match python_str(value) {
+fn python_string(value: &Value) -> Result<Value, Error> {
+    budget::check_expandable(value)?;
+    Ok(match python_str(value) {
         Some(text) => Value::from(text),
         None if value.kind() == ValueKind::String => value.clone(),
         None if value.is_undefined() => Value::from(""),
         None => Value::from(value.to_string()),
-    }
+    })
 }
 
 /// `is iterable` as in Jinja: false for `none`, booleans and numbers (minijinja iterates `none`
@@ -306,14 +438,28 @@ fn tojson(value: &Value, kwargs: Kwargs) -> Result<Value, Error> {
     let separators: Option<Vec<String>> = kwargs.get("separators")?;
     let sort_keys: Option<bool> = kwargs.get("sort_keys")?;
     kwargs.assert_all_used()?;
+    budget::check_expandable(value)?;
 
     let indent = match indent {
         None => None,
         Some(v) if v.is_none() => None,
         Some(v) => match v.as_str() {
+            // The indent is written once per nesting level and item.
+            Some(s) if s.len() > 64 => {
+                return Err(Error::new(
+                    ErrorKind::InvalidOperation,
+                    "tojson: indent longer than 64 characters",
+                ))
+            }
             Some(s) => Some(s.to_string()),
             None => {
                 let width = usize::try_from(v)?;
+                if width > 64 {
+                    return Err(Error::new(
+                        ErrorKind::InvalidOperation,
+                        "tojson: indent wider than 64",
+                    ));
+                }
                 Some(" ".repeat(width))
             }
         },

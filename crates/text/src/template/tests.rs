@@ -312,3 +312,209 @@ fn namespace_lists_take_append_and_pop_as_in_python() {
     let err = empty.unwrap().render(&json!([]), false, None).unwrap_err();
     assert!(err.to_string().contains("pop from empty list"), "{err}");
 }
+
+// --- The render budget (budget.rs): a template is untrusted code. ---
+
+fn budget_error(template: &ChatTemplate) -> (String, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let err = template.render(&conversation(), true, None).unwrap_err();
+    let TextError::Template(message) = err else {
+        panic!("expected a template error, got {err:?}");
+    };
+    (message, started.elapsed())
+}
+
+/// Two nested `range(100000)` loops run 10^10 iterations: fuel stops them, with the default
+/// limits, well within a second or so.
+#[test]
+fn nested_range_loops_run_out_of_fuel() {
+    let source = "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}";
+    let template = ChatTemplate::new(source, None, None).unwrap();
+    let (message, took) = budget_error(&template);
+    assert_eq!(
+        message,
+        format!(
+            "chat template exceeded its budget of {} instructions",
+            RenderLimits::default().fuel
+        )
+    );
+    assert!(took < std::time::Duration::from_secs(10), "{took:?}");
+}
+
+/// `ns.s ~ ns.s` 64 times asks for 2^64 bytes; it stops at the byte limit (64 MiB), before the
+/// string doubles past it.
+#[test]
+fn string_doubling_stops_at_the_byte_limit() {
+    let limit = RenderLimits::default().max_bytes;
+    let sources = [
+        "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}",
+        "{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s | length }}",
+        "{% macro d(s, n) %}{{ d(s ~ s, n - 1) if n else s | length }}{% endmacro %}{{ d('x', 64) }}",
+        // A variable, not a literal: minijinja folds constant expressions when it compiles.
+        "{% set n = 100000000 %}{{ 'x' * n }}",
+        "{% set ns = namespace(s='xy') %}{% for i in range(64) %}{% set ns.s = ns.s.replace('x', ns.s) %}{% endfor %}",
+        "{% set ns = namespace(s='xy') %}{% for i in range(64) %}{% set ns.s = ns.s | replace('x', ns.s) %}{% endfor %}",
+        "{% set ns = namespace(s='xy') %}{% for i in range(64) %}{% set ns.s = [ns.s, ns.s] | join %}{% endfor %}",
+        "{% set ns = namespace(s='xy') %}{% for i in range(64) %}{% set ns.s = ns.s.join([ns.s, ns.s]) %}{% endfor %}",
+        "{% set ns = namespace(s='xy') %}{% for i in range(64) %}{% set ns.s = '%s%s' | format(ns.s, ns.s) %}{% endfor %}",
+    ];
+    for source in sources {
+        let template = ChatTemplate::new(source, None, None).unwrap();
+        let (message, took) = budget_error(&template);
+        assert_eq!(
+            message,
+            format!("chat template built a string over its limit of {limit} bytes"),
+            "{source}"
+        );
+        assert!(
+            took < std::time::Duration::from_secs(10),
+            "{source}: {took:?}"
+        );
+    }
+}
+
+/// A list holding one large string many times is small in memory and huge written out.
+#[test]
+fn writing_out_a_list_of_one_large_string_is_refused_before_it_is_built() {
+    let limit = RenderLimits::default().max_bytes;
+    for source in [
+        "{% set s = 'x' * 1000000 %}{{ ([s] * 1000) | join }}",
+        "{% set s = 'x' * 1000000 %}{{ [s] * 1000 }}",
+        "{% set s = 'x' * 1000000 %}{{ ([s] * 1000) | tojson }}",
+        "{% set s = 'x' * 1000000 %}{{ ([s] * 1000) | string }}",
+        "{% set s = 'x' * 1000000 %}{{ ([s] * 1000) ~ '' }}",
+    ] {
+        let template = ChatTemplate::new(source, None, None).unwrap();
+        let (message, _) = budget_error(&template);
+        assert_eq!(
+            message,
+            format!("chat template built a string over its limit of {limit} bytes"),
+            "{source}"
+        );
+    }
+    let doubling = "{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}{% endfor %}";
+    let template = ChatTemplate::new(doubling, None, None).unwrap();
+    let (message, _) = budget_error(&template);
+    assert_eq!(
+        message,
+        format!(
+            "chat template built a list over its limit of {} items",
+            RenderLimits::default().max_items
+        )
+    );
+}
+
+/// Raw text in a loop counts against the byte limit like printed values do.
+#[test]
+fn the_rendered_prompt_is_capped() {
+    let limits = RenderLimits {
+        max_bytes: 1000,
+        ..RenderLimits::default()
+    };
+    for source in [
+        "{% for i in range(100000) %}raw text {% endfor %}",
+        "{% for i in range(100000) %}{{ i }}{% endfor %}",
+        "{% set x %}{% for i in range(100000) %}raw text {% endfor %}{% endset %}",
+    ] {
+        let template = ChatTemplate::new(source, None, None)
+            .unwrap()
+            .with_limits(limits.clone());
+        let (message, _) = budget_error(&template);
+        assert_eq!(
+            message, "rendered prompt exceeded its limit of 1000 bytes",
+            "{source}"
+        );
+    }
+}
+
+#[test]
+fn a_macro_calling_itself_stops_at_the_recursion_limit() {
+    let source = "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}";
+    let template = ChatTemplate::new(source, None, None).unwrap();
+    let (message, _) = budget_error(&template);
+    assert!(message.contains("recursion limit"), "{message}");
+}
+
+#[test]
+fn a_huge_range_is_refused() {
+    let template = ChatTemplate::new("{{ range(10000000000) | length }}", None, None).unwrap();
+    let (message, took) = budget_error(&template);
+    assert!(message.contains("range"), "{message}");
+    assert!(took < std::time::Duration::from_secs(1), "{took:?}");
+}
+
+#[test]
+fn a_render_past_its_deadline_stops() {
+    let limits = RenderLimits {
+        fuel: u64::MAX / 4,
+        timeout: std::time::Duration::from_millis(200),
+        ..RenderLimits::default()
+    };
+    let source = "{% for a in range(100000) %}{% for b in range(100000) %}{{ '' ~ b }}{% endfor %}{% endfor %}";
+    let template = ChatTemplate::new(source, None, None)
+        .unwrap()
+        .with_limits(limits);
+    let (message, took) = budget_error(&template);
+    assert_eq!(message, "chat template took longer than its limit of 0.2 s");
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+}
+
+#[test]
+fn a_cancelled_render_stops() {
+    let source = "{% for a in range(100000) %}{{ a }}{% endfor %}";
+    let template = ChatTemplate::new(source, None, None).unwrap();
+    let cancel = Arc::new(AtomicBool::new(true));
+    let err = template
+        .render_cancellable(&conversation(), true, None, None, Some(cancel))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        TextError::Template("rendering was cancelled: the client went away".into()).to_string()
+    );
+}
+
+/// The rewritten program (`~`, `+`, `*` and raw text through the budget's checks, jumps moved)
+/// renders what minijinja renders unrewritten.
+#[test]
+fn the_guarded_program_renders_what_minijinja_renders() {
+    let sources = [
+        "a{{ 1 ~ 2 ~ none ~ 'x' }}b{{ [1, 'a'] ~ {'k': 2} }}",
+        "{{ 1 + 2 }} {{ 1.5 + 2 }} {{ 'a' + 'b' }} {{ ([1] + [2, 3]) | join(',') }} {{ -3 * 2 }} {{ 'ab' * 3 }} {{ ([1, 2] * 2) | length }}",
+        "{% for m in messages %}{% if loop.first %}first {% endif %}{{ m.role ~ ':' ~ m.content }}{% if not loop.last %}, {% endif %}{% else %}none{% endfor %}",
+        "{% for x in [] %}{{ x }}{% else %}empty{% endfor %}|{% for x in [1, 2, 3, 4] %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 4 %}{% break %}{% endif %}{{ x }}{% endfor %}",
+        "{% macro row(a, b=2) %}<{{ a + b }}|{{ caller() if caller else '' }}>{% endmacro %}{{ row(1) }}{% call row(3, 4) %}inner {{ 5 * 5 }}{% endcall %}",
+        "{% set tree = [{'n': 'a', 'c': [{'n': 'b', 'c': []}]}] %}{% for t in tree recursive %}{{ t.n }}({{ loop(t.c) }}){% endfor %}",
+        "{% set x %}cap{{ 1 + 1 }}tured{% endset %}{{ x | upper }} {% filter upper %}shout {{ 'it' ~ '!' }}{% endfilter %}",
+        "{{ 'yes' if 1 + 1 == 2 else 'no' }} {{ true and 'a' ~ 'b' }} {{ false or 'c' + 'd' }} {{ [1, 2, 3][1:] | join }}",
+        "{{ '%s-%s' | format('a', 1) }} {{ 'a,b' | replace(',', ';') }} {{ 'x\ny' | indent(2, true) }} {{ ' s '.strip().replace('s', 'tt') }} {{ '-'.join(['a', 'b']) }}",
+    ];
+    for source in sources {
+        let messages =
+            json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]);
+        let ours = ChatTemplate::new(source, None, None)
+            .unwrap()
+            .render(&messages, false, None)
+            .unwrap();
+        let mut env = Environment::new();
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        let theirs = env
+            .render_str(
+                source,
+                minijinja::context! { messages => Value::from_serialize(&messages) },
+            )
+            .unwrap();
+        assert_eq!(ours, theirs, "{source}");
+    }
+}
+
+#[test]
+fn a_render_reports_the_fuel_and_bytes_it_used() {
+    let template = ChatTemplate::new(CHATML, None, None).unwrap();
+    let (text, usage) = template
+        .render_measured(&conversation(), true, None, None, None)
+        .unwrap();
+    assert!(usage.fuel > 10 && usage.fuel < 10_000, "{usage:?}");
+    assert_eq!(usage.written, text.len());
+}
