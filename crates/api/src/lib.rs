@@ -11,6 +11,7 @@ pub mod assemble;
 pub mod auth;
 pub mod chat_turn;
 pub mod cors;
+pub mod cross_origin;
 pub mod dialect;
 pub mod error;
 pub mod extract;
@@ -111,6 +112,10 @@ pub fn router_with(
         .merge(admin)
         .fallback(routes::route_not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
+        .layer(from_fn_with_state(
+            state.clone(),
+            cross_origin::refuse_cross_origin,
+        ))
         .with_state(state.clone());
     if cors {
         app.layer(from_fn_with_state(state, cors::cors))
