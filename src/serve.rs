@@ -11,6 +11,7 @@ use anyhow::Context;
 use sluice_api::lifecycle::gate::gated;
 use sluice_api::lifecycle::Lifecycle;
 use sluice_api::registry::ModelTask;
+use sluice_api::server::allowed_hosts::AllowedHosts;
 use sluice_api::server::ServeOptions;
 use sluice_api::{router_with, ApiConfig, ModelRegistry};
 use sluice_engine::kv_events::KvEventPublisher;
@@ -66,14 +67,26 @@ pub struct ServeArgs {
     /// adds to --api-key.
     #[arg(long)]
     pub api_keys_file: Option<PathBuf>,
+    /// Require this key on the admin routes (`/admin/*`: load, unload, pin), where API keys
+    /// then do not suffice; it opens the API routes too. Without it the admin routes take the
+    /// API keys (or nothing, without --api-key).
+    #[arg(long = "admin-key", env = "SLUICE_ADMIN_KEY", hide_env_values = true)]
+    pub admin_key: Option<String>,
     /// Leave `usage.prompt_tokens_details.cached_tokens` out of responses (for one key shared
     /// by many users, where the count would tell a caller what others sent).
     #[arg(long)]
     pub hide_cached_tokens: bool,
-    /// Let browser apps on this origin call the API (CORS); repeatable or comma-separated,
-    /// `*` for any origin.
+    /// Let browser apps on this origin call the API (CORS, and requests that change state,
+    /// which browsers are otherwise refused from other origins); repeatable or
+    /// comma-separated, `*` for any origin.
     #[arg(long = "allowed-origins", value_delimiter = ',')]
     pub allowed_origins: Vec<String>,
+    /// Answer requests for this `Host` name too (a guard against DNS rebinding); repeatable or
+    /// comma-separated, `.example.com` for a domain and its subdomains, `*` for any. localhost
+    /// and IP addresses are always answered. Default: only those when --host is a loopback
+    /// address, any name otherwise.
+    #[arg(long = "allowed-hosts", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
     /// Tokenize special-token text inside chat messages into control tokens (the old,
     /// injectable behaviour: a user could write a system turn). Off by default.
     #[arg(long)]
@@ -209,8 +222,31 @@ fn api_keys(flags: &[String], file: Option<&std::path::Path>) -> anyhow::Result<
     Ok(keys)
 }
 
+/// The `--admin-key`: not empty, and not one of the API keys (it would not separate anyone).
+fn admin_key(flag: Option<&str>, api_keys: &[String]) -> anyhow::Result<Option<String>> {
+    let Some(key) = flag.map(str::trim) else {
+        return Ok(None);
+    };
+    anyhow::ensure!(!key.is_empty(), "--admin-key must not be empty");
+    anyhow::ensure!(
+        !api_keys.iter().any(|k| k == key),
+        "--admin-key must differ from every --api-key"
+    );
+    Ok(Some(key.to_string()))
+}
+
 /// Runs the server until SIGTERM or Ctrl-C, then drains.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let api_keys = api_keys(&args.api_keys, args.api_keys_file.as_deref())?;
+    let admin_key = admin_key(args.admin_key.as_deref(), &api_keys)?;
+    let allowed_hosts =
+        AllowedHosts::from_flag(&args.allowed_hosts).map_err(|e| anyhow::anyhow!(e))?;
+    if args.allowed_origins.iter().any(|o| o.trim() == "*") && api_keys.is_empty() {
+        tracing::warn!(
+            "--allowed-origins '*' without --api-key: any web page its visitors open can call \
+             this server's API, the admin routes included unless --admin-key is set"
+        );
+    }
     let models = if args.models.is_empty() && args.models_dirs.is_empty() {
         vec![bundled_model_dir()]
     } else {
@@ -267,7 +303,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     );
     let defaults = ApiConfig::default();
     let config = ApiConfig {
-        api_keys: api_keys(&args.api_keys, args.api_keys_file.as_deref())?,
+        admin_key,
+        api_keys,
         hide_cached_tokens: args.hide_cached_tokens,
         parse_special_tokens_in_messages: args.parse_special_tokens_in_messages,
         allowed_origins: args.allowed_origins.clone(),
@@ -294,6 +331,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         write_timeout: Duration::from_secs_f64(args.write_timeout),
         max_connections: args.max_connections as usize,
         http2: args.h2c,
+        allowed_hosts: allowed_hosts.clone(),
     };
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -309,6 +347,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .with_context(|| format!("binding {addr}"))?;
         let local = listener.local_addr()?;
         tracing::info!("listening on http://{local}");
+        tracing::info!("answering {}", allowed_hosts.describe(local.ip()));
         let (stop, mut stopping) = tokio::sync::watch::channel(false);
         let stopped = async move {
             let _ = stopping.wait_for(|stop| *stop).await;

@@ -2,6 +2,11 @@
 //! `Authorization: Bearer KEY` (the scheme in any case, as RFC 9110 has it) or `X-Api-Key: KEY`.
 //! Health, metrics and version stay open so load balancers and scrapers need no secret.
 //!
+//! `--admin-key` separates operators from API callers: when it is set, the admin routes
+//! (`/admin/*`) need that key and no API key opens them ([`require_admin_key`]); the admin key
+//! opens the API routes too, so the web app's dashboard and playground work with it alone.
+//! Without it the admin routes take the API keys, as before.
+//!
 //! Which key a request came with is its [`Caller`]: the prefix cache is scoped per key (see
 //! [`Caller::cache_salt`]), so one tenant's cache hits reveal nothing of another's prompts, and
 //! the engine shares its running seats fairly between callers (see [`Caller::fair_share_id`]).
@@ -67,8 +72,11 @@ pub async fn require_api_key(
     let caller = if keys.is_empty() {
         Caller::default()
     } else {
-        match presented_key(req.headers()).and_then(|key| matching_key(keys, key)) {
+        let presented = presented_key(req.headers());
+        match presented.and_then(|key| matching_key(keys, key)) {
             Some(index) => Caller { key: Some(index) },
+            // The operator: the one scope no API key shares.
+            None if is_admin_key(&state, presented) => Caller::default(),
             // Anthropic's clients (Claude Code) read errors in Anthropic's shape.
             None if req.uri().path().starts_with("/v1/messages") => {
                 return crate::wire::messages::anthropic_error_response(&ApiError::Unauthorized)
@@ -78,6 +86,31 @@ pub async fn require_api_key(
     };
     req.extensions_mut().insert(caller);
     next.run(req).await
+}
+
+/// With `--admin-key`, only that key opens the admin routes (401 otherwise, an API key
+/// included); without it they take the API keys ([`require_api_key`]).
+pub async fn require_admin_key(
+    State(state): State<AppState>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    if state.config.admin_key.is_none() {
+        return require_api_key(State(state), req, next).await;
+    }
+    if !is_admin_key(&state, presented_key(req.headers())) {
+        return ApiError::AdminUnauthorized.into_response();
+    }
+    req.extensions_mut().insert(Caller::default());
+    next.run(req).await
+}
+
+/// Whether `presented` is the `--admin-key` (false when there is none).
+fn is_admin_key(state: &AppState, presented: Option<&str>) -> bool {
+    match (&state.config.admin_key, presented) {
+        (Some(admin), Some(presented)) => constant_time_eq(presented.as_bytes(), admin.as_bytes()),
+        _ => false,
+    }
 }
 
 /// The key in `Authorization: Bearer KEY` (scheme case-insensitive) or `X-Api-Key: KEY`.

@@ -53,7 +53,7 @@ pub async fn cors(State(state): State<AppState>, req: Request, next: Next) -> Re
 }
 
 /// The request's `Origin` when it is allowed (`*` allows any).
-fn allowed_origin(allowed: &[String], headers: &HeaderMap) -> Option<HeaderValue> {
+pub(crate) fn allowed_origin(allowed: &[String], headers: &HeaderMap) -> Option<HeaderValue> {
     let origin = headers.get(header::ORIGIN)?;
     let text = origin.to_str().ok()?;
     allowed

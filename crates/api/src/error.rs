@@ -21,6 +21,23 @@ pub enum ApiError {
     /// `--api-key` is set and the bearer token is missing or wrong (401).
     #[error("invalid or missing API key: send it as 'Authorization: Bearer <key>'")]
     Unauthorized,
+    /// `--admin-key` is set and an admin route came without it (401); an API key does not
+    /// open the admin routes.
+    #[error("invalid or missing admin key: the admin routes need the --admin-key key (an API key is not enough), sent as 'Authorization: Bearer <key>'")]
+    AdminUnauthorized,
+    /// Refused whatever key it carries (403): a browser's cross-origin request to a route that
+    /// changes state, or a `Host` this server does not answer to (DNS rebinding).
+    #[error("{message}")]
+    Forbidden {
+        /// Why, and what the operator or client can change.
+        message: String,
+        /// A machine-readable code, e.g. `cross_origin_request`.
+        code: &'static str,
+    },
+    /// The body is not of a type the route takes (415): the admin routes want
+    /// `Content-Type: application/json`.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     /// No served model has this id (404).
     #[error("the model '{0}' does not exist")]
     ModelNotFound(String),
@@ -97,7 +114,9 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::InvalidRequest { .. } => StatusCode::BAD_REQUEST,
-            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Unauthorized | ApiError::AdminUnauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::ModelNotFound(_)
             | ApiError::ResponseNotFound(_)
             | ApiError::RouteNotFound { .. } => StatusCode::NOT_FOUND,
@@ -121,6 +140,17 @@ impl ApiError {
             ApiError::Unauthorized => {
                 ("authentication_error", None, Some("invalid_api_key".into()))
             }
+            ApiError::AdminUnauthorized => (
+                "authentication_error",
+                None,
+                Some("invalid_admin_key".into()),
+            ),
+            ApiError::Forbidden { code, .. } => ("permission_error", None, Some(code.to_string())),
+            ApiError::UnsupportedMediaType(_) => (
+                "invalid_request_error",
+                None,
+                Some("unsupported_media_type".into()),
+            ),
             ApiError::ModelNotFound(_) => (
                 "invalid_request_error",
                 Some("model".into()),
@@ -228,6 +258,15 @@ mod tests {
         let cases = [
             (ApiError::invalid("n", "bad"), 400),
             (ApiError::Unauthorized, 401),
+            (ApiError::AdminUnauthorized, 401),
+            (
+                ApiError::Forbidden {
+                    message: "no".into(),
+                    code: "host_not_allowed",
+                },
+                403,
+            ),
+            (ApiError::UnsupportedMediaType("text/plain".into()), 415),
             (ApiError::ModelNotFound("x".into()), 404),
             (
                 ApiError::RouteNotFound {

@@ -70,7 +70,7 @@ async fn read_limited(mut body: axum::body::Body, limit: usize) -> Result<Vec<u8
 }
 
 /// `application/json`, optionally with parameters, or any `+json` type.
-fn is_json(content_type: &str) -> bool {
+pub(crate) fn is_json(content_type: &str) -> bool {
     let essence = content_type
         .split(';')
         .next()

@@ -11,6 +11,7 @@ pub mod assemble;
 pub mod auth;
 pub mod chat_turn;
 pub mod cors;
+pub mod cross_origin;
 pub mod dialect;
 pub mod error;
 pub mod extract;
@@ -93,9 +94,11 @@ pub fn router_with(
         .route("/v1/models/{*id}", get(routes::models::retrieve_model))
         .route("/tokenize", post(routes::tokenize::tokenize))
         .route("/detokenize", post(routes::tokenize::detokenize))
+        .route_layer(from_fn_with_state(state.clone(), auth::require_api_key));
+    let admin = Router::new()
         .route("/admin/models", get(routes::admin::list_models))
         .route("/admin/models/{*path}", post(routes::admin::model_action))
-        .route_layer(from_fn_with_state(state.clone(), auth::require_api_key));
+        .route_layer(from_fn_with_state(state.clone(), auth::require_admin_key));
     let cors = !state.config.allowed_origins.is_empty();
     let app = Router::new()
         .route("/health", get(routes::health::health))
@@ -106,8 +109,13 @@ pub fn router_with(
         .route("/metrics", get(routes::metrics::metrics))
         .route("/openapi.json", get(routes::openapi::openapi))
         .merge(protected)
+        .merge(admin)
         .fallback(routes::route_not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
+        .layer(from_fn_with_state(
+            state.clone(),
+            cross_origin::refuse_cross_origin,
+        ))
         .with_state(state.clone());
     if cors {
         app.layer(from_fn_with_state(state, cors::cors))

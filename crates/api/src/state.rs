@@ -17,10 +17,15 @@ pub struct ApiConfig {
     /// keys (`Authorization: Bearer <key>` or `X-Api-Key: <key>`); each key is its own
     /// prefix-cache scope.
     pub api_keys: Vec<String>,
+    /// `--admin-key`: when set, `/admin/*` needs this key and no API key opens it; it also
+    /// opens the API routes (one shared prefix-cache scope of its own). When not set, the
+    /// admin routes take the API keys like `/v1/*`.
+    pub admin_key: Option<String>,
     /// Leave `usage.prompt_tokens_details` out of responses: with one key shared by many
     /// users, cached-token counts tell a caller what others sent.
     pub hide_cached_tokens: bool,
-    /// Origins (or `*`) whose browser apps may call the API (CORS); empty: no CORS.
+    /// Origins (or `*`) whose browser apps may call the API (CORS, and past the refusal of
+    /// cross-origin requests that change state, see [`crate::cross_origin`]); empty: no CORS.
     pub allowed_origins: Vec<String>,
     /// Largest accepted request body; more is a 413.
     pub max_body_bytes: usize,
@@ -56,6 +61,7 @@ impl Default for ApiConfig {
     fn default() -> Self {
         ApiConfig {
             api_keys: Vec::new(),
+            admin_key: None,
             hide_cached_tokens: false,
             parse_special_tokens_in_messages: false,
             allowed_origins: Vec::new(),

@@ -54,12 +54,16 @@ async function failure(res) {
   return err;
 }
 
-/** GET or POST a JSON API route; throws ApiError on a non-2xx answer. */
+/**
+ * GET or POST a JSON API route; throws ApiError on a non-2xx answer. A POST is always JSON
+ * (`{}` where the route takes no body): the admin routes refuse any other content type.
+ */
 export async function request(path, { method = "GET", body, signal } = {}) {
+  const json = body === undefined && method !== "GET" ? {} : body;
   const res = await fetch(path, {
     method,
-    headers: headers(body !== undefined),
-    body: body === undefined ? undefined : JSON.stringify(body),
+    headers: headers(json !== undefined),
+    body: json === undefined ? undefined : JSON.stringify(json),
     signal,
   });
   if (!res.ok) throw await failure(res);

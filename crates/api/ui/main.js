@@ -70,7 +70,9 @@ async function main() {
     applyTheme($("theme").value);
   });
 
-  whenUnauthorized(() => askForKey(apiKey() ? "The stored key was refused." : ""));
+  // With --admin-key the dashboard needs that key, and the server's message says so.
+  whenUnauthorized((e) => askForKey(e.code === "invalid_admin_key" ? e.message
+    : apiKey() ? "The stored key was refused." : ""));
   $("key-form").addEventListener("submit", keySubmitted);
   $("key-button").addEventListener("click", () => askForKey(""));
   $("key-forget").addEventListener("click", () => {

@@ -1,4 +1,5 @@
-//! The model pool's admin routes, behind `--api-key` like the rest of the API:
+//! The model pool's admin routes, behind `--admin-key` when it is set and else behind
+//! `--api-key` like the rest of the API (see [`crate::auth`]):
 //!
 //! - `GET /admin/models`: every model with its status, memory, requests and last use.
 //! - `POST /admin/models/{id}/load`: loads the model (unloading idle ones to make room) and
@@ -8,9 +9,15 @@
 //!   model or one still loading is refused with 409, and the caller retries when it is idle.
 //! - `POST /admin/models/{id}/pin` and `.../unpin`: a pinned model is never unloaded, neither
 //!   to make room nor by an admin; pinning neither loads nor unloads anything.
+//!
+//! The `POST`s take `Content-Type: application/json` only (415 otherwise; the body may be
+//! empty and is not read): a browser sends that type to another origin only after a CORS
+//! preflight, which only `--allowed-origins` pass, so no page elsewhere can drive these routes
+//! with a form or a `text/plain` request, whatever its browser says of its origin (the
+//! [`crate::cross_origin`] check comes first).
 
 use axum::extract::{Path, State};
-use axum::http::{Method, StatusCode, Uri};
+use axum::http::{header, HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use sluice_engine::pool::{ModelReport, PoolError};
@@ -77,7 +84,9 @@ pub async fn model_action(
     Path(path): Path<String>,
     method: Method,
     uri: Uri,
+    headers: HeaderMap,
 ) -> Result<Json<AdminModel>, AdminError> {
+    require_json(&headers)?;
     let not_found = || {
         AdminError::Api(ApiError::RouteNotFound {
             method: method.to_string(),
@@ -106,6 +115,21 @@ pub async fn model_action(
         .find(|m| m.id == id)
         .map(Json)
         .ok_or_else(|| AdminError::Api(ApiError::ModelNotFound(id.to_string())))
+}
+
+/// 415 unless the request says its body is JSON.
+fn require_json(headers: &HeaderMap) -> Result<(), ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .map(|v| v.to_str().unwrap_or("?"));
+    if content_type.is_some_and(crate::extract::is_json) {
+        return Ok(());
+    }
+    Err(ApiError::UnsupportedMediaType(format!(
+        "the admin routes take Content-Type: application/json, got {}; send the header (the \
+         body may be empty), e.g. curl -X POST -H 'Content-Type: application/json' URL",
+        content_type.map_or("none".to_string(), |t| format!("'{t}'"))
+    )))
 }
 
 fn admin_list(state: &AppState) -> AdminModelList {

@@ -19,15 +19,21 @@
 //!   reading its socket cannot answer), and each connection runs at most
 //!   [`HTTP2_MAX_STREAMS`] requests at once.
 //!
+//! - **Which names**: a request whose `Host` this server does not answer to is refused before
+//!   anything else runs ([`allowed_hosts`]: a guard against DNS rebinding, strict by default on
+//!   a loopback address).
+//!
 //! Nagle's algorithm is off, since streamed tokens are small writes it would hold back ~40 ms;
 //! and shutdown stops accepting, lets open requests (running streams) finish, and returns once
 //! every connection has closed. Dropping the future instead (a drain out of time) closes every
 //! connection at once, which cancels their requests in the engines.
 
+pub mod allowed_hosts;
 pub mod refusal;
 pub mod write_deadline;
 
 use std::future::Future;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +50,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
+use allowed_hosts::AllowedHosts;
 use refusal::Refusal;
 use write_deadline::WriteDeadline;
 
@@ -66,6 +73,8 @@ pub struct ServeOptions {
     pub max_connections: usize,
     /// Accept HTTP/2 over cleartext (prior knowledge) besides HTTP/1.
     pub http2: bool,
+    /// The `Host` names answered (`--allowed-hosts`; by default by the bound address).
+    pub allowed_hosts: AllowedHosts,
 }
 
 impl Default for ServeOptions {
@@ -75,6 +84,7 @@ impl Default for ServeOptions {
             write_timeout: Duration::from_secs(20),
             max_connections: 1024,
             http2: false,
+            allowed_hosts: AllowedHosts::ByAddress,
         }
     }
 }
@@ -102,6 +112,11 @@ pub async fn serve(
     if !options.http2 {
         builder = builder.http1_only();
     }
+    // An address we cannot read is taken as loopback's: the stricter default.
+    let bound = listener
+        .local_addr()
+        .map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |a| a.ip());
+    let app = options.allowed_hosts.guard(app, bound);
     let connections = Arc::new(Semaphore::new(options.max_connections.max(1)));
     let refusal = Refusal::new(options.max_connections);
     let graceful = GracefulShutdown::new();

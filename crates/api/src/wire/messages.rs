@@ -154,7 +154,9 @@ impl AnthropicErrorBody {
             ApiError::InvalidRequest { .. }
             | ApiError::MethodNotAllowed { .. }
             | ApiError::RequestTimeout(_) => "invalid_request_error",
-            ApiError::Unauthorized => "authentication_error",
+            ApiError::Unauthorized | ApiError::AdminUnauthorized => "authentication_error",
+            ApiError::Forbidden { .. } => "permission_error",
+            ApiError::UnsupportedMediaType(_) => "invalid_request_error",
             ApiError::ModelNotFound(_)
             | ApiError::ResponseNotFound(_)
             | ApiError::RouteNotFound { .. } => "not_found_error",

@@ -48,7 +48,8 @@ pub(super) fn post(summary: &str, request: &str, response: &str, streams: bool) 
     json!({"post": {"summary": summary, "security": [{"bearer": []}, {"apiKey": []}], "requestBody": json_body(request), "responses": responses}})
 }
 
-/// `POST /admin/models/{model}/load|unload`: no body, the model's admin view back.
+/// `POST /admin/models/{model}/load|unload`: an empty JSON body (the type is required, the
+/// body not read), the model's admin view back.
 /// An admin model action: its 409 (where the model's state can refuse it) and, for actions that
 /// load, the load's own failures.
 pub(super) fn admin_action(summary: &str, conflict: Option<&str>, loads: bool) -> Value {
@@ -59,7 +60,10 @@ pub(super) fn admin_action(summary: &str, conflict: Option<&str>, loads: bool) -
     };
     let mut responses = json!({
         "200": ok(summary, json!({"$ref": "#/components/schemas/AdminModel"})),
-        "401": errors["401"].clone(), "404": errors["404"].clone()});
+        "401": error("Missing or wrong key: the --admin-key key when set (invalid_admin_key), else an API key"),
+        "403": error("A browser's request from another origin (cross_origin_request), or a Host the server does not answer to (host_not_allowed)"),
+        "404": errors["404"].clone(),
+        "415": error("Not Content-Type: application/json (unsupported_media_type)")});
     if let Some(conflict) = conflict {
         responses["409"] = error(conflict);
     }
@@ -70,6 +74,8 @@ pub(super) fn admin_action(summary: &str, conflict: Option<&str>, loads: bool) -
     }
     json!({"post": {"summary": summary, "security": [{"bearer": []}, {"apiKey": []}],
         "parameters": [{"name": "model", "in": "path", "required": true, "schema": {"type": "string"}}],
+        "requestBody": {"required": false, "description": "Content-Type: application/json is required; the body may be empty or {} and is not read",
+            "content": {"application/json": {"schema": {"type": "object"}}}},
         "responses": responses}})
 }
 
