@@ -153,6 +153,7 @@ impl PoolServer {
     async fn admin(&self, id: &str, action: &str) -> (u16, Value) {
         let res = reqwest::Client::new()
             .post(self.url(&format!("/admin/models/{id}/{action}")))
+            .header("content-type", "application/json")
             .send()
             .await
             .unwrap();
@@ -392,6 +393,7 @@ async fn admin_routes_need_the_key_and_refuse_to_unload_busy_models() {
     assert_eq!(res.status(), 401);
     let res = client
         .post(server.url("/admin/models/llama/load"))
+        .header("content-type", "application/json")
         .bearer_auth("sekret")
         .send()
         .await
@@ -419,6 +421,7 @@ async fn admin_routes_need_the_key_and_refuse_to_unload_busy_models() {
     for _ in 0..200 {
         let res = client
             .post(server.url("/admin/models/llama/unload"))
+            .header("content-type", "application/json")
             .bearer_auth("sekret")
             .send()
             .await
@@ -445,6 +448,7 @@ async fn admin_routes_need_the_key_and_refuse_to_unload_busy_models() {
     for _ in 0..100 {
         let res = client
             .post(server.url("/admin/models/llama/unload"))
+            .header("content-type", "application/json")
             .bearer_auth("sekret")
             .send()
             .await
@@ -466,11 +470,49 @@ async fn admin_routes_need_the_key_and_refuse_to_unload_busy_models() {
     );
     let res = client
         .post(server.url("/admin/models/nope/load"))
+        .header("content-type", "application/json")
         .bearer_auth("sekret")
         .send()
         .await
         .unwrap();
     assert_eq!(res.status(), 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_on_another_site_cannot_unload_a_model() {
+    // Issue 30: without keys, any page could make its visitor's browser unload a model with a
+    // cross-site text/plain POST (a request browsers send without asking).
+    let server = PoolServer::start(&three_fixtures(), &[], roomy()).await;
+    assert_eq!(server.admin("llama", "load").await.0, 200);
+    let unload = || reqwest::Client::new().post(server.url("/admin/models/llama/unload"));
+    let res = unload()
+        .header("origin", "https://evil.example")
+        .header("sec-fetch-site", "cross-site")
+        .header("content-type", "text/plain")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 403);
+    assert_eq!(server.status("llama").await, "loaded");
+    // Nor with the content type a form sends, from a page that hides where it is.
+    let res = unload()
+        .header("content-type", "application/x-www-form-urlencoded")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 415);
+    assert_eq!(server.status("llama").await, "loaded");
+    // The server's own page (same origin, JSON) can.
+    let res = unload()
+        .header("origin", &server.base)
+        .header("sec-fetch-site", "same-origin")
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    assert_eq!(server.status("llama").await, "unloaded");
 }
 
 /// Resident set size of this process, from `/proc/self/statm`.

@@ -1,6 +1,8 @@
 //! `sluice serve` listens before it preloads, so Kubernetes' startup probe sees the process:
 //! through the real binary, the probes answer 503 while a preload is held mid-load, 200 once it
-//! is done; a preload that fails ends the process non-zero, naming the model.
+//! is done; a preload that fails ends the process non-zero, naming the model. `--allowed-hosts`
+//! and `--admin-key` reach the server (issue 30), and an admin key that is also an API key is
+//! refused at start.
 //!
 //! The preload is held deterministically: the model's `tokenizer.json` is a named pipe, so the
 //! load blocks reading it (after the weights) until the test writes it.
@@ -108,4 +110,84 @@ async fn a_failed_preload_ends_the_process_nonzero_naming_the_model() {
     assert!(!status.success(), "{status:?}");
     let stderr = logs.rest().join("\n");
     assert!(stderr.contains("preloading m"), "{stderr}");
+}
+
+/// `(status, error code)` of a request to `{base}{path}` with `Host: host` and, if any,
+/// `Authorization: Bearer key`; POSTs send an empty JSON body.
+async fn ask(post: bool, base: &str, path: &str, host: &str, key: Option<&str>) -> (u16, String) {
+    let client = reqwest::Client::new();
+    let url = format!("{base}{path}");
+    let mut req = if post {
+        client.post(url).json(&json!({}))
+    } else {
+        client.get(url)
+    };
+    req = req.header("host", host);
+    if let Some(key) = key {
+        req = req.bearer_auth(key);
+    }
+    let res = req.send().await.unwrap();
+    let status = res.status().as_u16();
+    let body: Value = res.json().await.unwrap_or(Value::Null);
+    let code = body["error"]["code"].as_str().unwrap_or("").to_string();
+    (status, code)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_hosts_and_the_admin_key_reach_the_server_from_the_flags() {
+    let args = [
+        "--model",
+        MODEL,
+        "--allowed-hosts",
+        "api.example",
+        "--api-key",
+        "caller",
+        "--admin-key",
+        "operator",
+    ];
+    let (mut child, base, logs) = spawn_serve_listening(&args);
+    logs.wait_for(STARTED, WAIT);
+    let local = base.trim_start_matches("http://").to_string();
+    // Bound to 127.0.0.1: localhost, addresses and the listed name; nothing else.
+    for host in [local.as_str(), "localhost:1", "api.example"] {
+        assert_eq!(
+            ask(false, &base, "/health/ready", host, None).await.0,
+            200,
+            "{host}"
+        );
+    }
+    assert_eq!(
+        ask(false, &base, "/health/ready", "evil.example", None).await,
+        (403, "host_not_allowed".to_string())
+    );
+    let admin = "/admin/models/llama/pin";
+    assert_eq!(
+        ask(true, &base, admin, &local, Some("caller")).await,
+        (401, "invalid_admin_key".to_string())
+    );
+    assert_eq!(
+        ask(true, &base, admin, &local, Some("operator")).await.0,
+        200
+    );
+    assert_eq!(
+        ask(false, &base, "/v1/models", &local, Some("caller"))
+            .await
+            .0,
+        200
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn an_admin_key_that_is_also_an_api_key_is_refused_at_start() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["serve", "--port", "0", "--model", MODEL])
+        .args(["--api-key", "same", "--admin-key", "same"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--admin-key must differ"), "{stderr}");
 }

@@ -89,7 +89,9 @@ class Server:
         return next(m["status"] for m in json.loads(body)["data"] if m["id"] == model)
 
     def post(self, path: str):
-        req = urllib.request.Request(self.url + path, method="POST", data=b"")
+        # The admin routes take JSON only (urllib's default type would be a form's).
+        req = urllib.request.Request(self.url + path, method="POST", data=b"{}",
+                                     headers={"Content-Type": "application/json"})
         if self.key:
             req.add_header("Authorization", f"Bearer {self.key}")
         try:
@@ -122,12 +124,13 @@ def chromium_paths():
     return browser, driver
 
 
-def make_driver(size=DESKTOP, network_log=False):
+def make_driver(size=DESKTOP, network_log=False, extra_args=()):
     browser, driver_path = chromium_paths()
     options = webdriver.ChromeOptions()
     options.binary_location = browser
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--disable-extensions", "--no-first-run", f"--window-size={size[0]},{size[1]}"):
+                "--disable-extensions", "--no-first-run", f"--window-size={size[0]},{size[1]}",
+                *extra_args):
         options.add_argument(arg)
     prefs = {"browser": "ALL"}
     if network_log:

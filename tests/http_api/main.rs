@@ -2,6 +2,7 @@
 //! the tiny fixture model, spoken to over real HTTP on an ephemeral loopback port.
 
 mod agents;
+mod browsers;
 mod chat;
 mod completions;
 mod errors;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_api::registry::ModelTask;
+use sluice_api::server::allowed_hosts::AllowedHosts;
 use sluice_api::server::ServeOptions;
 use sluice_api::{ApiConfig, ServedModel};
 use sluice_engine::{Engine, EngineConfig, EngineHandle, Executor, ExecutorError, ModelExecutor};
@@ -93,6 +94,13 @@ impl Executor for SlowedExecutor {
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
     pub api_keys: Vec<String>,
+    /// `--admin-key`.
+    pub admin_key: Option<String>,
+    /// `--allowed-hosts`.
+    pub allowed_hosts: AllowedHosts,
+    /// Listen on 0.0.0.0 (every address) instead of 127.0.0.1; the tests still connect to
+    /// 127.0.0.1.
+    pub bind_all: bool,
     pub hide_cached_tokens: bool,
     pub allowed_origins: Vec<String>,
     pub max_num_seqs: usize,
@@ -115,6 +123,9 @@ impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
             api_keys: Vec::new(),
+            admin_key: None,
+            allowed_hosts: AllowedHosts::default(),
+            bind_all: false,
             hide_cached_tokens: false,
             allowed_origins: Vec::new(),
             max_num_seqs: 16,
@@ -226,6 +237,7 @@ pub async fn start(options: ServerOptions) -> TestServer {
     };
     let api = ApiConfig {
         api_keys: options.api_keys,
+        admin_key: options.admin_key,
         max_concurrent_tokenizations: 2,
         hide_cached_tokens: options.hide_cached_tokens,
         parse_special_tokens_in_messages: false,
@@ -237,11 +249,18 @@ pub async fn start(options: ServerOptions) -> TestServer {
         ..ApiConfig::default()
     };
     let app = sluice_api::router(vec![served], api);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
+    let bind = if options.bind_all {
+        "0.0.0.0:0"
+    } else {
+        "127.0.0.1:0"
+    };
+    let listener = tokio::net::TcpListener::bind(bind).await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
     let serve_options = ServeOptions {
         header_read_timeout: options.header_read_timeout,
         write_timeout: options.write_timeout,
+        allowed_hosts: options.allowed_hosts,
         ..ServeOptions::default()
     };
     let server = tokio::spawn(sluice_api::server::serve(
