@@ -90,7 +90,7 @@ async def request(server, method, path, body=None, read="all", timeout=120):
         asyncio.open_connection(server.host, server.port), timeout)
     try:
         payload = b"" if body is None else json.dumps(body).encode()
-        head = (f"{method} {path} HTTP/1.1\r\nHost: sluice\r\nConnection: close\r\n"
+        head = (f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
                 f"Content-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n")
         writer.write(head.encode() + payload)
         await writer.drain()

@@ -77,7 +77,8 @@ impl Server {
     /// One `GET path` on a fresh connection that closes after it: (status, body).
     async fn get_once(&self, path: &str) -> (u16, String) {
         let mut tcp = TcpStream::connect(&self.addr).await.unwrap();
-        let request = format!("GET {path} HTTP/1.1\r\nHost: sluice\r\nConnection: close\r\n\r\n");
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
         tcp.write_all(request.as_bytes()).await.unwrap();
         let mut raw = Vec::new();
         tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut raw))
@@ -215,7 +216,7 @@ async fn connections_past_the_cap_get_503_while_open_ones_keep_being_served() {
     let baseline = server.settled_fds().await;
     // One kept-alive connection that has been served, and seven silent ones: the cap.
     let mut kept = TcpStream::connect(&server.addr).await.unwrap();
-    let health = b"GET /health HTTP/1.1\r\nHost: sluice\r\n\r\n";
+    let health = b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n";
     kept.write_all(health).await.unwrap();
     let mut buf = [0u8; 4096];
     let n = kept.read(&mut buf).await.unwrap();
@@ -269,7 +270,7 @@ fn big_stream_request(model: &str, max_tokens: u32) -> Vec<u8> {
     })
     .to_string();
     format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nHost: sluice\r\ncontent-type: application/json\r\n\
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\ncontent-type: application/json\r\n\
          content-length: {}\r\n\r\n{body}",
         body.len()
     )

@@ -247,7 +247,7 @@ async fn a_connection_that_never_finishes_its_headers_is_closed() {
     let addr = server.base.trim_start_matches("http://").to_string();
     let mut slow = tokio::net::TcpStream::connect(&addr).await.unwrap();
     // A request line and one header, then nothing: the blank line never comes.
-    slow.write_all(b"GET /health HTTP/1.1\r\nHost: sluice\r\n")
+    slow.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n")
         .await
         .unwrap();
     let mut rest = Vec::new();

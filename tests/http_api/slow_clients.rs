@@ -35,7 +35,7 @@ async fn a_client_that_stops_reading_is_cut_off_and_its_request_cancelled() {
     })
     .to_string();
     let request = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nHost: sluice\r\ncontent-type: application/json\r\n\
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\ncontent-type: application/json\r\n\
          content-length: {}\r\n\r\n{body}",
         body.len()
     );
