@@ -74,8 +74,8 @@ pub(super) fn admin_action(summary: &str, conflict: Option<&str>, loads: bool) -
     }
     json!({"post": {"summary": summary, "security": [{"bearer": []}, {"apiKey": []}],
         "parameters": [{"name": "model", "in": "path", "required": true, "schema": {"type": "string"}}],
-        "requestBody": {"required": false, "description": "Content-Type: application/json is required; the body may be empty or {} and is not read",
-            "content": {"application/json": {"schema": {"type": "object"}}}},
+        "requestBody": {"required": true, "description": "Content-Type: application/json is required (a browser cannot send it cross-site without a preflight); the body is not read: send {} (or nothing)",
+            "content": {"application/json": {"schema": {}}}},
         "responses": responses}})
 }
 
