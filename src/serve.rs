@@ -135,6 +135,13 @@ pub struct ServeArgs {
     /// once per --model in order.
     #[arg(long = "task", value_enum)]
     pub tasks: Vec<TaskArg>,
+    /// MiB the Responses API's stored responses (`store: true`) may hold in all; the oldest
+    /// entry of the caller holding the most goes first.
+    #[arg(long, value_name = "MIB", default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    pub responses_store_mib: u64,
+    /// MiB one API key's stored responses may hold; its own oldest go first.
+    #[arg(long, value_name = "MIB", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
+    pub responses_store_mib_per_key: u64,
     #[command(flatten)]
     pub engine: EngineArgs,
     #[command(flatten)]
@@ -313,6 +320,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .unwrap_or(defaults.max_concurrent_tokenizations)
             .max(1),
         tool_call_parser: args.tool_call_parser.clone(),
+        stored_response_bytes: (args.responses_store_mib << 20) as usize,
+        stored_response_bytes_per_key: (args.responses_store_mib_per_key << 20) as usize,
         liveness_timeout: Duration::from_secs_f64(args.liveness_timeout),
         ..defaults
     };
