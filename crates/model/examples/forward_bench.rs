@@ -1,7 +1,7 @@
 //! Forward-pass benchmark on random weights with real model shapes.
 //!
 //! ```text
-//! cargo run --release -p sluice-model --example forward_bench -- [smollm2|qwen2.5|all] [f32|f16|all]
+//! cargo run --release -p sluice-model --example forward_bench -- [smollm2|qwen2.5|llama8b-4l|all] [f32|f16|q4_k|q8_0|...|all]
 //! cargo run --release -p sluice-model --example forward_bench -- --model-dir DIR [f32|f16]
 //! cargo run --release -p sluice-model --example forward_bench -- --model-dir FILE.gguf  (as stored)
 //! cargo run --release -p sluice-model --example forward_bench -- matmul [M,N,K ...]
@@ -77,7 +77,15 @@ fn shape_config(name: &str) -> ModelConfig {
             "num_key_value_heads": 2, "max_position_embeddings": 32768, "rms_norm_eps": 1e-6,
             "rope_theta": 1000000.0, "tie_word_embeddings": true}"#
         }
-        other => panic!("unknown shape `{other}` (smollm2 | qwen2.5)"),
+        // Llama-3-8B's layer shapes (4 of its 32 layers, a 32,000-token vocabulary): per-layer
+        // prefill and decode cost of an 8B model in seconds of set-up.
+        "llama8b-4l" => {
+            r#"{"architectures": ["LlamaForCausalLM"], "vocab_size": 32000, "hidden_size": 4096,
+            "intermediate_size": 14336, "num_hidden_layers": 4, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5,
+            "rope_theta": 500000.0, "tie_word_embeddings": false}"#
+        }
+        other => panic!("unknown shape `{other}` (smollm2 | qwen2.5 | llama8b-4l)"),
     };
     let dir = std::env::temp_dir().join(format!("sluice-bench-config-{name}"));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -307,11 +315,12 @@ const FORMAT_TYPES: [GgmlType; 12] = [
 ];
 
 /// Kernel micro-benchmark: GOP/s (2·m·n·k per product, activation preparation included) of
-/// every format on Qwen2.5-0.5B's MLP shapes at m = 1, 16, 64, 256, 512. K-quant types need rows of
+/// every format on Qwen2.5-0.5B's MLP shapes at m = 1, 16, 32, 64, 256, 512. K-quant types need rows of
 /// whole 256-weight super-blocks, so for them 4864x896 is replaced by 4864x1024. The formats
 /// take turns (one product each, round after round) and each keeps its fastest product, so a
 /// noisy neighbour on the shared host slows them alike.
 fn bench_formats(types: &[GgmlType]) {
+    const ROWS: [usize; 6] = [1, 16, 32, 64, 256, 512];
     use sluice_model::kernels::matmul::PackedMatrix;
     let source = RandomWeights;
     for (n, k) in [(896, 4864), (4864, 896), (4864, 1024)] {
@@ -329,7 +338,7 @@ fn bench_formats(types: &[GgmlType]) {
             packed.push((ty, matrix, start.elapsed()));
         }
         let mut gops = vec![Vec::new(); packed.len()];
-        for m in [1, 16, 64, 256, 512] {
+        for m in ROWS {
             let mut y = vec![0f32; m * n];
             let mut fastest = vec![Duration::MAX; packed.len()];
             let rounds = if m >= 256 { 8 } else { 40 };
@@ -346,15 +355,16 @@ fn bench_formats(types: &[GgmlType]) {
         }
         for ((ty, matrix, pack), g) in packed.iter().zip(gops) {
             let bytes_per_weight = matrix.bytes() as f64 / (n * k) as f64;
+            let rates: String = ROWS
+                .iter()
+                .zip(&g)
+                .map(|(m, g)| format!("  m={m} {g:6.1}"))
+                .collect();
             println!(
-                "  {n}x{k} {:<5} {bytes_per_weight:.4} B/w: m=1 {:6.1}  m=16 {:6.1}  m=64 {:6.1}  m=256 {:6.1}  m=512 {:6.1} GOP/s (quantize+pack {:.0} ms)",
+                "  {n}x{k} {:<5} {bytes_per_weight:.4} B/w:{rates} GOP/s (quantize+pack {:.0} ms, {})",
                 ty.name(),
-                g[0],
-                g[1],
-                g[2],
-                g[3],
-                g[4],
-                pack.as_secs_f64() * 1e3
+                pack.as_secs_f64() * 1e3,
+                sluice_model::kernels::Isa::current().name(),
             );
         }
     }
@@ -365,7 +375,11 @@ fn main() {
     let dtypes = |arg: Option<&String>| match arg.map(String::as_str) {
         Some("f32") => vec![WeightDtype::F32],
         Some("f16") => vec![WeightDtype::F16],
-        _ => vec![WeightDtype::F32, WeightDtype::F16],
+        Some("all") | None => vec![WeightDtype::F32, WeightDtype::F16],
+        // Any quantized type by llama.cpp's name (`q4_k`, `q8_0`): random weights quantized.
+        Some(name) => {
+            vec![WeightDtype::from_name(name).unwrap_or_else(|| panic!("unknown dtype {name}"))]
+        }
     };
     println!("rayon threads: {}", rayon::current_num_threads());
     if args.first().map(String::as_str) == Some("--model-dir") {
@@ -446,6 +460,7 @@ fn main() {
     let shapes = match args.first().map(String::as_str) {
         Some("smollm2") => vec!["smollm2"],
         Some("qwen2.5") => vec!["qwen2.5"],
+        Some("llama8b-4l") => vec!["llama8b-4l"],
         _ => vec!["smollm2", "qwen2.5"],
     };
     for shape in shapes {

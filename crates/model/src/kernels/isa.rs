@@ -17,17 +17,22 @@ pub enum Isa {
     /// integer kernels fuse each byte product, pair sum and accumulation into one instruction.
     /// Float kernels run as with [`Isa::Avx2`].
     Avx512Vnni,
+    /// AVX-512 VNNI plus Intel AMX-INT8 tiles (Xeons since Sapphire Rapids, where Linux grants
+    /// the tile state): the integer kernels run prompt-sized row tiles as tile products
+    /// (`kernels/amx.rs`) with the VNNI kernels' integers and epilogue; everything else as
+    /// [`Isa::Avx512Vnni`].
+    Amx,
     /// Plain Rust, any CPU.
     Portable,
 }
 
 /// Every level, from the plainest to the best; each one's CPU features include the previous
 /// one's.
-const LEVELS: [Isa; 3] = [Isa::Portable, Isa::Avx2, Isa::Avx512Vnni];
+const LEVELS: [Isa; 4] = [Isa::Portable, Isa::Avx2, Isa::Avx512Vnni, Isa::Amx];
 
 impl Isa {
     /// The instruction set every kernel of this process runs with: the best one this CPU has,
-    /// or the one `SLUICE_ISA` (`portable`, `avx2`, `avx512vnni`) names when the CPU has it (a
+    /// or the one `SLUICE_ISA` (`portable`, `avx2`, `avx512vnni`, `amx`) names when the CPU has it (a
     /// name it lacks, or no such name, leaves the best). Read once, on the first call; for
     /// comparing kernels, never needed to run. Always one of [`Isa::available`].
     pub fn current() -> Self {
@@ -55,7 +60,22 @@ impl Isa {
     /// Whether kernels on `self` may use AVX2, FMA and F16C (every level but
     /// [`Isa::Portable`]).
     pub fn has_avx2(self) -> bool {
-        matches!(self, Isa::Avx2 | Isa::Avx512Vnni)
+        matches!(self, Isa::Avx2 | Isa::Avx512Vnni | Isa::Amx)
+    }
+
+    /// Whether kernels on `self` may use AVX-512 (F, VL) and VNNI ([`Isa::Avx512Vnni`] and
+    /// [`Isa::Amx`]).
+    pub fn has_avx512_vnni(self) -> bool {
+        matches!(self, Isa::Avx512Vnni | Isa::Amx)
+    }
+
+    /// The level of the vector kernels on `self`: `self`, except that [`Isa::Amx`]'s are
+    /// [`Isa::Avx512Vnni`]'s. Kernel families without tile kernels run on this level.
+    pub fn vector(self) -> Self {
+        match self {
+            Isa::Amx => Isa::Avx512Vnni,
+            other => other,
+        }
     }
 
     /// The name `SLUICE_ISA` and the logs use.
@@ -63,6 +83,7 @@ impl Isa {
         match self {
             Isa::Avx2 => "avx2",
             Isa::Avx512Vnni => "avx512vnni",
+            Isa::Amx => "amx",
             Isa::Portable => "portable",
         }
     }
@@ -73,6 +94,7 @@ impl Isa {
             Isa::Portable => 0,
             Isa::Avx2 => 1,
             Isa::Avx512Vnni => 2,
+            Isa::Amx => 3,
         }
     }
 
@@ -90,7 +112,10 @@ impl Isa {
                         && std::arch::is_x86_feature_detected!("avx512vl")
                         && std::arch::is_x86_feature_detected!("avx512f")
                     {
-                        return Isa::Avx512Vnni;
+                        return match super::amx::usable() {
+                            true => Isa::Amx,
+                            false => Isa::Avx512Vnni,
+                        };
                     }
                     return Isa::Avx2;
                 }
@@ -126,6 +151,9 @@ mod tests {
         assert!(LEVELS
             .iter()
             .all(|isa| isa.has_avx2() == (*isa != Isa::Portable)));
+        assert!(LEVELS
+            .iter()
+            .all(|isa| isa.has_avx512_vnni() == (isa.level() >= Isa::Avx512Vnni.level())));
         assert_eq!(Isa::tested("the level list"), available);
     }
 }

@@ -1,6 +1,8 @@
 //! CPU kernels: plain functions over slices, each with a fixed reduction order so results never
 //! depend on how a batch is composed.
 
+#[cfg(target_arch = "x86_64")]
+mod amx;
 pub mod dot;
 pub mod formats;
 pub mod isa;

@@ -5,9 +5,10 @@
 
 /// Output features per packed panel (two 8-lane vectors).
 pub const PANEL: usize = 16;
-/// Most rows of `x` one micro-kernel call handles; each format says how many its kernel takes
-/// (`WeightFormat::tile_rows`), [`DEFAULT_TILE_ROWS`] unless it has registers for more.
-pub const TILE_ROWS: usize = 8;
+/// Most rows of `x` one micro-kernel call handles (an AMX tile's 16); each format says how many
+/// its kernel takes (`WeightFormat::tile_rows`), [`DEFAULT_TILE_ROWS`] unless it has registers
+/// (or tiles) for more.
+pub const TILE_ROWS: usize = 16;
 /// Rows of `x` a micro-kernel call handles unless its format says otherwise.
 pub const DEFAULT_TILE_ROWS: usize = 6;
 

@@ -57,7 +57,7 @@ fn quantize_blocks_on(isa: Isa, x: &[f32], out: &mut [BlockQ8]) {
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: both are only detected on CPUs with avx2.
-        Isa::Avx2 | Isa::Avx512Vnni => unsafe { avx2::quantize_blocks(x, out) },
+        Isa::Avx2 | Isa::Avx512Vnni | Isa::Amx => unsafe { avx2::quantize_blocks(x, out) },
         _ => {
             for (block, values) in out.iter_mut().zip(x.chunks_exact(QK)) {
                 *block = BlockQ8::quantize(values);

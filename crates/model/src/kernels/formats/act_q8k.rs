@@ -73,7 +73,7 @@ fn quantize_blocks_on(isa: Isa, x: &[f32], out: &mut [BlockQ8K]) {
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: both are only detected on CPUs with avx2.
-        Isa::Avx2 | Isa::Avx512Vnni => unsafe { quantize_blocks_avx2(x, out) },
+        Isa::Avx2 | Isa::Avx512Vnni | Isa::Amx => unsafe { quantize_blocks_avx2(x, out) },
         _ => {
             for (block, values) in out.iter_mut().zip(x.chunks_exact(QK_K)) {
                 *block = BlockQ8K::quantize(values);

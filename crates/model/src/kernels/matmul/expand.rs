@@ -6,16 +6,11 @@ use super::super::isa::Isa;
 use super::super::tile::{PanelForm, PanelView};
 use super::PackedMatrix;
 
-/// Row tiles that must share a panel before it is expanded for them (see
-/// `WeightFormat::expand_panel`): at 16 rows (two tiles) expanding measured 15% slower.
-const EXPAND_MIN_TILES: usize = 3;
-
 impl PackedMatrix {
     /// Whether the tiles of `rows` rows read expanded panels: where the format has an
     /// expanded form and enough row tiles share each panel to repay the pass (prefill).
     pub(super) fn expands(&self, isa: Isa, rows: usize) -> bool {
-        rows >= EXPAND_MIN_TILES * self.format.tile_rows(isa)
-            && self.format.expanded_bytes(isa, self.in_dim) > 0
+        rows >= self.format.expand_min_rows(isa) && self.format.expanded_bytes(isa, self.in_dim) > 0
     }
 
     /// Panel `p` as the tiles of `rows` rows should read it: expanded into `scratch` where

@@ -92,7 +92,9 @@ pub(super) fn tile<T: PanelValue>(
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx2` is only detected on CPUs with avx2+fma+f16c; slices are sized.
-        Isa::Avx2 | Isa::Avx512Vnni => unsafe { avx2::tile::<T>(x, k, rows, panel, streams, tile) },
+        Isa::Avx2 | Isa::Avx512Vnni | Isa::Amx => unsafe {
+            avx2::tile::<T>(x, k, rows, panel, streams, tile)
+        },
         _ => portable::tile(x, k, rows, panel, tile),
     }
 }

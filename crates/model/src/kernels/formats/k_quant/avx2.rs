@@ -14,7 +14,7 @@ const PREFETCH_CELLS: usize = 2;
 
 /// The four quads of group `half_unit` (0 or 1) of the unit at `unit`, as `[j][4]` levels.
 #[inline(always)]
-unsafe fn unpack_group<Q: KQuant>(unit: *const u8, half_unit: usize) -> [__m256i; 4] {
+pub(super) unsafe fn unpack_group<Q: KQuant>(unit: *const u8, half_unit: usize) -> [__m256i; 4] {
     let scheme = Q::SCHEME;
     let load = |offset: usize| _mm256_loadu_si256(unit.add(offset) as *const __m256i);
     let mut w = [_mm256_setzero_si256(); 4];

@@ -5,13 +5,15 @@
 //! the panel layout and dequantization are written once (`layout.rs`), the quantizer search
 //! once (`quantize.rs`), the [`WeightFormat`] implementation and the choice of tile kernel
 //! here, and the kernels once per instruction set: `portable.rs` (the bit-exact reference, with
-//! the kernels' arithmetic and its bounds), `avx2.rs`, `avx512.rs` (VNNI).
-//!
+//! the kernels' arithmetic and its bounds), `avx2.rs`, `avx512.rs` (VNNI), `amx.rs` (AMX tiles,
+//! over panels expanded for them).
 
 use std::marker::PhantomData;
 
 use sluice_gguf::GgmlType;
 
+#[cfg(target_arch = "x86_64")]
+mod amx;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
@@ -30,7 +32,7 @@ mod tests;
 use super::act_q8k::{BlockQ8K, Q8KRows, QK_K};
 use super::{
     ActivationKind, Activations, Isa, PanelForm, PanelView, RowSpan, Tile, TilePlace, WeightFormat,
-    PANEL, TILE_ROWS,
+    AMX_MIN_ROWS, PANEL, TILE_ROWS, VECTOR_TILE_ROWS,
 };
 use layout::{read_cell_row, write_cell, CELL_OUTPUTS};
 pub(super) use layout::{KBlock, Offset, Scheme};
@@ -142,6 +144,28 @@ impl<Q: KQuant> WeightFormat for KFormat<Q> {
         isa.integer_tile_rows()
     }
 
+    fn expand_min_rows(&self, _isa: Isa) -> usize {
+        AMX_MIN_ROWS
+    }
+
+    fn expanded_bytes(&self, isa: Isa, k: usize) -> usize {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Amx => k / QK_K * amx::expanded_block_bytes(&Q::SCHEME),
+            _ => 0,
+        }
+    }
+
+    fn expand_panel(&self, isa: Isa, panel: &[u8], k: usize, out: &mut [u8]) {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Isa::Amx` is only detected with avx2+fma+avx512f+vl; `expand` checks
+            // the lengths.
+            Isa::Amx => unsafe { amx::expand::<Q>(panel, k / QK_K, out) },
+            _ => panic!("{self:?} panels expand only for AMX, not {isa:?}"),
+        }
+    }
+
     fn tile(
         &self,
         isa: Isa,
@@ -151,16 +175,32 @@ impl<Q: KQuant> WeightFormat for KFormat<Q> {
         place: TilePlace,
         tile: &mut Tile,
     ) {
-        assert_eq!(
-            panel.form,
-            PanelForm::Packed,
-            "{self:?} panels do not expand"
-        );
         let Activations::Q8K(x) = x else {
             panic!("{} multiplies Q8_K activations", Q::TYPE);
         };
+        if panel.form == PanelForm::Expanded {
+            assert_eq!(isa, Isa::Amx, "{self:?} panels expand only for AMX");
+            return amx_tile::<Q>(panel.bytes, panel.k, x, rows, tile);
+        }
         kernel_tile::<Q>(isa, panel.bytes, panel.k, x, rows, place, tile)
     }
+}
+
+/// One tile against a K-quant panel expanded for AMX.
+fn amx_tile<Q: KQuant>(panel: &[u8], k: usize, x: &Q8KRows, rows: RowSpan, tile: &mut Tile) {
+    let blocks = k / QK_K;
+    let xs: [&[BlockQ8K]; TILE_ROWS] = std::array::from_fn(|r| match r < rows.len {
+        true => &x.row(rows.first + r)[..blocks],
+        false => &[],
+    });
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `Isa::Amx` (asserted by the caller) is only detected with avx512f+vnni+vl and
+    // the tile permission; the rows are one `Q8KRows`', equally spaced.
+    unsafe {
+        amx::tile::<Q>(panel, blocks, &xs[..rows.len], tile)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    unreachable!("AMX is x86-64 only: {xs:?} {panel:?} {tile:?}")
 }
 
 /// One tile against a packed K-quant panel of `k` weights a row, rows `rows` of `x`.
@@ -191,6 +231,17 @@ fn kernel_tile<Q: KQuant>(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above, and `Isa::Avx512Vnni` is only detected with avx512vnni+vl.
         Isa::Avx512Vnni => unsafe { avx512::tile::<Q>(panel, blocks, xs, prefetch, tile) },
+        #[cfg(target_arch = "x86_64")]
+        // Packed panels (few rows a panel) run as VNNI tiles of at most 8 rows.
+        Isa::Amx => {
+            let mut part = [[0f32; PANEL]; TILE_ROWS];
+            for (first, chunk) in xs.chunks(VECTOR_TILE_ROWS).enumerate() {
+                // SAFETY: as for `Isa::Avx512Vnni`; `Isa::Amx` implies its features.
+                unsafe { avx512::tile::<Q>(panel, blocks, chunk, prefetch, &mut part) };
+                let at = first * VECTOR_TILE_ROWS;
+                tile[at..at + chunk.len()].copy_from_slice(&part[..chunk.len()]);
+            }
+        }
         _ => portable::tile::<Q>(panel, blocks, xs, tile),
     }
 }

@@ -3,7 +3,10 @@
 //! (a centre `c`: 8 or 16, 0 for Q8_0's signed levels) or `d·level + m`. Each type's file
 //! (`q4_0.rs` … `q8_0.rs`) says how its blocks are stored ([`LegacyQuant`]); this file packs and dequantizes them and picks
 //! the tile kernel for the ISA: `portable.rs` (the bit-exact reference), `avx2.rs`, `avx512.rs`
-//! (VNNI), all reading the cells `layout.rs` defines.
+//! (VNNI), all reading the cells `layout.rs` defines. On AMX hosts these types run the VNNI
+//! kernel (`Isa::vector`): a 32-weight block gives a tile product only 32 bytes of depth, and
+//! the per-block f32 epilogue then dominates; an AMX kernel measured 0.8-0.95x of the VNNI one
+//! on a Sapphire Rapids Xeon (BENCHMARKS.md) and was not kept.
 //!
 //! Panel layout: for every block of 32 weights, two cells (outputs 0-7, then 8-15). A cell holds
 //! the levels of its 8 outputs interleaved in groups of 4 (byte `4·i + t` of group `g` is level
@@ -135,15 +138,15 @@ impl<Q: LegacyQuant> WeightFormat for LegacyFormat<Q> {
     }
 
     fn tile_rows(&self, isa: Isa) -> usize {
-        isa.integer_tile_rows()
+        isa.vector().integer_tile_rows()
     }
 
     fn expanded_bytes(&self, isa: Isa, k: usize) -> usize {
-        kernel_expanded_bytes(&Q::SCHEME, isa, k / QK)
+        kernel_expanded_bytes(&Q::SCHEME, isa.vector(), k / QK)
     }
 
     fn expand_panel(&self, isa: Isa, panel: &[u8], k: usize, out: &mut [u8]) {
-        kernel_expand(&Q::SCHEME, isa, panel, k / QK, out)
+        kernel_expand(&Q::SCHEME, isa.vector(), panel, k / QK, out)
     }
 
     fn tile(
@@ -158,7 +161,7 @@ impl<Q: LegacyQuant> WeightFormat for LegacyFormat<Q> {
         let Activations::Q8_0(x) = x else {
             panic!("{} multiplies Q8_0 activations", Q::TYPE);
         };
-        kernel_tile(&Q::SCHEME, isa, panel, x, rows, place, tile)
+        kernel_tile(&Q::SCHEME, isa.vector(), panel, x, rows, place, tile)
     }
 }
 
