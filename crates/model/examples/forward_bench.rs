@@ -138,14 +138,18 @@ fn measure(runs: usize, mut f: impl FnMut()) -> Timing {
 fn bench(label: &str, model: &Model, kv_dtype: KvDtype) {
     const BLOCK: usize = 16;
     const HISTORY: usize = 128;
-    const PROMPT: usize = 512;
+    // FORWARD_BENCH_PROMPT sets the prefill prompt's length (512 by default).
+    let prompt_len: usize = std::env::var("FORWARD_BENCH_PROMPT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(512);
     let vocab = model.config().vocab_size as u32;
     let blocks_per_seq = (HISTORY + 1).div_ceil(BLOCK);
     let mut kv = KvCache::new(
         model.config(),
         kv_dtype,
         BLOCK,
-        64 * blocks_per_seq + PROMPT / BLOCK,
+        64 * blocks_per_seq + prompt_len.div_ceil(BLOCK),
     );
     let table = |s: usize| -> Vec<u32> {
         (0..blocks_per_seq)
@@ -203,7 +207,7 @@ fn bench(label: &str, model: &Model, kv_dtype: KvDtype) {
             .ok()
             .and_then(|c| c.parse().ok())
             .unwrap_or(64)
-            .min(PROMPT);
+            .min(prompt_len);
         let mut batch = Batch::default();
         for s in 0..16 {
             batch.push_sequence(&[(s as u32 * 17) % vocab], HISTORY, table(s), BLOCK, true);
@@ -221,27 +225,27 @@ fn bench(label: &str, model: &Model, kv_dtype: KvDtype) {
     if !wanted("prefill") {
         return;
     }
-    let prompt_blocks: Vec<u32> = (0..PROMPT / BLOCK)
+    let prompt_blocks: Vec<u32> = (0..prompt_len.div_ceil(BLOCK))
         .map(|b| (64 * blocks_per_seq + b) as u32)
         .collect();
-    let tokens: Vec<u32> = (0..PROMPT).map(|i| (i as u32 * 31) % vocab).collect();
+    let tokens: Vec<u32> = (0..prompt_len).map(|i| (i as u32 * 31) % vocab).collect();
     let mut batch = Batch::default();
     batch.push_sequence(&tokens, 0, prompt_blocks.clone(), BLOCK, true);
     let t = measure(2 * repeat, || {
         model.forward(&batch, &mut kv).expect("prefill");
     });
     println!(
-        "  prefill {PROMPT} tokens: {t}, {:>8.1} tok/s",
-        PROMPT as f64 / t.wall.as_secs_f64()
+        "  prefill {prompt_len} tokens: {t}, {:>8.1} tok/s",
+        prompt_len as f64 / t.wall.as_secs_f64()
     );
     // The same prompt as the server runs it: chunks of its default step budget (256 tokens),
     // the second attending to the first's keys.
     const CHUNK: usize = 256;
     let t = measure(2 * repeat, || {
-        for start in (0..PROMPT).step_by(CHUNK) {
+        for start in (0..prompt_len).step_by(CHUNK) {
             let mut batch = Batch::default();
-            let end = (start + CHUNK).min(PROMPT);
-            let last = end == PROMPT;
+            let end = (start + CHUNK).min(prompt_len);
+            let last = end == prompt_len;
             batch.push_sequence(
                 &tokens[start..end],
                 start,
@@ -253,8 +257,8 @@ fn bench(label: &str, model: &Model, kv_dtype: KvDtype) {
         }
     });
     println!(
-        "  prefill {PROMPT} tokens in {CHUNK}-token chunks: {t}, {:>8.1} tok/s",
-        PROMPT as f64 / t.wall.as_secs_f64()
+        "  prefill {prompt_len} tokens in {CHUNK}-token chunks: {t}, {:>8.1} tok/s",
+        prompt_len as f64 / t.wall.as_secs_f64()
     );
 }
 
@@ -420,6 +424,18 @@ fn main() {
         bench_formats(&types);
         return;
     }
+    if args.first().map(String::as_str) == Some("attention") {
+        // `attention N ...`: causal attention of an N-token prompt alone (Qwen2.5-0.5B's heads).
+        let lengths: Vec<usize> = args[1..].iter().map(|n| n.parse().expect("N")).collect();
+        for n in if lengths.is_empty() {
+            vec![512, 2048, 8192]
+        } else {
+            lengths
+        } {
+            bench_attention(n);
+        }
+        return;
+    }
     if args.first().map(String::as_str) == Some("bandwidth") {
         bandwidth();
         return;
@@ -472,6 +488,74 @@ fn main() {
             bench(&format!("{shape} {dtype:?}"), &model, KvDtype::from(dtype));
         }
     }
+}
+
+/// Prefill attention alone: `n` query tokens of one sequence against its own `n` cached
+/// positions (f16 cache, 16-position blocks), Qwen2.5-0.5B's 14 query and 2 K/V heads of 64;
+/// the fastest of 3 runs, and the rate in query tokens a second.
+fn bench_attention(n: usize) {
+    use sluice_model::kernels::paged_attention::{
+        paged_attention, AttentionShape, PagedKv, QueryView,
+    };
+    const BLOCK: usize = 16;
+    let (heads, kv_heads, d) = (14, 2, 64);
+    let shape = AttentionShape {
+        num_heads: heads,
+        num_kv_heads: kv_heads,
+        head_dim: d,
+        block_size: BLOCK,
+        scale: 1.0 / (d as f32).sqrt(),
+        logit_softcap: None,
+    };
+    let blocks = n.div_ceil(BLOCK);
+    let source = RandomWeights;
+    let half = |name: &str, len: usize| -> Vec<half::f16> {
+        let v = source.tensor(name, &[len]).unwrap();
+        v.iter().map(|&x| half::f16::from_f32(x * 8.0)).collect()
+    };
+    let keys = half("k", blocks * kv_heads * BLOCK * d);
+    let values = half("v", blocks * kv_heads * BLOCK * d);
+    let kv = PagedKv {
+        keys: &keys,
+        values: &values,
+        block_stride: kv_heads * BLOCK * d,
+        head_stride: BLOCK * d,
+        row_stride: d,
+    };
+    let table: Vec<u32> = (0..blocks as u32).collect();
+    let queries: Vec<QueryView> = (0..n)
+        .map(|p| QueryView {
+            block_table: &table,
+            position: p,
+            first: 0,
+        })
+        .collect();
+    let q = source.tensor("q", &[n * heads * d]).unwrap();
+    let mut out = vec![0f32; n * heads * d];
+    let t = measure(3, || paged_attention(shape, kv, &queries, &q, &mut out));
+    println!(
+        "  attention, {n}-token prompt: {t}, {:>8.1} tok/s (checksum {:.4})",
+        n as f64 / t.wall.as_secs_f64(),
+        out.iter().sum::<f32>()
+    );
+    // Decode: 16 streams, each one new token after `n` cached positions (the same cache).
+    let decode: Vec<QueryView> = (0..16)
+        .map(|_| QueryView {
+            block_table: &table,
+            position: n - 1,
+            first: 0,
+        })
+        .collect();
+    let t = measure(20, || {
+        paged_attention(
+            shape,
+            kv,
+            &decode,
+            &q[..16 * heads * d],
+            &mut out[..16 * heads * d],
+        )
+    });
+    println!("  attention, 16 decodes at {n} positions: {t}");
 }
 
 /// Memory read bandwidth with every rayon thread streaming its share of a 2 GiB buffer (far
