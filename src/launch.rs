@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use sluice_api::model_names::ModelNames;
 use sluice_engine::pool::{DirectoryLoader, LoadSettings, LoadedModel, ModelLoader, ModelSpec};
 use sluice_model::ModelFiles;
 
@@ -57,8 +58,9 @@ pub fn model_specs(
         );
         let id = served_model_names
             .get(i)
-            .cloned()
-            .unwrap_or_else(|| default_model_id(dir));
+            .and_then(|names| names.split(',').map(str::trim).next())
+            .filter(|id| !id.is_empty())
+            .map_or_else(|| default_model_id(dir), str::to_string);
         specs.push(ModelSpec {
             id,
             dir: dir.clone(),
@@ -95,6 +97,42 @@ pub fn model_specs(
         spec.pinned = true;
     }
     Ok(specs)
+}
+
+/// The names clients may use beyond the served ids: the names after the first in each
+/// `--served-model-name a,b,c` (for the `--model` at its place), the `--model-alias` rules and
+/// `--default-model`; each must lead to a served model.
+pub fn model_names(
+    served_model_names: &[String],
+    specs: &[ModelSpec],
+    aliases: &[String],
+    default_model: Option<&str>,
+) -> anyhow::Result<ModelNames> {
+    let mut names = ModelNames::default();
+    for (list, spec) in served_model_names.iter().zip(specs) {
+        for name in list.split(',').map(str::trim).skip(1) {
+            anyhow::ensure!(
+                !name.is_empty(),
+                "--served-model-name {list:?}: an empty name"
+            );
+            names = names.with_name(name, &spec.id);
+        }
+    }
+    for rule in aliases {
+        names = names.with_alias(rule).map_err(anyhow::Error::msg)?;
+    }
+    if let Some(default) = default_model {
+        names = names.with_default(default);
+    }
+    let ids: Vec<String> = specs.iter().map(|s| s.id.clone()).collect();
+    for target in names.targets() {
+        anyhow::ensure!(
+            names.resolve(target, &ids).is_some(),
+            "no model is served under the name {target:?} (served: {})",
+            ids.join(", ")
+        );
+    }
+    Ok(names)
 }
 
 /// The default `--max-memory`: three quarters of the machine's RAM (8 GiB when it cannot be
@@ -149,6 +187,30 @@ mod tests {
         assert!(err.unwrap_err().to_string().contains("--pin nope"));
         let err = model_specs(&[fixtures()], &[], &[], &[]);
         assert!(err.unwrap_err().to_string().contains("nor a .gguf file"));
+    }
+
+    #[test]
+    fn served_model_names_give_an_id_then_extra_names_and_every_name_must_lead_somewhere() {
+        let llama = fixtures().join("llama");
+        let names = ["llama,tiny, small".to_string()];
+        let specs = model_specs(std::slice::from_ref(&llama), &names, &[], &[]).unwrap();
+        assert_eq!(specs[0].id, "llama");
+        let aliases = ["claude-*=tiny".to_string()];
+        let resolved = model_names(&names, &specs, &aliases, Some("small")).unwrap();
+        let ids = ["llama".to_string()];
+        assert_eq!(
+            resolved.resolve("claude-opus", &ids).as_deref(),
+            Some("llama")
+        );
+        assert_eq!(resolved.default_id(&ids).as_deref(), Some("llama"));
+        for (aliases, default, wanted) in [
+            (vec!["gpt-*=nope".to_string()], None, "\"nope\""),
+            (vec![], Some("missing"), "\"missing\""),
+            (vec!["gpt-4o".to_string()], None, "PATTERN=MODEL"),
+        ] {
+            let err = model_names(&names, &specs, &aliases, default).unwrap_err();
+            assert!(err.to_string().contains(wanted), "{err}");
+        }
     }
 
     #[test]

@@ -20,7 +20,7 @@ use sluice_engine::pool::{Budget, DirectoryLoader, MemoryShare, ModelPool};
 use crate::drain::{drain, RunningServer, ShutdownSignals};
 use crate::engine_args::EngineArgs;
 use crate::kv_events_args::KvEventsArgs;
-use crate::launch::{bundled_model_dir, default_max_memory_bytes, model_specs};
+use crate::launch::{bundled_model_dir, default_max_memory_bytes, model_names, model_specs};
 
 /// How long a load waits for busy models to go idle when only they stand in its way.
 const LOAD_WAIT_FOR_IDLE: Duration = Duration::from_secs(30);
@@ -32,9 +32,19 @@ pub struct ServeArgs {
     /// when neither --model nor --models-dir is given.
     #[arg(long = "model")]
     pub models: Vec<PathBuf>,
-    /// The id clients use for the model (one per --model, in order).
+    /// The id clients use for the model (one per --model, in order); more names after commas
+    /// (`--served-model-name qwen,gpt-4o-mini`) also reach it.
     #[arg(long = "served-model-name")]
     pub served_model_names: Vec<String>,
+    /// PATTERN=MODEL: requests naming a model that matches the glob (`*`, `?`) go to MODEL, for
+    /// clients with fixed model names (`--model-alias 'claude-*=qwen3-coder'`). Repeatable; the
+    /// first matching rule wins; served ids and names always win over rules.
+    #[arg(long = "model-alias")]
+    pub model_aliases: Vec<String>,
+    /// The model a request without `model` goes to (default: the only model served; with
+    /// several and no default, such a request is a 400).
+    #[arg(long = "default-model")]
+    pub default_model: Option<String>,
     /// A folder of model directories: each one holding a config.json is served under its
     /// folder name. Repeatable.
     #[arg(long = "models-dir")]
@@ -295,6 +305,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     let tasks = model_tasks(&args.tasks, &specs, models.len())?;
+    let names = model_names(
+        &args.served_model_names,
+        &specs,
+        &args.model_aliases,
+        args.default_model.as_deref(),
+    )?;
     let share = MemoryShare::of(&budget, specs.len());
     let mut settings = args.engine.launch_options(share)?;
     let kv_disk = settings.kv_disk.clone();
@@ -327,7 +343,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let retry_after_secs = config.retry_after_secs;
     let lifecycle = Arc::new(Lifecycle::starting(preload.iter().cloned()));
-    let registry = ModelRegistry::pooled(pool.clone()).with_tasks(tasks);
+    let registry = ModelRegistry::pooled(pool.clone())
+        .with_tasks(tasks)
+        .with_names(names);
     let mut app = router_with(Arc::new(registry), config, Arc::clone(&lifecycle));
     if !args.no_ui {
         app = app.merge(sluice_api::routes::ui::router());

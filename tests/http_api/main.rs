@@ -10,6 +10,7 @@ mod fair_share;
 mod hardening;
 #[path = "../support/metrics.rs"]
 mod metrics;
+mod model_names;
 mod model_task;
 mod operations;
 mod prompt_logprobs;

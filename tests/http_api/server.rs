@@ -122,6 +122,8 @@ pub struct ServerOptions {
     /// More models, served by the same engine under these ids with these tokenizers (a
     /// tokenizer with another chat template).
     pub extra_models: Vec<(String, Arc<Tokenizer>)>,
+    /// Extra names, alias rules and the default model.
+    pub model_names: sluice_api::model_names::ModelNames,
 }
 
 impl Default for ServerOptions {
@@ -147,6 +149,7 @@ impl Default for ServerOptions {
                 sluice_api::responses_store::DEFAULT_MAX_BYTES_PER_KEY,
             ),
             extra_models: Vec::new(),
+            model_names: Default::default(),
         }
     }
 }
@@ -264,7 +267,8 @@ pub async fn start(options: ServerOptions) -> TestServer {
         stored_response_bytes_per_key: options.stored_response_bytes.1,
         ..ApiConfig::default()
     };
-    let app = sluice_api::router(models, api);
+    let registry = sluice_api::registry::ModelRegistry::new(models).with_names(options.model_names);
+    let app = sluice_api::router_for(Arc::new(registry), api);
     let bind = if options.bind_all {
         "0.0.0.0:0"
     } else {

@@ -38,9 +38,9 @@ pub enum ApiError {
     /// `Content-Type: application/json`.
     #[error("{0}")]
     UnsupportedMediaType(String),
-    /// No served model has this id (404).
-    #[error("the model '{0}' does not exist")]
-    ModelNotFound(String),
+    /// No served model has this name (404).
+    #[error("the model '{name}' does not exist{list}", name = .0, list = served_list(.1))]
+    ModelNotFound(String, Vec<String>),
     /// No stored response has this id (404): `GET`/`DELETE /v1/responses/{id}` and
     /// `previous_response_id`.
     #[error("no response with id '{0}' is stored (it may have expired or been deleted)")]
@@ -117,7 +117,7 @@ impl ApiError {
             ApiError::Unauthorized | ApiError::AdminUnauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            ApiError::ModelNotFound(_)
+            ApiError::ModelNotFound(..)
             | ApiError::ResponseNotFound(_)
             | ApiError::RouteNotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
@@ -151,7 +151,7 @@ impl ApiError {
                 None,
                 Some("unsupported_media_type".into()),
             ),
-            ApiError::ModelNotFound(_) => (
+            ApiError::ModelNotFound(..) => (
                 "invalid_request_error",
                 Some("model".into()),
                 Some("model_not_found".into()),
@@ -249,6 +249,14 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// `; served models: a, b` for a 404 on an unknown model (nothing when the list is unknown).
+fn served_list(served: &[String]) -> String {
+    match served.is_empty() {
+        true => String::new(),
+        false => format!("; served models: {}", served.join(", ")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,7 +275,7 @@ mod tests {
                 403,
             ),
             (ApiError::UnsupportedMediaType("text/plain".into()), 415),
-            (ApiError::ModelNotFound("x".into()), 404),
+            (ApiError::ModelNotFound("x".into(), Vec::new()), 404),
             (
                 ApiError::RouteNotFound {
                     method: "GET".into(),
@@ -316,7 +324,7 @@ mod tests {
 
     #[test]
     fn unknown_model_names_the_model_param() {
-        let body = ApiError::ModelNotFound("gpt-9".into()).body();
+        let body = ApiError::ModelNotFound("gpt-9".into(), Vec::new()).body();
         assert_eq!(body.error.param.as_deref(), Some("model"));
         assert!(body.error.message.contains("gpt-9"));
     }

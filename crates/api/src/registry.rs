@@ -10,6 +10,7 @@ use sluice_text::Tokenizer;
 
 use crate::assemble::TokenTexts;
 use crate::error::ApiError;
+use crate::model_names::ModelNames;
 use crate::validate::ModelLimits;
 use crate::wire::models::ModelCard;
 
@@ -143,6 +144,8 @@ pub struct ModelRegistry {
     models: Models,
     /// `--task` of pooled models, by id (absent: `auto`).
     tasks: std::collections::HashMap<String, ModelTask>,
+    /// Extra names, aliases and the default model.
+    names: ModelNames,
 }
 
 impl ModelRegistry {
@@ -151,6 +154,7 @@ impl ModelRegistry {
         ModelRegistry {
             models: Models::Fixed(models.into_iter().map(Arc::new).collect()),
             tasks: Default::default(),
+            names: ModelNames::default(),
         }
     }
 
@@ -162,6 +166,7 @@ impl ModelRegistry {
                 registered: unix_seconds(SystemTime::now()),
             },
             tasks: Default::default(),
+            names: ModelNames::default(),
         }
     }
 
@@ -169,6 +174,50 @@ impl ModelRegistry {
     pub fn with_tasks(mut self, tasks: std::collections::HashMap<String, ModelTask>) -> Self {
         self.tasks = tasks;
         self
+    }
+
+    /// Resolves `model` through `names` (extra names, alias rules, the default model).
+    pub fn with_names(mut self, names: ModelNames) -> Self {
+        self.names = names;
+        self
+    }
+
+    /// The id of every served model, loaded or not.
+    pub fn ids(&self) -> Vec<String> {
+        match &self.models {
+            Models::Fixed(models) => models.iter().map(|m| m.id.clone()).collect(),
+            Models::Pooled { pool, .. } => pool.ids(),
+        }
+    }
+
+    /// The served id `requested` names (an empty name: the default model), or the error a
+    /// client sees: a 404 that lists what is served, or a 400 when no model was named and
+    /// there is no default.
+    pub fn id_for(&self, requested: &str) -> Result<String, ApiError> {
+        let ids = self.ids();
+        if requested.is_empty() {
+            return self.names.default_id(&ids).ok_or_else(|| {
+                ApiError::invalid(
+                    "model",
+                    format!(
+                        "no `model` given, and this server has no default model: it serves {} \
+                         (start it with --default-model to pick one)",
+                        ids.join(", ")
+                    ),
+                )
+            });
+        }
+        self.names
+            .resolve(requested, &ids)
+            .ok_or_else(|| ApiError::ModelNotFound(requested.to_string(), ids))
+    }
+
+    /// [`ModelRegistry::get`] for a request's `model` field, which becomes the served id (an
+    /// empty one the default model's), so every response names the model that answered.
+    pub async fn get_or_default(&self, model: &mut String) -> Result<Arc<ServedModel>, ApiError> {
+        let served = self.get(model).await?;
+        model.clone_from(&served.id);
+        Ok(served)
     }
 
     fn task_of(&self, id: &str) -> ModelTask {
@@ -185,13 +234,15 @@ impl ModelRegistry {
 
     /// The model with this id, loaded first if it is pooled and not in memory; a 404 names an
     /// unknown id. Hold the result until the request is submitted.
-    pub async fn get(&self, id: &str) -> Result<Arc<ServedModel>, ApiError> {
+    pub async fn get(&self, requested: &str) -> Result<Arc<ServedModel>, ApiError> {
+        let id = self.id_for(requested)?;
+        let id = id.as_str();
         match &self.models {
             Models::Fixed(models) => models
                 .iter()
                 .find(|m| m.id == id)
                 .cloned()
-                .ok_or_else(|| ApiError::ModelNotFound(id.to_string())),
+                .ok_or_else(|| ApiError::ModelNotFound(id.to_string(), self.ids())),
             Models::Pooled { pool, .. } => {
                 let lease = pool.acquire(id).await?;
                 let model = lease.model();
@@ -209,17 +260,14 @@ impl ModelRegistry {
         }
     }
 
-    /// The model with this id, or the first served model when no id is given (vLLM's
-    /// `/tokenize` makes `model` optional).
+    /// The model `id` names, or when none is given the default model, else the first served
+    /// one (vLLM's `/tokenize` makes `model` optional).
     pub async fn resolve(&self, id: Option<&str>) -> Result<Arc<ServedModel>, ApiError> {
-        if let Some(id) = id {
+        if let Some(id) = id.filter(|id| !id.is_empty()) {
             return self.get(id).await;
         }
-        let first = match &self.models {
-            Models::Fixed(models) => models.first().map(|m| m.id.clone()),
-            Models::Pooled { pool, .. } => pool.ids().into_iter().next(),
-        };
-        match first {
+        let ids = self.ids();
+        match self.names.default_id(&ids).or(ids.into_iter().next()) {
             Some(id) => self.get(&id).await,
             None => Err(ApiError::Unavailable("no model is served".into())),
         }
@@ -279,7 +327,7 @@ impl ModelRegistry {
         self.cards()
             .into_iter()
             .find(|c| c.id == id)
-            .ok_or_else(|| ApiError::ModelNotFound(id.to_string()))
+            .ok_or_else(|| ApiError::ModelNotFound(id.to_string(), self.ids()))
     }
 
     /// Healthy while every engine in memory runs. A fixed registry also needs at least one
@@ -302,7 +350,7 @@ impl ModelRegistry {
 impl From<PoolError> for ApiError {
     fn from(e: PoolError) -> Self {
         match e {
-            PoolError::UnknownModel(id) => ApiError::ModelNotFound(id),
+            PoolError::UnknownModel(id) => ApiError::ModelNotFound(id, Vec::new()),
             PoolError::LoadFailed { .. } | PoolError::Thread { .. } => {
                 ApiError::Internal(e.to_string())
             }

@@ -114,7 +114,7 @@ pub async fn model_action(
         .into_iter()
         .find(|m| m.id == id)
         .map(Json)
-        .ok_or_else(|| AdminError::Api(ApiError::ModelNotFound(id.to_string())))
+        .ok_or_else(|| AdminError::Api(ApiError::ModelNotFound(id.to_string(), Vec::new())))
 }
 
 /// 415 unless the request says its body is JSON.

@@ -19,9 +19,9 @@ use crate::AppState;
 pub async fn create_chat_completion(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    OpenAiJson(req): OpenAiJson<ChatCompletionRequest>,
+    OpenAiJson(mut req): OpenAiJson<ChatCompletionRequest>,
 ) -> Result<Response, ApiError> {
-    let model = state.registry.get(&req.model).await?;
+    let model = state.registry.get_or_default(&mut req.model).await?;
     model.check_serves("generation")?;
     let valid = validate_chat(req, model.limits())?;
     let n = valid.params.n as usize;

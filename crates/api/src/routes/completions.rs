@@ -19,9 +19,9 @@ use crate::AppState;
 pub async fn create_completion(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    OpenAiJson(req): OpenAiJson<CompletionRequest>,
+    OpenAiJson(mut req): OpenAiJson<CompletionRequest>,
 ) -> Result<Response, ApiError> {
-    let model = state.registry.get(&req.model).await?;
+    let model = state.registry.get_or_default(&mut req.model).await?;
     model.check_serves("generation")?;
     let valid = validate_completion(req, model.limits())?;
     let echo = valid.echo;

@@ -21,9 +21,9 @@ use crate::AppState;
 pub async fn create_embeddings(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    OpenAiJson(req): OpenAiJson<EmbeddingRequest>,
+    OpenAiJson(mut req): OpenAiJson<EmbeddingRequest>,
 ) -> Result<Json<EmbeddingResponse>, ApiError> {
-    let model = state.registry.get(&req.model).await?;
+    let model = state.registry.get_or_default(&mut req.model).await?;
     model.check_serves("embeddings")?;
     let valid = validate_embeddings(req, model.limits())?;
     let tokenizer = model.tokenizer.clone();

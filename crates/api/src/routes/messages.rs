@@ -24,8 +24,8 @@ pub async fn create_message(
     req: Result<OpenAiJson<MessagesRequest>, ApiError>,
 ) -> Response {
     let run = async {
-        let OpenAiJson(req) = req?;
-        let model = state.registry.get(&req.model).await?;
+        let OpenAiJson(mut req) = req?;
+        let model = state.registry.get_or_default(&mut req.model).await?;
         model.check_serves("generation")?;
         let valid = validate_messages(req, model.limits())?;
         let meta = message_meta(&model.id);
@@ -50,8 +50,8 @@ pub async fn count_tokens(
     req: Result<OpenAiJson<CountTokensRequest>, ApiError>,
 ) -> Response {
     let run = async {
-        let OpenAiJson(req) = req?;
-        let model = state.registry.get(&req.model).await?;
+        let OpenAiJson(mut req) = req?;
+        let model = state.registry.get_or_default(&mut req.model).await?;
         let valid = validate_count_tokens(req, model.limits())?;
         let (tokens, _) = render_and_encode(&state, &model, &valid).await?;
         Ok::<_, ApiError>(

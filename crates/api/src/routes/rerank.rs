@@ -42,9 +42,9 @@ pub fn rerank_prompt(instruction: Option<&str>, query: &str, document: &str) -> 
 pub async fn rerank(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    OpenAiJson(req): OpenAiJson<RerankRequest>,
+    OpenAiJson(mut req): OpenAiJson<RerankRequest>,
 ) -> Result<Json<RerankResponse>, ApiError> {
-    let model = state.registry.get(&req.model).await?;
+    let model = state.registry.get_or_default(&mut req.model).await?;
     model.check_serves("rerank")?;
     let valid = validate_rerank(req)?;
     let scope = scope_of(&state, &caller, &valid);
@@ -74,9 +74,9 @@ pub async fn rerank(
 pub async fn score(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    OpenAiJson(req): OpenAiJson<ScoreRequest>,
+    OpenAiJson(mut req): OpenAiJson<ScoreRequest>,
 ) -> Result<Json<ScoreResponse>, ApiError> {
-    let model = state.registry.get(&req.model).await?;
+    let model = state.registry.get_or_default(&mut req.model).await?;
     model.check_serves("rerank")?;
     let valid = validate_score(req)?;
     let scope = scope_of(&state, &caller, &valid);

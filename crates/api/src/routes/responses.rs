@@ -22,9 +22,9 @@ use crate::AppState;
 pub async fn create_response(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
-    OpenAiJson(req): OpenAiJson<ResponsesRequest>,
+    OpenAiJson(mut req): OpenAiJson<ResponsesRequest>,
 ) -> Result<Response, ApiError> {
-    let model = state.registry.get(&req.model).await?;
+    let model = state.registry.get_or_default(&mut req.model).await?;
     model.check_serves("generation")?;
     let previous = match &req.previous_response_id {
         Some(id) => Some(

@@ -9,7 +9,8 @@ use super::{ChatLogprobs, GenerationOptions, UsageBody};
 /// A chat completion request as the client sent it (unvalidated).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ChatCompletionRequest {
-    /// Served model id.
+    /// Served model name (an id, an extra name or an alias); absent: the default model.
+    #[serde(default)]
     pub model: String,
     /// The conversation so far.
     pub messages: Vec<ChatMessage>,

@@ -16,7 +16,8 @@ use crate::error::ApiError;
 /// A Messages request as the client sent it (unvalidated).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct MessagesRequest {
-    /// Served model id.
+    /// Served model name (an id, an extra name or an alias); absent: the default model.
+    #[serde(default)]
     pub model: String,
     /// The conversation: alternating `user` and `assistant` messages.
     pub messages: Vec<AnthropicMessage>,
@@ -52,7 +53,8 @@ pub struct MessagesRequest {
 /// A `count_tokens` request: a Messages request without the generation fields.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct CountTokensRequest {
-    /// Served model id.
+    /// Served model name (an id, an extra name or an alias); absent: the default model.
+    #[serde(default)]
     pub model: String,
     /// The conversation.
     pub messages: Vec<AnthropicMessage>,
@@ -157,7 +159,7 @@ impl AnthropicErrorBody {
             ApiError::Unauthorized | ApiError::AdminUnauthorized => "authentication_error",
             ApiError::Forbidden { .. } => "permission_error",
             ApiError::UnsupportedMediaType(_) => "invalid_request_error",
-            ApiError::ModelNotFound(_)
+            ApiError::ModelNotFound(..)
             | ApiError::ResponseNotFound(_)
             | ApiError::RouteNotFound { .. } => "not_found_error",
             ApiError::PayloadTooLarge { .. } => "request_too_large",
@@ -220,7 +222,11 @@ mod tests {
         let cases = [
             (ApiError::invalid("x", "bad"), "invalid_request_error", 400),
             (ApiError::Unauthorized, "authentication_error", 401),
-            (ApiError::ModelNotFound("m".into()), "not_found_error", 404),
+            (
+                ApiError::ModelNotFound("m".into(), Vec::new()),
+                "not_found_error",
+                404,
+            ),
             (
                 ApiError::Overloaded {
                     retry_after_secs: 2,

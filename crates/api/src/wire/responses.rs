@@ -13,7 +13,8 @@ use super::number::{self, WholeNumber};
 /// A Responses request as the client sent it (unvalidated).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ResponsesRequest {
-    /// Served model id.
+    /// Served model name (an id, an extra name or an alias); absent: the default model.
+    #[serde(default)]
     pub model: String,
     /// The new input: one user message as a string, or a list of items.
     pub input: Option<ResponseInput>,

@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 /// An embeddings request as the client sent it (unvalidated).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct EmbeddingRequest {
-    /// Served model id.
+    /// Served model name (an id, an extra name or an alias); absent: the default model.
+    #[serde(default)]
     pub model: String,
     /// A string, a list of strings, a list of token ids or a list of such lists.
     pub input: Option<serde_json::Value>,
@@ -104,7 +105,8 @@ impl RerankDocument {
 /// A rerank request (`/v1/rerank`, `/rerank`) as the client sent it.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct RerankRequest {
-    /// Served model id.
+    /// Served model name (an id, an extra name or an alias); absent: the default model.
+    #[serde(default)]
     pub model: String,
     /// The query documents are judged against.
     pub query: Option<String>,
@@ -157,7 +159,8 @@ pub struct RerankResponse {
 /// both are lists of the same length.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ScoreRequest {
-    /// Served model id.
+    /// Served model name (an id, an extra name or an alias); absent: the default model.
+    #[serde(default)]
     pub model: String,
     /// A string or a list of strings.
     pub text_1: Option<serde_json::Value>,

@@ -129,7 +129,7 @@ pub(super) fn add_agents(doc: &mut Value) {
     let usage = json!({"type": "object", "properties": {
         "input_tokens": {"type": "integer"}, "output_tokens": {"type": "integer"}}});
     let schemas = json!({
-        "ResponsesRequest": {"type": "object", "required": ["model", "input"], "properties": {
+        "ResponsesRequest": {"type": "object", "required": ["input"], "properties": {
             "model": {"type": "string"},
             "input": {"oneOf": [{"type": "string"},
                 {"type": "array", "minItems": 1, "items": input_item}]},
@@ -156,9 +156,9 @@ pub(super) fn add_agents(doc: &mut Value) {
             "usage": {"type": ["object", "null"]}}},
         "DeletedResponse": {"type": "object", "properties": {
             "id": {"type": "string"}, "object": {"const": "response"}, "deleted": {"const": true}}},
-        "MessagesRequest": {"type": "object", "required": ["model", "messages", "max_tokens"],
+        "MessagesRequest": {"type": "object", "required": ["messages", "max_tokens"],
             "properties": create_message},
-        "CountTokensRequest": {"type": "object", "required": ["model", "messages"],
+        "CountTokensRequest": {"type": "object", "required": ["messages"],
             "properties": messages_properties},
         "Message": {"type": "object", "properties": {
             "id": {"type": "string"}, "type": {"const": "message"}, "role": {"const": "assistant"},

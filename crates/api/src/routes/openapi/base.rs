@@ -127,14 +127,14 @@ pub(super) fn base_document() -> Value {
                         "required": ["type", "text"],
                         "properties": {"type": {"const": "text"}, "text": {"type": "string"}}}}]},
                     "name": {"type": "string"}, "tool_calls": {"type": "array"}, "tool_call_id": {"type": "string"}}},
-                "ChatCompletionRequest": {"type": "object", "required": ["model", "messages"],
+                "ChatCompletionRequest": {"type": "object", "required": ["messages"],
                     "properties": with_properties(sampling_properties(), json!({
                         "messages": {"type": "array", "minItems": 1, "items": {"$ref": "#/components/schemas/ChatMessage"}},
                         "max_completion_tokens": {"type": "integer", "minimum": 1},
                         "logprobs": {"type": "boolean"},
                         "top_logprobs": {"type": "integer", "minimum": 0, "maximum": 20},
                         "tools": {"type": "array"}}))},
-                "CompletionRequest": {"type": "object", "required": ["model", "prompt"],
+                "CompletionRequest": {"type": "object", "required": ["prompt"],
                     "properties": with_properties(sampling_properties(), json!({
                         "prompt": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}},
                             {"type": "array", "items": {"type": "integer"}},

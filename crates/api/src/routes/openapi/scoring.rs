@@ -40,7 +40,7 @@ pub(super) fn add_scoring(doc: &mut Value) {
     let usage = json!({"type": "object", "properties": {
         "prompt_tokens": {"type": "integer"}, "total_tokens": {"type": "integer"}}});
     let schemas = json!({
-        "EmbeddingRequest": {"type": "object", "required": ["model", "input"], "properties": {
+        "EmbeddingRequest": {"type": "object", "required": ["input"], "properties": {
             "model": {"type": "string"},
             "input": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}},
                 {"type": "array", "items": {"type": "integer"}},
@@ -55,7 +55,7 @@ pub(super) fn add_scoring(doc: &mut Value) {
             "data": {"type": "array", "items": {"type": "object", "properties": {
                 "object": {"const": "embedding"}, "index": {"type": "integer"},
                 "embedding": {"oneOf": [{"type": "array", "items": {"type": "number"}}, {"type": "string"}]}}}}}},
-        "RerankRequest": {"type": "object", "required": ["model", "query", "documents"], "properties": {
+        "RerankRequest": {"type": "object", "required": ["query", "documents"], "properties": {
             "model": {"type": "string"}, "query": {"type": "string"},
             "documents": {"type": "array", "items": {"oneOf": [{"type": "string"},
                 {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}]}},
@@ -67,7 +67,7 @@ pub(super) fn add_scoring(doc: &mut Value) {
             "results": {"type": "array", "items": {"type": "object", "properties": {
                 "index": {"type": "integer"}, "relevance_score": {"type": "number"},
                 "document": {"type": "object", "properties": {"text": {"type": "string"}}}}}}}},
-        "ScoreRequest": {"type": "object", "required": ["model", "text_1", "text_2"], "properties": {
+        "ScoreRequest": {"type": "object", "required": ["text_1", "text_2"], "properties": {
             "model": {"type": "string"}, "text_1": texts.clone(), "text_2": texts,
             "instruction": {"type": "string"},
             "priority": {"type": "string", "enum": ["high", "normal", "low"]}}},
