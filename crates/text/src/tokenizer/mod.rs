@@ -304,8 +304,10 @@ impl Tokenizer {
     }
 }
 
+/// Reads a tokenizer file when it is a regular file (a FIFO named `tokenizer.json` would
+/// block the read forever).
 fn read_file(path: &Path) -> Result<Vec<u8>, TextError> {
-    std::fs::read(path).map_err(|source| TextError::Io {
+    sluice_gguf::read_regular_file(path).map_err(|source| TextError::Io {
         path: PathBuf::from(path),
         source,
     })
