@@ -35,7 +35,8 @@ pub fn default_model_id(path: &Path) -> String {
 
 /// The models to offer: each `--model` (named by `--served-model-name` in order, else by its
 /// folder or file stem), then every folder of each `--models-dir` that holds a `config.json`
-/// and every `.gguf` file in it (a split set once), sorted by path.
+/// and every `.gguf` file in it (a split set once), sorted by path, less those whose config
+/// cannot be read (logged as errors).
 /// `pinned` names the models never to unload; each must be one of them.
 pub fn model_specs(
     models: &[PathBuf],
@@ -79,6 +80,21 @@ pub fn model_specs(
         anyhow::ensure!(
             !dirs.is_empty(),
             "--models-dir {}: it holds no .gguf file and no folder with a config.json",
+            parent.display()
+        );
+        // A folder of downloads may hold a hostile or broken file: it is left out (and named
+        // in the log) rather than keeping the others from being served.
+        let found = dirs.len();
+        dirs.retain(|dir| match ModelFiles::config_at(dir) {
+            Ok(_) => true,
+            Err(err) => {
+                tracing::error!(model = %dir.display(), error = %err, "not served: its config cannot be read");
+                false
+            }
+        });
+        anyhow::ensure!(
+            !dirs.is_empty(),
+            "--models-dir {}: none of its {found} models has a config that can be read (logged above)",
             parent.display()
         );
         for dir in dirs {

@@ -44,13 +44,23 @@ impl Logs {
 /// preload may still run). Its stderr keeps being drained so the child never blocks on a full
 /// pipe.
 pub fn spawn_serve_listening(args: &[&str]) -> (Child, String, Logs) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+    spawn_listening(serve_command(args))
+}
+
+/// `sluice serve --port 0 ARGS...` from the source tree, not started: for a test that sets
+/// more on it (limits) before [`spawn_listening`].
+pub fn serve_command(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    command
         .args(["serve", "--port", "0"])
         .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    command
+}
+
+/// Starts `command` (a `serve`); returns as [`spawn_serve_listening`] does.
+pub fn spawn_listening(mut command: Command) -> (Child, String, Logs) {
+    let mut child = command.stderr(Stdio::piped()).spawn().unwrap();
     let lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {

@@ -9,13 +9,15 @@
 
 mod metadata;
 mod reader;
+mod regular_file;
 mod types;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 pub use metadata::{Metadata, MetadataError, Value};
-pub use reader::{GgufFile, TensorInfo};
+pub use reader::{GgufFile, TensorInfo, MAX_ELEMENTS_PER_BYTE, MAX_METADATA_ITEMS};
+pub use regular_file::{open_regular_file, read_regular_file};
 pub use types::GgmlType;
 
 /// Why a GGUF file could not be read.

@@ -3,7 +3,6 @@
 //! panic or a huge allocation.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
@@ -20,6 +19,15 @@ const DEFAULT_ALIGNMENT: u64 = 32;
 const MAX_DIMS: u32 = 4;
 /// Deepest nesting of arrays accepted (GGUF writers produce at most 1).
 const MAX_ARRAY_DEPTH: usize = 4;
+/// Most array items all metadata arrays together may hold. Each item becomes a [`Value`] of 32
+/// bytes however small it is in the file (a `u8` is one byte there), so this bounds the
+/// metadata's memory at 512 MiB plus its strings' bytes. Real files hold a few per token
+/// (text, score, type, merges): Gemma 3's 262,144-token vocabulary needs about 800,000.
+pub const MAX_METADATA_ITEMS: u64 = 1 << 24;
+/// Most weights a byte of file holds: no ggml type packs more than 8 (the smallest, IQ1_S,
+/// stores 1.56 bits a weight). A tensor that claims more elements than this many per byte
+/// of its file cannot be there, whatever its type (unknown types too).
+pub const MAX_ELEMENTS_PER_BYTE: u64 = 8;
 
 /// One tensor's entry in the directory.
 #[derive(Debug, Clone)]
@@ -43,7 +51,8 @@ impl TensorInfo {
         self.dims.iter().rev().map(|&d| d as usize).collect()
     }
 
-    /// Number of elements.
+    /// Number of elements (at most [`MAX_ELEMENTS_PER_BYTE`] times the file's length, checked
+    /// when the directory was read, so the product does not overflow).
     pub fn elements(&self) -> usize {
         self.dims.iter().map(|&d| d as usize).product()
     }
@@ -88,7 +97,7 @@ impl GgufFile {
             path: path.to_path_buf(),
             source,
         };
-        let file = File::open(path).map_err(io)?;
+        let file = crate::open_regular_file(path).map_err(io)?;
         // SAFETY: read-only mapping; like every mmap-based loader we assume the file is not
         // modified while it is loaded.
         let bytes = unsafe { Mmap::map(&file) }.map_err(io)?;
@@ -146,6 +155,8 @@ impl GgufFile {
 struct Cursor<'a> {
     bytes: &'a [u8],
     at: usize,
+    /// Array items the metadata may still hold (see [`MAX_METADATA_ITEMS`]).
+    items_left: u64,
 }
 
 impl<'a> Cursor<'a> {
@@ -221,6 +232,11 @@ impl<'a> Cursor<'a> {
                     other => return Err(format!("metadata `{key}`: unknown value type {other}")),
                 };
                 let count = self.count(key, min)?;
+                self.items_left = (self.items_left.checked_sub(count as u64)).ok_or_else(|| {
+                    format!(
+                        "metadata `{key}`: arrays hold more than {MAX_METADATA_ITEMS} items in all"
+                    )
+                })?;
                 let mut items = Vec::with_capacity(count);
                 for _ in 0..count {
                     items.push(self.value(item_tag, key, depth + 1)?);
@@ -238,7 +254,11 @@ impl<'a> Cursor<'a> {
 type Parsed = (u32, Metadata, Vec<TensorInfo>);
 
 fn parse(bytes: &[u8]) -> Result<Parsed, String> {
-    let mut cur = Cursor { bytes, at: 0 };
+    let mut cur = Cursor {
+        bytes,
+        at: 0,
+        items_left: MAX_METADATA_ITEMS,
+    };
     let magic = cur
         .take(4, "magic")
         .map_err(|_| "not a GGUF file (shorter than 4 bytes)")?;
@@ -289,8 +309,9 @@ fn parse(bytes: &[u8]) -> Result<Parsed, String> {
     }
     let data_start = (cur.at as u64).next_multiple_of(alignment);
     let mut tensors = Vec::with_capacity(raw.len());
+    let max_elements = (bytes.len() as u64).saturating_mul(MAX_ELEMENTS_PER_BYTE);
     for (name, dims, ggml_type, offset) in raw {
-        let size = tensor_size(&name, &dims, ggml_type)?;
+        let size = tensor_size(&name, &dims, ggml_type, max_elements)?;
         let start = data_start
             .checked_add(offset)
             .filter(|_| offset.is_multiple_of(alignment))
@@ -308,12 +329,25 @@ fn parse(bytes: &[u8]) -> Result<Parsed, String> {
 }
 
 /// Bytes a tensor of `dims` and `ggml_type` holds; unknown types are sized when they are used,
-/// so here they only need a valid offset (size 0).
-fn tensor_size(name: &str, dims: &[u64], ggml_type: GgmlType) -> Result<u64, String> {
+/// so here they only need a valid offset (size 0). Any tensor of more than `max_elements`
+/// elements is refused (see [`MAX_ELEMENTS_PER_BYTE`]).
+fn tensor_size(
+    name: &str,
+    dims: &[u64],
+    ggml_type: GgmlType,
+    max_elements: u64,
+) -> Result<u64, String> {
     let elements = dims
         .iter()
         .try_fold(1u64, |acc, &d| acc.checked_mul(d))
-        .ok_or_else(|| format!("tensor `{name}` has absurd dimensions {dims:?}"))?;
+        .filter(|&n| n <= max_elements)
+        .ok_or_else(|| {
+            format!(
+                "tensor `{name}` has dimensions {dims:?}, more elements than a file of {} \
+                 bytes can hold",
+                max_elements / MAX_ELEMENTS_PER_BYTE
+            )
+        })?;
     let Some((block_elems, block_bytes)) = ggml_type.block() else {
         return Ok(0);
     };

@@ -186,3 +186,60 @@ fn split_sets_open_as_one_model() {
     assert_eq!(model_name(Path::new("/x/qwen-q4_k_m.gguf")), "qwen-q4_k_m");
     assert!(split_parts(Path::new("m-1-of-2.gguf")).is_none());
 }
+
+#[test]
+fn a_tensor_claiming_more_elements_than_the_file_holds_is_refused() {
+    let dir = temp_dir("elements");
+    // An unknown type has no size of its own, so only the element bound stands in its way.
+    for (dims, tag) in [(vec![1 << 32, 1 << 32], 39), (vec![1 << 40], 0)] {
+        let bytes = gguf_bytes(&[], &[("x", dims, tag, vec![0; 32])]);
+        let path = write(&dir, "e.gguf", &bytes);
+        let err = GgufModel::open_header(&path).unwrap_err();
+        assert!(err.to_string().contains("more elements than"), "{err}");
+    }
+}
+
+#[test]
+fn metadata_arrays_are_bounded_in_items_not_only_in_bytes() {
+    let dir = temp_dir("items");
+    let array = |count: u64| {
+        let mut v = 0u32.to_le_bytes().to_vec(); // u8 items: one byte each in the file
+        v.extend(count.to_le_bytes());
+        v.resize(v.len() + count as usize, 7);
+        v
+    };
+    let half = MAX_METADATA_ITEMS / 2;
+    let within = gguf_bytes(&[("a", 9, array(half)), ("b", 9, array(half))], &[]);
+    let model = GgufModel::open(&write(&dir, "within.gguf", &within)).unwrap();
+    assert_eq!(
+        model.metadata().array("b").unwrap().unwrap().len() as u64,
+        half
+    );
+    let over = gguf_bytes(&[("a", 9, array(half)), ("b", 9, array(half + 1))], &[]);
+    let err = GgufModel::open(&write(&dir, "over.gguf", &over)).unwrap_err();
+    assert!(err.to_string().contains("items in all"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_named_as_a_split_part_is_an_error_not_a_hang() {
+    let dir = temp_dir("fifo-part");
+    let part = gguf_bytes(
+        &[("split.count", 2, 2u16.to_le_bytes().to_vec())],
+        &[("a", vec![1], 0, f32_bytes(&[1.0]))],
+    );
+    let first = write(&dir, "m-00001-of-00002.gguf", &part);
+    let fifo = dir.join("m-00002-of-00002.gguf");
+    let _ = std::fs::remove_file(&fifo);
+    let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    let err = GgufModel::open(&first).unwrap_err();
+    assert!(
+        matches!(&err, GgufError::Io { path, .. } if path == &fifo),
+        "{err}"
+    );
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

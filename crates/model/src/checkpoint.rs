@@ -5,15 +5,15 @@
 //! reported with the first tensor whose bytes are missing.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use std::borrow::Cow;
 
 use memmap2::Mmap;
 use serde::Deserialize;
-use sluice_gguf::GgmlType;
+use sluice_gguf::{GgmlType, MAX_ELEMENTS_PER_BYTE};
 
+use crate::config::WeightCapacity;
 use crate::error::LoadError;
 use crate::kernels::formats;
 
@@ -152,31 +152,13 @@ impl Checkpoint {
 
     /// Opens `model.safetensors.index.json` with its shards, else `model.safetensors`.
     pub fn open(dir: &Path) -> Result<Self, LoadError> {
-        let index_path = dir.join("model.safetensors.index.json");
-        let file_names: Vec<String> = if index_path.exists() {
-            let text = std::fs::read_to_string(&index_path).map_err(|source| LoadError::Io {
-                path: index_path.clone(),
-                source,
-            })?;
-            let index: ShardIndex =
-                serde_json::from_str(&text).map_err(|e| LoadError::Safetensors {
-                    path: index_path.clone(),
-                    message: e.to_string(),
-                })?;
-            let mut names: Vec<String> = index.weight_map.into_values().collect();
-            names.sort();
-            names.dedup();
-            names
-        } else {
-            vec!["model.safetensors".to_string()]
-        };
         let mut checkpoint = Self {
             dir: dir.to_path_buf(),
             files: Vec::new(),
             tensors: HashMap::new(),
         };
-        for name in file_names {
-            checkpoint.add_file(dir.join(name))?;
+        for path in shard_paths(dir)? {
+            checkpoint.add_file(path)?;
         }
         Ok(checkpoint)
     }
@@ -186,7 +168,7 @@ impl Checkpoint {
             path: path.clone(),
             source,
         };
-        let file = File::open(&path).map_err(io_err)?;
+        let file = sluice_gguf::open_regular_file(&path).map_err(io_err)?;
         // SAFETY: the mapping is read-only; like every mmap-based loader we assume the file is
         // not modified while the model is loaded.
         let bytes = unsafe { Mmap::map(&file) }.map_err(io_err)?;
@@ -213,9 +195,13 @@ impl Checkpoint {
             let entry: HeaderEntry = serde_json::from_value(value)
                 .map_err(|e| invalid(format!("bad header entry `{name}`: {e}")))?;
             let (start, end) = (
-                data_start + entry.data_offsets.0,
-                data_start + entry.data_offsets.1,
+                data_start.saturating_add(entry.data_offsets.0),
+                data_start.saturating_add(entry.data_offsets.1),
             );
+            if start <= end {
+                check_size(&entry, end - start)
+                    .map_err(|e| invalid(format!("tensor `{name}`: {e}")))?;
+            }
             parsed.push((name, entry.dtype, entry.shape, start, end));
         }
         // Report the earliest cut-off tensor, so the message is stable.
@@ -278,6 +264,77 @@ impl TensorSource for Checkpoint {
 
     fn contains(&self, name: &str) -> bool {
         self.tensors.contains_key(name)
+    }
+}
+
+/// The safetensors files of `dir`: the shards `model.safetensors.index.json` names, else
+/// `model.safetensors`. A shard must be named as a file of `dir` itself: a hostile index
+/// cannot point the loader at other files (`../`, absolute paths).
+pub(crate) fn shard_paths(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
+    let index_path = dir.join("model.safetensors.index.json");
+    if !index_path.exists() {
+        return Ok(vec![dir.join("model.safetensors")]);
+    }
+    let bytes = sluice_gguf::read_regular_file(&index_path).map_err(|source| LoadError::Io {
+        path: index_path.clone(),
+        source,
+    })?;
+    let invalid = |message: String| LoadError::Safetensors {
+        path: index_path.clone(),
+        message,
+    };
+    let index: ShardIndex = serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
+    let mut names: Vec<String> = index.weight_map.into_values().collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|name| {
+            let plain = Path::new(&name).file_name() == Some(std::ffi::OsStr::new(&name));
+            match plain {
+                true => Ok(dir.join(name)),
+                false => Err(invalid(format!("shard `{name}` is not a file name"))),
+            }
+        })
+        .collect()
+}
+
+/// What the safetensors files of `dir` can hold: their size, each opened as a regular file (a
+/// missing one is the I/O error loading would give).
+pub(crate) fn safetensors_capacity(dir: &Path) -> Result<WeightCapacity, LoadError> {
+    let mut bytes = 0u64;
+    for path in shard_paths(dir)? {
+        let len = sluice_gguf::open_regular_file(&path)
+            .and_then(|file| file.metadata())
+            .map_err(|source| LoadError::Io { path, source })?
+            .len();
+        bytes = bytes.saturating_add(len);
+    }
+    Ok(WeightCapacity::of_bytes(bytes))
+}
+
+/// Checks that a header entry's shape fits the `len` bytes its offsets give it: exactly for
+/// the dtypes whose size is known, at most 8 elements a byte for any other.
+fn check_size(entry: &HeaderEntry, len: usize) -> Result<(), String> {
+    let elements = (entry.shape.iter()).try_fold(1usize, |acc, &d| acc.checked_mul(d));
+    let size = match entry.dtype.as_str() {
+        "F64" | "I64" | "U64" => Some(8),
+        "F32" | "I32" | "U32" => Some(4),
+        "F16" | "BF16" | "I16" | "U16" => Some(2),
+        "I8" | "U8" | "BOOL" | "F8_E4M3" | "F8_E5M2" => Some(1),
+        _ => None,
+    };
+    let fits = match (elements, size) {
+        (Some(n), Some(size)) => n.checked_mul(size) == Some(len),
+        (Some(n), None) => n / MAX_ELEMENTS_PER_BYTE as usize <= len,
+        (None, _) => false,
+    };
+    match fits {
+        true => Ok(()),
+        false => Err(format!(
+            "shape {:?} of {} does not fit the {len} bytes of its data offsets",
+            entry.shape, entry.dtype
+        )),
     }
 }
 

@@ -13,8 +13,12 @@ use serde_json::Value;
 use crate::error::LoadError;
 pub use crate::moe_config::MoeConfig;
 
+mod capacity;
 mod rope;
 pub mod spec;
+
+pub(crate) use capacity::SizeClaims;
+pub use capacity::WeightCapacity;
 
 use spec::{ArchitectureFacts, AttentionBias, ConfigSpec, SlidingWindow};
 
@@ -204,30 +208,28 @@ pub(crate) struct RawGenerationConfig {
 impl ModelConfig {
     /// Reads `config.json` and, when present, `generation_config.json` from `dir`, with what
     /// `facts` says of its architecture (see `ModelConfig::from_dir`, which asks the registry).
+    /// The config's sizes are checked against the size of the directory's safetensors files
+    /// (see [`WeightCapacity`]), so a missing weight file is an error here already.
     pub(crate) fn from_dir_with(dir: &Path, facts: ArchitectureFacts) -> Result<Self, LoadError> {
         let config_path = dir.join("config.json");
-        let text = std::fs::read_to_string(&config_path).map_err(|source| LoadError::Io {
-            path: config_path.clone(),
-            source,
-        })?;
+        let text = read_text(&config_path)?;
+        let capacity = crate::checkpoint::safetensors_capacity(dir)?;
         let generation_path = dir.join("generation_config.json");
-        let generation =
-            match std::fs::read_to_string(&generation_path) {
-                Ok(text) => Some(serde_json::from_str::<RawGenerationConfig>(&text).map_err(
-                    |e| LoadError::Config {
+        let generation = match read_text(&generation_path) {
+            Ok(text) => Some(
+                serde_json::from_str::<RawGenerationConfig>(&text).map_err(|e| {
+                    LoadError::Config {
                         path: generation_path.clone(),
                         message: e.to_string(),
-                    },
-                )?),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(source) => {
-                    return Err(LoadError::Io {
-                        path: generation_path,
-                        source,
-                    })
-                }
-            };
-        Self::from_json_with(&text, generation.as_ref(), facts).map_err(|message| {
+                    }
+                })?,
+            ),
+            Err(LoadError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                None
+            }
+            Err(err) => return Err(err),
+        };
+        Self::from_json_with(&text, generation.as_ref(), facts, capacity).map_err(|message| {
             LoadError::Config {
                 path: config_path,
                 message,
@@ -236,11 +238,13 @@ impl ModelConfig {
     }
 
     /// Parses `config.json` text with what `facts` says of its architecture; `generation`
-    /// overrides the special token ids.
+    /// overrides the special token ids. Its sizes must fit weight files of `capacity`, checked
+    /// before any per-layer table is built.
     pub(crate) fn from_json_with(
         text: &str,
         generation: Option<&RawGenerationConfig>,
         facts: ArchitectureFacts,
+        capacity: WeightCapacity,
     ) -> Result<Self, String> {
         let raw: RawConfig = serde_json::from_str(text).map_err(|e| e.to_string())?;
         let architecture = raw
@@ -280,6 +284,19 @@ impl ModelConfig {
         if head_dim == 0 || !head_dim.is_multiple_of(2) {
             return Err(format!("head_dim {head_dim} must be even and non-zero"));
         }
+        let moe = crate::moe_config::parse(text, moe)?;
+        capacity.check(&SizeClaims {
+            vocab: raw.vocab_size,
+            hidden: raw.hidden_size,
+            layers: raw.num_hidden_layers,
+            heads: raw.num_attention_heads,
+            kv_heads: num_key_value_heads,
+            head_dim,
+            intermediate: raw.intermediate_size,
+            experts: moe
+                .as_ref()
+                .map(|m| (m.num_experts, m.expert_intermediate_size)),
+        })?;
         let (rope, rope_local) = parse_rope(&raw, &spec, head_dim)?;
         if raw.use_bidirectional_attention == Some(true) {
             return Err("use_bidirectional_attention is not supported".into());
@@ -338,7 +355,7 @@ impl ModelConfig {
             eos_token_ids: token_ids(eos_source)?,
             bos_token_id: token_ids(bos_source)?.first().copied(),
             checkpoint_dtype: raw.dtype.or(raw.torch_dtype),
-            moe: crate::moe_config::parse(text, moe)?,
+            moe,
             architecture,
         })
     }
@@ -357,6 +374,18 @@ impl ModelConfig {
         };
         self.sliding_window.filter(|_| sliding)
     }
+}
+
+/// A JSON file of a model directory, read only when it is a regular file (a FIFO named
+/// `config.json` would block the read forever).
+fn read_text(path: &Path) -> Result<String, LoadError> {
+    let io = |source| LoadError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let bytes = sluice_gguf::read_regular_file(path).map_err(io)?;
+    String::from_utf8(bytes)
+        .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
 }
 
 /// A token id field that may be absent, a number or a list of numbers.

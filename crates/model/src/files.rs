@@ -69,6 +69,17 @@ impl ModelFiles {
         }
         let config = ModelConfig::from_dir(path)?;
         let checkpoint = Checkpoint::open(path)?;
+        // Each layer has tensors of its own; per-layer tables are built before any is read.
+        let tensors = checkpoint.tensors().count();
+        if config.num_hidden_layers > tensors {
+            return Err(LoadError::Config {
+                path: path.join("config.json"),
+                message: format!(
+                    "num_hidden_layers is {}, but the checkpoint holds only {tensors} tensors",
+                    config.num_hidden_layers
+                ),
+            });
+        }
         Ok(Self::HuggingFace {
             dir: path.to_path_buf(),
             config,

@@ -159,8 +159,10 @@ pub(crate) fn block_bytes(
 /// Window blocks `demand` can use at most: every sequence holding a full window (and the
 /// blocks a window straddles) plus one step's new tokens.
 fn window_demand(window: usize, block_size: usize, demand: KvDemand) -> usize {
-    let per_seq = (window - 1).div_ceil(block_size) + 2;
-    demand.max_num_seqs.max(1) * per_seq + demand.max_num_batched_tokens.div_ceil(block_size)
+    // A window is a claim of the model file (up to its context length): saturate, never wrap.
+    let per_seq = (window.saturating_sub(1).div_ceil(block_size)).saturating_add(2);
+    (demand.max_num_seqs.max(1).saturating_mul(per_seq))
+        .saturating_add(demand.max_num_batched_tokens.div_ceil(block_size))
 }
 
 impl KvPools {
@@ -230,7 +232,8 @@ impl KvPools {
         let num_blocks = match full_bytes {
             // Every layer is a window layer: full blocks cost nothing and only count positions;
             // enough for every sequence at full length.
-            0 => (demand.max_num_seqs.max(1) * config.max_position_embeddings.div_ceil(block_size))
+            0 => (demand.max_num_seqs.max(1))
+                .saturating_mul(config.max_position_embeddings.div_ceil(block_size))
                 .max(shared),
             _ => (budget_bytes - window_blocks * window_bytes) / full_bytes,
         };

@@ -22,7 +22,9 @@ pub struct MoeConfig {
     pub renormalize: bool,
     /// Width of the always-on shared expert (Qwen2-MoE's `shared_expert_intermediate_size`).
     pub shared_expert_intermediate_size: Option<usize>,
-    /// Layers that keep a dense MLP of `intermediate_size` (Qwen3-MoE's `mlp_only_layers`).
+    /// Layers that keep a dense MLP of `intermediate_size` (Qwen3-MoE's `mlp_only_layers`),
+    /// ascending and without repeats (see [`MoeConfig::dense_layers`]), so asking about a layer
+    /// is a binary search, not a scan: a GGUF file may list a dense layer per block.
     pub mlp_only_layers: Vec<usize>,
     /// Every `decoder_sparse_step`-th layer (1-based) is sparse; the others are dense.
     pub decoder_sparse_step: usize,
@@ -31,8 +33,15 @@ pub struct MoeConfig {
 impl MoeConfig {
     /// Whether layer `index` (0-based) runs experts rather than a dense MLP.
     pub fn is_sparse(&self, index: usize) -> bool {
-        !self.mlp_only_layers.contains(&index)
+        self.mlp_only_layers.binary_search(&index).is_err()
             && (index + 1).is_multiple_of(self.decoder_sparse_step)
+    }
+
+    /// `layers` as [`MoeConfig::mlp_only_layers`] keeps them: ascending, without repeats.
+    pub fn dense_layers(mut layers: Vec<usize>) -> Vec<usize> {
+        layers.sort_unstable();
+        layers.dedup();
+        layers
     }
 }
 
@@ -93,7 +102,7 @@ pub(crate) fn parse(text: &str, spec: Option<MoeSpec>) -> Result<Option<MoeConfi
         shared_expert_intermediate_size: raw
             .shared_expert_intermediate_size
             .filter(|&width| width > 0),
-        mlp_only_layers: raw.mlp_only_layers.unwrap_or_default(),
+        mlp_only_layers: MoeConfig::dense_layers(raw.mlp_only_layers.unwrap_or_default()),
         decoder_sparse_step,
     }))
 }

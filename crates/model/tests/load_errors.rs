@@ -218,3 +218,57 @@ fn broken_gguf_files_are_clear_errors() {
         "{err}"
     );
 }
+
+#[test]
+fn config_sizes_beyond_the_weight_files_are_config_errors() {
+    let copy = ScratchCopy::of("gemma3");
+    // gemma3's layer pattern builds a per-layer table from the config alone.
+    for layers in [1u64 << 32, 1 << 63] {
+        copy.edit_config(|c| c["num_hidden_layers"] = layers.into());
+        let err = sluice_model::ModelFiles::config_at(copy.path()).unwrap_err();
+        assert!(
+            matches!(err, LoadError::Config { .. })
+                && (err.to_string().contains("weight files") || err.to_string().contains("2^64")),
+            "{err}"
+        );
+    }
+    let copy = ScratchCopy::of("llama");
+    copy.edit_config(|c| c["hidden_size"] = (1u64 << 40).into());
+    assert!(matches!(load(copy.path()), Err(LoadError::Config { .. })));
+}
+
+#[test]
+fn a_config_claiming_more_layers_than_the_checkpoint_has_tensors_is_refused() {
+    let copy = ScratchCopy::of("llama");
+    // 50 layers of this shape fit in the file's bytes, but it has tensors for 2.
+    copy.edit_config(|c| c["num_hidden_layers"] = 50.into());
+    let err = load(copy.path()).unwrap_err().to_string();
+    assert!(err.contains("num_hidden_layers is 50"), "{err}");
+}
+
+#[test]
+fn shard_index_and_headers_cannot_point_outside_their_bytes() {
+    let copy = ScratchCopy::of("llama");
+    std::fs::write(
+        copy.path().join("model.safetensors.index.json"),
+        r#"{"weight_map": {"lm_head.weight": "../../etc/passwd"}}"#,
+    )
+    .unwrap();
+    let err = load(copy.path()).unwrap_err().to_string();
+    assert!(err.contains("is not a file name"), "{err}");
+
+    let copy = ScratchCopy::of("llama");
+    let path = copy.path().join("model.safetensors");
+    let bytes = std::fs::read(&path).unwrap();
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&bytes[8..8 + header_len]).unwrap();
+    // A shape that claims far more elements than the tensor's byte range, same header length.
+    let (at, _) = header.match_indices("\"shape\":[").next().unwrap();
+    let mut edited = bytes.clone();
+    let digits = 8 + at + "\"shape\":[".len();
+    edited[digits] = b'9';
+    edited[digits + 1] = b'9';
+    std::fs::write(&path, edited).unwrap();
+    let err = load(copy.path()).unwrap_err().to_string();
+    assert!(err.contains("does not fit"), "{err}");
+}

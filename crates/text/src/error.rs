@@ -30,6 +30,22 @@ pub enum TextError {
     /// malformed merges).
     #[error("invalid GGUF vocabulary: {0}")]
     InvalidGgufVocab(String),
+    /// Building a GGUF file's tokenizer would pass one of the bounds that keep its time and
+    /// memory linear in the vocabulary's bytes (a hostile vocabulary of prefix chains asks for
+    /// a merge list cubic in its length).
+    #[error(
+        "GGUF vocabulary over a limit: {what} would be {value}, the limit is {limit} ({rule})"
+    )]
+    GgufVocabOverLimit {
+        /// What was measured.
+        what: &'static str,
+        /// How much the vocabulary asks for (at least; counting stops at the limit).
+        value: usize,
+        /// The limit for this vocabulary.
+        limit: usize,
+        /// How the limit follows from the vocabulary.
+        rule: &'static str,
+    },
     /// A GGUF file names a tokenizer algorithm or pre-tokenizer sluice does not implement.
     #[error("unsupported GGUF tokenizer: {key} = `{value}` (supported: {supported})")]
     UnsupportedGgufTokenizer {

@@ -19,7 +19,7 @@ pub mod qwen3_moe;
 pub mod registry;
 
 use crate::checkpoint::TensorSource;
-use crate::config::{ModelConfig, MoeConfig};
+use crate::config::{ModelConfig, MoeConfig, WeightCapacity};
 use crate::decoder::Decoder;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
@@ -31,14 +31,21 @@ impl ModelConfig {
         Self::from_dir_with(dir, registry::facts)
     }
 
+    /// Parses `config.json` text for weights of `capacity` (see [`ModelConfig::from_dir`]):
+    /// for tools that make up weights of a config's shape.
+    pub fn from_json_for(text: &str, capacity: WeightCapacity) -> Result<Self, String> {
+        Self::from_json_with(text, None, registry::facts, capacity)
+    }
+
     /// Parses `config.json` text (see [`ModelConfig::from_dir`]); `generation` overrides the
-    /// special token ids.
+    /// special token ids. The test configs describe weights of at most 1 GiB.
     #[cfg(test)]
     pub(crate) fn from_json(
         text: &str,
         generation: Option<&crate::config::RawGenerationConfig>,
     ) -> Result<Self, String> {
-        Self::from_json_with(text, generation, registry::facts)
+        let capacity = WeightCapacity::of_bytes(1 << 30);
+        Self::from_json_with(text, generation, registry::facts, capacity)
     }
 }
 

@@ -19,7 +19,10 @@
 use sluice_gguf::{GgufModel, Metadata};
 
 use crate::architectures::registry::{self, SlidingWindow};
-use crate::config::{LayerType, LongRope, ModelConfig, MoeConfig, RopeConfig, RopeScaling};
+use crate::config::{
+    LayerType, LongRope, ModelConfig, MoeConfig, RopeConfig, RopeScaling, SizeClaims,
+    WeightCapacity,
+};
 
 /// The GGUF architecture names sluice loads.
 pub fn supported_gguf_architectures() -> Vec<&'static str> {
@@ -79,12 +82,37 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
     };
     let has = |name: &str| model.tensor_info(name).is_some();
     let num_hidden_layers = required("block_count")?;
+    let blocks = blocks_present(model, num_hidden_layers);
+    if blocks < num_hidden_layers {
+        return Err(format!(
+            "{} is {num_hidden_layers}, but the file holds tensors of {blocks} blocks",
+            key("block_count")
+        ));
+    }
     let intermediate_size = required("feed_forward_length")?;
-    let moe = match usize_of("expert_count")?.filter(|&n| n > 0) {
-        Some(num_experts) => Some(moe_config(
+    let experts = match usize_of("expert_count")?.filter(|&n| n > 0) {
+        Some(n) => {
+            let width = usize_of("expert_feed_forward_length")?.unwrap_or(intermediate_size);
+            Some((n, width))
+        }
+        None => None,
+    };
+    let capacity = WeightCapacity::of_bytes(model.file_bytes() as u64);
+    capacity.check(&SizeClaims {
+        vocab: vocab_size,
+        hidden: hidden_size,
+        layers: num_hidden_layers,
+        heads: num_attention_heads,
+        kv_heads: num_key_value_heads,
+        head_dim,
+        intermediate: intermediate_size,
+        experts,
+    })?;
+    let moe = match experts {
+        Some((num_experts, width)) => Some(moe_config(
             num_experts,
             required("expert_used_count")?,
-            usize_of("expert_feed_forward_length")?.unwrap_or(intermediate_size),
+            width,
             (0..num_hidden_layers)
                 .filter(|i| !has(&format!("blk.{i}.ffn_gate_inp.weight")))
                 .collect(),
@@ -188,6 +216,18 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
     })
 }
 
+/// How many of the blocks `0..claimed` have at least one tensor (`blk.N.…`) in the file: a
+/// file cannot have more layers than that, whatever `block_count` says. Linear in the tensors.
+fn blocks_present(model: &GgufModel, claimed: usize) -> usize {
+    let block = |name: &str| -> Option<usize> {
+        let (number, _) = name.strip_prefix("blk.")?.split_once('.')?;
+        number.parse().ok().filter(|&n| n < claimed)
+    };
+    let found: std::collections::HashSet<usize> =
+        model.tensors().filter_map(|t| block(&t.name)).collect();
+    found.len()
+}
+
 /// The experts of a file whose metadata names `num_experts`; `dense_layers` are those without a
 /// router tensor. Whether the top-k routing weights are renormalised is the architecture's, set
 /// once it is known.
@@ -208,7 +248,7 @@ fn moe_config(
         expert_intermediate_size,
         renormalize: false,
         shared_expert_intermediate_size: None,
-        mlp_only_layers: dense_layers,
+        mlp_only_layers: MoeConfig::dense_layers(dense_layers),
         decoder_sparse_step: 1,
     })
 }
@@ -295,6 +335,7 @@ mod tests {
     #[derive(Clone, Copy)]
     enum Meta {
         U32(u32),
+        U64(u64),
         Str(&'static str),
     }
 
@@ -323,9 +364,14 @@ mod tests {
                 .iter()
                 .map(|&(key, value)| (format!("{arch}.{key}"), value)),
         );
+        // The tensors a config is checked against: a norm per block, and the embedding.
+        let mut tensors: Vec<(String, Vec<u64>)> = (0..12)
+            .map(|i| (format!("blk.{i}.attn_norm.weight"), vec![8]))
+            .collect();
+        tensors.push(("token_embd.weight".into(), vec![8, 32]));
         let mut out = b"GGUF".to_vec();
         out.extend(3u32.to_le_bytes());
-        out.extend(0u64.to_le_bytes());
+        out.extend((tensors.len() as u64).to_le_bytes());
         out.extend((pairs.len() as u64).to_le_bytes());
         for (key, value) in pairs {
             out.extend(string(&key));
@@ -334,13 +380,27 @@ mod tests {
                     out.extend(4u32.to_le_bytes());
                     out.extend(v.to_le_bytes());
                 }
+                Meta::U64(v) => {
+                    out.extend(10u32.to_le_bytes());
+                    out.extend(v.to_le_bytes());
+                }
                 Meta::Str(s) => {
                     out.extend(8u32.to_le_bytes());
                     out.extend(string(s));
                 }
             }
         }
+        let mut offset = 0u64;
+        for (name, dims) in &tensors {
+            out.extend(string(name));
+            out.extend((dims.len() as u32).to_le_bytes());
+            dims.iter().for_each(|d| out.extend(d.to_le_bytes()));
+            out.extend(0u32.to_le_bytes()); // f32
+            out.extend(offset.to_le_bytes());
+            offset += (dims.iter().product::<u64>() * 4).next_multiple_of(32);
+        }
         out.resize(out.len().next_multiple_of(32), 0);
+        out.resize(out.len() + offset as usize, 0);
         let path = std::env::temp_dir().join(format!(
             "sluice-model-gguf-config-{tag}-{}.gguf",
             std::process::id()
@@ -436,5 +496,42 @@ mod tests {
             (qwen3.query_pre_attn_scalar, qwen3.rope_local),
             (None, None)
         );
+    }
+
+    #[test]
+    fn a_block_count_beyond_the_blocks_in_the_file_is_refused_at_once() {
+        // Later keys win (the metadata is a map), so these override the helper's 12 blocks.
+        for (count, experts) in [(1u64 << 32, false), (1 << 63, false), (1_000_000, true)] {
+            let mut extra = vec![("block_count", Meta::U64(count))];
+            if experts {
+                extra.extend(EXPERTS);
+            }
+            let started = std::time::Instant::now();
+            let err = config(&format!("blocks-{count}"), "llama", &extra).unwrap_err();
+            assert_eq!(
+                err,
+                format!("llama.block_count is {count}, but the file holds tensors of 12 blocks")
+            );
+            assert!(started.elapsed().as_secs() < 5, "{:?}", started.elapsed());
+        }
+    }
+
+    #[test]
+    fn dimensions_beyond_what_the_file_can_hold_are_refused() {
+        for (key, value) in [
+            ("embedding_length", 1u64 << 40),
+            ("feed_forward_length", 1 << 62),
+            ("attention.key_length", 1 << 40),
+            ("vocab_size", u64::MAX),
+        ] {
+            let err =
+                config(&format!("dims-{key}"), "llama", &[(key, Meta::U64(value))]).unwrap_err();
+            assert!(
+                err.contains("more than weight files of") || err.contains("2^64"),
+                "{key}: {err}"
+            );
+        }
+        let err = config("dims-zero", "llama", &[("embedding_length", Meta::U32(0))]).unwrap_err();
+        assert!(err.contains("non-zero"), "{err}");
     }
 }

@@ -304,6 +304,9 @@ impl Tokenizer {
     }
 }
 
+/// Reads a tokenizer file. Unlike the config and weights, a FIFO is read here (the startup
+/// tests hold a load open with one); a load that blocks on it is bounded by the pool's load
+/// timeout, not refused.
 fn read_file(path: &Path) -> Result<Vec<u8>, TextError> {
     std::fs::read(path).map_err(|source| TextError::Io {
         path: PathBuf::from(path),

@@ -8,7 +8,8 @@
 //! - `llama` (SentencePiece BPE): llama.cpp merges the adjacent pair whose joined text is the
 //!   highest-scoring token. A BPE model whose merge list is every (left, right) split of every
 //!   token, ranked by the token's score, merges in the same order (Hugging Face's
-//!   `convert_slow_tokenizer` converts Llama this way). Spaces become `▁`; one `▁` is
+//!   `convert_slow_tokenizer` converts Llama this way; built in time and memory linear in the
+//!   vocabulary's bytes, within limits: `merges.rs`). Spaces become `▁`; one `▁` is
 //!   prepended to each text run (`tokenizer.ggml.add_space_prefix`); characters without a token
 //!   fall back to `<0xNN>` byte tokens.
 //! - `gpt2` (byte-level BPE): the file's merges, and the pre-tokenizer `tokenizer.ggml.pre`
@@ -18,6 +19,7 @@
 //! tokens: written in text, they are matched whole before anything else, as llama.cpp's
 //! special-token partition does.
 
+mod merges;
 mod pre_tokenizer;
 mod special_tokens;
 mod vocab;
@@ -39,7 +41,7 @@ use tokenizers::AddedToken;
 
 use crate::{TextError, Tokenizer};
 use pre_tokenizer::BpePreTokenizer;
-use vocab::{GgufVocab, TokenType, VocabKind};
+use vocab::{GgufVocab, VocabKind};
 
 /// SentencePiece's meta symbol for a space.
 const SPACE: &str = "▁";
@@ -97,7 +99,7 @@ fn bpe_vocab(vocab: &GgufVocab) -> Vocab {
 
 fn sentencepiece(vocab: &GgufVocab) -> Result<tokenizers::Tokenizer, TextError> {
     let mut builder = BPE::builder()
-        .vocab_and_merges(bpe_vocab(vocab), merges_by_score(vocab))
+        .vocab_and_merges(bpe_vocab(vocab), merges::merges_by_score(vocab)?)
         .byte_fallback(true)
         .fuse_unk(true);
     if let Some(unk) = vocab.text(vocab.unk) {
@@ -133,28 +135,6 @@ fn sentencepiece(vocab: &GgufVocab) -> Result<tokenizers::Tokenizer, TextError> 
     }
     inner.with_decoder(Some(DecoderSequence::new(decoders)));
     Ok(inner)
-}
-
-/// The SentencePiece merge list: every split of every token into two tokens, highest token
-/// score first (ties: lower token id first, then shorter left half).
-fn merges_by_score(vocab: &GgufVocab) -> Vec<(String, String)> {
-    let mut ranked: Vec<(f32, u32, usize, String, String)> = Vec::new();
-    for (id, text) in vocab.tokens.iter().enumerate() {
-        if vocab.types[id] == TokenType::Byte {
-            continue;
-        }
-        for (at, _) in text.char_indices().skip(1) {
-            let (left, right) = text.split_at(at);
-            if vocab.ids.contains_key(left) && vocab.ids.contains_key(right) {
-                ranked.push((vocab.scores[id], id as u32, at, left.into(), right.into()));
-            }
-        }
-    }
-    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-    ranked
-        .into_iter()
-        .map(|(_, _, _, left, right)| (left, right))
-        .collect()
 }
 
 fn byte_level_bpe(
