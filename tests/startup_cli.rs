@@ -191,3 +191,26 @@ fn an_admin_key_that_is_also_an_api_key_is_refused_at_start() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--admin-key must differ"), "{stderr}");
 }
+
+/// Logs written to a pipe or a file carry no colour codes, as text or as JSON lines.
+#[test]
+fn logs_to_a_pipe_are_plain_text_or_json_lines() {
+    for format in ["text", "json"] {
+        let (mut child, _base, logs) =
+            spawn_serve_listening(&["--log-format", format, "--model", MODEL]);
+        let line = logs.wait_for("model ready", WAIT);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let lines: Vec<String> = std::iter::once(line).chain(logs.rest()).collect();
+        for line in &lines {
+            assert!(
+                !line.contains('\u{1b}'),
+                "{format}: an escape code in {line:?}"
+            );
+            if format == "json" {
+                let value: Value = serde_json::from_str(line).unwrap();
+                assert!(value["level"].is_string(), "{line}");
+            }
+        }
+    }
+}
