@@ -41,6 +41,10 @@ pub struct ServeArgs {
     /// first matching rule wins; served ids and names always win over rules.
     #[arg(long = "model-alias")]
     pub model_aliases: Vec<String>,
+    /// Cut a request's `max_tokens` to what is left of the context instead of refusing it
+    /// (llama-server's behaviour; clients like Claude Code always ask for 32,000).
+    #[arg(long)]
+    pub clamp_max_tokens: bool,
     /// The model a request without `model` goes to (default: the only model served; with
     /// several and no default, such a request is a 400).
     #[arg(long = "default-model")]
@@ -339,6 +343,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         stored_response_bytes: (args.responses_store_mib << 20) as usize,
         stored_response_bytes_per_key: (args.responses_store_mib_per_key << 20) as usize,
         liveness_timeout: Duration::from_secs_f64(args.liveness_timeout),
+        clamp_max_tokens: args.clamp_max_tokens,
         ..defaults
     };
     let retry_after_secs = config.retry_after_secs;

@@ -5,6 +5,7 @@ mod agents;
 mod browsers;
 mod chat;
 mod completions;
+mod context_limits;
 mod errors;
 mod fair_share;
 mod hardening;

@@ -124,6 +124,8 @@ pub struct ServerOptions {
     pub extra_models: Vec<(String, Arc<Tokenizer>)>,
     /// Extra names, alias rules and the default model.
     pub model_names: sluice_api::model_names::ModelNames,
+    /// `--clamp-max-tokens`.
+    pub clamp_max_tokens: bool,
 }
 
 impl Default for ServerOptions {
@@ -150,6 +152,7 @@ impl Default for ServerOptions {
             ),
             extra_models: Vec::new(),
             model_names: Default::default(),
+            clamp_max_tokens: false,
         }
     }
 }
@@ -265,6 +268,7 @@ pub async fn start(options: ServerOptions) -> TestServer {
         tool_call_parser: None,
         stored_response_bytes: options.stored_response_bytes.0,
         stored_response_bytes_per_key: options.stored_response_bytes.1,
+        clamp_max_tokens: options.clamp_max_tokens,
         ..ApiConfig::default()
     };
     let registry = sluice_api::registry::ModelRegistry::new(models).with_names(options.model_names);

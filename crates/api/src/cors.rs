@@ -34,7 +34,8 @@ pub async fn cors(State(state): State<AppState>, req: Request, next: Next) -> Re
         h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
         h.insert(
             header::ACCESS_CONTROL_ALLOW_METHODS,
-            HeaderValue::from_static("GET, POST, OPTIONS"),
+            // Every method a route has (`DELETE /v1/responses/{id}` included).
+            HeaderValue::from_static("GET, POST, DELETE, OPTIONS"),
         );
         h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, allow_headers);
         h.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from(600));

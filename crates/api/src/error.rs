@@ -18,6 +18,19 @@ pub enum ApiError {
         /// A machine-readable code, e.g. `context_length_exceeded`.
         code: Option<&'static str>,
     },
+    /// The prompt (with the tokens asked for, when given) does not fit the model's context
+    /// (400 `context_length_exceeded`); the numbers let each API word it its own way.
+    #[error("{}", context_message(*.prompt_tokens, *.max_tokens, *.context, .param))]
+    ContextLengthExceeded {
+        /// Tokens in the prompt.
+        prompt_tokens: usize,
+        /// The completion tokens asked for, when they are what does not fit.
+        max_tokens: Option<u64>,
+        /// The model's context length.
+        context: usize,
+        /// The prompt's field (`messages`, `prompt`, `input`).
+        param: String,
+    },
     /// `--api-key` is set and the bearer token is missing or wrong (401).
     #[error("invalid or missing API key: send it as 'Authorization: Bearer <key>'")]
     Unauthorized,
@@ -113,7 +126,9 @@ impl ApiError {
     /// The HTTP status of this error.
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::InvalidRequest { .. } => StatusCode::BAD_REQUEST,
+            ApiError::InvalidRequest { .. } | ApiError::ContextLengthExceeded { .. } => {
+                StatusCode::BAD_REQUEST
+            }
             ApiError::Unauthorized | ApiError::AdminUnauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -136,6 +151,11 @@ impl ApiError {
                 "invalid_request_error",
                 param.clone(),
                 code.map(str::to_string),
+            ),
+            ApiError::ContextLengthExceeded { param, .. } => (
+                "invalid_request_error",
+                Some(param.clone()),
+                Some("context_length_exceeded".into()),
             ),
             ApiError::Unauthorized => {
                 ("authentication_error", None, Some("invalid_api_key".into()))
@@ -254,6 +274,23 @@ fn served_list(served: &[String]) -> String {
     match served.is_empty() {
         true => String::new(),
         false => format!("; served models: {}", served.join(", ")),
+    }
+}
+
+/// OpenAI's (and vLLM's) words for a prompt that does not fit: both numbers and what to reduce.
+fn context_message(prompt: usize, max_tokens: Option<u64>, context: usize, param: &str) -> String {
+    match max_tokens {
+        None => format!(
+            "This model's maximum context length is {context} tokens. However, your prompt has \
+             {prompt} tokens, leaving no room for a completion. Please reduce the length of the \
+             {param}."
+        ),
+        Some(m) => format!(
+            "This model's maximum context length is {context} tokens. However, you requested {} \
+             tokens ({prompt} in the {param}, {m} for the completion). Please reduce the length \
+             of the {param} or the completion.",
+            prompt as u64 + m
+        ),
     }
 }
 

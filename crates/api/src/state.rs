@@ -55,6 +55,9 @@ pub struct ApiConfig {
     /// `/health/live` fails when an engine with work has not come round its loop for longer
     /// (`--liveness-timeout`; one CPU step over a long prompt can take a while).
     pub liveness_timeout: Duration,
+    /// `--clamp-max-tokens`: a `max_tokens` beyond the rest of the context is cut to it (as
+    /// llama-server does) instead of a 400.
+    pub clamp_max_tokens: bool,
 }
 
 impl Default for ApiConfig {
@@ -76,6 +79,7 @@ impl Default for ApiConfig {
             stored_response_bytes: crate::responses_store::DEFAULT_MAX_BYTES,
             stored_response_bytes_per_key: crate::responses_store::DEFAULT_MAX_BYTES_PER_KEY,
             liveness_timeout: Duration::from_secs(300),
+            clamp_max_tokens: false,
         }
     }
 }

@@ -107,9 +107,12 @@ pub async fn prepare_turn(
 ) -> Result<PreparedTurn, ApiError> {
     let syntax = OutputSyntax::of(&model.tokenizer, state.config.tool_call_parser.as_deref())?;
     let (prompt, rendered) = render_and_encode(state, model, valid).await?;
-    let mut request = valid
-        .params
-        .request_for(prompt, model.max_model_len, "messages")?;
+    let mut request = valid.params.request_for(
+        prompt,
+        model.max_model_len,
+        "messages",
+        state.config.clamp_max_tokens,
+    )?;
     let plan = tool_plan(&valid.tools, syntax.tool_format)?;
     if let Some(constraint) = plan.constraint {
         // A forced call replaces a response_format; in auto mode an explicit one wins.

@@ -36,10 +36,12 @@ pub async fn create_completion(
     );
     let mut echo_tokens = Vec::with_capacity(tokenized.len());
     for (tokens, text) in tokenized {
-        let mut request =
-            valid
-                .params
-                .request_for(tokens.clone(), model.max_model_len, "prompt")?;
+        let mut request = valid.params.request_for(
+            tokens.clone(),
+            model.max_model_len,
+            "prompt",
+            state.config.clamp_max_tokens,
+        )?;
         request.cache_salt = cache_salt;
         request.caller = fair_share_id;
         // Echoed logprobs and vLLM's `prompt_logprobs` share one scoring pass (the larger k).

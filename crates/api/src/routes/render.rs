@@ -55,7 +55,8 @@ pub async fn render_completion(
     tokenized
         .into_iter()
         .map(|(tokens, _)| {
-            let mut request = params.request_for(tokens, model.max_model_len, "prompt")?;
+            let clamp = state.config.clamp_max_tokens;
+            let mut request = params.request_for(tokens, model.max_model_len, "prompt", clamp)?;
             // As `create_completion` sets it: echoed logprobs and `prompt_logprobs` share one
             // scoring pass.
             request.prompt_outputs.logprobs = valid.prompt_logprobs.max(params.prompt_logprobs);

@@ -393,41 +393,33 @@ impl ValidParams {
     /// The engine request for one tokenized prompt: checks the prompt against the context
     /// (naming both numbers when it does not fit) and resolves `max_tokens`, which defaults
     /// to the rest of the context.
+    /// With `clamp` (`--clamp-max-tokens`), a `max_tokens` beyond the rest of the context is
+    /// cut to it, as llama-server does, instead of refused.
     pub fn request_for(
         &self,
         prompt_tokens: Vec<u32>,
         max_model_len: usize,
         prompt_param: &str,
+        clamp: bool,
     ) -> Result<GenerationRequest, ApiError> {
         let prompt_len = prompt_tokens.len();
         if prompt_len == 0 {
             return Err(ApiError::invalid(prompt_param, "the prompt is empty"));
         }
-        let context_error = |message: String| ApiError::InvalidRequest {
-            message,
-            param: Some(prompt_param.to_string()),
-            code: Some("context_length_exceeded"),
+        let context_error = |max_tokens: Option<u64>| ApiError::ContextLengthExceeded {
+            prompt_tokens: prompt_len,
+            max_tokens,
+            context: max_model_len,
+            param: prompt_param.to_string(),
         };
         if prompt_len >= max_model_len {
-            return Err(context_error(format!(
-                "This model's maximum context length is {max_model_len} tokens. However, your \
-                 prompt has {prompt_len} tokens, leaving no room for a completion. Please reduce \
-                 the length of the {prompt_param}."
-            )));
+            return Err(context_error(None));
         }
         let remaining = (max_model_len - prompt_len) as u32;
         let max_tokens = match self.max_tokens {
             None => remaining,
-            Some(m) if m <= remaining => m,
-            Some(m) => {
-                return Err(context_error(format!(
-                    "This model's maximum context length is {max_model_len} tokens. However, you \
-                     requested {} tokens ({prompt_len} in the {prompt_param}, {m} for the \
-                     completion). Please reduce the length of the {prompt_param} or the \
-                     completion.",
-                    prompt_len as u64 + m as u64
-                )))
-            }
+            Some(m) if m <= remaining || clamp => m.min(remaining),
+            Some(m) => return Err(context_error(Some(u64::from(m)))),
         };
         if self.stop.min_tokens > max_tokens {
             return Err(ApiError::invalid(

@@ -154,6 +154,7 @@ impl AnthropicErrorBody {
     pub fn from_error(err: &ApiError) -> Self {
         let kind = match err {
             ApiError::InvalidRequest { .. }
+            | ApiError::ContextLengthExceeded { .. }
             | ApiError::MethodNotAllowed { .. }
             | ApiError::RequestTimeout(_) => "invalid_request_error",
             ApiError::Unauthorized | ApiError::AdminUnauthorized => "authentication_error",
@@ -172,9 +173,32 @@ impl AnthropicErrorBody {
             kind: "error".into(),
             error: AnthropicErrorDetail {
                 kind: kind.into(),
-                message: err.to_string(),
+                message: anthropic_message(err),
             },
         }
+    }
+}
+
+/// `err` in Anthropic's words where its clients parse them: Claude Code reads the two context
+/// errors to retry with a smaller `max_tokens` or to compact the conversation.
+fn anthropic_message(err: &ApiError) -> String {
+    match err {
+        ApiError::ContextLengthExceeded {
+            prompt_tokens,
+            max_tokens: Some(max_tokens),
+            context,
+            ..
+        } => format!(
+            "input length and `max_tokens` exceed context limit: {prompt_tokens} + {max_tokens} > \
+             {context}, decrease input length or `max_tokens` and try again"
+        ),
+        ApiError::ContextLengthExceeded {
+            prompt_tokens,
+            max_tokens: None,
+            context,
+            ..
+        } => format!("prompt is too long: {prompt_tokens} tokens > {context} maximum"),
+        other => other.to_string(),
     }
 }
 

@@ -7,7 +7,10 @@ use super::*;
 #[test]
 fn max_tokens_defaults_to_the_rest_of_the_context() {
     let v = chat(json!({})).unwrap();
-    let req = v.params.request_for(vec![1; 10], 64, "messages").unwrap();
+    let req = v
+        .params
+        .request_for(vec![1; 10], 64, "messages", false)
+        .unwrap();
     assert_eq!(req.stop.max_tokens, 54);
     assert_eq!(req.prompt_tokens.len(), 10);
 }
@@ -17,29 +20,47 @@ fn prompt_plus_max_tokens_beyond_context_names_both_numbers() {
     let v = chat(json!({"max_tokens": 60})).unwrap();
     let err = v
         .params
-        .request_for(vec![1; 10], 64, "messages")
+        .request_for(vec![1; 10], 64, "messages", false)
         .unwrap_err();
     let message = err.to_string();
     assert!(message.contains("64"), "{message}");
     assert!(message.contains("10"), "{message}");
     assert!(message.contains("60"), "{message}");
+    assert_eq!(
+        err.body().error.code.as_deref(),
+        Some("context_length_exceeded")
+    );
     assert!(matches!(
         err,
-        ApiError::InvalidRequest {
-            code: Some("context_length_exceeded"),
+        ApiError::ContextLengthExceeded {
+            prompt_tokens: 10,
+            max_tokens: Some(60),
+            context: 64,
             ..
         }
     ));
-    assert!(v.params.request_for(vec![1; 4], 64, "messages").is_ok());
+    assert!(v
+        .params
+        .request_for(vec![1; 4], 64, "messages", false)
+        .is_ok());
+    // `--clamp-max-tokens`: cut to the 54 tokens left.
+    let clamped = v
+        .params
+        .request_for(vec![1; 10], 64, "messages", true)
+        .unwrap();
+    assert_eq!(clamped.stop.max_tokens, 54);
 }
 
 #[test]
 fn prompt_filling_the_context_is_rejected() {
     let v = chat(json!({})).unwrap();
-    let err = v.params.request_for(vec![1; 64], 64, "prompt").unwrap_err();
+    let err = v
+        .params
+        .request_for(vec![1; 64], 64, "prompt", false)
+        .unwrap_err();
     assert!(err.to_string().contains("64"));
     assert_eq!(
-        rejected_param(v.params.request_for(vec![], 64, "prompt")),
+        rejected_param(v.params.request_for(vec![], 64, "prompt", false)),
         "prompt"
     );
 }
@@ -47,7 +68,10 @@ fn prompt_filling_the_context_is_rejected() {
 #[test]
 fn request_carries_every_validated_field() {
     let v = chat(json!({"n": 2, "max_tokens": 5, "temperature": 0.3, "seed": 7, "stop": "x", "priority": "low"})).unwrap();
-    let req = v.params.request_for(vec![1, 2, 3], 64, "messages").unwrap();
+    let req = v
+        .params
+        .request_for(vec![1, 2, 3], 64, "messages", false)
+        .unwrap();
     assert_eq!(req.n, 2);
     assert_eq!(req.stop.max_tokens, 5);
     assert_eq!(req.stop.stop_strings.patterns(), ["x"]);
