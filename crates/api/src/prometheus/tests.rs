@@ -231,12 +231,14 @@ fn pool_metrics_cover_totals_and_every_model_loaded_or_not() {
         unloads: 1,
         load_seconds: 0.5,
         last_error: None,
+        load_waiters: 0,
     };
     let pool = PoolSnapshot {
         budget: Budget {
             max_memory_bytes: 1000,
             max_models: None,
             wait_for_idle: std::time::Duration::ZERO,
+            load_timeout: std::time::Duration::from_secs(60),
         },
         used_bytes: 300,
         loaded_models: 1,
