@@ -96,7 +96,8 @@ pub struct ServeArgs {
     /// injectable behaviour: a user could write a system turn). Off by default.
     #[arg(long)]
     pub parse_special_tokens_in_messages: bool,
-    /// Prompts templated and tokenized at once (more wait); default: the number of CPUs.
+    /// Prompts templated and tokenized at once (more wait; a freed slot goes to the waiting
+    /// caller holding the fewest); default: the number of CPUs.
     #[arg(long)]
     pub max_concurrent_tokenizations: Option<usize>,
     /// The format models write tool calls in: hermes, qwen3_coder, llama3_json, mistral or

@@ -169,3 +169,61 @@ async fn a_second_keys_short_prompt_runs_while_another_key_prefills_many_long_pr
             > 0.0
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_keys_tokenize_is_not_queued_behind_another_keys_large_prompts() {
+    let server = start(ServerOptions {
+        api_keys: vec!["alice".into(), "bob".into()],
+        max_body_bytes: 4 << 20,
+        ..ServerOptions::default()
+    })
+    .await;
+    let client = reqwest::Client::new();
+    let big = "In the beginning God created the heaven and the earth. ".repeat(55_000);
+    let finished = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // Alice: six 3 MB prompts at once; the server tokenizes two at a time.
+    let alice: Vec<_> = (0..6)
+        .map(|_| {
+            let (client, url) = (client.clone(), server.url("/tokenize"));
+            let (body, finished) = (json!({"model": MODEL_ID, "prompt": big}), finished.clone());
+            tokio::spawn(async move {
+                let res = client
+                    .post(url)
+                    .bearer_auth("alice")
+                    .json(&body)
+                    .send()
+                    .await;
+                let status = res.unwrap().status().as_u16();
+                finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                status
+            })
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while scrape(&server.base, "sluice:tokenizing_waiting").await < 4.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "Alice's prompts never queued"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Bob's short prompt takes the first slot that frees, ahead of Alice's four queued ones
+    // (before: behind all of them).
+    let res = client
+        .post(server.url("/tokenize"))
+        .bearer_auth("bob")
+        .json(&json!({"model": MODEL_ID, "prompt": "Hello"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let done = finished.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(done <= 2, "Bob waited for {done} of Alice's six prompts");
+    for a in alice {
+        assert_eq!(a.await.unwrap(), 200);
+    }
+    assert_eq!(
+        scrape(&server.base, "sluice:tokenizing_slots_used").await,
+        0.0
+    );
+}

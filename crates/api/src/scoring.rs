@@ -24,6 +24,7 @@ pub async fn encode_inputs(
     model: &ServedModel,
     inputs: Vec<PromptInput>,
     truncate: Option<usize>,
+    caller: Option<u64>,
     param: &'static str,
 ) -> Result<Vec<Vec<u32>>, ApiError> {
     let tokenizer = model.tokenizer.clone();
@@ -35,7 +36,7 @@ pub async fn encode_inputs(
             }
         }
     }
-    let tokenized = tokenize_off_runtime(state, move || {
+    let tokenized = tokenize_off_runtime(state, caller, move || {
         (inputs.into_iter())
             .map(|input| match input {
                 PromptInput::Text(text) => tokenizer

@@ -25,15 +25,6 @@ pub async fn create_embeddings(
     let model = state.registry.get(&req.model).await?;
     model.check_serves("embeddings")?;
     let valid = validate_embeddings(req, model.limits())?;
-    let prompts = encode_inputs(
-        &state,
-        &model,
-        valid.inputs,
-        valid.truncate_prompt_tokens,
-        "input",
-    )
-    .await?;
-    let prompt_tokens = prompts.iter().map(Vec::len).sum::<usize>() as u32;
     let scope = ScoringScope {
         priority: valid.priority,
         cache_salt: caller.cache_salt(&state.config.api_keys, None),
@@ -44,6 +35,16 @@ pub async fn create_embeddings(
         ),
         retry_after_secs: state.config.retry_after_secs,
     };
+    let prompts = encode_inputs(
+        &state,
+        &model,
+        valid.inputs,
+        valid.truncate_prompt_tokens,
+        scope.caller,
+        "input",
+    )
+    .await?;
+    let prompt_tokens = prompts.iter().map(Vec::len).sum::<usize>() as u32;
     let vectors = embed(&model, prompts, scope, "input").await?;
     let data = (vectors.into_iter().enumerate())
         .map(|(index, v)| {

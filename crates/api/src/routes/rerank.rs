@@ -133,7 +133,7 @@ async fn score_pairs(
             .collect()
     };
     let inputs = texts.iter().cloned().map(PromptInput::Text).collect();
-    let prompts = encode_inputs(state, model, inputs, None, "documents").await?;
+    let prompts = encode_inputs(state, model, inputs, None, scope.caller, "documents").await?;
     let tokens = prompts.iter().map(Vec::len).sum::<usize>() as u32;
     if embedder {
         let vectors = embed(model, prompts, scope, "documents").await?;
