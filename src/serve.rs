@@ -66,6 +66,11 @@ pub struct ServeArgs {
     /// Most models loaded at once.
     #[arg(long)]
     pub max_models: Option<usize>,
+    /// Seconds a model's load (reading its files, starting its engine) may take. A load still
+    /// running then is abandoned: its waiting requests get a 503 naming this flag, its memory
+    /// reservation is freed and other models' loads never wait for it.
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    pub load_timeout: u64,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
@@ -105,7 +110,8 @@ pub struct ServeArgs {
     /// injectable behaviour: a user could write a system turn). Off by default.
     #[arg(long)]
     pub parse_special_tokens_in_messages: bool,
-    /// Prompts templated and tokenized at once (more wait); default: the number of CPUs.
+    /// Prompts templated and tokenized at once (more wait; a freed slot goes to the waiting
+    /// caller holding the fewest); default: the number of CPUs.
     #[arg(long)]
     pub max_concurrent_tokenizations: Option<usize>,
     /// The format models write tool calls in: hermes, qwen3_coder, llama3_json, mistral or
@@ -292,6 +298,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
         max_models: args.max_models,
         wait_for_idle: LOAD_WAIT_FOR_IDLE,
+        load_timeout: Duration::from_secs(args.load_timeout),
     };
     anyhow::ensure!(
         budget.max_models != Some(0),

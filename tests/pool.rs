@@ -173,6 +173,7 @@ fn roomy() -> Budget {
         max_memory_bytes: 1 << 30,
         max_models: None,
         wait_for_idle: Duration::from_secs(10),
+        load_timeout: Duration::from_secs(60),
     }
 }
 
@@ -184,6 +185,7 @@ fn room_for_two() -> Budget {
         max_memory_bytes: total - sizes.iter().min().unwrap() / 2,
         max_models: None,
         wait_for_idle: Duration::from_secs(10),
+        load_timeout: Duration::from_secs(60),
     }
 }
 

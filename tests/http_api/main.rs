@@ -17,6 +17,7 @@ mod operations;
 mod prompt_logprobs;
 mod render;
 mod scoring;
+mod scoring_admission;
 mod server;
 mod slow_clients;
 mod stored_responses;

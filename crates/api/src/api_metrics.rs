@@ -27,6 +27,27 @@ pub fn render(out: &mut String) {
     );
 }
 
+/// Appends the tokenizing slots' gauges: slots held and requests waiting for one.
+pub fn render_tokenizing(out: &mut String, (held, waiting): (usize, usize)) {
+    for (name, help, value) in [
+        (
+            "sluice:tokenizing_slots_used",
+            "Prompts being templated and tokenized now (--max-concurrent-tokenizations).",
+            held,
+        ),
+        (
+            "sluice:tokenizing_waiting",
+            "Requests waiting for a tokenizing slot.",
+            waiting,
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+        );
+    }
+}
+
 /// Appends the Responses store's gauges and counters.
 pub fn render_store(out: &mut String, usage: &crate::responses_store::StoreUsage) {
     for (name, kind, help, value) in [

@@ -151,16 +151,18 @@ async fn collect(
 /// [`off_runtime`] for a request's prompt, holding one of the server's tokenizing slots
 /// ([`crate::ApiConfig::max_concurrent_tokenizations`]) for as long as the work runs, even when
 /// the client goes away meanwhile: tokenizing a large prompt takes seconds and hundreds of MB,
-/// and without a bound sixteen of them at once took 7 GB.
-pub async fn tokenize_off_runtime<T, F>(state: &AppState, work: F) -> Result<T, ApiError>
+/// and without a bound sixteen of them at once took 7 GB. `caller` (the fair-share caller)
+/// decides who gets a contended slot first ([`crate::tokenizing`]).
+pub async fn tokenize_off_runtime<T, F>(
+    state: &AppState,
+    caller: Option<u64>,
+    work: F,
+) -> Result<T, ApiError>
 where
     T: Send + 'static,
     F: FnOnce() -> Result<T, ApiError> + Send + 'static,
 {
-    let slot = Arc::clone(&state.tokenizing)
-        .acquire_owned()
-        .await
-        .map_err(|_| ApiError::Unavailable("the server is shutting down".into()))?;
+    let slot = state.tokenizing.acquire(caller).await;
     off_runtime(move || {
         let _slot = slot;
         work()
@@ -171,7 +173,11 @@ where
 /// [`tokenize_off_runtime`] for work that can stop early (a chat template's render): `work`
 /// gets a flag that is set when this future is dropped, as when the client goes away, so the
 /// render ends at its next check instead of running to its budget.
-pub async fn tokenize_off_runtime_until_gone<T, F>(state: &AppState, work: F) -> Result<T, ApiError>
+pub async fn tokenize_off_runtime_until_gone<T, F>(
+    state: &AppState,
+    caller: Option<u64>,
+    work: F,
+) -> Result<T, ApiError>
 where
     T: Send + 'static,
     F: FnOnce(Arc<AtomicBool>) -> Result<T, ApiError> + Send + 'static,
@@ -185,7 +191,7 @@ where
     }
     let gone = SetOnDrop(Arc::new(AtomicBool::new(false)));
     let flag = Arc::clone(&gone.0);
-    let result = tokenize_off_runtime(state, move || work(flag)).await;
+    let result = tokenize_off_runtime(state, caller, move || work(flag)).await;
     drop(gone);
     result
 }

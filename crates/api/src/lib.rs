@@ -26,6 +26,7 @@ pub mod scoring;
 pub mod server;
 pub mod sse;
 pub mod state;
+pub mod tokenizing;
 pub mod validate;
 pub mod wire;
 

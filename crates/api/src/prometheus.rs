@@ -91,7 +91,7 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
         ];
         sample(&mut out, "vllm:cache_config_info", &labels, 1.0);
     }
-    let counters: [CounterSpec; 10] = [
+    let counters: [CounterSpec; 11] = [
         (
             "vllm:prompt_tokens_total",
             "Number of prefill tokens processed.",
@@ -131,6 +131,11 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
             "sluice:fair_share_preemptions_total",
             "Sequences preempted to give a caller waiting below its share a seat.",
             |s| s.fair_share_preempted,
+        ),
+        (
+            "sluice:fair_share_prompt_tokens_deferred_total",
+            "Prompt tokens a caller left to other callers' parts of a step's prompt budget.",
+            |s| s.fair_share_prompt_tokens_deferred,
         ),
         (
             "sluice:engine_steps_total",

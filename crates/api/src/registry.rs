@@ -358,7 +358,9 @@ impl From<PoolError> for ApiError {
             | PoolError::ShuttingDown
             | PoolError::Busy { .. }
             | PoolError::Pinned(_)
-            | PoolError::Loading(_) => ApiError::Unavailable(e.to_string()),
+            | PoolError::Loading(_)
+            | PoolError::LoadTimedOut { .. }
+            | PoolError::LoadStillRunning { .. } => ApiError::Unavailable(e.to_string()),
         }
     }
 }

@@ -9,7 +9,70 @@ use sluice_engine::{
 };
 
 use crate::error::ApiError;
+use crate::generation::tokenize_off_runtime;
 use crate::registry::ServedModel;
+use crate::validate::PromptInput;
+use crate::AppState;
+
+/// Tokenizes scoring inputs the way generation tokenizes prompts: without truncation, a text
+/// too long for the context whatever its tokens is refused before anything is tokenized; the
+/// rest is encoded in one of the server's tokenizing slots (so a flood of large inputs costs
+/// the memory of as many tokenizations as there are slots, not one per input); then each input
+/// is fitted to the context ([`fit_input`]).
+pub async fn encode_inputs(
+    state: &AppState,
+    model: &ServedModel,
+    inputs: Vec<PromptInput>,
+    truncate: Option<usize>,
+    caller: Option<u64>,
+    param: &'static str,
+) -> Result<Vec<Vec<u32>>, ApiError> {
+    let tokenizer = model.tokenizer.clone();
+    if truncate.is_none() {
+        for input in &inputs {
+            if let PromptInput::Text(text) = input {
+                let min_tokens = tokenizer.min_tokens_for_text_bytes(text.len());
+                check_input_text_fits(text.len(), min_tokens, model.max_model_len, param)?;
+            }
+        }
+    }
+    let tokenized = tokenize_off_runtime(state, caller, move || {
+        (inputs.into_iter())
+            .map(|input| match input {
+                PromptInput::Text(text) => tokenizer
+                    .encode(&text, true)
+                    .map_err(|e| ApiError::Internal(e.to_string())),
+                PromptInput::Tokens(tokens) => Ok(tokens),
+            })
+            .collect::<Result<Vec<_>, ApiError>>()
+    })
+    .await?;
+    (tokenized.into_iter())
+        .map(|t| fit_input(t, truncate, model.max_model_len, param))
+        .collect()
+}
+
+/// Refuses an input whose `bytes` cannot encode to fewer than `min_tokens` tokens when that
+/// already fills the context, before it is tokenized.
+fn check_input_text_fits(
+    bytes: usize,
+    min_tokens: usize,
+    max_model_len: usize,
+    param: &str,
+) -> Result<(), ApiError> {
+    if min_tokens < max_model_len {
+        return Ok(());
+    }
+    Err(ApiError::InvalidRequest {
+        message: format!(
+            "This model's maximum context length is {max_model_len} tokens. However, an \
+             {param} is {bytes} bytes long, which is at least {min_tokens} tokens. Shorten it \
+             or set truncate_prompt_tokens."
+        ),
+        param: Some(param.to_string()),
+        code: Some("context_length_exceeded"),
+    })
+}
 
 /// Checks that a tokenized input fits the context (score-only requests generate nothing, but
 /// the engine refuses a sequence that fills it), keeping its last `truncate` tokens first.
@@ -54,13 +117,17 @@ pub struct ScoringScope {
     pub retry_after_secs: u64,
 }
 
-/// Submits one score-only request per prompt (all or none) and waits for every one's scores,
-/// in prompt order.
+/// Submits one score-only request per prompt and waits for every one's scores, in prompt order.
+/// The prompts are one group, as a completion's prompts are: queue room is reserved for all of
+/// them at once (an idle server takes a group of any size up to its queue), and a group larger
+/// than the queue can ever hold is a 400 naming `--max-queue`, not a 429 that retrying never
+/// cures.
 pub async fn score_prompts(
     model: &ServedModel,
     prompts: Vec<Vec<u32>>,
     outputs: &PromptOutputs,
     scope: ScoringScope,
+    param: &str,
 ) -> Result<Vec<PromptScores>, ApiError> {
     let ScoringScope {
         priority,
@@ -68,9 +135,8 @@ pub async fn score_prompts(
         caller,
         retry_after_secs,
     } = scope;
-    let mut streams = Vec::with_capacity(prompts.len());
-    for prompt_tokens in prompts {
-        let request = GenerationRequest {
+    let requests = (prompts.into_iter())
+        .map(|prompt_tokens| GenerationRequest {
             prompt_tokens,
             n: 1,
             sampling: SamplingParams::default(),
@@ -82,17 +148,21 @@ pub async fn score_prompts(
             cache_salt,
             caller,
             prompt_outputs: outputs.clone(),
-        };
-        let stream = model.engine.submit(request).map_err(|e| match e {
-            SubmitError::QueueFull => ApiError::Overloaded { retry_after_secs },
-            SubmitError::ShutDown => ApiError::Unavailable("the engine has shut down".into()),
-            SubmitError::GroupTooLarge { requests, limit } => ApiError::invalid(
-                "input",
-                format!("a request may have at most {limit} inputs (the server's --max-queue), got {requests}"),
+        })
+        .collect();
+    let streams = model.engine.submit_all(requests).map_err(|e| match e {
+        SubmitError::QueueFull => ApiError::Overloaded { retry_after_secs },
+        SubmitError::ShutDown => ApiError::Unavailable("the engine has shut down".into()),
+        SubmitError::GroupTooLarge { requests, limit } => ApiError::invalid(
+            param,
+            format!(
+                "this request needs {requests} engine requests (one per {what}) but the \
+                 server's queue holds at most {limit} (--max-queue); send at most {limit} at \
+                 a time",
+                what = group_unit(param),
             ),
-        })?;
-        streams.push(stream);
-    }
+        ),
+    })?;
     let mut all = Vec::with_capacity(streams.len());
     for mut stream in streams {
         let mut scores = None;
@@ -128,6 +198,14 @@ pub async fn score_prompts(
         })?);
     }
     Ok(all)
+}
+
+/// What one engine request of a scoring group stands for, for messages.
+fn group_unit(param: &str) -> &'static str {
+    match param {
+        "input" => "input",
+        _ => "pair, or per distinct text for an embedder",
+    }
 }
 
 /// `v` scaled to unit length (left as is when it is all zeros).

@@ -4,11 +4,11 @@ use std::collections::hash_map::RandomState;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
-
+use crate::auth::Caller;
 use crate::lifecycle::Lifecycle;
 use crate::registry::ModelRegistry;
 use crate::responses_store::ResponseStore;
+use crate::tokenizing::TokenizingSlots;
 
 /// HTTP-level settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,8 +91,9 @@ pub struct AppState {
     pub registry: Arc<ModelRegistry>,
     /// HTTP-level settings.
     pub config: Arc<ApiConfig>,
-    /// Slots for prompt tokenization (`max_concurrent_tokenizations`).
-    pub tokenizing: Arc<Semaphore>,
+    /// Slots for prompt tokenization (`max_concurrent_tokenizations`), shared fairly between
+    /// callers.
+    pub tokenizing: TokenizingSlots,
     /// Keys the fair-share ids of callers ([`crate::auth::Caller::fair_share_id`]); random per
     /// start (the prefix-cache scopes are stable digests instead, see `Caller::cache_salt`).
     pub fair_share_hasher: RandomState,
@@ -103,6 +104,12 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// Who a request of `caller` with this `user` field counts as for fair sharing (see
+    /// [`Caller::fair_share_id`]).
+    pub fn fair_share_id(&self, caller: &Caller, user: Option<&str>) -> Option<u64> {
+        caller.fair_share_id(&self.fair_share_hasher, self.config.api_keys.len(), user)
+    }
+
     /// The state of a server over `registry` with `config`, serving from the start.
     pub fn new(registry: Arc<ModelRegistry>, config: ApiConfig) -> Self {
         Self::with_lifecycle(registry, config, Arc::new(Lifecycle::serving()))
@@ -118,7 +125,7 @@ impl AppState {
         AppState {
             lifecycle,
             registry,
-            tokenizing: Arc::new(Semaphore::new(config.max_concurrent_tokenizations.max(1))),
+            tokenizing: TokenizingSlots::new(config.max_concurrent_tokenizations),
             responses: Arc::new(
                 ResponseStore::new(config.stored_responses, config.stored_response_ttl)
                     .with_byte_budgets(

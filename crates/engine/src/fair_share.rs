@@ -15,6 +15,12 @@
 //!   (work-conserving), and seats the others do not use go to whoever waits.
 //!
 //! `max_seqs_per_caller` is also a hard cap: a caller never runs more, even on an idle server.
+//!
+//! Prompt tokens are shared the same way ([`PromptQuotas`]): a step's prompt budget (prefill
+//! chunks and admissions) is split between the callers with prompt work by max-min fairness,
+//! each getting what it asks for or an equal part of what the others leave, so one caller's
+//! hundred long prompts (or a prompt scored row by row) never keep another's short prompt
+//! waiting for all of them; a caller alone gets the whole budget.
 
 use std::collections::HashMap;
 
@@ -162,9 +168,101 @@ impl Shares {
     }
 }
 
+/// Prompt tokens each caller may compute in one step. Unlimited unless the step's prompt budget
+/// is split between several callers with prompt work.
+#[derive(Debug, Clone, Default)]
+pub struct PromptQuotas {
+    /// Tokens left per caller; `None`: no split.
+    left: Option<HashMap<CallerId, usize>>,
+}
+
+impl PromptQuotas {
+    /// No split: every caller may use the whole budget.
+    pub fn unlimited() -> Self {
+        PromptQuotas { left: None }
+    }
+
+    /// Splits `budget` prompt tokens between callers asking for `demands` by max-min fairness:
+    /// callers asking less than an equal part get what they ask, the rest share what remains
+    /// equally. With fewer than two callers asking, nothing is split.
+    pub fn split(demands: HashMap<CallerId, usize>, budget: usize) -> Self {
+        let mut asking: Vec<(CallerId, usize)> =
+            demands.into_iter().filter(|&(_, d)| d > 0).collect();
+        if asking.len() < 2 {
+            return PromptQuotas::unlimited();
+        }
+        // Smallest demand first; ties in caller order, so the split is deterministic.
+        asking.sort_by_key(|&(caller, demand)| (demand, caller));
+        let mut remaining = budget;
+        let mut left = HashMap::with_capacity(asking.len());
+        let callers = asking.len();
+        for (i, (caller, demand)) in asking.into_iter().enumerate() {
+            let given = demand.min(remaining / (callers - i));
+            remaining -= given;
+            left.insert(caller, given);
+        }
+        PromptQuotas { left: Some(left) }
+    }
+
+    /// True when the budget is split between callers.
+    pub fn is_split(&self) -> bool {
+        self.left.is_some()
+    }
+
+    /// Prompt tokens `caller` may still compute this step.
+    pub fn left(&self, caller: CallerId) -> usize {
+        match &self.left {
+            None => usize::MAX,
+            Some(left) => left.get(&caller).copied().unwrap_or(0),
+        }
+    }
+
+    /// Records `tokens` computed by `caller`.
+    pub fn spend(&mut self, caller: CallerId, tokens: usize) {
+        if let Some(left) = self.left.as_mut().and_then(|l| l.get_mut(&caller)) {
+            *left = left.saturating_sub(tokens);
+        }
+    }
+
+    /// Gives back `tokens` a preempted sequence of `caller` will not compute after all.
+    pub fn refund(&mut self, caller: CallerId, tokens: usize) {
+        if let Some(left) = self.left.as_mut().and_then(|l| l.get_mut(&caller)) {
+            *left = left.saturating_add(tokens);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prompt_tokens_split_max_min_fairly() {
+        let demands = HashMap::from([(Some(1), 1000), (Some(2), 5), (Some(3), 1000)]);
+        let q = PromptQuotas::split(demands, 105);
+        assert!(q.is_split());
+        assert_eq!(
+            (q.left(Some(2)), q.left(Some(1)), q.left(Some(3))),
+            (5, 50, 50)
+        );
+        assert_eq!(
+            q.left(Some(9)),
+            0,
+            "a caller that asked nothing gets nothing"
+        );
+        let alone = PromptQuotas::split(HashMap::from([(Some(1), 1000), (Some(2), 0)]), 64);
+        assert!(!alone.is_split());
+        assert_eq!(alone.left(Some(1)), usize::MAX);
+    }
+
+    #[test]
+    fn a_split_never_exceeds_the_budget() {
+        let demands = HashMap::from([(Some(1), 7), (Some(2), 9), (Some(3), 11)]);
+        let q = PromptQuotas::split(demands, 10);
+        let given = [1, 2, 3].map(|c| q.left(Some(c)));
+        assert_eq!(given.iter().sum::<usize>(), 10, "{given:?}");
+        assert!(given.iter().all(|&g| g >= 3), "{given:?}");
+    }
 
     fn census(seqs: &[(CallerId, bool)], max_num_seqs: usize) -> Shares {
         Shares::new(

@@ -111,6 +111,7 @@ pub struct EngineMetrics {
     pub(crate) preemptions: AtomicU64,
     pub(crate) fair_share_deferred: AtomicU64,
     pub(crate) fair_share_preempted: AtomicU64,
+    pub(crate) fair_share_prompt_tokens_deferred: AtomicU64,
     pub(crate) active_callers: AtomicUsize,
     pub(crate) max_running_per_caller: AtomicUsize,
     pub(crate) prompt_tokens: AtomicU64,
@@ -169,6 +170,7 @@ impl Default for EngineMetrics {
             preemptions: AtomicU64::new(0),
             fair_share_deferred: AtomicU64::new(0),
             fair_share_preempted: AtomicU64::new(0),
+            fair_share_prompt_tokens_deferred: AtomicU64::new(0),
             active_callers: AtomicUsize::new(0),
             max_running_per_caller: AtomicUsize::new(0),
             prompt_tokens: AtomicU64::new(0),
@@ -205,6 +207,7 @@ impl EngineMetrics {
             preemptions: load64(&self.preemptions),
             fair_share_deferred: load64(&self.fair_share_deferred),
             fair_share_preempted: load64(&self.fair_share_preempted),
+            fair_share_prompt_tokens_deferred: load64(&self.fair_share_prompt_tokens_deferred),
             active_callers: load(&self.active_callers),
             max_running_per_caller: load(&self.max_running_per_caller),
             prompt_tokens: load64(&self.prompt_tokens),
@@ -287,6 +290,8 @@ pub struct MetricsSnapshot {
     pub fair_share_deferred: u64,
     /// Sequences preempted to give a starving caller its share (also in `preemptions`).
     pub fair_share_preempted: u64,
+    /// Prompt tokens a caller left, step by step, to other callers' parts of the prompt budget.
+    pub fair_share_prompt_tokens_deferred: u64,
     /// Callers with running or waiting sequences at the last step.
     pub active_callers: usize,
     /// Most sequences one caller ran at the last step.

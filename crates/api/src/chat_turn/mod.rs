@@ -42,19 +42,20 @@ where
     F: FnOnce(u32) -> R,
 {
     let tokenizer = model.tokenizer.clone();
+    let fair_share_id = caller.fair_share_id(
+        &state.fair_share_hasher,
+        state.config.api_keys.len(),
+        valid.params.user.as_deref(),
+    );
     let PreparedTurn {
         mut request,
         rendered,
         syntax,
         parse_as,
-    } = prepare_turn(state, &model, &valid).await?;
+    } = prepare_turn(state, &model, &valid, fair_share_id).await?;
     request.cache_salt =
         caller.cache_salt(&state.config.api_keys, valid.params.cache_salt.as_deref());
-    request.caller = caller.fair_share_id(
-        &state.fair_share_hasher,
-        state.config.api_keys.len(),
-        valid.params.user.as_deref(),
-    );
+    request.caller = fair_share_id;
     let prompt_tokens = vec![request.prompt_tokens.clone()];
     let n = valid.params.n as usize;
     let renderer = make_renderer(request.prompt_tokens.len() as u32);
@@ -100,13 +101,15 @@ pub struct PreparedTurn {
 /// Renders and tokenizes a chat-like request's conversation, checks it against the context
 /// and constrains tool calls as `tool_choice` asks: everything [`generate_turn`] does before
 /// it submits, so the render endpoints answer with exactly the prompt generation would run.
+/// `caller` (the fair-share caller) orders contended tokenizing slots.
 pub async fn prepare_turn(
     state: &AppState,
     model: &ServedModel,
     valid: &ValidChatRequest,
+    caller: Option<u64>,
 ) -> Result<PreparedTurn, ApiError> {
     let syntax = OutputSyntax::of(&model.tokenizer, state.config.tool_call_parser.as_deref())?;
-    let (prompt, rendered) = render_and_encode(state, model, valid).await?;
+    let (prompt, rendered) = render_and_encode(state, model, valid, caller).await?;
     let mut request = valid.params.request_for(
         prompt,
         model.max_model_len,

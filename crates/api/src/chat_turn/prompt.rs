@@ -14,11 +14,13 @@ use crate::validate::{check_prompt_text_fits, ValidChatRequest};
 use crate::AppState;
 
 /// Renders a chat-like request's conversation with the model's template and tokenizes it off
-/// the runtime; the tokens and the rendered text.
+/// the runtime, in a tokenizing slot fair sharing gives `caller`; the tokens and the rendered
+/// text.
 pub async fn render_and_encode(
     state: &AppState,
     model: &ServedModel,
     valid: &ValidChatRequest,
+    caller: Option<u64>,
 ) -> Result<(Vec<u32>, String), ApiError> {
     let tokenizer = model.tokenizer.clone();
     let messages = valid.messages.clone();
@@ -26,7 +28,7 @@ pub async fn render_and_encode(
     let template_kwargs = valid.template_kwargs.clone();
     let max_model_len = Some(model.max_model_len);
     let parse_specials = state.config.parse_special_tokens_in_messages;
-    tokenize_off_runtime_until_gone(state, move |client_gone| {
+    tokenize_off_runtime_until_gone(state, caller, move |client_gone| {
         let conversation = Conversation {
             messages,
             tools,

@@ -36,7 +36,7 @@ pub fn render_pool(out: &mut String, pool: &PoolSnapshot) {
         header(out, name, help, "gauge");
         sample(out, name, &[], value);
     }
-    let per_model: [PoolSeries; 5] = [
+    let per_model: [PoolSeries; 6] = [
         (
             "sluice:model_loaded",
             "1 while the model is loaded, else 0.",
@@ -48,6 +48,12 @@ pub fn render_pool(out: &mut String, pool: &PoolSnapshot) {
             "Memory the model holds or has reserved: weights plus KV pool.",
             "gauge",
             |m| m.memory_bytes as f64,
+        ),
+        (
+            "sluice:model_load_waiting_requests",
+            "Requests waiting for the model's load now.",
+            "gauge",
+            |m| m.load_waiters as f64,
         ),
         (
             "sluice:model_loads_total",

@@ -28,6 +28,7 @@ fn snapshot() -> MetricsSnapshot {
         preemptions: 3,
         fair_share_deferred: 5,
         fair_share_preempted: 2,
+        fair_share_prompt_tokens_deferred: 480,
         active_callers: 2,
         max_running_per_caller: 4,
         prompt_tokens: 1234,
@@ -94,6 +95,7 @@ fn counters_are_exported_with_total_suffix() {
         "vllm:num_preemptions_total{model_name=\"llama\"} 3",
         "sluice:fair_share_deferred_total{model_name=\"llama\"} 5",
         "sluice:fair_share_preemptions_total{model_name=\"llama\"} 2",
+        "sluice:fair_share_prompt_tokens_deferred_total{model_name=\"llama\"} 480",
         "sluice:fair_share_active_callers{model_name=\"llama\"} 2",
         "sluice:fair_share_max_running_per_caller{model_name=\"llama\"} 4",
         "vllm:prefix_cache_queries_total{model_name=\"llama\"} 100",
@@ -231,12 +233,14 @@ fn pool_metrics_cover_totals_and_every_model_loaded_or_not() {
         unloads: 1,
         load_seconds: 0.5,
         last_error: None,
+        load_waiters: 0,
     };
     let pool = PoolSnapshot {
         budget: Budget {
             max_memory_bytes: 1000,
             max_models: None,
             wait_for_idle: std::time::Duration::ZERO,
+            load_timeout: std::time::Duration::from_secs(60),
         },
         used_bytes: 300,
         loaded_models: 1,

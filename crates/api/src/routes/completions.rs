@@ -25,15 +25,15 @@ pub async fn create_completion(
     model.check_serves("generation")?;
     let valid = validate_completion(req, model.limits())?;
     let echo = valid.echo;
-    let tokenized = encode_prompts(&state, &model, valid.prompts, echo).await?;
-    let mut requests = Vec::with_capacity(tokenized.len());
-    let mut echo_texts = Vec::with_capacity(tokenized.len());
-    let cache_salt = caller.cache_salt(&state.config.api_keys, valid.params.cache_salt.as_deref());
     let fair_share_id = caller.fair_share_id(
         &state.fair_share_hasher,
         state.config.api_keys.len(),
         valid.params.user.as_deref(),
     );
+    let tokenized = encode_prompts(&state, &model, valid.prompts, echo, fair_share_id).await?;
+    let mut requests = Vec::with_capacity(tokenized.len());
+    let mut echo_texts = Vec::with_capacity(tokenized.len());
+    let cache_salt = caller.cache_salt(&state.config.api_keys, valid.params.cache_salt.as_deref());
     let mut echo_tokens = Vec::with_capacity(tokenized.len());
     for (tokens, text) in tokenized {
         let mut request = valid.params.request_for(
@@ -74,12 +74,13 @@ pub async fn create_completion(
 /// Tokenizes a completion request's prompts as generation does: each text prompt too long for
 /// the context whatever its tokens is refused before any is tokenized, text is encoded with the
 /// tokenizer's special tokens (BOS), token prompts pass as given. Each prompt's tokens, and its
-/// text when `echo`.
+/// text when `echo`. `caller` (the fair-share caller) orders contended tokenizing slots.
 pub(crate) async fn encode_prompts(
     state: &AppState,
     model: &ServedModel,
     prompts: Vec<PromptInput>,
     echo: bool,
+    caller: Option<u64>,
 ) -> Result<Vec<(Vec<u32>, Option<String>)>, ApiError> {
     let tokenizer = model.tokenizer.clone();
     for prompt in &prompts {
@@ -88,7 +89,7 @@ pub(crate) async fn encode_prompts(
             check_prompt_text_fits(text.len(), min_tokens, model.max_model_len, "prompt")?;
         }
     }
-    tokenize_off_runtime(state, move || {
+    tokenize_off_runtime(state, caller, move || {
         prompts
             .into_iter()
             .map(|prompt| match prompt {

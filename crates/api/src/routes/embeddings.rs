@@ -8,10 +8,9 @@ use sluice_engine::{Pooling, PromptOutputs};
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
-use crate::generation::off_runtime;
 use crate::registry::ServedModel;
-use crate::scoring::{base64_f32_le, fit_input, l2_normalised, score_prompts, ScoringScope};
-use crate::validate::{validate_embeddings, PromptInput};
+use crate::scoring::{base64_f32_le, encode_inputs, l2_normalised, score_prompts, ScoringScope};
+use crate::validate::validate_embeddings;
 use crate::wire::scoring::{
     EmbeddingData, EmbeddingRequest, EmbeddingResponse, EmbeddingVector, ScoringUsage,
 };
@@ -26,30 +25,6 @@ pub async fn create_embeddings(
     let model = state.registry.get_or_default(&mut req.model).await?;
     model.check_serves("embeddings")?;
     let valid = validate_embeddings(req, model.limits())?;
-    let tokenizer = model.tokenizer.clone();
-    let inputs = valid.inputs;
-    let tokenized = off_runtime(move || {
-        (inputs.into_iter())
-            .map(|input| match input {
-                PromptInput::Text(text) => tokenizer
-                    .encode(&text, true)
-                    .map_err(|e| ApiError::Internal(e.to_string())),
-                PromptInput::Tokens(tokens) => Ok(tokens),
-            })
-            .collect::<Result<Vec<_>, ApiError>>()
-    })
-    .await?;
-    let prompts = (tokenized.into_iter())
-        .map(|t| {
-            fit_input(
-                t,
-                valid.truncate_prompt_tokens,
-                model.max_model_len,
-                "input",
-            )
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let prompt_tokens = prompts.iter().map(Vec::len).sum::<usize>() as u32;
     let scope = ScoringScope {
         priority: valid.priority,
         cache_salt: caller.cache_salt(&state.config.api_keys, None),
@@ -60,7 +35,17 @@ pub async fn create_embeddings(
         ),
         retry_after_secs: state.config.retry_after_secs,
     };
-    let vectors = embed(&model, prompts, scope).await?;
+    let prompts = encode_inputs(
+        &state,
+        &model,
+        valid.inputs,
+        valid.truncate_prompt_tokens,
+        scope.caller,
+        "input",
+    )
+    .await?;
+    let prompt_tokens = prompts.iter().map(Vec::len).sum::<usize>() as u32;
+    let vectors = embed(&model, prompts, scope, "input").await?;
     let data = (vectors.into_iter().enumerate())
         .map(|(index, v)| {
             let v = truncated(v, valid.dimensions)?;
@@ -87,12 +72,13 @@ pub async fn embed(
     model: &ServedModel,
     prompts: Vec<Vec<u32>>,
     scope: ScoringScope,
+    param: &str,
 ) -> Result<Vec<Vec<f32>>, ApiError> {
     let outputs = PromptOutputs {
         pooling: Some(model.pooling.unwrap_or(Pooling::LastToken)),
         ..PromptOutputs::default()
     };
-    let scores = score_prompts(model, prompts, &outputs, scope).await?;
+    let scores = score_prompts(model, prompts, &outputs, scope, param).await?;
     (scores.into_iter())
         .map(|s| {
             s.embedding

@@ -47,13 +47,15 @@ pub async fn create_message(
 /// included.
 pub async fn count_tokens(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     req: Result<OpenAiJson<CountTokensRequest>, ApiError>,
 ) -> Response {
     let run = async {
         let OpenAiJson(mut req) = req?;
         let model = state.registry.get_or_default(&mut req.model).await?;
         let valid = validate_count_tokens(req, model.limits())?;
-        let (tokens, _) = render_and_encode(&state, &model, &valid).await?;
+        let fair_share_id = state.fair_share_id(&caller, valid.params.user.as_deref());
+        let (tokens, _) = render_and_encode(&state, &model, &valid, fair_share_id).await?;
         Ok::<_, ApiError>(
             Json(CountTokensResponse {
                 input_tokens: tokens.len() as u32,

@@ -7,8 +7,8 @@ use axum::response::IntoResponse;
 use crate::prometheus;
 use crate::AppState;
 
-/// Every loaded model's engine metrics, then the model pool's, the API's and the Responses
-/// store's.
+/// Every loaded model's engine metrics, then the model pool's, the API's (tokenizing slots
+/// included) and the Responses store's.
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let snapshots: Vec<_> = state
         .registry
@@ -21,6 +21,7 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
         prometheus::render_pool(&mut text, &pool.snapshot());
     }
     crate::api_metrics::render(&mut text);
+    crate::api_metrics::render_tokenizing(&mut text, state.tokenizing.usage());
     crate::api_metrics::render_store(&mut text, &state.responses.usage());
     ([(header::CONTENT_TYPE, prometheus::CONTENT_TYPE)], text)
 }

@@ -5,10 +5,11 @@
 //! routers (vllm-router's `kv_aware`, llm-d's scheduler) call them for a request's token ids.
 
 use axum::extract::State;
-use axum::Json;
+use axum::{Extension, Json};
 use serde_json::Value;
 use sluice_engine::{GenerationRequest, Priority};
 
+use crate::auth::Caller;
 use crate::chat_turn::prepare_turn;
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
@@ -23,6 +24,7 @@ use crate::AppState;
 /// Renders a chat completion request: one `GenerateRequest`.
 pub async fn render_chat_completion(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     OpenAiJson(body): OpenAiJson<Value>,
 ) -> Result<Json<RenderedRequest>, ApiError> {
     let RenderBody { model, mut request } = RenderBody::<ChatCompletionRequest>::parse(body)?;
@@ -30,7 +32,8 @@ pub async fn render_chat_completion(
     model.check_serves("generation")?;
     request.model = model.id.clone();
     let valid = validate_chat(request, model.limits())?;
-    let prepared = prepare_turn(&state, &model, &valid).await?;
+    let fair_share_id = state.fair_share_id(&caller, valid.params.user.as_deref());
+    let prepared = prepare_turn(&state, &model, &valid, fair_share_id).await?;
     Ok(Json(rendered_request(
         "chatcmpl",
         &model.id,
@@ -43,6 +46,7 @@ pub async fn render_chat_completion(
 /// Renders a completion request: one `GenerateRequest` per prompt, in order.
 pub async fn render_completion(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     OpenAiJson(body): OpenAiJson<Value>,
 ) -> Result<Json<Vec<RenderedRequest>>, ApiError> {
     let RenderBody { model, mut request } = RenderBody::<CompletionRequest>::parse(body)?;
@@ -50,7 +54,8 @@ pub async fn render_completion(
     model.check_serves("generation")?;
     request.model = model.id.clone();
     let valid = validate_completion(request, model.limits())?;
-    let tokenized = encode_prompts(&state, &model, valid.prompts, false).await?;
+    let fair_share_id = state.fair_share_id(&caller, valid.params.user.as_deref());
+    let tokenized = encode_prompts(&state, &model, valid.prompts, false, fair_share_id).await?;
     let params = valid.params;
     tokenized
         .into_iter()

@@ -12,11 +12,11 @@ use sluice_engine::PromptOutputs;
 use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
-use crate::generation::{off_runtime, response_id, unix_now};
+use crate::generation::{response_id, unix_now};
 use crate::registry::ServedModel;
 use crate::routes::embeddings::embed;
-use crate::scoring::{fit_input, score_prompts, ScoringScope};
-use crate::validate::{validate_rerank, validate_score, ValidRerankRequest};
+use crate::scoring::{encode_inputs, score_prompts, ScoringScope};
+use crate::validate::{validate_rerank, validate_score, PromptInput, ValidRerankRequest};
 use crate::wire::scoring::{
     RerankDocumentText, RerankRequest, RerankResponse, RerankResult, ScoreData, ScoreRequest,
     ScoreResponse, ScoringUsage,
@@ -48,7 +48,7 @@ pub async fn rerank(
     model.check_serves("rerank")?;
     let valid = validate_rerank(req)?;
     let scope = scope_of(&state, &caller, &valid);
-    let (scores, tokens) = score_pairs(&model, &valid, scope).await?;
+    let (scores, tokens) = score_pairs(&state, &model, &valid, scope).await?;
     let mut results: Vec<RerankResult> = (scores.into_iter().enumerate())
         .map(|(index, relevance_score)| RerankResult {
             index: index as u32,
@@ -80,7 +80,7 @@ pub async fn score(
     model.check_serves("rerank")?;
     let valid = validate_score(req)?;
     let scope = scope_of(&state, &caller, &valid);
-    let (scores, tokens) = score_pairs(&model, &valid, scope).await?;
+    let (scores, tokens) = score_pairs(&state, &model, &valid, scope).await?;
     Ok(Json(ScoreResponse {
         id: response_id("score"),
         object: "list".into(),
@@ -109,11 +109,11 @@ fn scope_of(state: &AppState, caller: &Caller, valid: &ValidRerankRequest) -> Sc
 
 /// Each pair's relevance and the tokens all of them took.
 async fn score_pairs(
+    state: &AppState,
     model: &ServedModel,
     valid: &ValidRerankRequest,
     scope: ScoringScope,
 ) -> Result<(Vec<f32>, u32), ApiError> {
-    let tokenizer = model.tokenizer.clone();
     let embedder = model.is_embedder();
     // An embedder embeds every distinct text once; a judge reads each pair in one prompt.
     let texts: Vec<String> = if embedder {
@@ -132,23 +132,11 @@ async fn score_pairs(
             .map(|(q, d)| rerank_prompt(instruction, q, d))
             .collect()
     };
-    let texts_for_tokenizer = texts.clone();
-    let tokenized = off_runtime(move || {
-        (texts_for_tokenizer.iter())
-            .map(|t| {
-                tokenizer
-                    .encode(t, true)
-                    .map_err(|e| ApiError::Internal(e.to_string()))
-            })
-            .collect::<Result<Vec<_>, ApiError>>()
-    })
-    .await?;
-    let prompts = (tokenized.into_iter())
-        .map(|t| fit_input(t, None, model.max_model_len, "documents"))
-        .collect::<Result<Vec<_>, _>>()?;
+    let inputs = texts.iter().cloned().map(PromptInput::Text).collect();
+    let prompts = encode_inputs(state, model, inputs, None, scope.caller, "documents").await?;
     let tokens = prompts.iter().map(Vec::len).sum::<usize>() as u32;
     if embedder {
-        let vectors = embed(model, prompts, scope).await?;
+        let vectors = embed(model, prompts, scope, "documents").await?;
         let vector = |t: &String| &vectors[texts.iter().position(|x| x == t).expect("embedded")];
         let cosine = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
         let scores = (valid.pairs.iter())
@@ -171,7 +159,7 @@ async fn score_pairs(
         next_token_candidates: vec![yes, no],
         ..PromptOutputs::default()
     };
-    let scores = score_prompts(model, prompts, &outputs, scope).await?;
+    let scores = score_prompts(model, prompts, &outputs, scope, "documents").await?;
     let relevance = (scores.iter())
         .map(|s| match s.next_token.as_slice() {
             [(_, yes), (_, no)] => Ok(yes_probability(*yes, *no)),

@@ -1,8 +1,9 @@
 //! `POST /tokenize` and `POST /detokenize`, as vLLM has them.
 
 use axum::extract::State;
-use axum::Json;
+use axum::{Extension, Json};
 
+use crate::auth::Caller;
 use crate::chat_turn::{encode_chat, Conversation};
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
@@ -18,8 +19,10 @@ use crate::AppState;
 /// Tokenizes a prompt, or a conversation rendered with the chat template.
 pub async fn tokenize(
     State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
     OpenAiJson(req): OpenAiJson<TokenizeRequest>,
 ) -> Result<Json<TokenizeResponse>, ApiError> {
+    let fair_share_id = state.fair_share_id(&caller, None);
     let model = state.registry.resolve(req.model.as_deref()).await?;
     let tokenizer = model.tokenizer.clone();
     let return_strs = req.return_token_strs.unwrap_or(false);
@@ -27,7 +30,7 @@ pub async fn tokenize(
         (Some(prompt), None) => {
             let add_special = req.add_special_tokens.unwrap_or(true);
             let tokenizer = tokenizer.clone();
-            tokenize_off_runtime(&state, move || {
+            tokenize_off_runtime(&state, fair_share_id, move || {
                 tokenizer
                     .encode(&prompt, add_special)
                     .map_err(|e| ApiError::Internal(e.to_string()))
@@ -48,7 +51,7 @@ pub async fn tokenize(
             let template_kwargs = template_kwargs(req.chat_template_kwargs, None)?;
             let tokenizer = tokenizer.clone();
             let parse_specials = state.config.parse_special_tokens_in_messages;
-            tokenize_off_runtime_until_gone(&state, move |client_gone| {
+            tokenize_off_runtime_until_gone(&state, fair_share_id, move |client_gone| {
                 let conversation = Conversation {
                     messages,
                     tools,

@@ -372,6 +372,10 @@ impl EngineLoop {
         EngineMetrics::add(&m.prefix_cache_disk_hits, out.prefix_cache_lower_hits);
         EngineMetrics::add(&m.fair_share_deferred, out.fair_share_deferred);
         EngineMetrics::add(&m.fair_share_preempted, out.fair_share_preempted);
+        EngineMetrics::add(
+            &m.fair_share_prompt_tokens_deferred,
+            out.fair_share_prompt_tokens_deferred,
+        );
         for &id in &out.first_scheduled {
             self.shared.queued_seqs.fetch_sub(1, Ordering::AcqRel);
             if let Some(seq) = self.scheduler.sequence(id) {

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-/// The limits every loaded model together must stay within.
+/// The pool's limits: what every loaded model together must stay within, and how long a load
+/// may wait and take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
     /// Bytes all loaded models may hold (weights plus KV pools).
@@ -16,6 +17,9 @@ pub struct Budget {
     /// How long a load that only busy models stand in the way of waits for one of them to go
     /// idle before giving up (their requests are never cut short).
     pub wait_for_idle: Duration,
+    /// How long reading a model's files and starting its engine may take (`--load-timeout`);
+    /// a load still running then is abandoned and reported to its waiters as an error.
+    pub load_timeout: Duration,
 }
 
 /// One loaded model as the admission rule sees it.
@@ -135,6 +139,7 @@ mod tests {
             max_memory_bytes,
             max_models,
             wait_for_idle: Duration::ZERO,
+            load_timeout: Duration::from_secs(60),
         }
     }
 

@@ -225,6 +225,7 @@ mod tests {
             max_memory_bytes: 24 * GIB,
             max_models: Some(1),
             wait_for_idle: std::time::Duration::ZERO,
+            load_timeout: std::time::Duration::from_secs(60),
         };
         assert_eq!(MemoryShare::of(&budget, 5).models, 1);
     }

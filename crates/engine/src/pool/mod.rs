@@ -10,13 +10,17 @@
 //!
 //! The request that finds a model `Unloaded` moves it to `Loading` under the mutex and starts a
 //! loader thread; requests arriving meanwhile find `Loading` and wait on the same outcome, so a
-//! model is never loaded twice. Loads and unloads run on the pool's own threads (disk reads and
-//! weight conversion never block an async runtime) and one at a time: each decides what to evict
-//! with nothing else changing underneath it. A model is busy, and never evicted, while a
+//! model is never loaded twice; a request that goes away stops waiting. Loads and unloads run on
+//! the pool's own threads (disk reads and weight conversion never block an async runtime).
+//! Evictions happen one at a time, each deciding with nothing else changing underneath it, but
+//! reading files does not hold other models' loads: each load reserves its bytes, then reads
+//! within `--load-timeout` ([`Budget::load_timeout`]); a load past it is abandoned (its waiters
+//! get [`PoolError::LoadTimedOut`], its reservation is freed). A model is busy, and never evicted, while a
 //! [`ModelLease`] is held (a request between lookup and submit) or its engine has unfinished
 //! requests. Each loaded model runs its own engine thread; all of them compute on rayon's one
 //! global pool (see [`loader`]).
 
+mod bounded;
 pub mod budget;
 pub mod kv_sizing;
 pub mod loader;
@@ -26,7 +30,7 @@ mod transitions;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use thiserror::Error;
 use tokio::sync::{oneshot, watch};
@@ -86,6 +90,24 @@ pub enum PoolError {
         model: String,
         /// What went wrong, naming the file where one is at fault.
         reason: Arc<ModelLoadError>,
+    },
+    /// Reading the model's files took longer than `--load-timeout`: the load was abandoned,
+    /// its reservation freed, and the model stays unloaded.
+    #[error("model '{model}' did not load within {} s (--load-timeout); the load was abandoned", limit.as_secs_f64())]
+    LoadTimedOut {
+        /// The model.
+        model: String,
+        /// The limit.
+        limit: Duration,
+    },
+    /// A load abandoned at `--load-timeout` is still reading the model's files (a named pipe,
+    /// an unresponsive mount); no new load starts until it ends.
+    #[error("model '{model}' cannot be loaded now: an earlier load, abandoned after {} s (--load-timeout), is still reading its files", limit.as_secs_f64())]
+    LoadStillRunning {
+        /// The model.
+        model: String,
+        /// The limit it passed.
+        limit: Duration,
     },
     /// The model does not fit even after unloading every idle unpinned model.
     #[error("model '{model}' cannot be loaded: {reason}")]
@@ -172,6 +194,8 @@ pub struct ModelReport {
     pub load_seconds: f64,
     /// Why the last load failed, until one succeeds.
     pub last_error: Option<String>,
+    /// Requests waiting for its load now (a request whose client leaves stops waiting).
+    pub load_waiters: usize,
 }
 
 /// The pool as a whole.
@@ -219,6 +243,29 @@ impl Drop for ModelLease {
     }
 }
 
+/// One request waiting for a model's load, counted in [`ModelReport::load_waiters`] until
+/// dropped (the load finished, or the request's future was dropped).
+struct LoadWaiter {
+    pool: Arc<Inner>,
+    index: usize,
+}
+
+impl LoadWaiter {
+    fn new(pool: &Arc<Inner>, index: usize) -> Self {
+        pool.lock().entries[index].load_waiters += 1;
+        LoadWaiter {
+            pool: Arc::clone(pool),
+            index,
+        }
+    }
+}
+
+impl Drop for LoadWaiter {
+    fn drop(&mut self) {
+        self.pool.lock().entries[self.index].load_waiters -= 1;
+    }
+}
+
 /// The model pool. Cheap to clone; every clone is the same pool.
 #[derive(Debug, Clone)]
 pub struct ModelPool {
@@ -228,7 +275,7 @@ pub struct ModelPool {
 /// What a caller must wait for before trying again.
 enum Step {
     Ready(ModelLease),
-    AwaitLoad(watch::Receiver<LoadOutcome>),
+    AwaitLoad(watch::Receiver<LoadOutcome>, usize),
     AwaitUnload(watch::Receiver<bool>),
 }
 
@@ -283,7 +330,9 @@ impl ModelPool {
         loop {
             match self.inner.try_acquire(id)? {
                 Step::Ready(lease) => return Ok(lease),
-                Step::AwaitLoad(mut outcome) => {
+                Step::AwaitLoad(mut outcome, index) => {
+                    // Counted while this future waits; dropped with it when the client leaves.
+                    let _waiting = LoadWaiter::new(&self.inner, index);
                     let result = match outcome.wait_for(Option::is_some).await {
                         Ok(done) => done.clone(),
                         Err(_) => Some(Err(PoolError::Thread {
@@ -403,5 +452,7 @@ impl ModelPool {
     }
 }
 
+#[cfg(test)]
+mod load_limit_tests;
 #[cfg(test)]
 mod tests;

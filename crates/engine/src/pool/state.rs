@@ -6,6 +6,7 @@ use std::time::SystemTime;
 
 use tokio::sync::watch;
 
+use super::bounded::Straggler;
 use super::{
     Budget, LoadOutcome, LoadedModel, ModelLoader, ModelReport, ModelSpec, ModelStatus, PoolError,
 };
@@ -51,6 +52,11 @@ pub(super) struct Entry {
     pub(super) last_error: Option<String>,
     /// Bytes the last successful load held: the budget check's figure for the next load.
     pub(super) last_memory_bytes: Option<usize>,
+    /// A load abandoned at `--load-timeout` whose thread may still be reading the files; no
+    /// new load starts until it has ended.
+    pub(super) straggler: Option<Straggler>,
+    /// Requests waiting for this model's load now.
+    pub(super) load_waiters: usize,
 }
 
 pub(super) enum Phase {
@@ -85,6 +91,8 @@ impl Entry {
             load_seconds: 0.0,
             last_error: None,
             last_memory_bytes: None,
+            straggler: None,
+            load_waiters: 0,
         }
     }
 
@@ -122,6 +130,7 @@ impl Entry {
             unloads: self.unloads,
             load_seconds: self.load_seconds,
             last_error: self.last_error.clone(),
+            load_waiters: self.load_waiters,
         }
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex as StdMutex;
+use std::sync::{Condvar, Mutex as StdMutex};
 use std::time::Duration;
 
 use super::*;
@@ -12,20 +12,43 @@ use crate::engine::{Engine, EngineConfig};
 use crate::executor::fake::HistoryExecutor;
 use crate::testkit::word_tokenizer;
 
-const MIB: usize = 1 << 20;
+pub(super) const MIB: usize = 1 << 20;
 
 /// Loads "models" named by their directory: `<bytes in MiB>-<name>`; a directory whose name
-/// contains `corrupt` fails to load.
+/// contains `corrupt` fails to load, one whose name contains `stuck` blocks until `stuck` opens
+/// (as a read of a named pipe nobody writes to would, for good).
 #[derive(Default)]
-struct FakeLoader {
-    loads: StdMutex<HashMap<PathBuf, usize>>,
-    delay: Duration,
-    in_flight: AtomicUsize,
-    most_in_flight: AtomicUsize,
+pub(super) struct FakeLoader {
+    pub(super) loads: StdMutex<HashMap<PathBuf, usize>>,
+    pub(super) delay: Duration,
+    pub(super) in_flight: AtomicUsize,
+    pub(super) most_in_flight: AtomicUsize,
+    pub(super) stuck: Gate,
+}
+
+/// A gate that `stuck` loads wait behind until it opens.
+#[derive(Default)]
+pub(super) struct Gate {
+    open: StdMutex<bool>,
+    opened: Condvar,
+}
+
+impl Gate {
+    pub(super) fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.opened.notify_all();
+    }
+
+    fn wait(&self) {
+        let mut open = self.open.lock().unwrap();
+        while !*open {
+            open = self.opened.wait(open).unwrap();
+        }
+    }
 }
 
 impl FakeLoader {
-    fn loads_of(&self, dir: &str) -> usize {
+    pub(super) fn loads_of(&self, dir: &str) -> usize {
         self.loads
             .lock()
             .unwrap()
@@ -53,6 +76,9 @@ impl ModelLoader for FakeLoader {
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.most_in_flight.fetch_max(now, Ordering::SeqCst);
         std::thread::sleep(self.delay);
+        if dir.to_string_lossy().contains("stuck") {
+            self.stuck.wait();
+        }
         *self
             .loads
             .lock()
@@ -84,7 +110,7 @@ impl ModelLoader for FakeLoader {
     }
 }
 
-fn spec(id: &str, dir: &str, pinned: bool) -> ModelSpec {
+pub(super) fn spec(id: &str, dir: &str, pinned: bool) -> ModelSpec {
     ModelSpec {
         id: id.to_string(),
         dir: PathBuf::from(dir),
@@ -92,20 +118,25 @@ fn spec(id: &str, dir: &str, pinned: bool) -> ModelSpec {
     }
 }
 
-fn pool(specs: Vec<ModelSpec>, max_memory_mib: usize, loader: Arc<FakeLoader>) -> ModelPool {
+pub(super) fn pool(
+    specs: Vec<ModelSpec>,
+    max_memory_mib: usize,
+    loader: Arc<FakeLoader>,
+) -> ModelPool {
     let budget = Budget {
         max_memory_bytes: max_memory_mib * MIB,
         max_models: None,
         wait_for_idle: Duration::from_millis(200),
+        load_timeout: Duration::from_secs(60),
     };
     ModelPool::new(specs, loader, budget).unwrap()
 }
 
-fn status(pool: &ModelPool, id: &str) -> ModelStatus {
+pub(super) fn status(pool: &ModelPool, id: &str) -> ModelStatus {
     report(pool, id).status
 }
 
-fn report(pool: &ModelPool, id: &str) -> ModelReport {
+pub(super) fn report(pool: &ModelPool, id: &str) -> ModelReport {
     pool.snapshot()
         .models
         .into_iter()
@@ -337,35 +368,13 @@ async fn the_model_count_limit_evicts_even_with_memory_to_spare() {
         max_memory_bytes: 100 * MIB,
         max_models: Some(1),
         wait_for_idle: Duration::ZERO,
+        load_timeout: Duration::from_secs(60),
     };
     let pool = ModelPool::new(specs, loader, budget).unwrap();
     pool.load("a").await.unwrap();
     pool.load("b").await.unwrap();
     assert_eq!(status(&pool, "a"), ModelStatus::Unloaded);
     assert_eq!(pool.snapshot().loaded_models, 1);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn loads_of_different_models_run_one_at_a_time() {
-    let loader = Arc::new(FakeLoader {
-        delay: Duration::from_millis(50),
-        ..FakeLoader::default()
-    });
-    let specs = (0..4)
-        .map(|i| spec(&format!("m{i}"), &format!("1-m{i}"), false))
-        .collect();
-    let pool = pool(specs, 100, Arc::clone(&loader));
-    let tasks: Vec<_> = (0..4)
-        .map(|i| {
-            let pool = pool.clone();
-            tokio::spawn(async move { pool.load(&format!("m{i}")).await })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap().unwrap();
-    }
-    assert_eq!(loader.most_in_flight.load(Ordering::SeqCst), 1);
-    assert_eq!(pool.snapshot().loaded_models, 4);
 }
 
 #[test]
@@ -377,6 +386,7 @@ fn duplicate_ids_are_refused() {
             max_memory_bytes: MIB,
             max_models: None,
             wait_for_idle: Duration::ZERO,
+            load_timeout: Duration::from_secs(60),
         },
     )
     .unwrap_err();

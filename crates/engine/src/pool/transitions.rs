@@ -1,5 +1,6 @@
 //! The pool's state changes: leasing a loaded model, starting a load, and the load and unload
-//! work itself, which runs on the pool's own threads under the `changes` lock.
+//! work itself, which runs on the pool's own threads. Evictions and unloads happen under the
+//! `changes` lock, one at a time; reading a model's files does not hold it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -7,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::watch;
 
+use super::bounded::{self, Unfinished};
 use super::budget::{choose_victims, NoRoom, Resident};
 use super::loader::LoadedModel;
 use super::{Entry, Inner, LoadOutcome, ModelLease, Phase, PoolError, State, Step};
@@ -46,9 +48,19 @@ impl Inner {
                 tracing::error!(model = id, "engine thread is gone; loading the model again");
                 entry.phase = Phase::Unloaded;
             }
-            Phase::Loading { outcome, .. } => return Ok(Step::AwaitLoad(outcome.clone())),
+            Phase::Loading { outcome, .. } => return Ok(Step::AwaitLoad(outcome.clone(), index)),
             Phase::Unloading { done, .. } => return Ok(Step::AwaitUnload(done.clone())),
             Phase::Unloaded => {}
+        }
+        // One abandoned load per model at most: a file that blocked one reader blocks the next.
+        if let Some(straggler) = &entry.straggler {
+            if !straggler.has_ended() {
+                return Err(PoolError::LoadStillRunning {
+                    model: id.to_string(),
+                    limit: self.budget.load_timeout,
+                });
+            }
+            entry.straggler = None;
         }
         let (tx, rx) = watch::channel(None);
         entry.phase = Phase::Loading {
@@ -67,7 +79,7 @@ impl Inner {
             mark_failed(&mut state.entries[index], &err);
             return Err(err);
         }
-        Ok(Step::AwaitLoad(rx))
+        Ok(Step::AwaitLoad(rx, index))
     }
 
     /// The loader thread: loads, records the outcome, tells every waiter.
@@ -85,12 +97,11 @@ impl Inner {
         outcome.send_replace(Some(result));
     }
 
-    /// Makes room, loads, and leaves the model `Loaded` or (on any error) `Unloaded`.
+    /// Sizes the model, makes room, loads, and leaves the model `Loaded` or (on any error)
+    /// `Unloaded`. Reading the files (sizing and loading) is bounded by `--load-timeout`
+    /// ([`bounded::run_until`]); the `changes` lock is held only while evicting, so a load that
+    /// reads for a long time never holds up another model's.
     fn load_now(&self, index: usize) -> Result<(), PoolError> {
-        let _changes = self
-            .changes
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let (id, dir, known_bytes) = {
             let mut state = self.lock();
             if state.closed {
@@ -107,47 +118,45 @@ impl Inner {
             model: id.clone(),
             reason: Arc::new(reason),
         };
-        let needed = match known_bytes.map_or_else(|| self.loader.estimate_bytes(&dir), Ok) {
-            Ok(bytes) => bytes,
-            Err(e) => return fail(&mut self.lock().entries[index], failed(e)),
-        };
-        let deadline = Instant::now() + self.budget.wait_for_idle;
-        let victims = loop {
-            let mut state = self.lock();
-            match self.make_room(&mut state, index, needed) {
-                Ok(victims) => break victims,
-                Err((_, Blocked::ByBusyModels)) if Instant::now() < deadline => {}
-                Err((reason, _)) => {
-                    let err = PoolError::NoRoom {
-                        model: id.clone(),
-                        reason,
-                    };
-                    return fail(&mut state.entries[index], err);
+        let deadline = Instant::now() + self.budget.load_timeout;
+        let needed = match known_bytes {
+            Some(bytes) => bytes,
+            None => {
+                let (loader, dir) = (Arc::clone(&self.loader), dir.clone());
+                let sized = bounded::run_until(
+                    format!("sluice-size-{id}"),
+                    deadline,
+                    move || loader.estimate_bytes(&dir),
+                    drop,
+                );
+                match self.finished(index, &id, sized)? {
+                    Ok(bytes) => bytes,
+                    Err(e) => return fail(&mut self.lock().entries[index], failed(e)),
                 }
             }
-            drop(state);
-            std::thread::sleep(Duration::from_millis(5));
         };
-        for (victim, model, done) in victims {
-            let victim_id = self.stop(victim, &model, "to make room");
-            tracing::info!(model = %victim_id, to_load = %id, "unloaded the least recently used idle model");
-            done.send_replace(true);
-        }
+        self.make_room_for(index, &id, needed)?;
         let started = Instant::now();
-        let loaded = catch_unwind(AssertUnwindSafe(|| self.loader.load_as(&id, &dir)));
+        let (loader, load_id, load_dir) = (Arc::clone(&self.loader), id.clone(), dir.clone());
+        let late_id = id.clone();
+        let loaded = bounded::run_until(
+            format!("sluice-read-{id}"),
+            deadline,
+            move || loader.load_as(&load_id, &load_dir),
+            move |late| {
+                if let Ok(model) = late {
+                    tracing::warn!(model = %late_id, "an abandoned load finished late; stopping its engine");
+                    model.engine.shutdown();
+                }
+            },
+        );
+        let loaded = self.finished(index, &id, loaded)?;
         let mut state = self.lock();
         let closed = state.closed;
         let entry = &mut state.entries[index];
         let model = match loaded {
-            Ok(Ok(model)) => model,
-            Ok(Err(e)) => return fail(entry, failed(e)),
-            Err(_) => {
-                let err = PoolError::Thread {
-                    model: id,
-                    message: "the loader panicked".into(),
-                };
-                return fail(entry, err);
-            }
+            Ok(model) => model,
+            Err(e) => return fail(entry, failed(e)),
         };
         if closed {
             model.engine.shutdown();
@@ -174,6 +183,80 @@ impl Inner {
         Ok(())
     }
 
+    /// The result of a bounded step of `index`'s load; when there is none (the deadline passed,
+    /// the worker could not start or panicked), the model is left `Unloaded` with the error,
+    /// its reservation freed, and a timed-out worker kept as the entry's straggler.
+    fn finished<T>(
+        &self,
+        index: usize,
+        id: &str,
+        result: Result<T, Unfinished>,
+    ) -> Result<T, PoolError> {
+        let unfinished = match result {
+            Ok(value) => return Ok(value),
+            Err(unfinished) => unfinished,
+        };
+        let mut state = self.lock();
+        let entry = &mut state.entries[index];
+        let err = match unfinished {
+            Unfinished::TimedOut(straggler) => {
+                entry.straggler = Some(straggler);
+                PoolError::LoadTimedOut {
+                    model: id.to_string(),
+                    limit: self.budget.load_timeout,
+                }
+            }
+            Unfinished::NotStarted(e) => PoolError::Thread {
+                model: id.to_string(),
+                message: format!("could not start the loader thread: {e}"),
+            },
+            Unfinished::Panicked => PoolError::Thread {
+                model: id.to_string(),
+                message: "the loader panicked".into(),
+            },
+        };
+        mark_failed(entry, &err);
+        Err(err)
+    }
+
+    /// Reserves `needed` bytes for `index`, unloading idle models to make room. While only
+    /// busy models (or other loads' reservations) stand in the way, tries again until
+    /// `wait_for_idle` runs out. The `changes` lock is held while deciding and evicting, never
+    /// while waiting.
+    fn make_room_for(&self, index: usize, id: &str, needed: usize) -> Result<(), PoolError> {
+        let deadline = Instant::now() + self.budget.wait_for_idle;
+        loop {
+            let changes = self
+                .changes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut state = self.lock();
+            match self.make_room(&mut state, index, needed) {
+                Ok(victims) => {
+                    drop(state);
+                    for (victim, model, done) in victims {
+                        let victim_id = self.stop(victim, &model, "to make room");
+                        tracing::info!(model = %victim_id, to_load = %id, "unloaded the least recently used idle model");
+                        done.send_replace(true);
+                    }
+                    drop(changes);
+                    return Ok(());
+                }
+                Err((_, Blocked::ByBusyModels)) if Instant::now() < deadline => {}
+                Err((reason, _)) => {
+                    let err = PoolError::NoRoom {
+                        model: id.to_string(),
+                        reason,
+                    };
+                    return fail(&mut state.entries[index], err);
+                }
+            }
+            drop(state);
+            drop(changes);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Chooses the models to evict for `needed` more bytes, moves them to `Unloading` and
     /// reserves the bytes for `index`. When nothing fits, also says whether busy models are in
     /// the way (so waiting may help).
@@ -183,6 +266,15 @@ impl Inner {
         index: usize,
         needed: usize,
     ) -> Result<Vec<Eviction>, (NoRoom, Blocked)> {
+        // Other loads' reservations and models still unloading hold their bytes and a slot,
+        // and cannot be evicted: they count as busy residents.
+        let held = |i: usize, bytes: usize| Resident {
+            index: i,
+            bytes,
+            pinned: false,
+            busy: true,
+            last_used: 0,
+        };
         let residents: Vec<Resident> = state
             .entries
             .iter()
@@ -195,6 +287,10 @@ impl Inner {
                     busy: e.leases > 0 || model.engine.num_unfinished() > 0,
                     last_used: e.last_used_tick,
                 }),
+                Phase::Loading { reserved, .. } if i != index && *reserved > 0 => {
+                    Some(held(i, *reserved))
+                }
+                Phase::Unloading { memory_bytes, .. } => Some(held(i, *memory_bytes)),
                 _ => None,
             })
             .collect();
@@ -213,7 +309,7 @@ impl Inner {
             let (tx, rx) = watch::channel(false);
             let Phase::Loaded { model, .. } = std::mem::replace(&mut entry.phase, Phase::Unloaded)
             else {
-                unreachable!("victims are chosen among loaded models");
+                unreachable!("victims are chosen among idle loaded models");
             };
             entry.phase = Phase::Unloading {
                 memory_bytes: model.memory_bytes,
@@ -319,7 +415,10 @@ fn fail(entry: &mut Entry, err: PoolError) -> Result<(), PoolError> {
 
 fn mark_failed(entry: &mut Entry, err: &PoolError) {
     tracing::warn!(model = %entry.spec.id, error = %err, "model not loaded");
-    if !matches!(err, PoolError::NoRoom { .. } | PoolError::ShuttingDown) {
+    if !matches!(
+        err,
+        PoolError::NoRoom { .. } | PoolError::ShuttingDown | PoolError::LoadStillRunning { .. }
+    ) {
         entry.load_failures += 1;
         entry.last_error = Some(err.to_string());
     }

@@ -5,9 +5,9 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-use super::{is_prefilling, Scheduler, SchedulerOutput};
+use super::{is_prefilling, Scheduler, SchedulerOutput, StepPlan};
 use crate::block_manager::SharedPrefix;
-use crate::fair_share::Shares;
+use crate::fair_share::{PromptQuotas, Shares};
 use crate::handle::RequestId;
 use crate::output::ChoiceError;
 use crate::prompt_scoring::PROMPT_LOGITS_ROWS_PER_STEP;
@@ -15,22 +15,89 @@ use crate::request::Priority;
 use crate::sequence::{SeqId, Sequence};
 
 impl Scheduler {
-    /// The best waiting sequence fair sharing lets in now. When it passes over the queue's
-    /// head, the head is counted as deferred (once per sequence).
+    /// Admits waiting sequences, best first among those fair sharing lets in, within the
+    /// step's tokens and their callers' parts of the prompt tokens, preempting for a starving
+    /// caller or a High request where it may. Returns the tokens it scheduled.
+    pub(super) fn admit_waiting(
+        &mut self,
+        now: Instant,
+        step: &mut StepPlan,
+        out: &mut SchedulerOutput,
+    ) -> usize {
+        let mut scheduled = 0;
+        while step.tokens > 0 && step.prompt_tokens > 0 {
+            let Some(id) = self.next_admissible(now, &step.shares, &step.quotas, out) else {
+                break;
+            };
+            let caller = self.seqs[&id].caller;
+            let unshared = step.tokens.min(step.prompt_tokens);
+            let admission = if self.running.len() < self.config.max_num_seqs {
+                self.try_admit(id, unshared.min(step.quotas.left(caller)), now, out)
+            } else {
+                Admission::NoSeat
+            };
+            match admission {
+                Admission::Admitted(num_new) => {
+                    let wanted = self.seqs[&id].num_uncomputed_tokens().min(unshared);
+                    step.deferred_prompt_tokens += wanted.saturating_sub(num_new);
+                    step.shares.on_admit(caller);
+                    step.quotas.spend(caller, num_new);
+                    step.admitted.insert(id);
+                    step.seqs.push((id, num_new));
+                    step.tokens -= num_new;
+                    step.prompt_tokens -= num_new;
+                    scheduled += num_new;
+                }
+                Admission::Rejected => {
+                    step.shares.on_reject(caller);
+                    out.rejected.push(id);
+                }
+                Admission::WaitForSibling => break,
+                Admission::NoBlocks | Admission::NoSeat => {
+                    let waiting_priority = self.seqs[&id].priority;
+                    let fair_victim = self.fair_victim(id, &step.shares, &step.admitted);
+                    let low_victim = self.low_victim(waiting_priority, &step.admitted);
+                    let Some(victim) = low_victim.or(fair_victim) else {
+                        break;
+                    };
+                    if fair_victim == Some(victim) {
+                        out.fair_share_preempted += 1;
+                    }
+                    if let Some(pos) = step.seqs.iter().position(|&(p, _)| p == victim) {
+                        let freed = step.seqs.remove(pos).1;
+                        step.tokens += freed;
+                        let victim_seq = &self.seqs[&victim];
+                        if is_prefilling(victim_seq) {
+                            step.prompt_tokens = step.prompt_tokens.saturating_add(freed);
+                            step.quotas.refund(victim_seq.caller, freed);
+                        }
+                    }
+                    self.preempt(victim, &mut out.preempted, &mut step.shares);
+                }
+            }
+        }
+        scheduled
+    }
+
+    /// The best waiting sequence fair sharing lets in now: its caller may take a seat and has
+    /// prompt tokens left this step. When it passes over the queue's head, the head is counted
+    /// as deferred (once per sequence).
     pub(super) fn next_admissible(
         &mut self,
         now: Instant,
         shares: &Shares,
+        quotas: &PromptQuotas,
         out: &mut SchedulerOutput,
     ) -> Option<SeqId> {
+        let admissible = |caller| shares.may_admit(caller) && quotas.left(caller) > 0;
         let head = *self.waiting.peek(now)?;
-        if shares.may_admit(self.seqs[&head].caller) {
+        if admissible(self.seqs[&head].caller) {
             return Some(head);
         }
         let seqs = &self.seqs;
         let chosen = self
             .waiting
-            .peek_where(now, |id| shares.may_admit(seqs[id].caller))
+            .peek_where(now, |id| admissible(seqs[id].caller))
             .copied();
         let head_seq = self.seqs.get_mut(&head).expect("waiting sequence exists");
         if !head_seq.deferred_by_fair_share {

@@ -11,14 +11,15 @@
 //! prompt then arrives in chunks instead of stalling every running stream for seconds.
 //!
 //! Seats are shared between callers ([`crate::fair_share`]): while one caller waits below its
-//! share, others over theirs are not admitted and may be preempted for it.
+//! share, others over theirs are not admitted and may be preempted for it. So are a step's
+//! prompt tokens: each caller with prompt work gets its part of them (`prompt_share.rs`).
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use crate::block_manager::{BlockHash, BlockManager, CachedBlock, KvEvent};
 use crate::executor::ExecutorError;
-use crate::fair_share::{FairShareConfig, Shares};
+use crate::fair_share::{FairShareConfig, PromptQuotas, Shares};
 use crate::handle::RequestId;
 use crate::output::{ChoiceError, Ending};
 use crate::prompt_scoring::PromptRows;
@@ -27,11 +28,12 @@ use crate::sequence::{SeqId, Sequence, SequenceStatus};
 use crate::step_cost::StepCostModel;
 
 mod admission;
+mod prompt_share;
 mod step_io;
 
 pub use step_io::{ModelOutput, ScheduledSeq, SchedulerOutput, StepOutcome};
 
-use admission::{row_cap, Admission};
+use admission::row_cap;
 
 /// Limits of one step and of the queue.
 #[derive(Debug, Clone, PartialEq)]
@@ -238,24 +240,66 @@ impl Scheduler {
     /// Plans one step at time `now`.
     pub fn schedule(&mut self, now: Instant) -> SchedulerOutput {
         let mut out = SchedulerOutput::default();
-        let mut budget = self.config.max_num_batched_tokens;
-        let mut prefill_budget = self.prefill_budget();
-        let mut plan: Vec<(SeqId, usize)> = Vec::new();
-        let mut shares = self.callers();
+        let shares = self.callers();
         self.sort_running(now, &shares);
+        let prompt_tokens = self.prefill_budget();
+        let mut step = StepPlan {
+            seqs: Vec::new(),
+            tokens: self.config.max_num_batched_tokens,
+            prompt_tokens,
+            quotas: self.prompt_quotas(&shares, prompt_tokens),
+            shares,
+            admitted: HashSet::new(),
+            deferred_prompt_tokens: 0,
+        };
+        self.plan_running(&mut step, &mut out);
+        // Then waiting ones, unless this step already had to preempt.
+        if out.preempted.is_empty() {
+            self.admit_waiting(now, &mut step, &mut out);
+            if step.quotas.is_split() {
+                // What callers left of their parts goes to the prompts already running, then
+                // to anyone waiting: the split never leaves a step idle.
+                let mut spare = self.top_up(&mut step);
+                step.quotas = PromptQuotas::unlimited();
+                spare += self.admit_waiting(now, &mut step, &mut out);
+                step.deferred_prompt_tokens = step.deferred_prompt_tokens.saturating_sub(spare);
+            }
+        }
+        out.fair_share_prompt_tokens_deferred = step.deferred_prompt_tokens as u64;
+        self.build_batch(&step.seqs, &mut out);
+        out.kv_loads = self.blocks.take_loads();
+        out
+    }
 
-        // Running sequences first. Victims come from the end (the worst), which is never a
-        // sequence already planned this step.
+    /// Plans the running sequences, best first: a decode's token, an unfinished prompt's
+    /// chunk within its caller's part of the prompt tokens. A sequence short of blocks
+    /// preempts the worst running one (never one already planned: victims come from the end).
+    fn plan_running(&mut self, step: &mut StepPlan, out: &mut SchedulerOutput) {
+        // The best running prompt always computes something, as without sharing: otherwise a
+        // step budget smaller than the callers could leave every prompt holding blocks while
+        // the one caller given the tokens preempts itself for lack of them, for good.
+        let mut first_prompt = true;
         let mut i = 0;
-        while i < self.running.len() && budget > 0 {
+        while i < self.running.len() && step.tokens > 0 {
             let id = self.running[i];
             let seq = &self.seqs[&id];
             let prefilling = is_prefilling(seq);
-            let mut num_new = seq.num_uncomputed_tokens().min(budget).min(row_cap(seq));
+            let mut num_new = seq
+                .num_uncomputed_tokens()
+                .min(step.tokens)
+                .min(row_cap(seq));
+            // Prompt tokens this caller leaves to others' parts of the step.
+            let mut left_to_others = 0;
             if prefilling {
-                num_new = num_new.min(prefill_budget);
+                num_new = num_new.min(step.prompt_tokens);
+                let part = step.quotas.left(seq.caller);
+                let fair = num_new.min(if first_prompt { part.max(1) } else { part });
+                left_to_others = num_new - fair;
+                num_new = fair;
+                first_prompt = false;
             }
             if num_new == 0 {
+                step.deferred_prompt_tokens += left_to_others;
                 i += 1;
                 continue;
             }
@@ -265,10 +309,12 @@ impl Scheduler {
                 let seq = self.seqs.get_mut(&id).expect("exists");
                 let table = seq.blocks.as_mut().expect("running sequence holds blocks");
                 self.blocks.append(table, target).expect("checked");
-                plan.push((id, num_new));
-                budget -= num_new;
+                step.seqs.push((id, num_new));
+                step.tokens -= num_new;
                 if prefilling {
-                    prefill_budget -= num_new;
+                    step.prompt_tokens -= num_new;
+                    step.quotas.spend(seq.caller, num_new);
+                    step.deferred_prompt_tokens += left_to_others;
                 }
                 i += 1;
             } else {
@@ -276,60 +322,9 @@ impl Scheduler {
                     .running
                     .last()
                     .expect("the current sequence is running");
-                self.preempt(victim, &mut out.preempted, &mut shares);
+                self.preempt(victim, &mut out.preempted, &mut step.shares);
             }
         }
-
-        // Then waiting ones, unless this step already had to preempt.
-        let room_left = out.preempted.is_empty();
-        let mut admitted: HashSet<SeqId> = HashSet::new();
-        while room_left && budget > 0 && prefill_budget > 0 {
-            let Some(id) = self.next_admissible(now, &shares, &mut out) else {
-                break;
-            };
-            let admission = if self.running.len() < self.config.max_num_seqs {
-                self.try_admit(id, budget.min(prefill_budget), now, &mut out)
-            } else {
-                Admission::NoSeat
-            };
-            match admission {
-                Admission::Admitted(num_new) => {
-                    shares.on_admit(self.seqs[&id].caller);
-                    admitted.insert(id);
-                    plan.push((id, num_new));
-                    budget -= num_new;
-                    prefill_budget -= num_new;
-                }
-                Admission::Rejected => {
-                    shares.on_reject(self.seqs[&id].caller);
-                    out.rejected.push(id);
-                }
-                Admission::WaitForSibling => break,
-                Admission::NoBlocks | Admission::NoSeat => {
-                    let waiting_priority = self.seqs[&id].priority;
-                    let fair_victim = self.fair_victim(id, &shares, &admitted);
-                    let Some(victim) = self.low_victim(waiting_priority, &admitted).or(fair_victim)
-                    else {
-                        break;
-                    };
-                    if fair_victim == Some(victim) {
-                        out.fair_share_preempted += 1;
-                    }
-                    if let Some(pos) = plan.iter().position(|&(p, _)| p == victim) {
-                        let freed = plan.remove(pos).1;
-                        budget += freed;
-                        if is_prefilling(&self.seqs[&victim]) {
-                            prefill_budget = prefill_budget.saturating_add(freed);
-                        }
-                    }
-                    self.preempt(victim, &mut out.preempted, &mut shares);
-                }
-            }
-        }
-
-        self.build_batch(&plan, &mut out);
-        out.kv_loads = self.blocks.take_loads();
-        out
     }
 
     fn build_batch(&self, plan: &[(SeqId, usize)], out: &mut SchedulerOutput) {
@@ -443,6 +438,24 @@ impl Scheduler {
         self.running.retain(|id| !outcome.has_finished(*id));
         outcome
     }
+}
+
+/// One step as it is being planned: what is scheduled so far and what is left.
+struct StepPlan {
+    /// `(sequence, tokens it computes)`, in batch order.
+    seqs: Vec<(SeqId, usize)>,
+    /// Tokens left under `max_num_batched_tokens`.
+    tokens: usize,
+    /// Prompt tokens left under the step time target.
+    prompt_tokens: usize,
+    /// Each caller's part of the prompt tokens.
+    quotas: PromptQuotas,
+    /// The census of callers, kept current as sequences are admitted and preempted.
+    shares: Shares,
+    /// Sequences admitted this step (never preempted in it).
+    admitted: HashSet<SeqId>,
+    /// Prompt tokens callers left to others' parts.
+    deferred_prompt_tokens: usize,
 }
 
 /// True while a sequence has more than one token to compute (a prompt, or a recompute after

@@ -47,6 +47,8 @@ pub struct SchedulerOutput {
     pub fair_share_deferred: u64,
     /// Of the preempted, those preempted to give a starving caller its share.
     pub fair_share_preempted: u64,
+    /// Prompt tokens a caller would have computed this step but left to other callers' parts.
+    pub fair_share_prompt_tokens_deferred: u64,
 }
 
 impl SchedulerOutput {

@@ -429,6 +429,9 @@ mod step_time_tests;
 #[path = "prefix_tests.rs"]
 mod prefix_tests;
 
+#[path = "prompt_fair_tests.rs"]
+mod prompt_fair_tests;
+
 #[test]
 fn a_run_of_tokens_is_appended_at_once_and_computed_in_the_next_step() {
     let t0 = Instant::now();
