@@ -102,8 +102,9 @@ fn limited(mut command: Command) -> Command {
     command
 }
 
-fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sluice-hostile-{}", std::process::id()));
+/// A fresh folder of this process's for the test `name` (the tests run in parallel).
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sluice-hostile-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -137,7 +138,7 @@ fn generate(model: &Path) -> (Option<ExitStatus>, String) {
 
 #[test]
 fn generate_on_each_hostile_file_exits_with_an_error_not_a_signal_or_a_hang() {
-    let dir = scratch();
+    let dir = scratch("generate");
     for (path, may_load) in hostile_files(&dir) {
         let started = Instant::now();
         let (status, stderr) = generate(&path);
@@ -160,7 +161,7 @@ fn generate_on_each_hostile_file_exits_with_an_error_not_a_signal_or_a_hang() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_starts_and_serves_the_healthy_model_beside_hostile_ones() {
-    let dir = scratch().join("models");
+    let dir = scratch("serve").join("models");
     std::fs::create_dir_all(&dir).unwrap();
     let hostile = hostile_files(&dir);
     let healthy = dir.join("healthy.gguf");
