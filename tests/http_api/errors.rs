@@ -118,13 +118,14 @@ async fn malformed_json_wrong_content_type_and_missing_fields_are_400() {
         .await
         .unwrap();
     assert_eq!(error_of(form).await.0, 400);
-    let no_model = client
+    // A missing `messages` (a missing `model` goes to the only model: model_names.rs).
+    let no_messages = client
         .post(&url)
-        .json(&json!({"messages": [{"role": "user", "content": "hi"}]}))
+        .json(&json!({"model": MODEL_ID}))
         .send()
         .await
         .unwrap();
-    assert_eq!(error_of(no_model).await.0, 400);
+    assert_eq!(error_of(no_messages).await.0, 400);
     let wrong_type = client
         .post(&url)
         .json(&chat(json!({"temperature": "hot"})))
