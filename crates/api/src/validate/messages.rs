@@ -292,13 +292,29 @@ fn anthropic_tools(tools: Option<&Value>) -> Result<Vec<ToolSpec>, ApiError> {
         if tool.get("type").and_then(Value::as_str).unwrap_or("custom") != "custom" {
             continue;
         }
+        // Anthropic requires a JSON Schema object for a client tool's input.
+        if !matches!(tool.get("input_schema"), Some(Value::Object(_))) {
+            return Err(ApiError::invalid(
+                &format!("tools[{i}].input_schema"),
+                "a client tool needs input_schema, a JSON Schema object",
+            ));
+        }
+        if !matches!(
+            tool.get("description"),
+            None | Some(Value::Null | Value::String(_))
+        ) {
+            return Err(ApiError::invalid(
+                &format!("tools[{i}].description"),
+                "description must be a string",
+            ));
+        }
         let mut function = Map::new();
         for (from, to) in [
             ("name", "name"),
             ("description", "description"),
             ("input_schema", "parameters"),
         ] {
-            if let Some(v) = tool.get(from) {
+            if let Some(v) = tool.get(from).filter(|v| !v.is_null()) {
                 function.insert(to.into(), v.clone());
             }
         }
@@ -342,10 +358,16 @@ fn tool_request(choice: Option<&Value>, tools: Vec<ToolSpec>) -> Result<ToolRequ
             ))
         }
     };
-    let disable_parallel = choice_value
-        .get("disable_parallel_tool_use")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    let disable_parallel = match choice_value.get("disable_parallel_tool_use") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(disable)) => *disable,
+        Some(other) => {
+            return Err(ApiError::invalid(
+                field,
+                format!("tool_choice.disable_parallel_tool_use must be a boolean, got {other}"),
+            ))
+        }
+    };
     let request = ToolRequest {
         tools,
         choice,

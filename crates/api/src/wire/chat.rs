@@ -9,8 +9,9 @@ use super::{ChatLogprobs, GenerationOptions, UsageBody};
 /// A chat completion request as the client sent it (unvalidated).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ChatCompletionRequest {
-    /// Served model name (an id, an extra name or an alias); absent: the default model.
-    #[serde(default)]
+    /// Served model name (an id, an extra name or an alias); absent or null: the default
+    /// model.
+    #[serde(default, deserialize_with = "super::null_as_default")]
     pub model: String,
     /// The conversation so far.
     pub messages: Vec<ChatMessage>,

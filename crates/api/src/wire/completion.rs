@@ -9,8 +9,9 @@ use super::{CompletionLogprobs, GenerationOptions, PromptLogprobs, UsageBody};
 /// A text completion request as the client sent it (unvalidated).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct CompletionRequest {
-    /// Served model name (an id, an extra name or an alias); absent: the default model.
-    #[serde(default)]
+    /// Served model name (an id, an extra name or an alias); absent or null: the default
+    /// model.
+    #[serde(default, deserialize_with = "super::null_as_default")]
     pub model: String,
     /// A string, a list of strings, a list of token ids or a list of such lists. Kept as JSON
     /// so validation can say precisely what is wrong with it.

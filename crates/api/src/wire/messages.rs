@@ -16,8 +16,9 @@ use crate::error::ApiError;
 /// A Messages request as the client sent it (unvalidated).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct MessagesRequest {
-    /// Served model name (an id, an extra name or an alias); absent: the default model.
-    #[serde(default)]
+    /// Served model name (an id, an extra name or an alias); absent or null: the default
+    /// model.
+    #[serde(default, deserialize_with = "super::null_as_default")]
     pub model: String,
     /// The conversation: alternating `user` and `assistant` messages.
     pub messages: Vec<AnthropicMessage>,
@@ -53,8 +54,9 @@ pub struct MessagesRequest {
 /// A `count_tokens` request: a Messages request without the generation fields.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct CountTokensRequest {
-    /// Served model name (an id, an extra name or an alias); absent: the default model.
-    #[serde(default)]
+    /// Served model name (an id, an extra name or an alias); absent or null: the default
+    /// model.
+    #[serde(default, deserialize_with = "super::null_as_default")]
     pub model: String,
     /// The conversation.
     pub messages: Vec<AnthropicMessage>,

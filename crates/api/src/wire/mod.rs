@@ -375,3 +375,12 @@ impl SamplingExtensions {
         }
     }
 }
+
+/// Deserializes `null` as the type's default: a `"model": null` names no model.
+pub(crate) fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + serde::Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}

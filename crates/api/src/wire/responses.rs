@@ -13,8 +13,9 @@ use super::number::{self, WholeNumber};
 /// A Responses request as the client sent it (unvalidated).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ResponsesRequest {
-    /// Served model name (an id, an extra name or an alias); absent: the default model.
-    #[serde(default)]
+    /// Served model name (an id, an extra name or an alias); absent or null: the default
+    /// model.
+    #[serde(default, deserialize_with = "super::null_as_default")]
     pub model: String,
     /// The new input: one user message as a string, or a list of items.
     pub input: Option<ResponseInput>,

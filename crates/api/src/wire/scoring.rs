@@ -6,8 +6,9 @@ use serde::{Deserialize, Serialize};
 /// An embeddings request as the client sent it (unvalidated).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct EmbeddingRequest {
-    /// Served model name (an id, an extra name or an alias); absent: the default model.
-    #[serde(default)]
+    /// Served model name (an id, an extra name or an alias); absent or null: the default
+    /// model.
+    #[serde(default, deserialize_with = "super::null_as_default")]
     pub model: String,
     /// A string, a list of strings, a list of token ids or a list of such lists.
     pub input: Option<serde_json::Value>,
@@ -105,8 +106,9 @@ impl RerankDocument {
 /// A rerank request (`/v1/rerank`, `/rerank`) as the client sent it.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct RerankRequest {
-    /// Served model name (an id, an extra name or an alias); absent: the default model.
-    #[serde(default)]
+    /// Served model name (an id, an extra name or an alias); absent or null: the default
+    /// model.
+    #[serde(default, deserialize_with = "super::null_as_default")]
     pub model: String,
     /// The query documents are judged against.
     pub query: Option<String>,
@@ -159,8 +161,9 @@ pub struct RerankResponse {
 /// both are lists of the same length.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct ScoreRequest {
-    /// Served model name (an id, an extra name or an alias); absent: the default model.
-    #[serde(default)]
+    /// Served model name (an id, an extra name or an alias); absent or null: the default
+    /// model.
+    #[serde(default, deserialize_with = "super::null_as_default")]
     pub model: String,
     /// A string or a list of strings.
     pub text_1: Option<serde_json::Value>,

@@ -102,7 +102,7 @@ pub(super) fn add_agents(doc: &mut Value) {
     let anthropic_message = json!({"type": "object", "required": ["role", "content"], "properties": {
         "role": {"type": "string", "enum": ["user", "assistant"]}, "content": anthropic_text}});
     let messages_properties = json!({
-        "model": {"type": "string"},
+        "model": {"type": ["string", "null"], "description": "a served model name; absent or null: the default model"},
         "messages": {"type": "array", "minItems": 1, "items": anthropic_message},
         "system": anthropic_text.clone(),
         "tools": {"type": "array", "items": anthropic_tool},
@@ -130,7 +130,7 @@ pub(super) fn add_agents(doc: &mut Value) {
         "input_tokens": {"type": "integer"}, "output_tokens": {"type": "integer"}}});
     let schemas = json!({
         "ResponsesRequest": {"type": "object", "required": ["input"], "properties": {
-            "model": {"type": "string"},
+            "model": {"type": ["string", "null"], "description": "a served model name; absent or null: the default model"},
             "input": {"oneOf": [{"type": "string"},
                 {"type": "array", "minItems": 1, "items": input_item}]},
             "instructions": {"type": "string"},

@@ -8,7 +8,7 @@ use super::operation::{admin_action, error_responses, ok, post, probe};
 /// The sampling fields chat and completions share.
 fn sampling_properties() -> Value {
     json!({
-        "model": {"type": "string"},
+        "model": {"type": ["string", "null"], "description": "a served model name; absent or null: the default model"},
         "max_tokens": {"type": "integer", "minimum": 1},
         "temperature": {"type": "number", "minimum": 0, "maximum": 2},
         "top_p": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},

@@ -42,7 +42,15 @@ pub(super) fn post(summary: &str, request: &str, response: &str, streams: bool) 
         json!({"$ref": format!("#/components/schemas/{response}")}),
     );
     if streams {
-        success["content"]["text/event-stream"] = json!({"schema": {"type": "string", "description": "data: <chunk JSON> events, then data: [DONE]"}});
+        // One server-sent event (what SSE-aware tools validate each event against): `data:` a
+        // chunk's JSON (then `[DONE]` on the OpenAI routes), `event:` its name where the API
+        // names events (Responses, Messages).
+        success["content"]["text/event-stream"] = json!({"schema": {"type": "object",
+            "required": ["data"], "properties": {
+                "data": {"type": "string", "description": "a chunk's JSON, or [DONE]"},
+                "event": {"type": "string"}, "id": {"type": "string"},
+                "retry": {"type": "integer"}},
+            "description": "data: <chunk JSON> events (event: <name> where the API names them), then data: [DONE] on the OpenAI routes"}});
     }
     responses["200"] = success;
     json!({"post": {"summary": summary, "security": [{"bearer": []}, {"apiKey": []}], "requestBody": json_body(request), "responses": responses}})

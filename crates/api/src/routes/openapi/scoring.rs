@@ -41,7 +41,7 @@ pub(super) fn add_scoring(doc: &mut Value) {
         "prompt_tokens": {"type": "integer"}, "total_tokens": {"type": "integer"}}});
     let schemas = json!({
         "EmbeddingRequest": {"type": "object", "required": ["input"], "properties": {
-            "model": {"type": "string"},
+            "model": {"type": ["string", "null"], "description": "a served model name; absent or null: the default model"},
             "input": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}},
                 {"type": "array", "items": {"type": "integer"}},
                 {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}}]},
@@ -56,7 +56,7 @@ pub(super) fn add_scoring(doc: &mut Value) {
                 "object": {"const": "embedding"}, "index": {"type": "integer"},
                 "embedding": {"oneOf": [{"type": "array", "items": {"type": "number"}}, {"type": "string"}]}}}}}},
         "RerankRequest": {"type": "object", "required": ["query", "documents"], "properties": {
-            "model": {"type": "string"}, "query": {"type": "string"},
+            "model": {"type": ["string", "null"], "description": "a served model name; absent or null: the default model"}, "query": {"type": "string"},
             "documents": {"type": "array", "items": {"oneOf": [{"type": "string"},
                 {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}]}},
             "top_n": {"type": "integer", "minimum": 1}, "return_documents": {"type": "boolean"},
@@ -68,7 +68,7 @@ pub(super) fn add_scoring(doc: &mut Value) {
                 "index": {"type": "integer"}, "relevance_score": {"type": "number"},
                 "document": {"type": "object", "properties": {"text": {"type": "string"}}}}}}}},
         "ScoreRequest": {"type": "object", "required": ["text_1", "text_2"], "properties": {
-            "model": {"type": "string"}, "text_1": texts.clone(), "text_2": texts,
+            "model": {"type": ["string", "null"], "description": "a served model name; absent or null: the default model"}, "text_1": texts.clone(), "text_2": texts,
             "instruction": {"type": "string"},
             "priority": {"type": "string", "enum": ["high", "normal", "low"]}}},
         "ScoreResponse": {"type": "object", "properties": {

@@ -131,7 +131,16 @@ fn client_tools_are_read_and_server_tools_skipped() {
     );
     assert_eq!(v.tools.choice, ToolChoice::Required);
     assert!(!v.tools.parallel);
-    let tools = json!([{"name": "get"}]);
+    let tools = json!([{"name": "get", "input_schema": {"type": "object"}}]);
+    for tool in [
+        json!({"name": "get"}),
+        json!({"name": "get", "input_schema": []}),
+        json!({"name": "get", "input_schema": {}, "description": 7}),
+    ] {
+        let err = invalid(json!({"model": "m", "max_tokens": 5, "tools": [tool],
+            "messages": [{"role": "user", "content": "x"}]}));
+        assert!(param(&err).unwrap().starts_with("tools[0]."), "{err:?}");
+    }
     let choice = |c: Value| {
         valid(
             json!({"model": "m", "max_tokens": 5, "tools": tools, "tool_choice": c,
@@ -150,6 +159,19 @@ fn client_tools_are_read_and_server_tools_skipped() {
         "tool_choice": {"type": "tool", "name": "other"},
         "messages": [{"role": "user", "content": "x"}]}));
     assert_eq!(param(&err), Some("tool_choice"));
+    for flag in [json!({}), json!("yes"), json!(1)] {
+        let err = invalid(json!({"model": "m", "max_tokens": 5, "tools": tools,
+            "tool_choice": {"type": "auto", "disable_parallel_tool_use": flag},
+            "messages": [{"role": "user", "content": "x"}]}));
+        assert_eq!(param(&err), Some("tool_choice"), "{flag}");
+    }
+    // `"model": null` names no model, as an absent one.
+    assert_eq!(
+        valid(json!({"model": null, "max_tokens": 5,
+        "messages": [{"role": "user", "content": "x"}]}))
+        .model,
+        ""
+    );
 }
 
 #[test]
