@@ -8,8 +8,9 @@
 //! Where JSON allows unbounded whitespace, a model can emit nothing else until its token budget
 //! runs out (random-weight models do it at once). So whitespace is limited as llama.cpp's JSON
 //! grammar limits it: none before the opening `{`, and between tokens either one space or one
-//! newline followed by at most [`MAX_INDENT`](super::MAX_INDENT) spaces or tabs, which still allows pretty-printed
-//! output. Nesting is limited to [`MAX_DEPTH`] containers.
+//! newline followed by at most [`INDENT_PER_LEVEL`](super::lex::INDENT_PER_LEVEL) spaces or tabs
+//! per open container (and never more than [`MAX_INDENT`](super::MAX_INDENT)), which allows
+//! compact and conventionally indented output and no more. Nesting is limited to [`MAX_DEPTH`] containers.
 
 /// Deepest nesting of objects and arrays accepted (the top-level object counts as one).
 pub const MAX_DEPTH: u8 = 64;
@@ -110,7 +111,8 @@ impl JsonRecognizer {
     }
 
     fn structural(&mut self, byte: u8) -> bool {
-        if let Some(accepted) = between_tokens(self.expect, &mut self.whitespace, byte) {
+        if let Some(accepted) = between_tokens(self.expect, &mut self.whitespace, self.depth, byte)
+        {
             return accepted;
         }
         match (self.expect, byte) {

@@ -116,9 +116,28 @@ fn refuses_invalid_utf8_in_strings() {
 
 #[test]
 fn indentation_and_depth_are_bounded() {
+    use super::super::lex::INDENT_PER_LEVEL;
+    // Inside one object: up to one level's indent after a newline.
     let indent = |n: usize| format!("{{\n{}}}", " ".repeat(n));
-    assert!(complete(indent(MAX_INDENT as usize).as_bytes()));
-    assert!(!complete(indent(MAX_INDENT as usize + 1).as_bytes()));
+    assert!(complete(indent(INDENT_PER_LEVEL as usize).as_bytes()));
+    assert!(!complete(indent(INDENT_PER_LEVEL as usize + 1).as_bytes()));
+    // Deeper, a level more each; never past MAX_INDENT.
+    let deep = |levels: usize, n: usize| {
+        let open = "{\"a\":".repeat(levels - 1);
+        format!("{open}{{\n{}}}{}", " ".repeat(n), "}".repeat(levels - 1))
+    };
+    assert!(complete(deep(3, 12).as_bytes()));
+    assert!(!complete(deep(3, 13).as_bytes()));
+    assert!(complete(deep(8, MAX_INDENT as usize).as_bytes()));
+    assert!(!complete(deep(8, MAX_INDENT as usize + 1).as_bytes()));
+    // Conventionally indented documents pass at every depth: 2 and 4 spaces a level, tabs.
+    let doc = serde_json::json!({"a": {"b": [1, {"c": [true, null]}], "d": "x"}, "e": []});
+    let two = serde_json::to_string_pretty(&doc).unwrap();
+    assert!(complete(two.as_bytes()), "{two}");
+    let four = two.replace("  ", "    ");
+    assert!(complete(four.as_bytes()), "{four}");
+    let tabs = two.replace("  ", "\t");
+    assert!(complete(tabs.as_bytes()), "{tabs}");
     let nest = |n: usize| format!("{{\"a\":{}{}}}", "[".repeat(n - 1), "]".repeat(n - 1));
     assert!(complete(nest(MAX_DEPTH as usize).as_bytes()));
     assert!(!complete(nest(MAX_DEPTH as usize + 1).as_bytes()));

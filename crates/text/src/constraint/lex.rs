@@ -1,8 +1,11 @@
 //! What both JSON recognizers share: the structural expectations, strings (escapes and UTF-8
 //! validated), numbers and the whitespace allowed between tokens.
 
-/// Most spaces or tabs accepted after a newline between tokens.
+/// Most spaces or tabs accepted after a newline between tokens, at any depth.
 pub const MAX_INDENT: u8 = 20;
+/// Most spaces or tabs a newline may be followed by per level of nesting: a document indented by
+/// 2 or 4 spaces (or a tab) a level fits, but no run of whitespace beyond what its depth needs.
+pub const INDENT_PER_LEVEL: u8 = 4;
 
 /// The whitespace read since the last token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -196,12 +199,14 @@ impl InString {
     }
 }
 
-/// Between tokens: `None` when `byte` is not whitespace (the run of whitespace then ends);
-/// otherwise whether the whitespace is accepted here (none before the document or after it,
-/// and at most [`Whitespace::then`]'s run), counted into `whitespace`.
+/// Between tokens at nesting `depth` (containers open): `None` when `byte` is not whitespace
+/// (the run of whitespace then ends); otherwise whether the whitespace is accepted here (none
+/// before the document or after it, and at most [`Whitespace::then`]'s run), counted into
+/// `whitespace`.
 pub(super) fn between_tokens(
     expect: Expect,
     whitespace: &mut Whitespace,
+    depth: u8,
     byte: u8,
 ) -> Option<bool> {
     if !matches!(byte, b' ' | b'\t' | b'\n' | b'\r') {
@@ -211,7 +216,7 @@ pub(super) fn between_tokens(
     if matches!(expect, Expect::Start | Expect::Done) {
         return Some(false);
     }
-    Some(match whitespace.then(byte) {
+    Some(match whitespace.then(byte, depth) {
         Some(w) => {
             *whitespace = w;
             true
@@ -221,13 +226,15 @@ pub(super) fn between_tokens(
 }
 
 impl Whitespace {
-    /// The whitespace after one more whitespace `byte`, or `None` past the limit: one space, or
-    /// a newline and at most [`MAX_INDENT`] spaces or tabs.
-    pub(super) fn then(self, byte: u8) -> Option<Whitespace> {
+    /// The whitespace after one more whitespace `byte` at nesting `depth`, or `None` past the
+    /// limit: one space, or a newline and at most [`INDENT_PER_LEVEL`] spaces or tabs a level
+    /// (never more than [`MAX_INDENT`]).
+    pub(super) fn then(self, byte: u8, depth: u8) -> Option<Whitespace> {
+        let indent = depth.saturating_mul(INDENT_PER_LEVEL).min(MAX_INDENT);
         match (self, byte) {
             (Whitespace::None, b' ') => Some(Whitespace::Space),
             (Whitespace::None, b'\n') => Some(Whitespace::Newline(0)),
-            (Whitespace::Newline(n), b' ' | b'\t') if n < MAX_INDENT => {
+            (Whitespace::Newline(n), b' ' | b'\t') if n < indent => {
                 Some(Whitespace::Newline(n + 1))
             }
             _ => None,

@@ -145,7 +145,8 @@ impl SchemaRecognizer {
     }
 
     fn structural(&mut self, s: &Schema, byte: u8) -> bool {
-        if let Some(accepted) = between_tokens(self.expect, &mut self.whitespace, byte) {
+        if let Some(accepted) = between_tokens(self.expect, &mut self.whitespace, self.depth, byte)
+        {
             return accepted;
         }
         match (self.expect, byte) {
