@@ -102,3 +102,20 @@ async fn clamp_max_tokens_cuts_the_request_to_the_rest_of_the_context() {
     .await;
     assert_eq!(status, 400, "{body}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_errors_name_input_not_messages() {
+    let server = start(ServerOptions::default()).await;
+    let context = server.max_model_len;
+    let (status, body) = post(
+        &server.base,
+        "/v1/responses",
+        json!({"model": MODEL_ID, "input": long_message(2 * context), "max_output_tokens": 8}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["param"], "input", "{body}");
+    assert_eq!(body["error"]["code"], "context_length_exceeded");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("the length of the input"), "{message}");
+}

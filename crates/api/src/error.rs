@@ -123,6 +123,22 @@ impl ApiError {
         }
     }
 
+    /// This error with its `param` `from` named `to` (the same field under another API's name).
+    pub fn with_param_renamed(mut self, from: &str, to: &str) -> Self {
+        match &mut self {
+            ApiError::InvalidRequest {
+                param: Some(param), ..
+            }
+            | ApiError::ContextLengthExceeded { param, .. }
+                if param == from =>
+            {
+                *param = to.to_string();
+            }
+            _ => {}
+        }
+        self
+    }
+
     /// The HTTP status of this error.
     pub fn status(&self) -> StatusCode {
         match self {

@@ -58,6 +58,8 @@ pub async fn create_response(
         },
     )
     .await
+    // The conversation is `input` here: errors about it say so.
+    .map_err(|e| e.with_param_renamed("messages", "input"))
 }
 
 /// Refuses, before any work, a response that could not be stored because its request alone
