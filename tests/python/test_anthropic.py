@@ -226,3 +226,30 @@ def test_errors_arrive_in_anthropics_shape(client):
     with pytest.raises(anthropic.NotFoundError) as e:
         client.messages.count_tokens(model="no-such-model", messages=MESSAGES)
     assert e.value.body["type"] == "error"
+
+
+VERDICT = {"type": "object", "additionalProperties": False, "required": ["ok", "score"],
+           "properties": {"ok": {"type": "boolean"}, "score": {"enum": [1, 2, 3]}}}
+
+
+@pytest.mark.parametrize("field", ["output_config", "output_format"])
+def test_structured_outputs_follow_the_schema(client, field):
+    # Anthropic's structured outputs, GA (`output_config.format`) and beta (`output_format`):
+    # the text block is a document of the schema (jsonschema, not sluice, checks it).
+    fmt = {"type": "json_schema", "schema": VERDICT}
+    body = {"output_config": {"format": fmt}} if field == "output_config" else {"output_format": fmt}
+    for seed in range(3):
+        m = client.messages.create(model=MODEL, max_tokens=64, messages=MESSAGES,
+                                   extra_body={**body, "seed": seed, **NO_NEWLINES})
+        [block] = m.content
+        assert m.stop_reason == "end_turn", block
+        jsonschema.validate(json.loads(block.text), VERDICT)
+
+
+def test_a_structured_output_with_an_unsupported_keyword_names_the_field(client):
+    schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "x+"}}}
+    with pytest.raises(anthropic.BadRequestError) as e:
+        client.messages.create(model=MODEL, max_tokens=8, messages=MESSAGES,
+                               extra_body={"output_config": {"format": {"type": "json_schema",
+                                                                        "schema": schema}}})
+    assert "pattern" in e.value.body["error"]["message"]

@@ -17,7 +17,7 @@ use crate::wire::chat::{ChatMessage, MessageContent};
 use crate::wire::messages::{
     AnthropicContent, AnthropicMessage, CountTokensRequest, MessagesRequest,
 };
-use crate::wire::{GenerationOptions, StopField};
+use crate::wire::{GenerationOptions, JsonSchemaField, ResponseFormatField, StopField};
 
 /// Validates a Messages request against a model's limits.
 pub fn validate_messages(
@@ -34,7 +34,10 @@ pub fn validate_messages(
         req.tool_choice.as_ref(),
         req.thinking.as_ref(),
     )?;
+    let (format, format_field) =
+        output_format(req.output_config.as_ref(), req.output_format.as_ref())?;
     let options = req.extensions.apply(GenerationOptions {
+        response_format: format,
         temperature: req.temperature,
         top_p: req.top_p,
         top_k: req.top_k,
@@ -44,8 +47,63 @@ pub fn validate_messages(
         ..GenerationOptions::default()
     });
     let params = validate_shared(options, req.max_tokens, "max_tokens", None, limits)
-        .map_err(rename_stop)?;
+        .map_err(rename_stop)
+        .map_err(|e| e.with_param_renamed("response_format", format_field))?;
     Ok(prompt.into_request(req.model, params))
+}
+
+/// Anthropic's structured outputs in chat's `response_format` form, with the field that gave
+/// them: `output_config.format` (GA) or `output_format` (the beta); both at once is a 400.
+fn output_format(
+    config: Option<&Value>,
+    beta: Option<&Value>,
+) -> Result<(Option<ResponseFormatField>, &'static str), ApiError> {
+    let config_format = match config {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(config)) => config.get("format").filter(|f| !f.is_null()),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "output_config",
+                "output_config must be an object",
+            ))
+        }
+    };
+    let (format, field) = match (config_format, beta.filter(|b| !b.is_null())) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid(
+                "output_format",
+                "give output_config.format or the beta output_format, not both",
+            ))
+        }
+        (Some(format), None) => (format, "output_config.format"),
+        (None, Some(format)) => (format, "output_format"),
+        (None, None) => return Ok((None, "output_config.format")),
+    };
+    let kind = format.get("type").and_then(Value::as_str);
+    if kind != Some("json_schema") {
+        return Err(ApiError::invalid(
+            field,
+            format!("{field}.type must be \"json_schema\""),
+        ));
+    }
+    let Some(schema) = format.get("schema").filter(|s| s.is_object()) else {
+        return Err(ApiError::invalid(
+            field,
+            format!("{field}.schema must be a JSON Schema object"),
+        ));
+    };
+    let json_schema = JsonSchemaField {
+        name: None,
+        schema: Some(schema.clone()),
+        strict: Some(true),
+    };
+    Ok((
+        Some(ResponseFormatField {
+            kind: "json_schema".into(),
+            json_schema: Some(json_schema),
+        }),
+        field,
+    ))
 }
 
 /// Validates a `count_tokens` request: the prompt it describes, with default parameters.

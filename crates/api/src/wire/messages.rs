@@ -46,6 +46,10 @@ pub struct MessagesRequest {
     pub tool_choice: Option<Value>,
     /// `{"type": "enabled", "budget_tokens"}` or `{"type": "disabled"}`.
     pub thinking: Option<Value>,
+    /// Structured outputs: `{"format": {"type": "json_schema", "schema": {...}}}`.
+    pub output_config: Option<Value>,
+    /// The beta form of structured outputs: `{"type": "json_schema", "schema": {...}}`.
+    pub output_format: Option<Value>,
     /// sluice's sampling extensions (`seed`, `logit_bias`, `min_p`, ...).
     #[serde(flatten)]
     pub extensions: super::SamplingExtensions,

@@ -204,3 +204,50 @@ fn count_tokens_needs_no_max_tokens() {
     let v = validate_count_tokens(req, LIMITS).unwrap();
     assert_eq!(v.messages.as_array().unwrap().len(), 2);
 }
+
+#[test]
+fn structured_outputs_become_a_json_schema_constraint_from_either_field() {
+    let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
+    let base =
+        json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]});
+    let with = |extra: Value| {
+        let mut body = base.clone();
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
+    let format = json!({"type": "json_schema", "schema": schema});
+    for body in [
+        with(json!({"output_config": {"format": format}})),
+        with(json!({"output_format": format})),
+    ] {
+        let v = valid(body);
+        assert!(matches!(
+            v.params.sampling.response_format,
+            sluice_engine::ResponseFormat::JsonSchema(_)
+        ));
+    }
+    for (extra, field) in [
+        (
+            json!({"output_config": {"format": format}, "output_format": format}),
+            "output_format",
+        ),
+        (
+            json!({"output_config": {"format": {"type": "text"}}}),
+            "output_config.format",
+        ),
+        (
+            json!({"output_format": {"type": "json_schema"}}),
+            "output_format",
+        ),
+        (
+            json!({"output_format": {"type": "json_schema",
+                   "schema": {"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}}}}),
+            "output_format",
+        ),
+    ] {
+        let err = invalid(with(extra.clone()));
+        assert_eq!(param(&err), Some(field), "{extra}: {err:?}");
+    }
+}
