@@ -346,8 +346,11 @@ fn anthropic_tools(tools: Option<&Value>) -> Result<Vec<ToolSpec>, ApiError> {
         return Err(ApiError::invalid("tools", "tools must be a list"));
     };
     let mut out = Vec::with_capacity(list.len());
+    let mut skipped = Vec::new();
     for (i, tool) in list.iter().enumerate() {
-        if tool.get("type").and_then(Value::as_str).unwrap_or("custom") != "custom" {
+        let kind = tool.get("type").and_then(Value::as_str).unwrap_or("custom");
+        if kind != "custom" {
+            skipped.push(super::tools::skipped_tool(kind, tool));
             continue;
         }
         // Anthropic requires a JSON Schema object for a client tool's input.
@@ -381,6 +384,7 @@ fn anthropic_tools(tools: Option<&Value>) -> Result<Vec<ToolSpec>, ApiError> {
             &format!("tools[{i}]"),
         )?);
     }
+    super::tools::log_skipped_tools("messages", &skipped);
     Ok(out)
 }
 

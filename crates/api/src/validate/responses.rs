@@ -310,7 +310,8 @@ fn parts_text(parts: &[Value], field: &str) -> Result<String, ApiError> {
 }
 
 /// Responses `tools`: functions with their fields at the top level; other types (hosted
-/// tools) are skipped, as in chat.
+/// tools, Codex's freeform `custom` tools, `namespace` tools) are skipped and logged, as in
+/// chat.
 fn responses_tools(tools: Option<&Value>) -> Result<Vec<ToolSpec>, ApiError> {
     let Some(tools) = tools else {
         return Ok(Vec::new());
@@ -319,15 +320,18 @@ fn responses_tools(tools: Option<&Value>) -> Result<Vec<ToolSpec>, ApiError> {
         return Err(ApiError::invalid("tools", "tools must be a list"));
     };
     let mut out = Vec::with_capacity(list.len());
+    let mut skipped = Vec::new();
     for (i, tool) in list.iter().enumerate() {
         let kind = tool
             .get("type")
             .and_then(Value::as_str)
             .unwrap_or("function");
-        if kind == "function" {
-            out.push(function_spec(tool, &format!("tools[{i}]"))?);
+        match kind {
+            "function" => out.push(function_spec(tool, &format!("tools[{i}]"))?),
+            _ => skipped.push(super::tools::skipped_tool(kind, tool)),
         }
     }
+    super::tools::log_skipped_tools("responses", &skipped);
     Ok(out)
 }
 

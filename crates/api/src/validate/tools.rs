@@ -82,6 +82,33 @@ impl ToolRequest {
     }
 }
 
+/// Logs the tools of `api`'s request that are skipped (`(type, name)`): hosted tools a local
+/// server cannot run and tool types it does not offer yet, so an operator sees why a client's
+/// tool never gets called. Nothing is logged when none are skipped.
+pub(crate) fn log_skipped_tools(api: &str, skipped: &[(String, String)]) {
+    if skipped.is_empty() {
+        return;
+    }
+    let list: Vec<String> = skipped
+        .iter()
+        .map(|(kind, name)| match name.is_empty() {
+            true => kind.clone(),
+            false => format!("{name} ({kind})"),
+        })
+        .collect();
+    tracing::warn!(
+        api,
+        tools = %list.join(", "),
+        "skipping tools this server cannot offer the model (only client function tools are)"
+    );
+}
+
+/// `(type, name)` of a skipped tool.
+pub(crate) fn skipped_tool(kind: &str, tool: &Value) -> (String, String) {
+    let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+    (kind.to_string(), name.to_string())
+}
+
 /// OpenAI Chat Completions `tools`: `[{"type": "function", "function": {name, description,
 /// parameters}}]`. Tools of other types (built-in tools of hosted APIs) are skipped: a local
 /// model cannot run them, and refusing the request would break clients that always send them.
@@ -93,13 +120,14 @@ pub fn openai_tools(tools: Option<&Value>) -> Result<Vec<ToolSpec>, ApiError> {
         return Err(ApiError::invalid("tools", "tools must be a list"));
     };
     let mut out = Vec::with_capacity(list.len());
+    let mut skipped = Vec::new();
     for (i, tool) in list.iter().enumerate() {
-        if tool
+        let kind = tool
             .get("type")
             .and_then(Value::as_str)
-            .unwrap_or("function")
-            != "function"
-        {
+            .unwrap_or("function");
+        if kind != "function" {
+            skipped.push(skipped_tool(kind, tool));
             continue;
         }
         let Some(function) = tool.get("function") else {
@@ -110,6 +138,7 @@ pub fn openai_tools(tools: Option<&Value>) -> Result<Vec<ToolSpec>, ApiError> {
         };
         out.push(function_spec(function, &format!("tools[{i}].function"))?);
     }
+    log_skipped_tools("chat", &skipped);
     Ok(out)
 }
 
