@@ -180,6 +180,25 @@ def test_json_schema_output_validates_against_the_pydantic_model(client):
         Verdict.model_validate_json(r.choices[0].message.content)
 
 
+class Rating(pydantic.BaseModel):
+    stars: int = pydantic.Field(ge=1, le=9)
+    delta: int = pydantic.Field(gt=-50, lt=50)
+
+
+def test_parse_with_integer_bounds_gives_values_in_range(client):
+    # pydantic's Field(ge, le, gt, lt) on integers become minimum / maximum / exclusive bounds,
+    # enforced while decoding: OpenAI's `.parse()` gets a Rating every time, for any seed.
+    vocab = json.loads((MODEL_DIR / "tokenizer.json").read_text())["model"]["vocab"]
+    no_whitespace = {str(i): -100 for t, i in vocab.items() if set(t) <= {"Ġ", "Ċ", "ĉ"}}
+    for seed in range(6):
+        r = client.chat.completions.parse(model=MODEL, messages=MESSAGES, max_tokens=64,
+                                          temperature=1.5, seed=seed, response_format=Rating,
+                                          logit_bias=no_whitespace)
+        assert r.choices[0].finish_reason == "stop", r.choices[0].message.content
+        rating = r.choices[0].message.parsed
+        assert 1 <= rating.stars <= 9 and -50 < rating.delta < 50, rating
+
+
 def test_unsupported_json_schema_is_refused_naming_the_keyword(client):
     schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "x+"}}}
     fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}

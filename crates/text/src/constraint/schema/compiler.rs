@@ -256,6 +256,7 @@ impl<'a> Compiler<'a> {
             // Without a type, object or array keywords still say what the value is.
             None if is(&["properties", "required", "additionalProperties"]) => vec!["object"],
             None if is(&["items", "minItems", "maxItems"]) => vec!["array"],
+            None if is(&RANGE_KEYWORDS) => vec!["number"],
             None => return self.push(Node::Any),
             Some(Value::String(t)) => vec![t.as_str()],
             Some(list) => strings(list, path, "type must be a string or a list of strings")?,
@@ -271,8 +272,30 @@ impl<'a> Compiler<'a> {
                 "object" => self.object(map, path)?,
                 "array" => self.array(map, path)?,
                 "string" => Node::String,
-                "number" => Node::Number { integer: false },
-                "integer" => Node::Number { integer: true },
+                "number" => {
+                    let ranged = RANGE_KEYWORDS.iter().filter(|k| map.contains_key(**k));
+                    if self.relaxed {
+                        // Relaxed (tool arguments): left out and reported, as other keywords.
+                        for key in ranged {
+                            self.ignored.push(format!("{path}/{key}"));
+                        }
+                    } else if let Some(key) = ranged.into_iter().next() {
+                        return Err(SchemaError::at(
+                            path,
+                            format!(
+                                "keyword \"{key}\" is supported on integers (\"type\": \"integer\"), not on other numbers"
+                            ),
+                        ));
+                    }
+                    Node::Number {
+                        integer: false,
+                        range: IntRange::ANY,
+                    }
+                }
+                "integer" => Node::Number {
+                    integer: true,
+                    range: int_range(map, path)?,
+                },
                 "boolean" => self.literal_set(&[Value::Bool(false), Value::Bool(true)], path)?,
                 "null" => self.literal_set(&[Value::Null], path)?,
                 other => return Err(SchemaError::at(path, format!("unknown type \"{other}\""))),
@@ -422,4 +445,44 @@ impl<'a> Compiler<'a> {
         };
         Ok(Node::Array { items, min, max })
     }
+}
+
+/// The keywords bounding a number's value.
+const RANGE_KEYWORDS: [&str; 4] = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"];
+
+/// The inclusive integer bounds `minimum`, `maximum` and their exclusive forms give (any JSON
+/// number as a bound; an empty range is an error).
+fn int_range(map: &serde_json::Map<String, Value>, path: &str) -> Result<IntRange, SchemaError> {
+    let bound = |key: &str| -> Result<Option<f64>, SchemaError> {
+        match map.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .as_f64()
+                .filter(|f| f.is_finite())
+                .map(Some)
+                .ok_or_else(|| SchemaError::at(path, format!("{key} must be a number"))),
+        }
+    };
+    // The integers `x >= f` start at ceil(f); `x > f` at floor(f) + 1 (and mirrored above).
+    let clamp = |f: f64| f.clamp(i64::MIN as f64, i64::MAX as f64) as i64;
+    let mut range = IntRange::ANY;
+    if let Some(f) = bound("minimum")? {
+        range.min = range.min.max(clamp(f.ceil()));
+    }
+    if let Some(f) = bound("exclusiveMinimum")? {
+        range.min = range.min.max(clamp(f.floor()).saturating_add(1));
+    }
+    if let Some(f) = bound("maximum")? {
+        range.max = range.max.min(clamp(f.floor()));
+    }
+    if let Some(f) = bound("exclusiveMaximum")? {
+        range.max = range.max.min(clamp(f.ceil()).saturating_sub(1));
+    }
+    if range.min > range.max {
+        return Err(SchemaError::at(
+            path,
+            format!("no integer lies between {} and {}", range.min, range.max),
+        ));
+    }
+    Ok(range)
 }

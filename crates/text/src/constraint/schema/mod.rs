@@ -30,6 +30,8 @@ pub use rules::{Schema, SchemaError, MAX_PROPERTIES, MAX_SCHEMA_DEPTH};
 mod tests;
 
 #[cfg(test)]
+mod range_tests;
+#[cfg(test)]
 mod relax_tests;
 
 #[cfg(test)]

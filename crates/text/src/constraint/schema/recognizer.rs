@@ -13,9 +13,14 @@ enum Lexeme {
         key: bool,
         at: InString,
     },
+    /// A number; for a bounded integer (`node`'s range), its sign and the magnitude of its
+    /// digits so far (0 and unsigned otherwise, so unbounded numbers share states).
     Number {
         at: Number,
         integer: bool,
+        node: NodeId,
+        negative: bool,
+        magnitude: u64,
     },
     /// A literal of set `set`: entries `lo..hi` share the `read` bytes read so far. `key` when
     /// it is a key of the object on top of the stack (keys written already are then excluded).
@@ -103,14 +108,37 @@ impl Recognizer for SchemaRecognizer {
                     true
                 }
             },
-            Lexeme::Number { at, integer } => {
+            Lexeme::Number {
+                at,
+                integer,
+                node,
+                negative,
+                magnitude,
+            } => {
                 let fraction = matches!(byte, b'.' | b'e' | b'E');
+                let range = number_range(s, node);
                 match at.next(byte).filter(|_| !(integer && fraction)) {
-                    Some(at) => {
-                        self.lexeme = Lexeme::Number { at, integer };
+                    Some(next) => {
+                        let mut magnitude = magnitude;
+                        if let Some(range) = range {
+                            let digit = u64::from(byte - b'0');
+                            magnitude = magnitude.saturating_mul(10).saturating_add(digit);
+                            if !range.reachable(negative, magnitude, next == Number::Zero) {
+                                return false;
+                            }
+                        }
+                        self.lexeme = Lexeme::Number {
+                            at: next,
+                            integer,
+                            node,
+                            negative,
+                            magnitude,
+                        };
                         true
                     }
-                    None if at.complete() => {
+                    None if at.complete()
+                        && range.is_none_or(|r| r.contains(negative, magnitude)) =>
+                    {
                         self.lexeme = Lexeme::None;
                         self.item_done(s);
                         self.structural(s, byte)
@@ -188,7 +216,7 @@ impl SchemaRecognizer {
                 OBJECT => self.open(s, ANY_OBJECT),
                 ARRAY => self.open(s, ANY_ARRAY),
                 STRING => self.start_string(false),
-                NUMBER => self.start_number(false, byte),
+                NUMBER => self.start_number(s, ANY, false, byte),
                 _ => self.literal_start(s, ANY_LITERALS, false, byte),
             },
             Node::AnyObject
@@ -205,7 +233,9 @@ impl SchemaRecognizer {
                 (object == (kind == OBJECT)) && self.open(s, node)
             }
             Node::String if kind == STRING => self.start_string(false),
-            Node::Number { integer } if kind == NUMBER => self.start_number(*integer, byte),
+            Node::Number { integer, .. } if kind == NUMBER => {
+                self.start_number(s, node, *integer, byte)
+            }
             Node::Literals(set) => self.literal_start(s, *set as u16, false, byte),
             _ => false,
         }
@@ -219,13 +249,38 @@ impl SchemaRecognizer {
         true
     }
 
-    fn start_number(&mut self, integer: bool, byte: u8) -> bool {
+    fn start_number(&mut self, s: &Schema, node: NodeId, integer: bool, byte: u8) -> bool {
         let at = match byte {
             b'-' => Number::Minus,
             b'0' => Number::Zero,
             _ => Number::Integer,
         };
-        self.lexeme = Lexeme::Number { at, integer };
+        let negative = byte == b'-';
+        let magnitude = match byte {
+            b'0'..=b'9' => u64::from(byte - b'0'),
+            _ => 0,
+        };
+        if let Some(range) = number_range(s, node) {
+            // After `-` no digit is read yet: some negative integer must be in range.
+            let fits = match negative {
+                true => range.min < 0,
+                false => range.reachable(false, magnitude, at == Number::Zero),
+            };
+            if !fits {
+                return false;
+            }
+        }
+        let (negative, magnitude) = match number_range(s, node) {
+            Some(_) => (negative, magnitude),
+            None => (false, 0),
+        };
+        self.lexeme = Lexeme::Number {
+            at,
+            integer,
+            node,
+            negative,
+            magnitude,
+        };
         true
     }
 
@@ -431,5 +486,13 @@ impl SchemaRecognizer {
             }
         }
         self.item_done(s);
+    }
+}
+
+/// The bounds of an integer `node`, when it has any.
+fn number_range(s: &Schema, node: NodeId) -> Option<IntRange> {
+    match s.node(node) {
+        Node::Number { range, .. } if *range != IntRange::ANY => Some(*range),
+        _ => None,
     }
 }

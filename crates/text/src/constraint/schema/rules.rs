@@ -53,6 +53,56 @@ pub(super) fn kind_of_first_byte(byte: u8) -> Option<usize> {
     })
 }
 
+/// Inclusive bounds on an integer's value (`minimum`, `maximum`, `exclusiveMinimum`,
+/// `exclusiveMaximum`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct IntRange {
+    pub min: i64,
+    pub max: i64,
+}
+
+impl IntRange {
+    /// No bound.
+    pub const ANY: IntRange = IntRange {
+        min: i64::MIN,
+        max: i64::MAX,
+    };
+
+    /// Whether some integer whose digits start with `magnitude` (more digits may follow,
+    /// unless `last`) and whose sign is `negative` lies in the range. The digits `magnitude`
+    /// stands for have no leading zero (a leading `0` is the whole number, `last`).
+    pub fn reachable(self, negative: bool, magnitude: u64, last: bool) -> bool {
+        let (min, max) = (i128::from(self.min), i128::from(self.max));
+        let mut low = i128::from(magnitude);
+        let mut span: i128 = 1;
+        // k more digits: magnitudes low·10^k ..= low·10^k + 10^k − 1.
+        loop {
+            let high = low + span - 1;
+            let (lo, hi) = match negative {
+                true => (-high, -low),
+                false => (low, high),
+            };
+            if lo <= max && hi >= min {
+                return true;
+            }
+            if last || low > i128::from(i64::MAX) || magnitude == 0 {
+                return false;
+            }
+            low *= 10;
+            span *= 10;
+        }
+    }
+
+    /// Whether the finished integer is in the range.
+    pub fn contains(self, negative: bool, magnitude: u64) -> bool {
+        let value = match negative {
+            true => -i128::from(magnitude),
+            false => i128::from(magnitude),
+        };
+        (i128::from(self.min)..=i128::from(self.max)).contains(&value)
+    }
+}
+
 /// One compiled schema node.
 #[derive(Debug, Clone, PartialEq)]
 pub(super) enum Node {
@@ -73,8 +123,9 @@ pub(super) enum Node {
     Array { items: NodeId, min: u32, max: u32 },
     /// Any string.
     String,
-    /// Any number; `integer` refuses a fraction or exponent.
-    Number { integer: bool },
+    /// Any number; `integer` refuses a fraction or exponent, and an integer's value stays
+    /// within `range`.
+    Number { integer: bool, range: IntRange },
     /// One of a set of JSON texts (literal set index): `enum`, `const`, booleans, null.
     Literals(usize),
     /// Alternatives told apart by the kind of their first byte.

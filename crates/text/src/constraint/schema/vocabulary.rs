@@ -14,6 +14,10 @@ pub(super) const KEYWORDS: &[&str] = &[
     "items",
     "minItems",
     "maxItems",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
     "enum",
     "const",
     "anyOf",
@@ -22,8 +26,8 @@ pub(super) const KEYWORDS: &[&str] = &[
 ];
 
 /// Keywords that say what kind of value it is, for which a combinator beside them is dropped:
-/// the first seven of [`KEYWORDS`].
-pub(super) const TYPED: &[&str] = KEYWORDS.split_at(7).0;
+/// the first eleven of [`KEYWORDS`].
+pub(super) const TYPED: &[&str] = KEYWORDS.split_at(11).0;
 
 /// Keywords that describe and never constrain.
 pub(super) const ANNOTATIONS: &[&str] = &[
@@ -66,7 +70,7 @@ mod tests {
 
     #[test]
     fn typed_keywords_end_where_values_and_combinators_begin() {
-        assert_eq!(TYPED.last(), Some(&"maxItems"));
+        assert_eq!(TYPED.last(), Some(&"exclusiveMaximum"));
         assert_eq!(KEYWORDS[TYPED.len()], "enum");
     }
 }

@@ -61,7 +61,10 @@ impl<'a> Compiler<'a> {
             OBJECT => Node::AnyObject,
             ARRAY => Node::AnyArray,
             STRING => Node::String,
-            NUMBER => Node::Number { integer: false },
+            NUMBER => Node::Number {
+                integer: false,
+                range: IntRange::ANY,
+            },
             TRUE_FALSE => self.literal_set(&[Value::Bool(false), Value::Bool(true)], path)?,
             _ => self.literal_set(&[Value::Null], path)?,
         };

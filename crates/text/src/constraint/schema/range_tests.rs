@@ -1,0 +1,110 @@
+//! Integer bounds (`minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`) enforced while
+//! decoding: every value in range is written, none outside, and no prefix leads into a dead end.
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::constraint::Recognizer;
+
+fn object_with(n: Value) -> Schema {
+    Schema::compile(&json!({"type": "object", "properties": {"n": n}, "required": ["n"]})).unwrap()
+}
+
+/// Whether `{"n":<text>` is a prefix the recognizer takes, and whether it completes with `}`.
+fn prefix_and_whole(schema: &Schema, text: &str) -> (bool, bool) {
+    let prefix = SchemaRecognizer::new(schema).after(schema, format!("{{\"n\":{text}").as_bytes());
+    let whole = prefix
+        .and_then(|r| r.after(schema, b"}"))
+        .is_some_and(|r| r.is_complete());
+    (prefix.is_some(), whole)
+}
+
+#[test]
+fn every_integer_in_range_is_accepted_and_no_other_and_no_prefix_is_a_dead_end() {
+    for (min, max) in [
+        (-5i64, 120i64),
+        (0, 9),
+        (7, 7),
+        (-300, -12),
+        (15, 1_000),
+        (-1, 1),
+    ] {
+        let schema = object_with(json!({"type": "integer", "minimum": min, "maximum": max}));
+        let in_range: Vec<String> = (min..=max).map(|v| v.to_string()).collect();
+        for v in -1_200i64..=1_200 {
+            let text = v.to_string();
+            let (prefix, whole) = prefix_and_whole(&schema, &text);
+            assert_eq!(whole, (min..=max).contains(&v), "{text} in [{min}, {max}]");
+            // A prefix is taken exactly when some value in range starts with it.
+            let live = in_range.iter().any(|r| r.starts_with(&text));
+            assert_eq!(prefix, live, "prefix {text} in [{min}, {max}]");
+        }
+        // `-` alone is taken only when a negative value is in range.
+        assert_eq!(
+            prefix_and_whole(&schema, "-").0,
+            min < 0,
+            "- in [{min}, {max}]"
+        );
+        // Never a fraction or an exponent.
+        assert!(!prefix_and_whole(&schema, &format!("{min}.0")).0);
+    }
+}
+
+#[test]
+fn exclusive_and_fractional_bounds_give_the_integers_inside() {
+    let schema =
+        object_with(json!({"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 10}));
+    let accepted: Vec<i64> = (-20..=20)
+        .filter(|v| prefix_and_whole(&schema, &v.to_string()).1)
+        .collect();
+    assert_eq!(accepted, (1..=9).collect::<Vec<_>>());
+    let schema = object_with(json!({"type": "integer", "minimum": 0.5, "maximum": 3.5}));
+    let accepted: Vec<i64> = (-20..=20)
+        .filter(|v| prefix_and_whole(&schema, &v.to_string()).1)
+        .collect();
+    assert_eq!(accepted, (1..=3).collect::<Vec<_>>());
+}
+
+#[test]
+fn bounds_at_the_edges_of_64_bits_neither_overflow_nor_wrap() {
+    let schema = object_with(json!({"type": "integer", "minimum": -1, "maximum": i64::MAX}));
+    for (text, ok) in [
+        ("9223372036854775807", true),
+        ("9223372036854775808", false),
+        ("99999999999999999999999", false),
+    ] {
+        assert_eq!(prefix_and_whole(&schema, text).1, ok, "{text}");
+    }
+    let schema = object_with(json!({"type": "integer", "minimum": i64::MIN, "maximum": 1}));
+    for (text, ok) in [
+        ("-9223372036854775808", true),
+        ("-9223372036854775809", false),
+        ("-99999999999999999999999", false),
+    ] {
+        assert_eq!(prefix_and_whole(&schema, text).1, ok, "{text}");
+    }
+    let schema = object_with(json!({"type": "integer", "minimum": 1e30}));
+    assert!(
+        !prefix_and_whole(&schema, "1").0,
+        "1e30 is beyond every i64"
+    );
+}
+
+#[test]
+fn an_empty_range_or_a_range_on_a_non_integer_is_an_error_naming_it() {
+    let empty = json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 5, "maximum": 4}}});
+    let err = Schema::compile(&empty).unwrap_err();
+    assert!(
+        err.to_string().contains("no integer lies between 5 and 4"),
+        "{err}"
+    );
+    let float = json!({"type": "object", "properties": {"x": {"type": "number", "maximum": 1}}});
+    let err = Schema::compile(&float).unwrap_err();
+    assert!(
+        err.to_string().contains("\"maximum\"") && err.path == "#/properties/x",
+        "{err}"
+    );
+    // Relaxed (tool arguments): left out and reported instead.
+    let (_, ignored) = Schema::compile_relaxed(&float).unwrap();
+    assert_eq!(ignored, ["#/properties/x/maximum"]);
+}
