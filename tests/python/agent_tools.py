@@ -55,7 +55,8 @@ def anthropic_tool(name):
 # The constraint holds calls to the schema's structure (types, properties, required,
 # additionalProperties, items, minItems/maxItems, enum) but by design drops value assertions
 # (crates/text/src/constraint/schema/relax.rs), which random weights then break (`"path": ""`).
-UNENFORCED = {"pattern", "minLength", "maxLength", "minimum", "maximum"}
+# Integer bounds and string lengths are enforced; regular expressions not yet.
+UNENFORCED = {"pattern"}
 
 
 def enforced(schema):

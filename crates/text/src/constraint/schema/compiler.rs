@@ -257,6 +257,7 @@ impl<'a> Compiler<'a> {
             None if is(&["properties", "required", "additionalProperties"]) => vec!["object"],
             None if is(&["items", "minItems", "maxItems"]) => vec!["array"],
             None if is(&RANGE_KEYWORDS) => vec!["number"],
+            None if is(&["minLength", "maxLength"]) => vec!["string"],
             None => return self.push(Node::Any),
             Some(Value::String(t)) => vec![t.as_str()],
             Some(list) => strings(list, path, "type must be a string or a list of strings")?,
@@ -271,7 +272,7 @@ impl<'a> Compiler<'a> {
             let node = match t {
                 "object" => self.object(map, path)?,
                 "array" => self.array(map, path)?,
-                "string" => Node::String,
+                "string" => string_node(map, path)?,
                 "number" => {
                     let ranged = RANGE_KEYWORDS.iter().filter(|k| map.contains_key(**k));
                     if self.relaxed {
@@ -485,4 +486,27 @@ fn int_range(map: &serde_json::Map<String, Value>, path: &str) -> Result<IntRang
         ));
     }
     Ok(range)
+}
+
+/// A string node with the `minLength` / `maxLength` bounds of `map`.
+fn string_node(map: &serde_json::Map<String, Value>, path: &str) -> Result<Node, SchemaError> {
+    let bound = |key: &str, default: u32| -> Result<u32, SchemaError> {
+        match map.get(key) {
+            None => Ok(default),
+            Some(v) => v
+                .as_u64()
+                .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+                .ok_or_else(|| {
+                    SchemaError::at(path, format!("{key} must be a non-negative integer"))
+                }),
+        }
+    };
+    let (min, max) = (bound("minLength", 0)?, bound("maxLength", u32::MAX)?);
+    if min > max {
+        return Err(SchemaError::at(
+            path,
+            format!("minLength {min} exceeds maxLength {max}"),
+        ));
+    }
+    Ok(Node::String { min, max })
 }

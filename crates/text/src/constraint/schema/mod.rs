@@ -30,7 +30,7 @@ pub use rules::{Schema, SchemaError, MAX_PROPERTIES, MAX_SCHEMA_DEPTH};
 mod tests;
 
 #[cfg(test)]
-mod range_tests;
+mod bounds_tests;
 #[cfg(test)]
 mod relax_tests;
 

@@ -8,10 +8,14 @@ use super::rules::*;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Lexeme {
     None,
-    /// A free string; `key` for a key of an object under no schema.
+    /// A string; `key` for a key of an object under no schema. For a string with length
+    /// bounds (`node`'s), the characters so far (0 otherwise, so unbounded strings share
+    /// states).
     String {
         key: bool,
         at: InString,
+        node: NodeId,
+        len: u32,
     },
     /// A number; for a bounded integer (`node`'s range), its sign and the magnitude of its
     /// digits so far (0 and unsigned otherwise, so unbounded numbers share states).
@@ -91,11 +95,32 @@ impl Recognizer for SchemaRecognizer {
     fn advance(&mut self, s: &Schema, byte: u8) -> bool {
         match self.lexeme {
             Lexeme::None => self.structural(s, byte),
-            Lexeme::String { key, at } => match at.next(byte) {
+            Lexeme::String { key, at, node, len } => match at.next(byte) {
                 None => false,
-                Some(StringByte::Inside(at)) => {
-                    self.lexeme = Lexeme::String { key, at };
+                Some(StringByte::Inside(next)) => {
+                    let mut len = len;
+                    if let Some((_, max)) = string_bounds(s, node) {
+                        // A character starts with any byte read in plain text (the `\` of a
+                        // low surrogate comes after its high half: no new character).
+                        if at == InString::Text {
+                            if len >= max {
+                                return false;
+                            }
+                            len += 1;
+                        }
+                    }
+                    self.lexeme = Lexeme::String {
+                        key,
+                        at: next,
+                        node,
+                        len,
+                    };
                     true
+                }
+                Some(StringByte::Close)
+                    if string_bounds(s, node).is_some_and(|(min, _)| len < min) =>
+                {
+                    false
                 }
                 Some(StringByte::Close) => {
                     self.lexeme = Lexeme::None;
@@ -215,7 +240,7 @@ impl SchemaRecognizer {
             Node::Any => match kind {
                 OBJECT => self.open(s, ANY_OBJECT),
                 ARRAY => self.open(s, ANY_ARRAY),
-                STRING => self.start_string(false),
+                STRING => self.start_string(false, ANY),
                 NUMBER => self.start_number(s, ANY, false, byte),
                 _ => self.literal_start(s, ANY_LITERALS, false, byte),
             },
@@ -232,7 +257,11 @@ impl SchemaRecognizer {
                 );
                 (object == (kind == OBJECT)) && self.open(s, node)
             }
-            Node::String if kind == STRING => self.start_string(false),
+            Node::String { .. } if kind == STRING => {
+                // Unbounded strings go as `ANY`'s, so they share their states (and masks).
+                let bounded = string_bounds(s, node).is_some();
+                self.start_string(false, if bounded { node } else { ANY })
+            }
             Node::Number { integer, .. } if kind == NUMBER => {
                 self.start_number(s, node, *integer, byte)
             }
@@ -241,10 +270,12 @@ impl SchemaRecognizer {
         }
     }
 
-    fn start_string(&mut self, key: bool) -> bool {
+    fn start_string(&mut self, key: bool, node: NodeId) -> bool {
         self.lexeme = Lexeme::String {
             key,
             at: InString::Text,
+            node,
+            len: 0,
         };
         true
     }
@@ -312,7 +343,7 @@ impl SchemaRecognizer {
             Node::Object { keys, .. } => self.literal_start(s, *keys as u16, true, b'"'),
             // The discriminator first, alone.
             Node::Tagged { key, .. } => self.literal_start(s, *key as u16, true, b'"'),
-            _ => self.start_string(true),
+            _ => self.start_string(true, ANY),
         }
     }
 
@@ -493,6 +524,14 @@ impl SchemaRecognizer {
 fn number_range(s: &Schema, node: NodeId) -> Option<IntRange> {
     match s.node(node) {
         Node::Number { range, .. } if *range != IntRange::ANY => Some(*range),
+        _ => None,
+    }
+}
+
+/// The `(min, max)` length of a string `node`, when it has bounds.
+fn string_bounds(s: &Schema, node: NodeId) -> Option<(u32, u32)> {
+    match s.node(node) {
+        Node::String { min, max } if (*min, *max) != (0, u32::MAX) => Some((*min, *max)),
         _ => None,
     }
 }

@@ -53,6 +53,12 @@ pub(super) fn kind_of_first_byte(byte: u8) -> Option<usize> {
     })
 }
 
+/// Any string: no length bounds.
+pub(super) const ANY_STRING: Node = Node::String {
+    min: 0,
+    max: u32::MAX,
+};
+
 /// Inclusive bounds on an integer's value (`minimum`, `maximum`, `exclusiveMinimum`,
 /// `exclusiveMaximum`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -121,8 +127,9 @@ pub(super) enum Node {
     },
     /// An array of `items`, with bounds on its length.
     Array { items: NodeId, min: u32, max: u32 },
-    /// Any string.
-    String,
+    /// A string of `min..=max` characters (Unicode code points; an escape is one, a surrogate
+    /// pair one).
+    String { min: u32, max: u32 },
     /// Any number; `integer` refuses a fraction or exponent, and an integer's value stays
     /// within `range`.
     Number { integer: bool, range: IntRange },
@@ -166,7 +173,7 @@ pub(super) fn min_depths(nodes: &[Node]) -> Vec<u8> {
         let mut changed = false;
         for (i, node) in nodes.iter().enumerate() {
             let d = match node {
-                Node::Any | Node::String | Node::Number { .. } | Node::Literals(_) => 0,
+                Node::Any | Node::String { .. } | Node::Number { .. } | Node::Literals(_) => 0,
                 Node::AnyObject | Node::AnyArray => 1,
                 Node::Object {
                     values, required, ..

@@ -18,6 +18,8 @@ pub(super) const KEYWORDS: &[&str] = &[
     "maximum",
     "exclusiveMinimum",
     "exclusiveMaximum",
+    "minLength",
+    "maxLength",
     "enum",
     "const",
     "anyOf",
@@ -26,8 +28,8 @@ pub(super) const KEYWORDS: &[&str] = &[
 ];
 
 /// Keywords that say what kind of value it is, for which a combinator beside them is dropped:
-/// the first eleven of [`KEYWORDS`].
-pub(super) const TYPED: &[&str] = KEYWORDS.split_at(11).0;
+/// the first thirteen of [`KEYWORDS`].
+pub(super) const TYPED: &[&str] = KEYWORDS.split_at(13).0;
 
 /// Keywords that describe and never constrain.
 pub(super) const ANNOTATIONS: &[&str] = &[
@@ -70,7 +72,7 @@ mod tests {
 
     #[test]
     fn typed_keywords_end_where_values_and_combinators_begin() {
-        assert_eq!(TYPED.last(), Some(&"exclusiveMaximum"));
+        assert_eq!(TYPED.last(), Some(&"maxLength"));
         assert_eq!(KEYWORDS[TYPED.len()], "enum");
     }
 }

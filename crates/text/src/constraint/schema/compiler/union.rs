@@ -60,7 +60,7 @@ impl<'a> Compiler<'a> {
         let node = match kind {
             OBJECT => Node::AnyObject,
             ARRAY => Node::AnyArray,
-            STRING => Node::String,
+            STRING => ANY_STRING,
             NUMBER => Node::Number {
                 integer: false,
                 range: IntRange::ANY,
@@ -215,7 +215,7 @@ impl<'a> Compiler<'a> {
             Node::Any => (0..6).collect(),
             Node::AnyObject | Node::Object { .. } | Node::Tagged { .. } => vec![OBJECT],
             Node::AnyArray | Node::Array { .. } => vec![ARRAY],
-            Node::String => vec![STRING],
+            Node::String { .. } => vec![STRING],
             Node::Number { .. } => vec![NUMBER],
             Node::Literals(set) => {
                 let mut kinds: Vec<usize> = self.literals[*set]

@@ -1,5 +1,6 @@
-//! Integer bounds (`minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`) enforced while
-//! decoding: every value in range is written, none outside, and no prefix leads into a dead end.
+//! Bounds enforced while decoding: integer ranges (`minimum`, `maximum`, `exclusiveMinimum`,
+//! `exclusiveMaximum`: every value in range is written, none outside, and no prefix leads into a
+//! dead end) and string lengths (`minLength`, `maxLength`, in code points).
 
 use serde_json::{json, Value};
 
@@ -107,4 +108,66 @@ fn an_empty_range_or_a_range_on_a_non_integer_is_an_error_naming_it() {
     // Relaxed (tool arguments): left out and reported instead.
     let (_, ignored) = Schema::compile_relaxed(&float).unwrap();
     assert_eq!(ignored, ["#/properties/x/maximum"]);
+}
+
+/// Whether `{"s":<text>}` is a whole document, and whether `{"s":<text>` is a prefix.
+fn string_doc(schema: &Schema, text: &str) -> (bool, bool) {
+    let prefix = SchemaRecognizer::new(schema).after(schema, format!("{{\"s\":{text}").as_bytes());
+    let whole = prefix
+        .and_then(|r| r.after(schema, b"}"))
+        .is_some_and(|r| r.is_complete());
+    (whole, prefix.is_some())
+}
+
+#[test]
+fn string_lengths_count_code_points_escapes_and_surrogate_pairs_as_one() {
+    let schema = Schema::compile(&json!({"type": "object",
+        "properties": {"s": {"type": "string", "minLength": 2, "maxLength": 4}}, "required": ["s"]}))
+    .unwrap();
+    for (text, ok) in [
+        (r#""ab""#, true),
+        (r#""abcd""#, true),
+        ("\"\u{e9}\u{e9}\"", true),
+        ("\"\u{1F600}\u{1F600}\u{1F600}\u{1F600}\"", true),
+        (r#""\u00e9x""#, true),
+        (r#""\ud83d\ude00x""#, true),
+        (r#""\n\t\"\\""#, true),
+        (r#""a""#, false),
+        (r#""""#, false),
+        (r#""abcde""#, false),
+        ("\"\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\"", false),
+        (
+            r#""\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00\ud83d\ude00""#,
+            false,
+        ),
+    ] {
+        assert_eq!(string_doc(&schema, text).0, ok, "{text}");
+    }
+    // The fifth character is refused as it starts, the closing quote after one character too.
+    assert!(string_doc(&schema, r#""abcd"#).1);
+    assert!(!string_doc(&schema, r#""abcde"#).1);
+    assert!(!string_doc(&schema, r#""a""#).1);
+    assert!(!string_doc(&schema, "\"abcd\u{e9}").1);
+}
+
+#[test]
+fn bad_string_bounds_are_errors_and_unbounded_strings_share_their_states() {
+    let bad = json!({"type": "object", "properties": {"s": {"type": "string", "minLength": 3, "maxLength": 2}}});
+    let err = Schema::compile(&bad).unwrap_err();
+    assert!(
+        err.to_string().contains("minLength 3 exceeds maxLength 2"),
+        "{err}"
+    );
+    // Inside an unbounded string, no characters are counted: every position is one state (and
+    // one cached mask), however long the string grows.
+    let schema = Schema::compile(&json!({"type": "object",
+        "properties": {"a": {"type": "string"}}}))
+    .unwrap();
+    let short = SchemaRecognizer::new(&schema)
+        .after(&schema, br#"{"a":"x"#)
+        .unwrap();
+    let long = SchemaRecognizer::new(&schema)
+        .after(&schema, br#"{"a":"xyzzy"#)
+        .unwrap();
+    assert_eq!(short, long);
 }
