@@ -7,7 +7,9 @@ use serde_json::Value;
 use super::relax::relax_root;
 use super::rules::*;
 use super::vocabulary::{has_type, ANNOTATIONS, KEYWORDS};
+use bounds::{int_range, string_node, RANGE_KEYWORDS};
 
+mod bounds;
 mod union;
 
 /// A list of strings (`type`, `required`), or `error` at `path`.
@@ -446,67 +448,4 @@ impl<'a> Compiler<'a> {
         };
         Ok(Node::Array { items, min, max })
     }
-}
-
-/// The keywords bounding a number's value.
-const RANGE_KEYWORDS: [&str; 4] = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"];
-
-/// The inclusive integer bounds `minimum`, `maximum` and their exclusive forms give (any JSON
-/// number as a bound; an empty range is an error).
-fn int_range(map: &serde_json::Map<String, Value>, path: &str) -> Result<IntRange, SchemaError> {
-    let bound = |key: &str| -> Result<Option<f64>, SchemaError> {
-        match map.get(key) {
-            None => Ok(None),
-            Some(v) => v
-                .as_f64()
-                .filter(|f| f.is_finite())
-                .map(Some)
-                .ok_or_else(|| SchemaError::at(path, format!("{key} must be a number"))),
-        }
-    };
-    // The integers `x >= f` start at ceil(f); `x > f` at floor(f) + 1 (and mirrored above).
-    let clamp = |f: f64| f.clamp(i64::MIN as f64, i64::MAX as f64) as i64;
-    let mut range = IntRange::ANY;
-    if let Some(f) = bound("minimum")? {
-        range.min = range.min.max(clamp(f.ceil()));
-    }
-    if let Some(f) = bound("exclusiveMinimum")? {
-        range.min = range.min.max(clamp(f.floor()).saturating_add(1));
-    }
-    if let Some(f) = bound("maximum")? {
-        range.max = range.max.min(clamp(f.floor()));
-    }
-    if let Some(f) = bound("exclusiveMaximum")? {
-        range.max = range.max.min(clamp(f.ceil()).saturating_sub(1));
-    }
-    if range.min > range.max {
-        return Err(SchemaError::at(
-            path,
-            format!("no integer lies between {} and {}", range.min, range.max),
-        ));
-    }
-    Ok(range)
-}
-
-/// A string node with the `minLength` / `maxLength` bounds of `map`.
-fn string_node(map: &serde_json::Map<String, Value>, path: &str) -> Result<Node, SchemaError> {
-    let bound = |key: &str, default: u32| -> Result<u32, SchemaError> {
-        match map.get(key) {
-            None => Ok(default),
-            Some(v) => v
-                .as_u64()
-                .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
-                .ok_or_else(|| {
-                    SchemaError::at(path, format!("{key} must be a non-negative integer"))
-                }),
-        }
-    };
-    let (min, max) = (bound("minLength", 0)?, bound("maxLength", u32::MAX)?);
-    if min > max {
-        return Err(SchemaError::at(
-            path,
-            format!("minLength {min} exceeds maxLength {max}"),
-        ));
-    }
-    Ok(Node::String { min, max })
 }
