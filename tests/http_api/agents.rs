@@ -207,7 +207,7 @@ async fn thinking_from_the_prompt_is_reasoning_content_and_kwargs_turn_it_off() 
 }
 
 /// `event:` names and `data:` payloads of an SSE body with named events.
-fn named_events(body: &str) -> Vec<(String, Value)> {
+pub(crate) fn named_events(body: &str) -> Vec<(String, Value)> {
     body.split("\n\n")
         .filter(|e| !e.trim().is_empty())
         .map(|event| {

@@ -22,3 +22,4 @@ mod server;
 mod slow_clients;
 mod stored_responses;
 mod template_budget;
+mod tool_cut;

@@ -14,6 +14,7 @@ use super::turn::{TurnEnd, TurnRenderer, TurnUpdate};
 use super::{Dialect, Ending, Frame};
 use crate::assemble::{ChoiceUpdate, LogprobsPiece, LogprobsShape};
 use crate::error::ApiError;
+use crate::validate::tool_constraint::forced_opening;
 use crate::validate::tools::ToolRequest;
 
 /// How a model's output is read: its tool-call format (the `--tool-call-parser` override, else
@@ -52,6 +53,7 @@ impl OutputSyntax {
             tool_schemas: (tools.tools.iter())
                 .map(|t| (t.name.clone(), t.parameters.clone()))
                 .collect(),
+            forced_opening: forced_opening(tools, self.tool_format),
         }
     }
 

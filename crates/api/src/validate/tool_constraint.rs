@@ -28,14 +28,8 @@ pub fn tool_plan(tools: &ToolRequest, format: ToolCallFormat) -> Result<ToolPlan
         parse_as: format,
         constraint: None,
     };
-    let mode = match &tools.choice {
-        _ if tools.tools.is_empty() => return Ok(unconstrained),
-        ToolChoice::None => return Ok(unconstrained),
-        ToolChoice::Auto => ToolCallMode::Auto,
-        ToolChoice::Required => ToolCallMode::Forced { tool: None },
-        ToolChoice::Named(name) => ToolCallMode::Forced {
-            tool: Some(name.clone()),
-        },
+    let Some(mode) = call_mode(tools) else {
+        return Ok(unconstrained);
     };
     let Some(call) = format.syntax().constrained_call(&mode) else {
         return Ok(unconstrained);
@@ -63,6 +57,29 @@ pub fn tool_plan(tools: &ToolRequest, format: ToolCallFormat) -> Result<ToolPlan
         parse_as: call.parse_as,
         constraint: Some(ResponseFormat::ToolCalls(Arc::new(rules))),
     })
+}
+
+/// How `tools` constrain calls; `None`: not at all (no tools, or `tool_choice: "none"`).
+fn call_mode(tools: &ToolRequest) -> Option<ToolCallMode> {
+    match &tools.choice {
+        _ if tools.tools.is_empty() => None,
+        ToolChoice::None => None,
+        ToolChoice::Auto => Some(ToolCallMode::Auto),
+        ToolChoice::Required => Some(ToolCallMode::Forced { tool: None }),
+        ToolChoice::Named(name) => Some(ToolCallMode::Forced {
+            tool: Some(name.clone()),
+        }),
+    }
+}
+
+/// The text a forced call's output begins with on a model whose calls are written in
+/// `format` (`<tool_call>`, the generic envelope's `{"tool_calls": [`), without its trailing
+/// whitespace; `None` unless `tools` force a call in a framing with such an opening.
+pub fn forced_opening(tools: &ToolRequest, format: ToolCallFormat) -> Option<String> {
+    let mode = call_mode(tools).filter(|mode| matches!(mode, ToolCallMode::Forced { .. }))?;
+    let call = format.syntax().constrained_call(&mode)?;
+    let opening = String::from_utf8_lossy(&call.framing.prefix);
+    Some(opening.trim_end().to_string()).filter(|opening| !opening.is_empty())
 }
 
 #[cfg(test)]
@@ -115,5 +132,29 @@ mod tests {
         }
         let none = tool_plan(&request(ToolChoice::None), ToolCallFormat::Hermes).unwrap();
         assert!(none.constraint.is_none());
+    }
+
+    #[test]
+    fn a_forced_call_opens_with_its_framing_and_auto_with_nothing() {
+        let forced = |choice, format| forced_opening(&request(choice), format);
+        let named = || ToolChoice::Named("f".to_string());
+        let tool_call = Some("<tool_call>".to_string());
+        let envelope = Some("{\"tool_calls\": [".to_string());
+        assert_eq!(
+            forced(ToolChoice::Required, ToolCallFormat::Hermes),
+            tool_call
+        );
+        assert_eq!(forced(named(), ToolCallFormat::QwenXml), tool_call);
+        assert_eq!(forced(named(), ToolCallFormat::GenericJson), envelope);
+        assert_eq!(
+            forced(ToolChoice::Required, ToolCallFormat::MistralList),
+            envelope
+        );
+        assert_eq!(
+            forced(ToolChoice::Required, ToolCallFormat::Llama3Json),
+            None
+        );
+        assert_eq!(forced(ToolChoice::Auto, ToolCallFormat::Hermes), None);
+        assert_eq!(forced(ToolChoice::None, ToolCallFormat::Hermes), None);
     }
 }

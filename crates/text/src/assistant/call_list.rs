@@ -2,7 +2,7 @@
 //! `[TOOL_CALLS][...]`, the generic envelope's `tool_calls`, a list inside `<tool_call>`.
 
 use super::envelope::{envelope_call, EnvelopeCall};
-use super::json_scan::{skip_ws, Scan};
+use super::json_scan::{scan_value, skip_ws, Scan};
 use super::markup::{push_call, Markup};
 use super::snapshot::Snapshot;
 
@@ -46,8 +46,14 @@ pub(super) fn call_list(
                 }
             }
             EnvelopeCall::NotCall { .. } => {
-                // A later element that is no call: it and what follows are content.
                 snapshot.malformed();
+                // A later element cut off before its name (the text ends inside it) is
+                // dropped, never shown; one that is no call: it and what follows are content.
+                if finished && scan_value(s, at) == Scan::Incomplete {
+                    return Markup::Calls {
+                        resume: Some(s.len()),
+                    };
+                }
                 return Markup::Calls { resume: Some(at) };
             }
             EnvelopeCall::Call(call) => call,

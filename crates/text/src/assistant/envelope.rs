@@ -66,6 +66,18 @@ pub(super) fn envelope_call(
                 envelope,
             })
         }
+        // The text ended after the name, before any arguments (`max_tokens` cut the call): a
+        // call with the arguments generated so far, none.
+        (Some(name), None) if !require_arguments && finished && envelope == Scan::Incomplete => {
+            EnvelopeCall::Call(StartedCall {
+                name,
+                arguments: String::new(),
+                closed: true,
+                malformed: true,
+                raw_from: None,
+                envelope,
+            })
+        }
         _ => match envelope {
             Scan::Complete(end) => EnvelopeCall::NotCall { fail_at: end },
             Scan::Invalid(at) => EnvelopeCall::NotCall { fail_at: at },

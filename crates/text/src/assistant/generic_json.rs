@@ -3,10 +3,11 @@
 //!
 //! Read only when the output (after whitespace) begins with one of those two keys; anything
 //! else is content. The response string streams as content, decoded. Text after the envelope
-//! is content too (a grammar never lets it happen).
+//! is content too (a grammar never lets it happen). A text that ends inside the envelope
+//! before a call's name is whole (a forced call cut by `max_tokens`) shows none of it.
 
 use super::call_list::call_list;
-use super::json_scan::{scan_string, skip_ws, Scan};
+use super::json_scan::{scan_string, scan_value, skip_ws, Scan};
 use super::markup::Markup;
 use super::snapshot::Snapshot;
 use super::syntax::{ConstrainedCall, ToolCallSyntax};
@@ -35,6 +36,9 @@ pub(super) fn parse(s: &str, start: usize, finished: bool, snapshot: &mut Snapsh
         (Key::Value(at), _) => ("tool_calls", at),
         (_, Key::Value(at)) => ("response", at),
         (Key::Maybe, _) | (_, Key::Maybe) if !finished => return,
+        // The text ended inside the envelope's opening (`max_tokens` cut a forced call before
+        // its name): the envelope is dropped, never shown.
+        (Key::Maybe, _) | (_, Key::Maybe) => return snapshot.malformed(),
         _ => return whole(snapshot),
     };
     let end = match (key, s.as_bytes()[value]) {
@@ -42,7 +46,11 @@ pub(super) fn parse(s: &str, start: usize, finished: bool, snapshot: &mut Snapsh
             Markup::Pending => return,
             Markup::NotCall { .. } => {
                 snapshot.malformed();
-                return whole(snapshot);
+                // Cut before the first call's name: dropped as above; else it is text.
+                if scan_value(s, open) != Scan::Incomplete {
+                    whole(snapshot);
+                }
+                return;
             }
             Markup::Calls { resume: None } => return,
             Markup::Calls { resume: Some(end) } => end,

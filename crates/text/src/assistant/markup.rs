@@ -85,7 +85,8 @@ pub(super) fn after_marker(s: &str, from: usize, close: &str) -> Option<usize> {
 }
 
 /// Where content resumes after a call's JSON ended at `end`: after `close` when only whitespace
-/// comes before it, else right at `end` (a missing closing marker). `None` while undecided.
+/// comes before it, else right at `end` (a missing closing marker). `None` while undecided. A
+/// text that ends inside `close` (`max_tokens` cut it) ends there: the part is never content.
 pub(super) fn resume_after(
     s: &str,
     end: usize,
@@ -100,6 +101,8 @@ pub(super) fn resume_after(
         Some(next + close.len())
     } else if may_become(&s[next..], close, finished) {
         None
+    } else if finished && next < s.len() && close.starts_with(&s[next..]) {
+        Some(s.len())
     } else {
         Some(end)
     }

@@ -26,6 +26,13 @@
 //!   [`AssistantTurn::malformed_calls`]. A started call whose arguments break stays a call
 //!   with the raw text up to its closing marker as arguments, and counts too; so does one whose
 //!   arguments are JSON but not an object, or are unfinished when the text ends.
+//! - A call the text ends inside (`max_tokens` cut it) is a call once its name is whole, with
+//!   exactly the arguments text generated (empty when the arguments had not begun; Llama 3,
+//!   whose plain JSON answers may have a `name`, still needs its arguments key); cut before
+//!   the name is whole, its markup is dropped, as is the generic envelope's opening
+//!   (`{"tool_c`, `{"tool_calls": [{"na`) and, for a forced call
+//!   ([`TurnOptions::forced_opening`]), part of its opening marker (`<tool_ca`). Either way it
+//!   counts as malformed.
 //! - [`AssistantTurn::malformed_calls`] is not carried by events: it is in
 //!   [`TurnStream::turn`].
 
@@ -72,6 +79,10 @@ pub struct TurnOptions {
     /// as JSON, otherwise it is a string; unknown tools and parameters: JSON if it parses, else
     /// a string.
     pub tool_schemas: BTreeMap<String, serde_json::Value>,
+    /// A call was forced (`tool_choice` required or named) in a framing that opens with this
+    /// text (`<tool_call>`, `{"tool_calls": [`): a turn that ends before the opening is whole
+    /// (`max_tokens` cut it) shows none of it.
+    pub forced_opening: Option<String>,
 }
 
 /// One tool call of a turn.
@@ -229,6 +240,12 @@ fn snapshot_of(s: &str, options: &TurnOptions, finished: bool) -> Snapshot {
             }
         }
     };
+    let rest = s[start..].trim_start();
+    let opening = options.forced_opening.as_deref().unwrap_or("");
+    if finished && !rest.is_empty() && rest.len() < opening.len() && opening.starts_with(rest) {
+        snapshot.malformed();
+        return snapshot;
+    }
     match options.tool_format {
         None => snapshot.content(&s[start..]),
         Some(ToolCallFormat::Hermes) => hermes::parse(s, start, finished, &mut snapshot),

@@ -116,15 +116,50 @@ fn hermes_unclosed_call_at_the_end() {
         parse_every_way(complete, &hermes()),
         turn("", "", vec![call("f", "{\"a\": 1}")], 0)
     );
+    let closing = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_";
+    assert_eq!(
+        parse_every_way(closing, &hermes()),
+        turn("", "", vec![call("f", "{\"a\": 1}")], 0)
+    );
     let cut = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1";
     assert_eq!(
         parse_every_way(cut, &hermes()),
         turn("", "", vec![call("f", "{\"a\": 1")], 1)
     );
+    for named in [
+        "<tool_call>\n{\"name\": \"f\"",
+        "<tool_call>\n{\"name\": \"f\", \"arguments\"",
+    ] {
+        assert_eq!(
+            parse_every_way(named, &hermes()),
+            turn("", "", vec![call("f", "")], 1),
+            "{named:?}"
+        );
+    }
     let nameless = "Let me check. <tool_call>\n{\"na";
     assert_eq!(
         parse_every_way(nameless, &hermes()),
         turn("", "Let me check.", vec![], 1)
+    );
+}
+
+#[test]
+fn a_forced_hermes_call_cut_inside_its_opening_marker_shows_nothing() {
+    let forced = TurnOptions {
+        forced_opening: Some("<tool_call>".to_string()),
+        ..hermes()
+    };
+    for text in ["<", " <tool_ca", "<tool_call>", "<tool_call>\n{\"na"] {
+        assert_eq!(
+            parse_every_way(text, &forced),
+            turn("", "", vec![], 1),
+            "{text:?}"
+        );
+    }
+    // Not forced, a text that ends in what could have become a marker is the model's text.
+    assert_eq!(
+        parse_every_way("<tool_ca", &hermes()),
+        turn("", "<tool_ca", vec![], 0)
     );
 }
 

@@ -173,7 +173,6 @@ fn generic_envelope_after_reasoning_and_other_text_is_content() {
     for text in [
         "Plain answer.",
         "{\"answer\": 42}",
-        "{\"tool",
         "{\"tool_calls\": 5}",
         "a < b",
     ] {
@@ -185,4 +184,37 @@ fn generic_envelope_after_reasoning_and_other_text_is_content() {
     }
     let bad = "{\"tool_calls\": [garbage]}";
     assert_eq!(parse_every_way(bad, &generic()), turn("", bad, vec![], 1));
+}
+
+#[test]
+fn generic_envelope_cut_by_the_token_limit_is_a_call_or_nothing_never_text() {
+    let f = |arguments: &str| call("f", arguments);
+    for (text, calls) in [
+        (
+            "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {\"a\": 1",
+            vec![f("{\"a\": 1")],
+        ),
+        (
+            "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": ",
+            vec![f("")],
+        ),
+        ("{\"tool_calls\": [{\"name\": \"f\", \"argu", vec![f("")]),
+        ("{\"tool_calls\": [{\"name\": \"f\"", vec![f("")]),
+        ("{\"tool_calls\": [{\"name\": \"f", vec![]),
+        ("{\"tool_calls\": [{\"na", vec![]),
+        ("{\"tool_calls\": [ ", vec![]),
+        ("{\"tool_calls\":", vec![]),
+        ("{\"tool", vec![]),
+        ("{", vec![]),
+        (
+            "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {}}, {\"na",
+            vec![f("{}")],
+        ),
+    ] {
+        assert_eq!(
+            parse_every_way(text, &generic()),
+            turn("", "", calls, 1),
+            "{text:?}"
+        );
+    }
 }
