@@ -52,6 +52,14 @@ struct OpenCall {
     arguments: String,
 }
 
+/// Where a finished response goes and what it keeps of its request.
+struct Storing {
+    store: Arc<ResponseStore>,
+    conversation: Value,
+    input_start: usize,
+    owner: Option<usize>,
+}
+
 /// Renders one turn for the Responses API. See the module docs.
 pub struct ResponsesRenderer {
     meta: ResponseMeta,
@@ -64,7 +72,7 @@ pub struct ResponsesRenderer {
     /// Of the output tokens, those the turn reasoned in (known at `Finish`).
     reasoning_tokens: u32,
     /// Where a finished response is kept, with the conversation it answered.
-    store: Option<(Arc<ResponseStore>, Value, Option<usize>)>,
+    store: Option<Storing>,
 }
 
 impl ResponsesRenderer {
@@ -84,17 +92,23 @@ impl ResponsesRenderer {
     }
 
     /// Also puts the finished response into `store` (when it completes, streamed or not;
-    /// never when it fails), with `conversation`: the request's
-    /// `ValidResponsesRequest::conversation`. A response too large for its caller's budget
-    /// is not stored, and the final response object says `"store": false`.
+    /// never when it fails), with `conversation` and `input_start`: the request's
+    /// `ValidResponsesRequest::conversation` and `input_start`. A response too large for its
+    /// caller's budget is not stored, and the final response object says `"store": false`.
     /// `owner` is the caller's API key index ([`StoredResponse::owner`]).
     pub fn storing(
         mut self,
         store: Arc<ResponseStore>,
         conversation: Value,
+        input_start: usize,
         owner: Option<usize>,
     ) -> Self {
-        self.store = Some((store, conversation, owner));
+        self.store = Some(Storing {
+            store,
+            conversation,
+            input_start,
+            owner,
+        });
         self
     }
 
@@ -263,11 +277,18 @@ impl ResponsesRenderer {
         // Frames of an item still open are dropped: a turn always finishes before the end.
         self.finish_item();
         let mut response = self.response(self.final_status(), Some(usage));
-        if let Some((store, conversation, owner)) = self.store.take() {
+        if let Some(Storing {
+            store,
+            conversation,
+            input_start,
+            owner,
+        }) = self.store.take()
+        {
             let stored = store.put(
                 self.meta.id.clone(),
                 StoredResponse {
                     input: conversation,
+                    input_start,
                     output: self.output_items(),
                     body: response.clone(),
                     created: Instant::now(),
