@@ -12,6 +12,9 @@
 //! A call's `input` in the one-body answer is the model's JSON text as generated (checked to
 //! be an object, not re-encoded), so that it says what the stream's `partial_json` says:
 //! a number of any length keeps every digit.
+//!
+//! Until the first block starts, a stream quiet for the keep-alive interval sends a `ping`
+//! event (Claude Code gives up on a stream without events for 300 s, a long prefill's time).
 
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -286,6 +289,15 @@ impl TurnRenderer for MessagesRenderer {
 
     fn error(&mut self, err: &ApiError) -> Vec<Frame> {
         vec![Frame::named("error", &AnthropicErrorBody::from_error(err))]
+    }
+
+    /// A `ping` until the first content block starts.
+    fn keep_alive(&mut self) -> Vec<Frame> {
+        if self.blocks.is_empty() && self.open.is_none() {
+            vec![event("ping", json!({}))]
+        } else {
+            Vec::new()
+        }
     }
 
     fn body(mut self: Box<Self>, ending: Ending<'_>) -> String {

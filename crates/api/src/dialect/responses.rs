@@ -9,6 +9,8 @@
 //! event's `event:` name equals its `type`, and every event carries a `sequence_number`
 //! counting from 0. A new item starts whenever the turn switches between reasoning, text and
 //! a call. Only one choice (`n = 1`) exists in this API; logprob updates are not rendered.
+//! Until the first output item, a stream quiet for the keep-alive interval repeats
+//! `response.in_progress` (an event clients count as life, where SSE comments are not).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -439,6 +441,15 @@ impl TurnRenderer for ResponsesRenderer {
         response["error"] = json!({"code": code, "message": detail.message});
         let failed = self.event("response.failed", json!({"response": response}));
         vec![error, failed]
+    }
+
+    /// `response.in_progress` again until the first output item is added.
+    fn keep_alive(&mut self) -> Vec<Frame> {
+        if !self.items.is_empty() || self.open.is_some() {
+            return Vec::new();
+        }
+        let response = self.response("in_progress", None);
+        vec![self.event("response.in_progress", json!({"response": response}))]
     }
 
     fn body(mut self: Box<Self>, ending: Ending<'_>) -> String {
