@@ -9,6 +9,7 @@ mod context_limits;
 mod errors;
 mod fair_share;
 mod hardening;
+mod keep_alive;
 #[path = "../support/metrics.rs"]
 mod metrics;
 mod model_names;

@@ -126,6 +126,8 @@ pub struct ServerOptions {
     pub model_names: sluice_api::model_names::ModelNames,
     /// `--clamp-max-tokens`.
     pub clamp_max_tokens: bool,
+    /// How often a quiet stream sends its protocol's keep-alive event.
+    pub stream_keep_alive: Duration,
 }
 
 impl Default for ServerOptions {
@@ -153,6 +155,7 @@ impl Default for ServerOptions {
             extra_models: Vec::new(),
             model_names: Default::default(),
             clamp_max_tokens: false,
+            stream_keep_alive: sluice_api::state::STREAM_KEEP_ALIVE,
         }
     }
 }
@@ -269,6 +272,7 @@ pub async fn start(options: ServerOptions) -> TestServer {
         stored_response_bytes: options.stored_response_bytes.0,
         stored_response_bytes_per_key: options.stored_response_bytes.1,
         clamp_max_tokens: options.clamp_max_tokens,
+        stream_keep_alive: options.stream_keep_alive,
         ..ApiConfig::default()
     };
     let registry = sluice_api::registry::ModelRegistry::new(models).with_names(options.model_names);

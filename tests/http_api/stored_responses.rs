@@ -215,3 +215,110 @@ async fn a_request_too_large_to_store_is_refused_before_any_work() {
         200
     );
 }
+
+/// GETs `path` as the holder of `key`; status and JSON answer.
+async fn get(server: &TestServer, key: &str, path: &str) -> (u16, Value) {
+    let res = reqwest::Client::new()
+        .get(server.url(path))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    (res.status().as_u16(), res.json().await.unwrap())
+}
+
+fn item_ids(page: &Value) -> Vec<&str> {
+    page["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["id"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn input_items_list_a_responses_own_input_to_its_own_key_in_pages() {
+    let server = start(ServerOptions {
+        api_keys: vec!["key-a".into(), "key-b".into()],
+        ..ServerOptions::default()
+    })
+    .await;
+    let first = json!({"model": MODEL_ID, "max_output_tokens": 1, "input": [
+        {"role": "developer", "content": "be brief"},
+        {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        {"type": "function_call", "call_id": "call_a", "name": "get", "arguments": "{\"n\":1}"},
+        {"type": "function_call_output", "call_id": "call_a", "output": "one"}]});
+    let (status, answer) = post(&server, Some("key-a"), "/v1/responses", &first).await;
+    assert_eq!(status, 200, "{answer}");
+    let id = answer["id"].as_str().unwrap().to_string();
+    let path = format!("/v1/responses/{id}/input_items");
+
+    let (status, page) = get(&server, "key-a", &path).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["object"], "list");
+    assert_eq!(page["has_more"], false);
+    let kinds: Vec<&str> = page["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| item["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "function_call_output",
+            "function_call",
+            "message",
+            "message"
+        ],
+        "newest first by default"
+    );
+    assert_eq!(page["data"][0]["output"], "one");
+    assert_eq!(page["data"][1]["arguments"], "{\"n\":1}");
+    assert_eq!(page["data"][2]["content"][0]["text"], "hi");
+    assert_eq!(page["first_id"], page["data"][0]["id"]);
+    assert_eq!(page["last_id"], page["data"][3]["id"]);
+    let all = item_ids(&page);
+
+    let (_, asc) = get(&server, "key-a", &format!("{path}?order=asc&limit=3")).await;
+    assert_eq!(item_ids(&asc), [all[3], all[2], all[1]]);
+    assert_eq!(asc["has_more"], true);
+    let after = asc["last_id"].as_str().unwrap();
+    let (_, rest) = get(
+        &server,
+        "key-a",
+        &format!("{path}?order=asc&limit=3&after={after}&include[]=message.input_image.image_url"),
+    )
+    .await;
+    assert_eq!(item_ids(&rest), [all[0]]);
+    assert_eq!(rest["has_more"], false);
+
+    let next = json!({"model": MODEL_ID, "max_output_tokens": 1, "previous_response_id": id,
+        "input": "and then?"});
+    let (status, answer) = post(&server, Some("key-a"), "/v1/responses", &next).await;
+    assert_eq!(status, 200, "{answer}");
+    let next_id = answer["id"].as_str().unwrap();
+    let (_, page) = get(
+        &server,
+        "key-a",
+        &format!("/v1/responses/{next_id}/input_items"),
+    )
+    .await;
+    assert_eq!(
+        page["data"].as_array().unwrap().len(),
+        1,
+        "only its own input: {page}"
+    );
+    assert_eq!(page["data"][0]["content"][0]["text"], "and then?");
+
+    let (status, other) = get(&server, "key-b", &path).await;
+    assert_eq!(status, 404, "another key's response: {other}");
+    let (status, _) = get(&server, "key-a", "/v1/responses/resp_nope/input_items").await;
+    assert_eq!(status, 404);
+    for bad in ["limit=0", "limit=101", "order=sideways"] {
+        let (status, body) = get(&server, "key-a", &format!("{path}?{bad}")).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+    }
+    let (status, past) = get(&server, "key-a", &format!("{path}?after=msg_nope")).await;
+    assert_eq!((status, past["data"].clone()), (200, json!([])));
+}

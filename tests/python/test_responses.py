@@ -214,6 +214,37 @@ def test_retrieve_and_delete_a_stored_response(client):
         client.responses.delete(r.id)
 
 
+def test_input_items_list_the_requests_own_input(client):
+    first = client.responses.create(model=MODEL, input="Hi.", max_output_tokens=4)
+    r = client.responses.create(
+        model=MODEL, previous_response_id=first.id, max_output_tokens=4,
+        input=[{"role": "developer", "content": "Be brief."},
+               {"role": "user", "content": [{"type": "input_text", "text": "Again."}]},
+               {"type": "function_call", "call_id": "call_x", "name": "read_file",
+                "arguments": '{"path": "/etc/hosts"}'},
+               {"type": "function_call_output", "call_id": "call_x", "output": "localhost"}],
+    )
+    page = client.responses.input_items.list(r.id)
+    assert page.has_more is False
+    newest_first = page.data
+    assert [i.type for i in newest_first] == [
+        "function_call_output", "function_call", "message", "message"]
+    assert newest_first[0].output == "localhost" and newest_first[0].call_id == "call_x"
+    assert json.loads(newest_first[1].arguments) == {"path": "/etc/hosts"}
+    assert newest_first[2].content[0].text == "Again."
+    assert page.first_id == newest_first[0].id and page.last_id == newest_first[-1].id
+    assert len({i.id for i in newest_first}) == 4
+    # One item a page: the client follows `after` through `has_more`.
+    ascending = list(client.responses.input_items.list(r.id, order="asc", limit=1))
+    assert [i.id for i in ascending] == [i.id for i in reversed(newest_first)]
+    [only] = client.responses.input_items.list(first.id).data
+    assert only.type == "message" and only.content[0].text == "Hi."
+    with pytest.raises(openai.BadRequestError):
+        client.responses.input_items.list(r.id, limit=0)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.input_items.list("resp_doesnotexist")
+
+
 def test_an_unstored_response_cannot_be_retrieved_or_continued(client):
     r = client.responses.create(model=MODEL, input="Hi.", max_output_tokens=4, store=False)
     assert r.store is False
@@ -264,6 +295,9 @@ def test_stored_responses_belong_to_their_api_key():
         with pytest.raises(openai.NotFoundError):
             b.responses.create(model=MODEL, input="Again.", previous_response_id=r.id,
                                max_output_tokens=4)
+        with pytest.raises(openai.NotFoundError):
+            b.responses.input_items.list(r.id)
+        assert len(a.responses.input_items.list(r.id).data) == 1
         with pytest.raises(openai.NotFoundError):
             b.responses.delete(r.id)
         assert a.responses.retrieve(r.id).id == r.id, "B's delete must not remove A's"

@@ -42,6 +42,9 @@ pub struct ResponsePlan {
     pub prompt_logprobs: Option<u32>,
     /// Each prompt's tokens (what echoed logprobs and `prompt_logprobs` describe).
     pub prompt_tokens: Vec<Vec<u32>>,
+    /// How often a quiet stream asks its dialect for keep-alive events
+    /// ([`crate::ApiConfig::stream_keep_alive`]).
+    pub keep_alive: std::time::Duration,
 }
 
 /// A fresh response id with the given prefix (`chatcmpl`, `cmpl`).
@@ -107,6 +110,7 @@ pub async fn run(
         let spec = StreamSpec {
             dialect: plan.dialect,
             tokens,
+            keep_alive: Some(plan.keep_alive),
         };
         return Ok(sse_response(events, assembler, spec).into_response());
     }

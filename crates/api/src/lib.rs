@@ -84,6 +84,10 @@ pub fn router_with(
             "/v1/responses/{id}",
             get(routes::responses::retrieve_response).delete(routes::responses::delete_response),
         )
+        .route(
+            "/v1/responses/{id}/input_items",
+            get(routes::response_input_items::list_input_items),
+        )
         .route("/v1/messages", post(routes::messages::create_message))
         .route(
             "/v1/messages/count_tokens",

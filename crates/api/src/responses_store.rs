@@ -34,6 +34,10 @@ pub struct StoredResponse {
     /// The conversation the response answered, template-ready (`template_messages` form),
     /// without the request's `instructions`, which the next turn does not inherit.
     pub input: Value,
+    /// Where in `input` the request's own input begins (what came before is the conversation
+    /// of its `previous_response_id`): `GET /v1/responses/{id}/input_items` lists
+    /// `input[input_start..]`, so those items are not kept a second time.
+    pub input_start: usize,
     /// The response's output items (reasoning, message, function calls) as sent.
     pub output: Value,
     /// The whole response object, for retrieval.
@@ -413,6 +417,7 @@ mod tests {
     fn response(text: &str, age: Duration) -> StoredResponse {
         StoredResponse {
             input: json!([{"role": "user", "content": text}]),
+            input_start: 0,
             output: json!([]),
             body: json!({"id": text}),
             created: Instant::now()

@@ -6,10 +6,16 @@
 //! before it finishes and finishes once), then, when every choice has finished, the dialect's
 //! closing frames. An error after the first byte cannot change the HTTP status any more, so the
 //! dialect reports it in-stream ([`Dialect::error`]) and the stream ends.
+//!
+//! While the engine has nothing to say (the request queues, a long prompt prefills), every
+//! [`StreamSpec::keep_alive`] without a frame asks the dialect for its keep-alive frames
+//! ([`Dialect::keep_alive`]); the first time it has none ends them. Below that, axum's SSE
+//! comments keep proxies from timing the connection out.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures_util::stream::{self, Stream, StreamExt};
@@ -25,6 +31,9 @@ pub struct StreamSpec {
     pub dialect: Box<dyn Dialect>,
     /// Token texts for logprobs.
     pub tokens: Arc<dyn TokenTexts>,
+    /// After this long without an engine event, the dialect's keep-alive frames are sent
+    /// ([`Dialect::keep_alive`]); `None`: never.
+    pub keep_alive: Option<Duration>,
 }
 
 struct ChunkState<S> {
@@ -60,7 +69,21 @@ where
                 return Some((payload, st));
             }
             let events = st.events.as_mut()?;
-            let next = events.next().await;
+            let next = match st.spec.keep_alive {
+                // `next` is cancel-safe: an event not yet out stays in its stream.
+                Some(every) => match tokio::time::timeout(every, events.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        let frames = st.spec.dialect.keep_alive();
+                        if frames.is_empty() {
+                            st.spec.keep_alive = None;
+                        }
+                        st.pending.extend(frames);
+                        continue;
+                    }
+                },
+                None => events.next().await,
+            };
             let outcome = match next {
                 Some((prompt, event)) => st.assembler.apply(prompt, event, st.spec.tokens.as_ref()),
                 None => Err(ApiError::Internal(

@@ -58,7 +58,15 @@ pub struct ApiConfig {
     /// `--clamp-max-tokens`: a `max_tokens` beyond the rest of the context is cut to it (as
     /// llama-server does) instead of a 400.
     pub clamp_max_tokens: bool,
+    /// How often a stream whose protocol has a keep-alive event (Messages' `ping`, Responses'
+    /// `response.in_progress`) sends one while it has nothing else to send, until its first
+    /// content: clients such as Claude Code give up on a stream with no event for 300 s, which
+    /// a long prompt's prefill can take, and SSE comments do not count.
+    pub stream_keep_alive: Duration,
 }
+
+/// Default of [`ApiConfig::stream_keep_alive`].
+pub const STREAM_KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 impl Default for ApiConfig {
     fn default() -> Self {
@@ -80,6 +88,7 @@ impl Default for ApiConfig {
             stored_response_bytes_per_key: crate::responses_store::DEFAULT_MAX_BYTES_PER_KEY,
             liveness_timeout: Duration::from_secs(300),
             clamp_max_tokens: false,
+            stream_keep_alive: STREAM_KEEP_ALIVE,
         }
     }
 }

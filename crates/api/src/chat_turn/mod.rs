@@ -80,6 +80,7 @@ where
         echo_logprobs: None,
         prompt_logprobs: valid.params.prompt_logprobs,
         prompt_tokens,
+        keep_alive: state.config.stream_keep_alive,
     };
     run(model, vec![request], plan, state.config.retry_after_secs).await
 }

@@ -9,7 +9,15 @@
 //! reads `stop_reason: "stop_sequence"` with that sequence in `stop_sequence` (null otherwise).
 //! A call whose arguments do not parse as a JSON object (cut off by `max_tokens`) has
 //! `input: {}` in the one-body answer; its stream still carries the raw `partial_json`.
+//! A call's `input` in the one-body answer is the model's JSON text as generated (checked to
+//! be an object, not re-encoded), so that it says what the stream's `partial_json` says:
+//! a number of any length keeps every digit.
+//!
+//! Until the first block starts, a stream quiet for the keep-alive interval sends a `ping`
+//! event (Claude Code gives up on a stream without events for 300 s, a long prefill's time).
 
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use super::turn::{TurnEnd, TurnRenderer, TurnUpdate};
@@ -40,12 +48,62 @@ enum OpenBlock {
     },
 }
 
+/// A finished content block.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum Block {
+    /// Thinking or text, or a call whose arguments are not a JSON object.
+    Plain(Value),
+    /// A call with its input as the model wrote it.
+    ToolUse(ToolUse),
+}
+
+/// A `tool_use` block whose `input` is JSON text embedded as it is.
+#[derive(Debug, Serialize)]
+struct ToolUse {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    id: String,
+    name: String,
+    input: Box<RawValue>,
+}
+
+impl Block {
+    /// The `tool_use` block of a call with these arguments: their text when it is one JSON
+    /// object (surrounding whitespace dropped), else `{}` (a call cut off, or botched).
+    fn tool_use(id: String, name: String, arguments: String) -> Block {
+        match RawValue::from_string(arguments) {
+            Ok(input) if input.get().starts_with('{') => Block::ToolUse(ToolUse {
+                kind: "tool_use",
+                id,
+                name,
+                input,
+            }),
+            _ => Block::Plain(json!({"type": "tool_use", "id": id, "name": name, "input": {}})),
+        }
+    }
+}
+
+/// The one-body answer, its fields in the order the stream's `message_start` has them.
+#[derive(Serialize)]
+struct MessageBody<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    role: &'static str,
+    model: &'a str,
+    content: &'a [Block],
+    stop_reason: &'static str,
+    stop_sequence: &'a Option<String>,
+    usage: Value,
+}
+
 /// Renders one turn for the Messages API. See the module docs.
 pub struct MessagesRenderer {
     meta: ResponseMeta,
     prompt_tokens: u32,
     /// Finished blocks, in order.
-    blocks: Vec<Value>,
+    blocks: Vec<Block>,
     open: Option<OpenBlock>,
     end: Option<TurnEnd>,
     /// The stop sequence that ended the turn, when one did.
@@ -111,16 +169,10 @@ impl MessagesRenderer {
         self.blocks.push(match open {
             // No signature: nothing here can verify one when the block comes back.
             OpenBlock::Thinking(text) => {
-                json!({"type": "thinking", "thinking": text, "signature": ""})
+                Block::Plain(json!({"type": "thinking", "thinking": text, "signature": ""}))
             }
-            OpenBlock::Text(text) => json!({"type": "text", "text": text}),
-            OpenBlock::ToolUse { id, name, json } => {
-                let input = match serde_json::from_str::<Value>(&json) {
-                    Ok(object @ Value::Object(_)) => object,
-                    _ => json!({}),
-                };
-                json!({"type": "tool_use", "id": id, "name": name, "input": input})
-            }
+            OpenBlock::Text(text) => Block::Plain(json!({"type": "text", "text": text})),
+            OpenBlock::ToolUse { id, name, json } => Block::tool_use(id, name, json),
         });
         vec![event("content_block_stop", json!({"index": index}))]
     }
@@ -239,18 +291,27 @@ impl TurnRenderer for MessagesRenderer {
         vec![Frame::named("error", &AnthropicErrorBody::from_error(err))]
     }
 
+    /// A `ping` until the first content block starts.
+    fn keep_alive(&mut self) -> Vec<Frame> {
+        if self.blocks.is_empty() && self.open.is_none() {
+            vec![event("ping", json!({}))]
+        } else {
+            Vec::new()
+        }
+    }
+
     fn body(mut self: Box<Self>, ending: Ending<'_>) -> String {
         self.finish_block();
-        to_json(&json!({
-            "id": self.meta.id,
-            "type": "message",
-            "role": "assistant",
-            "model": self.meta.model,
-            "content": self.blocks,
-            "stop_reason": self.stop_reason(),
-            "stop_sequence": self.stop_sequence,
-            "usage": self.usage(&ending.usage),
-        }))
+        to_json(&MessageBody {
+            id: &self.meta.id,
+            kind: "message",
+            role: "assistant",
+            model: &self.meta.model,
+            content: &self.blocks,
+            stop_reason: self.stop_reason(),
+            stop_sequence: &self.stop_sequence,
+            usage: self.usage(&ending.usage),
+        })
     }
 }
 

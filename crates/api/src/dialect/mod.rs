@@ -85,6 +85,14 @@ pub trait Dialect: Send {
         openai_error(err)
     }
 
+    /// The frames a stream sends when it has had nothing to send for the keep-alive interval
+    /// ([`crate::ApiConfig::stream_keep_alive`]): an event its clients count as life, for a
+    /// protocol that has one, until its first content. None (the default) ends the
+    /// keep-alives; the SSE comments a stream always sends remain.
+    fn keep_alive(&mut self) -> Vec<Frame> {
+        Vec::new()
+    }
+
     /// The one JSON body of a response that does not stream, after every update went through
     /// [`Dialect::update`]. Text, not a `Value`: a `Value` would widen the f32 logprobs.
     fn body(self: Box<Self>, ending: Ending<'_>) -> String;

@@ -9,6 +9,8 @@
 //! event's `event:` name equals its `type`, and every event carries a `sequence_number`
 //! counting from 0. A new item starts whenever the turn switches between reasoning, text and
 //! a call. Only one choice (`n = 1`) exists in this API; logprob updates are not rendered.
+//! Until the first output item, a stream quiet for the keep-alive interval repeats
+//! `response.in_progress` (an event clients count as life, where SSE comments are not).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -52,6 +54,14 @@ struct OpenCall {
     arguments: String,
 }
 
+/// Where a finished response goes and what it keeps of its request.
+struct Storing {
+    store: Arc<ResponseStore>,
+    conversation: Value,
+    input_start: usize,
+    owner: Option<usize>,
+}
+
 /// Renders one turn for the Responses API. See the module docs.
 pub struct ResponsesRenderer {
     meta: ResponseMeta,
@@ -64,7 +74,7 @@ pub struct ResponsesRenderer {
     /// Of the output tokens, those the turn reasoned in (known at `Finish`).
     reasoning_tokens: u32,
     /// Where a finished response is kept, with the conversation it answered.
-    store: Option<(Arc<ResponseStore>, Value, Option<usize>)>,
+    store: Option<Storing>,
 }
 
 impl ResponsesRenderer {
@@ -84,17 +94,23 @@ impl ResponsesRenderer {
     }
 
     /// Also puts the finished response into `store` (when it completes, streamed or not;
-    /// never when it fails), with `conversation`: the request's
-    /// `ValidResponsesRequest::conversation`. A response too large for its caller's budget
-    /// is not stored, and the final response object says `"store": false`.
+    /// never when it fails), with `conversation` and `input_start`: the request's
+    /// `ValidResponsesRequest::conversation` and `input_start`. A response too large for its
+    /// caller's budget is not stored, and the final response object says `"store": false`.
     /// `owner` is the caller's API key index ([`StoredResponse::owner`]).
     pub fn storing(
         mut self,
         store: Arc<ResponseStore>,
         conversation: Value,
+        input_start: usize,
         owner: Option<usize>,
     ) -> Self {
-        self.store = Some((store, conversation, owner));
+        self.store = Some(Storing {
+            store,
+            conversation,
+            input_start,
+            owner,
+        });
         self
     }
 
@@ -263,11 +279,18 @@ impl ResponsesRenderer {
         // Frames of an item still open are dropped: a turn always finishes before the end.
         self.finish_item();
         let mut response = self.response(self.final_status(), Some(usage));
-        if let Some((store, conversation, owner)) = self.store.take() {
+        if let Some(Storing {
+            store,
+            conversation,
+            input_start,
+            owner,
+        }) = self.store.take()
+        {
             let stored = store.put(
                 self.meta.id.clone(),
                 StoredResponse {
                     input: conversation,
+                    input_start,
                     output: self.output_items(),
                     body: response.clone(),
                     created: Instant::now(),
@@ -418,6 +441,15 @@ impl TurnRenderer for ResponsesRenderer {
         response["error"] = json!({"code": code, "message": detail.message});
         let failed = self.event("response.failed", json!({"response": response}));
         vec![error, failed]
+    }
+
+    /// `response.in_progress` again until the first output item is added.
+    fn keep_alive(&mut self) -> Vec<Frame> {
+        if !self.items.is_empty() || self.open.is_some() {
+            return Vec::new();
+        }
+        let response = self.response("in_progress", None);
+        vec![self.event("response.in_progress", json!({"response": response}))]
     }
 
     fn body(mut self: Box<Self>, ending: Ending<'_>) -> String {

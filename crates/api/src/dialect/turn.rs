@@ -127,6 +127,12 @@ pub trait TurnRenderer: Send {
         super::openai_error(err)
     }
 
+    /// The frames of a stream quiet for the keep-alive interval
+    /// ([`super::Dialect::keep_alive`]).
+    fn keep_alive(&mut self) -> Vec<super::Frame> {
+        Vec::new()
+    }
+
     /// The one JSON body of a response that does not stream.
     fn body(self: Box<Self>, ending: super::Ending<'_>) -> String;
 }

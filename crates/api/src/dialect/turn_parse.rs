@@ -279,6 +279,10 @@ impl<R: TurnRenderer> Dialect for TurnDialect<R> {
         self.renderer.error(err)
     }
 
+    fn keep_alive(&mut self) -> Vec<Frame> {
+        self.renderer.keep_alive()
+    }
+
     fn body(mut self: Box<Self>, ending: Ending<'_>) -> String {
         self.report_malformed();
         self.renderer.body(ending)

@@ -67,6 +67,7 @@ pub async fn create_completion(
         echo_logprobs: valid.prompt_logprobs,
         prompt_logprobs: valid.params.prompt_logprobs,
         prompt_tokens: echo_tokens,
+        keep_alive: state.config.stream_keep_alive,
     };
     run(model, requests, plan, state.config.retry_after_secs).await
 }

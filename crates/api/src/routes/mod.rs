@@ -11,6 +11,7 @@ pub mod models;
 pub mod openapi;
 pub mod render;
 pub mod rerank;
+pub mod response_input_items;
 pub mod responses;
 pub mod tokenize;
 pub mod ui;

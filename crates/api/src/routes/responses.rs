@@ -41,7 +41,7 @@ pub async fn create_response(
     }
     let meta = response_meta(&model.id);
     let store = valid.echo.store.then(|| state.responses.clone());
-    let (conversation, echo) = (valid.conversation, valid.echo);
+    let (conversation, input_start, echo) = (valid.conversation, valid.input_start, valid.echo);
     let owner = caller.key;
     generate_turn(
         &state,
@@ -52,7 +52,7 @@ pub async fn create_response(
         move |_| {
             let renderer = ResponsesRenderer::new(meta, echo);
             match store {
-                Some(store) => renderer.storing(store, conversation, owner),
+                Some(store) => renderer.storing(store, conversation, input_start, owner),
                 None => renderer,
             }
         },

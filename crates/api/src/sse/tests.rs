@@ -40,6 +40,7 @@ fn run(
     let spec = StreamSpec {
         dialect: dialect(shape, num_prompts * n as usize, include_usage),
         tokens: Arc::new(NumberedTokens),
+        keep_alive: None,
     };
     let chunks = chunk_stream(stream::iter(events), assembler, spec);
     let frames = tokio::runtime::Builder::new_current_thread()
@@ -243,4 +244,75 @@ fn stream_text_equals_collected_text() {
     };
     let body: Value = serde_json::from_str(&d.body(ending)).unwrap();
     assert_eq!(streamed, body["choices"][0]["message"]["content"]);
+}
+
+/// Frames of a Messages stream whose engine events each come `gap` after the one before,
+/// with keep-alives every `every`.
+fn slow_messages_stream(
+    events: Vec<(usize, Event)>,
+    gap: std::time::Duration,
+    every: std::time::Duration,
+) -> Vec<Frame> {
+    use crate::dialect::messages::MessagesRenderer;
+    let assembler = ResponseAssembler::new(LogprobsShape::Chat, 1, 1, None, false);
+    let spec = StreamSpec {
+        dialect: Box::new(TurnDialect::new(
+            MessagesRenderer::new(meta(), 3),
+            1,
+            Default::default(),
+            CallIds::OpenAi,
+        )),
+        tokens: Arc::new(NumberedTokens),
+        keep_alive: Some(every),
+    };
+    let slow = Box::pin(stream::iter(events).then(move |e| async move {
+        tokio::time::sleep(gap).await;
+        e
+    }));
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+        .block_on(chunk_stream(slow, assembler, spec).collect::<Vec<_>>())
+}
+
+#[test]
+fn a_quiet_messages_stream_pings_until_its_first_content_block() {
+    let every = std::time::Duration::from_millis(20);
+    let frames = slow_messages_stream(
+        vec![
+            (0, delta(0, "a", &[1])),
+            (0, delta(0, "b", &[1])),
+            (0, finished(0, FinishReason::Stop, 3, 2)),
+        ],
+        every * 6,
+        every,
+    );
+    let names: Vec<&str> = frames.iter().map(|f| f.event.unwrap()).collect();
+    let first_block = names
+        .iter()
+        .position(|n| *n == "content_block_start")
+        .unwrap();
+    let pings = names.iter().filter(|n| **n == "ping").count();
+    assert!(pings >= 2, "a prefill of 6 intervals pings: {names:?}");
+    assert_eq!(names[0], "message_start");
+    assert!(
+        names[first_block..].iter().all(|n| *n != "ping"),
+        "no ping once content flows: {names:?}"
+    );
+    let ping = frames.iter().find(|f| f.event == Some("ping")).unwrap();
+    assert_eq!(ping.data, r#"{"type":"ping"}"#);
+}
+
+#[test]
+fn a_prompt_answered_within_the_interval_sends_no_keep_alive() {
+    let frames = slow_messages_stream(
+        vec![
+            (0, delta(0, "a", &[1])),
+            (0, finished(0, FinishReason::Stop, 3, 1)),
+        ],
+        std::time::Duration::ZERO,
+        std::time::Duration::from_secs(5),
+    );
+    assert!(frames.iter().all(|f| f.event != Some("ping")));
 }

@@ -26,6 +26,8 @@ pub struct ValidResponsesRequest {
     /// The conversation without the instructions, template-ready: what
     /// [`StoredResponse::input`] keeps for the next turn.
     pub conversation: Value,
+    /// Where in `conversation` the request's own input begins ([`StoredResponse::input_start`]).
+    pub input_start: usize,
     /// The fields the response object echoes.
     pub echo: ResponseEcho,
 }
@@ -74,6 +76,7 @@ pub fn validate_responses(
         Some(ResponseInput::Items(items)) => chat_messages(&items, "input")?,
         None => Vec::new(),
     };
+    let input_start = conversation.len();
     conversation.extend(rendered(&new)?);
     if conversation.is_empty() {
         return Err(ApiError::invalid("input", "input must not be empty"));
@@ -121,6 +124,7 @@ pub fn validate_responses(
             params,
         },
         conversation: Value::Array(conversation),
+        input_start,
         echo,
     })
 }

@@ -200,6 +200,48 @@ fn length_ending_is_max_tokens_and_a_cut_call_has_empty_input() {
     assert_eq!(body["stop_reason"], "max_tokens");
 }
 
+/// The one-body answer as text, for what a `Value` would lose.
+fn body_text(updates: Vec<TurnUpdate>) -> String {
+    let assembler = ResponseAssembler::new(LogprobsShape::Chat, 1, 1, None, false);
+    let mut renderer: Box<dyn TurnRenderer> = Box::new(MessagesRenderer::new(meta(), 9));
+    for u in updates {
+        renderer.update(u);
+    }
+    renderer.body(Ending {
+        usage: UsageBody::new(9, 4, 3),
+        assembler: &assembler,
+        tokens: &NumberedTokens,
+    })
+}
+
+#[test]
+fn a_calls_input_in_the_one_body_answer_keeps_every_digit_the_model_wrote() {
+    let big = "1".repeat(73);
+    let args = format!("{{\"n\": {big}, \"x\": 0.10000000000000000001}}");
+    let (head, tail) = args.split_at(9);
+    let updates = turn(call(0, "toolu_a", "get", &[head, tail]), TurnEnd::ToolCalls);
+    let text = body_text(updates.clone());
+    let expected = format!(r#"{{"type":"tool_use","id":"toolu_a","name":"get","input":{args}}}"#);
+    assert!(text.contains(&expected), "{text}");
+    // Still one JSON document, the same as the stream folds into (up to f64 precision).
+    let (events, body) = run(updates);
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), body);
+    assert_eq!(fold(&events)["content"], body["content"]);
+    // Whitespace around the object goes; arguments not an object are `{}`.
+    let padded = body_text(turn(
+        call(0, "toolu_a", "get", &["  {\"a\": 1}\n"]),
+        TurnEnd::ToolCalls,
+    ));
+    assert!(padded.contains(r#""input":{"a": 1}}"#), "{padded}");
+    for not_an_object in ["[1, 2]", "7", "{\"a\": 1} x"] {
+        let text = body_text(turn(
+            call(0, "toolu_a", "get", &[not_an_object]),
+            TurnEnd::ToolCalls,
+        ));
+        assert!(text.contains(r#""input":{}"#), "{not_an_object}: {text}");
+    }
+}
+
 #[test]
 fn a_stop_sequence_ending_names_the_sequence() {
     let mut updates = turn(vec![text("c", "one, two")], TurnEnd::Stop);

@@ -300,6 +300,7 @@ fn a_stored_response_continues_into_the_next_request() {
         ResponsesRenderer::new(meta.clone(), valid.echo.clone()).storing(
             store.clone(),
             valid.conversation.clone(),
+            valid.input_start,
             None,
         )
     };
@@ -321,6 +322,10 @@ fn a_stored_response_continues_into_the_next_request() {
         json!({"city": "Oslo"})
     );
     assert_eq!(messages[2]["tool_call_id"], "call_a");
+    assert_eq!(
+        valid.input_start, 2,
+        "the new input follows the first turn and its output"
+    );
 }
 
 #[test]
@@ -331,6 +336,7 @@ fn a_response_too_large_to_store_is_answered_with_store_false() {
         ResponsesRenderer::new(meta(), echo.clone()).storing(
             store.clone(),
             json!([{"role": "user", "content": "hi"}]),
+            0,
             Some(0),
         )
     };

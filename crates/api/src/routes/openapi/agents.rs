@@ -61,6 +61,19 @@ pub(super) fn add_agents(doc: &mut Value) {
         "get": found_or_404("Retrieve a stored response", "Response"),
         "delete": found_or_404("Delete a stored response", "DeletedResponse"),
     });
+    let mut list_items = found_or_404("List a stored response's input items", "InputItemList");
+    list_items["parameters"] = json!([
+        id[0].clone(),
+        {"name": "limit", "in": "query", "required": false,
+         "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}},
+        {"name": "order", "in": "query", "required": false,
+         "schema": {"type": "string", "enum": ["asc", "desc"], "default": "desc"}},
+        {"name": "after", "in": "query", "required": false,
+         "description": "an item id of this response: the items after it (none after another id)",
+         "schema": {"type": "string"}},
+        {"name": "include", "in": "query", "required": false, "description": "ignored",
+         "schema": {"type": "array", "items": {"type": "string"}}}]);
+    doc["paths"]["/v1/responses/{id}/input_items"] = json!({"get": list_items});
     doc["paths"]["/v1/messages"] = anthropic_errors(post(
         "Create a message (Anthropic Messages API)",
         "MessagesRequest",
@@ -154,6 +167,14 @@ pub(super) fn add_agents(doc: &mut Value) {
             "output": {"type": "array", "items": {"type": "object", "properties": {
                 "type": {"type": "string", "enum": ["message", "function_call", "reasoning"]}}}},
             "usage": {"type": ["object", "null"]}}},
+        "InputItemList": {"type": "object",
+            "required": ["object", "data", "first_id", "last_id", "has_more"], "properties": {
+            "object": {"const": "list"},
+            "data": {"type": "array", "items": {"type": "object", "required": ["id", "type"],
+                "properties": {"id": {"type": "string"}, "type": {"type": "string",
+                    "enum": ["message", "function_call", "function_call_output", "reasoning"]}}}},
+            "first_id": {"type": ["string", "null"]}, "last_id": {"type": ["string", "null"]},
+            "has_more": {"type": "boolean"}}},
         "DeletedResponse": {"type": "object", "properties": {
             "id": {"type": "string"}, "object": {"const": "response"}, "deleted": {"const": true}}},
         "MessagesRequest": {"type": "object", "required": ["messages", "max_tokens"],

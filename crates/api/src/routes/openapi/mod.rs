@@ -138,6 +138,7 @@ mod tests {
             "/v1/score",
             "/v1/chat/completions/render",
             "/v1/completions/render",
+            "/v1/responses/{id}/input_items",
         ] {
             assert!(doc["paths"].get(path).is_some(), "missing {path}");
         }

@@ -136,6 +136,7 @@ fn bad_items_name_their_field() {
 fn previous_response_comes_before_the_new_input() {
     let stored = StoredResponse {
         input: json!([{"role": "user", "content": "weather?"}]),
+        input_start: 0,
         output: json!([
             {"type": "reasoning", "id": "rs_1", "summary": [],
              "content": [{"type": "reasoning_text", "text": "need a tool"}]},
