@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::relax::relax_root;
 use super::rules::*;
 use super::vocabulary::{has_type, ANNOTATIONS, KEYWORDS};
-use bounds::{int_range, string_node, RANGE_KEYWORDS};
+use bounds::{count_bounds, int_range, string_node, RANGE_KEYWORDS};
 
 mod bounds;
 mod union;
@@ -424,24 +424,7 @@ impl<'a> Compiler<'a> {
         map: &'a serde_json::Map<String, Value>,
         path: &str,
     ) -> Result<Node, SchemaError> {
-        let bound = |key: &str, default: u32| -> Result<u32, SchemaError> {
-            match map.get(key) {
-                None => Ok(default),
-                Some(v) => v
-                    .as_u64()
-                    .and_then(|n| u32::try_from(n).ok())
-                    .ok_or_else(|| {
-                        SchemaError::at(path, format!("{key} must be a non-negative integer"))
-                    }),
-            }
-        };
-        let (min, max) = (bound("minItems", 0)?, bound("maxItems", u32::MAX)?);
-        if min > max {
-            return Err(SchemaError::at(
-                path,
-                format!("minItems {min} exceeds maxItems {max}"),
-            ));
-        }
+        let (min, max) = count_bounds(map, path, "minItems", "maxItems")?;
         let items = match map.get("items") {
             None => self.push(Node::Any)?,
             Some(items) => self.node(items, &format!("{path}/items"))?,

@@ -55,6 +55,18 @@ pub(super) fn string_node(
     map: &serde_json::Map<String, Value>,
     path: &str,
 ) -> Result<Node, SchemaError> {
+    let (min, max) = count_bounds(map, path, "minLength", "maxLength")?;
+    Ok(Node::String { min, max })
+}
+
+/// A `(min, max)` pair of counts (`minLength`/`maxLength`, `minItems`/`maxItems`): each a
+/// non-negative integer (past `u32::MAX` it saturates), the pair not empty.
+pub(super) fn count_bounds(
+    map: &serde_json::Map<String, Value>,
+    path: &str,
+    min_key: &str,
+    max_key: &str,
+) -> Result<(u32, u32), SchemaError> {
     let bound = |key: &str, default: u32| -> Result<u32, SchemaError> {
         match map.get(key) {
             None => Ok(default),
@@ -66,12 +78,12 @@ pub(super) fn string_node(
                 }),
         }
     };
-    let (min, max) = (bound("minLength", 0)?, bound("maxLength", u32::MAX)?);
+    let (min, max) = (bound(min_key, 0)?, bound(max_key, u32::MAX)?);
     if min > max {
         return Err(SchemaError::at(
             path,
-            format!("minLength {min} exceeds maxLength {max}"),
+            format!("{min_key} {min} exceeds {max_key} {max}"),
         ));
     }
-    Ok(Node::String { min, max })
+    Ok((min, max))
 }
