@@ -9,8 +9,10 @@
 mod binary;
 #[path = "support/gguf_writer.rs"]
 mod gguf_writer;
+#[path = "support/limits.rs"]
+mod limits;
 
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -86,19 +88,7 @@ fn vocabulary(w: &mut GgufWriter, pieces: Vec<String>) {
 
 /// Limits `command`'s address space to [`ADDRESS_SPACE`].
 fn limited(mut command: Command) -> Command {
-    // SAFETY: setrlimit is async-signal-safe; the closure allocates nothing.
-    unsafe {
-        command.pre_exec(|| {
-            let limit = libc::rlimit {
-                rlim_cur: ADDRESS_SPACE,
-                rlim_max: ADDRESS_SPACE,
-            };
-            match libc::setrlimit(libc::RLIMIT_AS, &limit) {
-                0 => Ok(()),
-                _ => Err(std::io::Error::last_os_error()),
-            }
-        });
-    }
+    limits::limit_address_space(&mut command, ADDRESS_SPACE);
     command
 }
 
@@ -121,17 +111,7 @@ fn generate(model: &Path) -> (Option<ExitStatus>, String) {
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let mut child = limited(command).spawn().unwrap();
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if started.elapsed() > GENERATE_LIMIT {
-            child.kill().unwrap();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = limits::wait_at_most(&mut child, GENERATE_LIMIT);
     let output = child.wait_with_output().unwrap();
     (status, String::from_utf8_lossy(&output.stderr).into_owned())
 }

@@ -9,6 +9,8 @@
 
 #[path = "support/gguf_writer.rs"]
 mod gguf_writer;
+#[path = "support/limits.rs"]
+mod limits;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -274,7 +276,6 @@ fn scratch(tag: &str) -> PathBuf {
 /// [`ADDRESS_SPACE`] bytes of address space and [`TIME_LIMIT`], and fails unless it passes:
 /// an abort, a signal or a timeout is a failure with the child's output.
 fn run_in_limited_child(name: &str) {
-    use std::os::unix::process::CommandExt;
     // Output goes to a file: a pipe nobody reads while the child runs would fill and stop it.
     let log_path = scratch("child").join("output.txt");
     let log = std::fs::File::create(&log_path).unwrap();
@@ -284,31 +285,9 @@ fn run_in_limited_child(name: &str) {
         .env(CHILD, "1")
         .stdout(log.try_clone().unwrap())
         .stderr(log);
-    // SAFETY: setrlimit is async-signal-safe; the closure allocates nothing.
-    unsafe {
-        command.pre_exec(|| {
-            let limit = libc::rlimit {
-                rlim_cur: ADDRESS_SPACE,
-                rlim_max: ADDRESS_SPACE,
-            };
-            match libc::setrlimit(libc::RLIMIT_AS, &limit) {
-                0 => Ok(()),
-                _ => Err(std::io::Error::last_os_error()),
-            }
-        });
-    }
+    limits::limit_address_space(&mut command, ADDRESS_SPACE);
     let mut child = command.spawn().unwrap();
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if started.elapsed() > TIME_LIMIT {
-            child.kill().unwrap();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = limits::wait_at_most(&mut child, TIME_LIMIT);
     child.wait().unwrap();
     let text = std::fs::read_to_string(&log_path).unwrap_or_default();
     std::fs::remove_dir_all(log_path.parent().unwrap()).unwrap();
