@@ -123,15 +123,20 @@ impl ApiError {
         }
     }
 
-    /// This error with its `param` `from` named `to` (the same field under another API's name).
+    /// This error with its `param` `from` named `to`, and so in its message (the same field
+    /// under another API's name: one parser serving `prompt` and `input`, say).
     pub fn with_param_renamed(mut self, from: &str, to: &str) -> Self {
         match &mut self {
             ApiError::InvalidRequest {
-                param: Some(param), ..
+                message,
+                param: Some(param),
+                ..
+            } if param == from => {
+                *message = message.replace(from, to);
+                *param = to.to_string();
             }
-            | ApiError::ContextLengthExceeded { param, .. }
-                if param == from =>
-            {
+            // The message is made from the param.
+            ApiError::ContextLengthExceeded { param, .. } if param == from => {
                 *param = to.to_string();
             }
             _ => {}

@@ -33,7 +33,7 @@ pub fn validate_embeddings(
     limits: ModelLimits,
 ) -> Result<ValidEmbeddingRequest, ApiError> {
     let inputs = parse_prompts(req.input, limits.vocab_size)
-        .map_err(|e| rename_param(e, "prompt", "input"))?;
+        .map_err(|e| e.with_param_renamed("prompt", "input"))?;
     let base64 = match req.encoding_format.as_deref() {
         None | Some("float") => false,
         Some("base64") => true,
@@ -154,23 +154,6 @@ pub fn validate_score(req: ScoreRequest) -> Result<ValidRerankRequest, ApiError>
         instruction: req.instruction,
         priority: parse_priority(req.priority.as_deref())?,
     })
-}
-
-/// The same error reported against another parameter name (the prompt parser serves both
-/// `prompt` and `input`).
-fn rename_param(e: ApiError, from: &str, to: &str) -> ApiError {
-    match e {
-        ApiError::InvalidRequest {
-            message,
-            param,
-            code,
-        } if param.as_deref() == Some(from) => ApiError::InvalidRequest {
-            message: message.replace(from, to),
-            param: Some(to.to_string()),
-            code,
-        },
-        other => other,
-    }
 }
 
 #[cfg(test)]
