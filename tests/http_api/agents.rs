@@ -6,18 +6,7 @@
 
 use serde_json::{json, Value};
 
-use crate::server::{post_json, post_stream, sse_payloads, start, ServerOptions, MODEL_ID};
-
-fn fixture(name: &str) -> ServerOptions {
-    ServerOptions {
-        model_dir: Some(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("fixtures/models")
-                .join(name),
-        ),
-        ..ServerOptions::default()
-    }
-}
+use crate::server::{fixture, post_json, post_stream, sse_payloads, start, MODEL_ID};
 
 fn tools() -> Value {
     json!([

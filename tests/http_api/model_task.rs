@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use sluice_api::registry::ModelTask;
 
 use crate::server::post_json as post;
-use crate::server::{model_dir, start, ServerOptions, MODEL_ID};
+use crate::server::{fixture, start, ServerOptions, MODEL_ID};
 
 async fn card(base: &str) -> Value {
     let models: Value = reqwest::get(format!("{base}/v1/models"))
@@ -72,11 +72,7 @@ async fn auto_keeps_detecting_the_task_from_the_model_files() {
     )
     .await;
     assert_eq!(status, 200, "auto still embeds with a generative model");
-    let embedder = start(ServerOptions {
-        model_dir: Some(model_dir().join("..").join("qwen3-embedder")),
-        ..ServerOptions::default()
-    })
-    .await;
+    let embedder = start(fixture("qwen3-embedder")).await;
     assert_eq!(card(&embedder.base).await["task"], "embed");
 }
 

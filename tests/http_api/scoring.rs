@@ -5,18 +5,11 @@
 use serde_json::{json, Value};
 
 use crate::server::post_json as post;
-use crate::server::{model_dir, start, ServerOptions, MODEL_ID};
+use crate::server::{fixture, model_dir, start, ServerOptions, MODEL_ID};
 
 fn reference(fixture: &str, file: &str) -> Value {
     let path = model_dir().join("..").join(fixture).join(file);
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn fixture_options(fixture: &str) -> ServerOptions {
-    ServerOptions {
-        model_dir: Some(model_dir().join("..").join(fixture)),
-        ..ServerOptions::default()
-    }
 }
 
 fn floats(v: &Value) -> Vec<f32> {
@@ -81,7 +74,7 @@ async fn echo_with_logprobs_and_a_generated_token_appends_its_entry() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embeddings_pool_as_the_sentence_transformers_config_says() {
-    let server = start(fixture_options("qwen3-embedder")).await;
+    let server = start(fixture("qwen3-embedder")).await;
     let r = reference("qwen3-embedder", "embedding_reference.json");
     let inputs = r["inputs"].as_array().unwrap();
     let texts: Vec<&str> = inputs.iter().map(|i| i["text"].as_str().unwrap()).collect();
@@ -201,7 +194,7 @@ async fn embedding_dimensions_truncate_and_renormalise_and_long_inputs_are_refus
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_yes_no_reranker_ranks_by_the_reference_relevance() {
-    let server = start(fixture_options("qwen3-reranker")).await;
+    let server = start(fixture("qwen3-reranker")).await;
     let r = reference("qwen3-reranker", "rerank_reference.json");
     let results = r["results"].as_array().unwrap();
     let documents: Vec<&str> = results
@@ -251,7 +244,7 @@ async fn a_yes_no_reranker_ranks_by_the_reference_relevance() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_embedder_reranks_by_cosine_similarity() {
-    let server = start(fixture_options("qwen3-embedder")).await;
+    let server = start(fixture("qwen3-embedder")).await;
     let docs = ["Rivers run to the sea.", "Numbers like 1, 2, 3."];
     let (_, embedded) = post(
         &server.base,

@@ -90,6 +90,19 @@ impl Executor for SlowedExecutor {
     }
 }
 
+/// The options that serve the fixture model `fixtures/models/NAME` (as `llama`): `llama`
+/// renders with no known tool-call format (the generic envelope), `llama-tools` is Hermes.
+pub fn fixture(name: &str) -> ServerOptions {
+    ServerOptions {
+        model_dir: Some(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fixtures/models")
+                .join(name),
+        ),
+        ..ServerOptions::default()
+    }
+}
+
 /// Knobs a test may turn.
 #[derive(Debug, Clone)]
 pub struct ServerOptions {

@@ -9,19 +9,7 @@
 use serde_json::{json, Value};
 
 use crate::agents::named_events;
-use crate::server::{post_json, post_stream, sse_payloads, start, ServerOptions, MODEL_ID};
-
-/// `llama` renders with no known call format (the generic envelope); `llama-tools` is Hermes.
-fn fixture(name: &str) -> ServerOptions {
-    ServerOptions {
-        model_dir: Some(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("fixtures/models")
-                .join(name),
-        ),
-        ..ServerOptions::default()
-    }
-}
+use crate::server::{fixture, post_json, post_stream, sse_payloads, start, MODEL_ID};
 
 fn parameters() -> Value {
     json!({"type": "object", "required": ["query"], "additionalProperties": false,
