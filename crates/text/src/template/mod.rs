@@ -10,6 +10,7 @@
 //! pycompat callback.
 
 mod budget;
+mod guard;
 mod python_json;
 mod python_list;
 mod python_repr;
@@ -66,9 +67,9 @@ impl ChatTemplate {
         env.set_lstrip_blocks(true);
         env.set_fuel(Some(limits.fuel));
         env.set_unknown_method_callback(budget::python_method);
-        env.add_function(budget::CONCAT, budget::concat);
-        env.add_function(budget::CHECK_ADD, budget::check_add);
-        env.add_function(budget::CHECK_MUL, budget::check_mul);
+        env.add_function(guard::CONCAT, budget::concat);
+        env.add_function(guard::CHECK_ADD, budget::check_add);
+        env.add_function(guard::CHECK_MUL, budget::check_mul);
         env.add_filter("join", budget::join);
         env.add_filter("replace", budget::replace);
         env.add_filter("indent", budget::indent);
@@ -197,11 +198,11 @@ impl ChatTemplate {
         // minijinja has no hook for `~`, `+`, `*` or raw text: the program is rewritten to
         // call the budget's checks (budget.rs), then run as `Template::render` would run it.
         let compiled = get_compiled_template(&template);
-        let instructions = budget::guard_instructions(&compiled.instructions);
+        let instructions = guard::guard_instructions(&compiled.instructions);
         let blocks: BTreeMap<_, _> = compiled
             .blocks
             .iter()
-            .map(|(name, block)| (*name, budget::guard_instructions(block)))
+            .map(|(name, block)| (*name, guard::guard_instructions(block)))
             .collect();
         let armed = Armed::new(&self.limits, cancel);
         let mut text = String::with_capacity(compiled.buffer_size_hint);
