@@ -18,6 +18,7 @@ pub mod request;
 pub mod sampler;
 pub mod scheduler;
 pub mod sequence;
+pub mod speculation;
 pub mod step_cost;
 #[cfg(test)]
 mod testkit;
@@ -26,7 +27,9 @@ pub use engine::{Engine, EngineConfig};
 pub use executor::{Executor, ExecutorError, ModelExecutor};
 pub use fair_share::{CallerId, FairShareConfig};
 pub use handle::{EngineHandle, RequestId, RequestStream, SubmitError};
-pub use metrics::{EngineMetrics, HistogramSnapshot, MetricsSnapshot, StepTimes};
+pub use metrics::{
+    EngineMetrics, HistogramSnapshot, MetricsSnapshot, SpecDecodeSnapshot, StepTimes,
+};
 pub use request::{
     Event, FinishReason, GenerationRequest, Pooling, Priority, PromptOutputs, PromptScores,
     ResponseFormat, SamplingParams, StopRules, Task, TokenLogprob, Usage,

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::request::Task;
+use crate::speculation::{Verified, MAX_DRAFT_TOKENS};
 
 /// vLLM's `time_to_first_token_seconds` buckets.
 const TTFT_BOUNDS: &[f64] = &[
@@ -124,6 +125,57 @@ pub struct EngineMetrics {
     pub(crate) e2e_request_latency: Histogram,
     pub(crate) request_queue_time: Histogram,
     pub(crate) step_times: StepTimers,
+    pub(crate) spec_decode: SpecDecodeCounters,
+}
+
+/// Speculative decoding's counters, with vLLM's meanings.
+#[derive(Debug, Default)]
+pub(crate) struct SpecDecodeCounters {
+    pub(crate) drafts: AtomicU64,
+    pub(crate) draft_tokens: AtomicU64,
+    pub(crate) accepted_tokens: AtomicU64,
+    pub(crate) accepted_per_position: [AtomicU64; MAX_DRAFT_TOKENS],
+}
+
+impl SpecDecodeCounters {
+    /// Counts one verified draft.
+    pub(crate) fn record(&self, verified: Verified) {
+        EngineMetrics::add(&self.drafts, 1);
+        EngineMetrics::add(&self.draft_tokens, verified.proposed as u64);
+        EngineMetrics::add(&self.accepted_tokens, verified.accepted as u64);
+        for position in &self.accepted_per_position[..verified.accepted.min(MAX_DRAFT_TOKENS)] {
+            EngineMetrics::add(position, 1);
+        }
+    }
+
+    fn snapshot(&self) -> SpecDecodeSnapshot {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let per_position = self.accepted_per_position.each_ref().map(load);
+        let positions = per_position
+            .iter()
+            .rposition(|&n| n > 0)
+            .map_or(0, |p| p + 1);
+        SpecDecodeSnapshot {
+            drafts: load(&self.drafts),
+            draft_tokens: load(&self.draft_tokens),
+            accepted_tokens: load(&self.accepted_tokens),
+            accepted_per_position: per_position[..positions].to_vec(),
+        }
+    }
+}
+
+/// Speculative decoding so far (all zero when the engine does not speculate).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SpecDecodeSnapshot {
+    /// Drafts verified (`vllm:spec_decode_num_drafts`).
+    pub drafts: u64,
+    /// Draft tokens verified (`vllm:spec_decode_num_draft_tokens`).
+    pub draft_tokens: u64,
+    /// Of which accepted (`vllm:spec_decode_num_accepted_tokens`).
+    pub accepted_tokens: u64,
+    /// Accepted draft tokens per position in their draft, the first position first, up to the
+    /// last position any was accepted at (`vllm:spec_decode_num_accepted_tokens_per_pos`).
+    pub accepted_per_position: Vec<u64>,
 }
 
 /// Where the engine thread's time goes, summed over all steps (nanoseconds).
@@ -182,6 +234,7 @@ impl Default for EngineMetrics {
             e2e_request_latency: Histogram::new(REQUEST_BOUNDS),
             request_queue_time: Histogram::new(REQUEST_BOUNDS),
             step_times: StepTimers::default(),
+            spec_decode: SpecDecodeCounters::default(),
         }
     }
 }
@@ -219,6 +272,7 @@ impl EngineMetrics {
             e2e_request_latency: self.e2e_request_latency.snapshot(),
             request_queue_time: self.request_queue_time.snapshot(),
             step_times: self.step_times(),
+            spec_decode: self.spec_decode.snapshot(),
         }
     }
 
@@ -314,6 +368,8 @@ pub struct MetricsSnapshot {
     pub request_queue_time: HistogramSnapshot,
     /// Where the engine thread's time went.
     pub step_times: StepTimes,
+    /// Speculative decoding's drafts and acceptance.
+    pub spec_decode: SpecDecodeSnapshot,
 }
 
 #[cfg(test)]

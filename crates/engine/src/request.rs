@@ -55,6 +55,9 @@ pub struct SamplingParams {
     pub logprobs: Option<u32>,
     /// The form the output must keep; tokens that would break it are never sampled.
     pub response_format: ResponseFormat,
+    /// Whether the engine may verify draft tokens for this request when it speculates (the
+    /// output is the same either way; only its speed differs).
+    pub speculative: bool,
 }
 
 /// The form a choice's output must keep (OpenAI's `response_format`).
@@ -88,6 +91,7 @@ impl Default for SamplingParams {
             seed: None,
             logprobs: None,
             response_format: ResponseFormat::Text,
+            speculative: true,
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::output::{ChoiceOutput, Ending, OutputText, PendingOutput, TokenPlace}
 use crate::prompt_scoring::PromptScoring;
 use crate::request::{Priority, PromptOutputs, PromptScores, SamplingParams, StopRules};
 use crate::sampler::{Sample, SamplerRng, SamplingContext};
+use crate::speculation::DraftRecord;
 
 /// Identifies a sequence (one choice) inside the engine; increases with arrival.
 pub type SeqId = u64;
@@ -107,6 +108,8 @@ pub struct Sequence {
     pub first_scheduled_at: Option<Instant>,
     /// When its latest token was sampled.
     pub last_token_at: Option<Instant>,
+    /// How its draft tokens fared (speculative decoding).
+    pub(crate) draft_record: DraftRecord,
 }
 
 impl Sequence {
@@ -135,6 +138,7 @@ impl Sequence {
             num_cached_prompt_tokens: 0,
             first_scheduled_at: None,
             last_token_at: None,
+            draft_record: DraftRecord::default(),
         }
     }
 
@@ -305,6 +309,9 @@ impl Sequence {
         self.output.take_pending()
     }
 }
+
+#[path = "sequence_verify.rs"]
+mod verify;
 
 #[cfg(test)]
 #[path = "sequence_tests.rs"]

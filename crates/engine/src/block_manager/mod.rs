@@ -342,6 +342,17 @@ impl BlockManager {
         Ok(())
     }
 
+    /// Shrinks `table` to the blocks covering its first `num_tokens` positions, giving back the
+    /// rest (blocks a step took for draft tokens it rejected). Blocks past the computed tokens
+    /// are never registered, so this loses nothing cached.
+    pub fn truncate(&mut self, table: &mut BlockTable, num_tokens: usize) {
+        let keep = num_tokens.div_ceil(self.block_size);
+        debug_assert!(keep >= table.num_registered, "registered blocks stay");
+        for blocks in &mut table.groups {
+            blocks.truncate(keep);
+        }
+    }
+
     /// Registers the blocks of `table` that `num_computed` computed `tokens` have filled, in
     /// every group that still holds them, so later sequences can reuse them (a block whose
     /// content is already cached elsewhere stays private); then gives back every group's blocks

@@ -59,6 +59,17 @@ impl GroupBlocks {
         }
     }
 
+    /// Gives back the blocks after the first `num_blocks` (the tail a step took for positions
+    /// it then discarded; never registered, so nothing cached is lost).
+    pub(super) fn truncate(&mut self, num_blocks: usize) {
+        let keep = num_blocks.max(self.released);
+        let mut pool = self.pool.borrow_mut();
+        while self.blocks.len() > keep {
+            let b = self.blocks.pop().expect("longer than keep");
+            pool.release(b);
+        }
+    }
+
     /// Blocks held now.
     pub(super) fn num_held(&self) -> usize {
         self.blocks.len() - self.released

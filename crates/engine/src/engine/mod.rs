@@ -24,6 +24,7 @@ use crate::outbox::RequestState;
 use crate::queue::DEFAULT_AGING_RATE;
 use crate::scheduler::{Scheduler, SchedulerConfig, SchedulerOutput};
 use crate::sequence::{SeqId, Sequence};
+use crate::speculation::SpeculationConfig;
 
 /// How long an otherwise idle engine waits before retrying events a slow client has not taken.
 const REDELIVERY_INTERVAL: Duration = Duration::from_millis(2);
@@ -60,6 +61,9 @@ pub struct EngineConfig {
     pub kv_disk: Option<ModelDisk>,
     /// Where this model's KV events are published (`--kv-events`), if anywhere.
     pub kv_events: Option<KvEventSink>,
+    /// Speculative decoding (`--speculative`), if on: decoding sequences verify draft tokens
+    /// where they pay; outputs are the same as without.
+    pub speculation: Option<SpeculationConfig>,
 }
 
 impl Default for EngineConfig {
@@ -77,6 +81,7 @@ impl Default for EngineConfig {
             fair_share: FairShareConfig::default(),
             kv_disk: None,
             kv_events: None,
+            speculation: None,
         }
     }
 }
@@ -164,7 +169,7 @@ impl EngineLoop {
         if let Some(sink) = &kv_events {
             let _ = shared.metrics.kv_events.set(sink.clone());
         }
-        let scheduler = Scheduler::new(
+        let mut scheduler = Scheduler::new(
             SchedulerConfig {
                 // Zero would leave work waiting forever; one is the least that makes progress.
                 max_num_seqs: config.max_num_seqs.max(1),
@@ -178,6 +183,9 @@ impl EngineLoop {
             },
             blocks,
         );
+        if let Some(speculation) = &config.speculation {
+            scheduler = scheduler.with_speculation(speculation);
+        }
         let m = &shared.metrics;
         EngineMetrics::set(&m.kv_blocks_total, pools.num_blocks());
         let window_blocks = pools.window().map_or(0, |w| w.num_blocks);

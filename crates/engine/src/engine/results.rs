@@ -10,7 +10,6 @@ use super::EngineLoop;
 use crate::metrics::EngineMetrics;
 use crate::outbox::{flush, Flush};
 use crate::request::{Event, FinishReason, Usage};
-use crate::sampler::sample;
 use crate::scheduler::{ModelOutput, ScheduledSeq, SchedulerOutput};
 use crate::sequence::{SeqId, Sequence, SequenceStatus};
 
@@ -38,15 +37,16 @@ impl EngineLoop {
                 continue;
             };
             previous_token_at.push((s.seq_id, seq.last_token_at));
-            let (params, ctx, rng) = seq.sampling_inputs();
-            let drawn = sample(logits.row(row), params, ctx, rng).map(|s| vec![s]);
-            samples.push((s.seq_id, drawn));
+            samples.push((s.seq_id, seq.sample_verified(logits, row, &s.draft)));
         }
         let now = Instant::now();
         let outcome = self
             .scheduler
             .update_from_output(out, ModelOutput { samples }, now);
         let m = Arc::clone(&self.shared.metrics);
+        for &verified in &outcome.verified {
+            m.spec_decode.record(verified);
+        }
         // `appended` lists sequences in step order too: walk both lists once.
         let mut previous = previous_token_at.iter();
         for &(id, num_tokens) in &outcome.appended {

@@ -4,7 +4,7 @@
 //! `scheduler::ModelOutput`), so a speculated token is always the token computing it gives.
 
 /// Guesses tokens that may follow a sequence.
-pub trait Proposer: Send {
+pub trait Proposer: Send + std::fmt::Debug {
     /// Up to `max_tokens` tokens that may follow `tokens` (prompt then output); fewer, or none,
     /// when it has no guess.
     fn propose(&mut self, tokens: &[u32], max_tokens: usize) -> Vec<u32>;

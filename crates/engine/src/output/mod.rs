@@ -80,6 +80,11 @@ impl ChoiceOutput {
         self.constraint.as_mut().map(OutputConstraint::allowed)
     }
 
+    /// The output constraint, when the choice has one (a copy of it can look ahead).
+    pub fn constraint(&self) -> Option<&OutputConstraint> {
+        self.constraint.as_ref()
+    }
+
     /// Takes one appended token: records it for the next event, then checks stop tokens,
     /// releases its text through the stop strings, feeds the constraint and checks the length.
     /// Returns how the choice ends when this token ends it.

@@ -25,9 +25,11 @@ use crate::output::{ChoiceError, Ending};
 use crate::prompt_scoring::PromptRows;
 use crate::queue::{effective_priority, QueueFull, WaitingQueue};
 use crate::sequence::{SeqId, Sequence, SequenceStatus};
+use crate::speculation::{SpeculationConfig, Speculator};
 use crate::step_cost::StepCostModel;
 
 mod admission;
+mod drafts;
 mod prompt_share;
 mod step_io;
 
@@ -69,6 +71,8 @@ pub struct Scheduler {
     requests: HashMap<RequestId, Vec<SeqId>>,
     /// What steps have cost so far.
     cost: StepCostModel,
+    /// Draft tokens and what they are worth, when the engine speculates.
+    speculator: Option<Speculator>,
 }
 
 impl Scheduler {
@@ -82,17 +86,35 @@ impl Scheduler {
             seqs: HashMap::new(),
             requests: HashMap::new(),
             cost: StepCostModel::default(),
+            speculator: None,
         }
+    }
+
+    /// Lets decoding sequences take draft tokens (see `crate::speculation`).
+    pub fn with_speculation(mut self, config: &SpeculationConfig) -> Self {
+        self.speculator = Some(Speculator::new(config));
+        self
+    }
+
+    /// Speculates with a proposer of the test's own (always right, always wrong, ...).
+    #[cfg(test)]
+    pub(crate) fn with_proposer(
+        mut self,
+        proposer: Box<dyn crate::executor::Proposer>,
+        config: &SpeculationConfig,
+    ) -> Self {
+        self.speculator = Some(Speculator::with_proposer(proposer, config));
+        self
     }
 
     /// Records how long a planned step took (scheduling, forward pass and sampling), which sizes
     /// later prefill chunks.
     pub fn observe_step(&mut self, out: &SchedulerOutput, elapsed: Duration) {
-        self.cost.observe(
-            out.batch.num_tokens(),
-            out.batch.logits_indices.len(),
-            elapsed.as_secs_f64(),
-        );
+        let (tokens, rows) = (out.batch.num_tokens(), out.batch.logits_indices.len());
+        self.cost.observe(tokens, rows, elapsed.as_secs_f64());
+        if let Some(speculator) = self.speculator.as_mut() {
+            speculator.observe_step(tokens, rows, elapsed.as_secs_f64());
+        }
     }
 
     /// The block pool.
@@ -251,6 +273,7 @@ impl Scheduler {
             shares,
             admitted: HashSet::new(),
             deferred_prompt_tokens: 0,
+            drafts: HashMap::new(),
         };
         self.plan_running(&mut step, &mut out);
         // Then waiting ones, unless this step already had to preempt.
@@ -266,7 +289,8 @@ impl Scheduler {
             }
         }
         out.fair_share_prompt_tokens_deferred = step.deferred_prompt_tokens as u64;
-        self.build_batch(&step.seqs, &mut out);
+        self.plan_drafts(&mut step);
+        self.build_batch(&step, &mut out);
         out.kv_loads = self.blocks.take_loads();
         out
     }
@@ -327,21 +351,23 @@ impl Scheduler {
         }
     }
 
-    fn build_batch(&self, plan: &[(SeqId, usize)], out: &mut SchedulerOutput) {
+    fn build_batch(&self, step: &StepPlan, out: &mut SchedulerOutput) {
         let block_size = self.blocks.block_size();
-        for &(id, num_new) in plan {
+        for &(id, num_new) in &step.seqs {
             let seq = &self.seqs[&id];
             let start = seq.num_computed_tokens();
             let catches_up = start + num_new == seq.tokens().len();
             let table = seq.block_table().expect("scheduled sequence holds blocks");
             let token_start = out.batch.num_tokens();
-            out.batch.push_sequence_tables(
-                &seq.tokens()[start..start + num_new],
-                start,
-                table.tables(),
-                block_size,
-                false,
-            );
+            let computed = &seq.tokens()[start..start + num_new];
+            let draft = step.drafts.get(&id).cloned().unwrap_or_default();
+            let tokens = if draft.is_empty() {
+                computed.to_vec()
+            } else {
+                [computed, &draft].concat()
+            };
+            out.batch
+                .push_sequence_tables(&tokens, start, table.tables(), block_size, false);
             let batch = &mut out.batch;
             let prompt_rows = seq.prompt_scoring().map(|scoring| {
                 let (logprob_positions, hidden_positions) = scoring.rows(start, num_new);
@@ -363,15 +389,21 @@ impl Scheduler {
             // A score-only sequence needs its last row's logits only for next-token scores.
             let wants_last_row =
                 !seq.scores_only() || seq.prompt_scoring().is_some_and(|p| p.wants_next_token());
+            // The last computed token's row, then one per draft token.
             let logits_row = (catches_up && wants_last_row).then(|| {
-                batch.logits_indices.push(token_start + num_new - 1);
-                batch.logits_indices.len() - 1
+                let first = batch.logits_indices.len();
+                let last_token = token_start + num_new - 1;
+                batch
+                    .logits_indices
+                    .extend(last_token..=last_token + draft.len());
+                first
             });
             out.scheduled.push(ScheduledSeq {
                 seq_id: id,
                 num_new_tokens: num_new,
                 logits_row,
                 prompt_rows,
+                draft,
             });
         }
     }
@@ -402,15 +434,28 @@ impl Scheduler {
                 outcome.finished.push((s.seq_id, Ending::Length));
             }
         }
+        let drafts: HashMap<SeqId, &[u32]> = (out.scheduled.iter())
+            .filter(|s| !s.draft.is_empty())
+            .map(|s| (s.seq_id, &s.draft[..]))
+            .collect();
         for (id, result) in model_output.samples {
             let Some(seq) = self.seqs.get_mut(&id).filter(|s| !s.is_finished()) else {
                 continue;
             };
+            let draft = drafts.get(&id).copied().unwrap_or_default();
             let ending = match result {
                 Ok(run) => {
+                    let kept = (!draft.is_empty()).then(|| run.clone());
                     let appended = seq.append_tokens(run, self.config.max_model_len, now);
                     if appended.num_tokens > 0 {
                         outcome.appended.push((id, appended.num_tokens));
+                    }
+                    if let Some(run) = kept {
+                        let (blocks, speculator) = (&mut self.blocks, self.speculator.as_mut());
+                        let ends = appended.ending.is_some();
+                        let verified =
+                            drafts::settle_draft(blocks, speculator, seq, ends, draft, &run);
+                        outcome.verified.push(verified);
                     }
                     appended.ending
                 }
@@ -456,6 +501,8 @@ struct StepPlan {
     admitted: HashSet<SeqId>,
     /// Prompt tokens callers left to others' parts.
     deferred_prompt_tokens: usize,
+    /// Draft tokens sequences verify this step (see `drafts.rs`).
+    drafts: HashMap<SeqId, Vec<u32>>,
 }
 
 /// True while a sequence has more than one token to compute (a prompt, or a recompute after

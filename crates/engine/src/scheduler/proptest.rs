@@ -1,5 +1,6 @@
 //! Random workloads over a tiny block pool: nothing lost, nothing leaked, outputs as if alone,
-//! with callers sharing seats fairly (or not) and an optional per-caller cap.
+//! with callers sharing seats fairly (or not), an optional per-caller cap and speculative
+//! decoding with any proposer.
 
 use std::collections::HashMap;
 
@@ -57,6 +58,7 @@ proptest! {
         step_target_ms in prop::option::of(1u64..8),
         fair_share in any::<bool>(),
         max_seqs_per_caller in prop::option::weighted(0.3, 1usize..4),
+        speculation in prop::option::weighted(0.5, (0usize..3, 1usize..6)),
     ) {
         let (block_size, num_blocks) = (2, 8);
         let t0 = Instant::now();
@@ -68,6 +70,11 @@ proptest! {
             },
             BlockManager::new(num_blocks, block_size, prefix_caching),
         );
+        // Drafts from prompt lookup, always right or always wrong: the outputs stay the same.
+        if let Some((kind, max_draft_tokens)) = speculation {
+            let config = super::spec_tests::fixed(max_draft_tokens);
+            s = s.with_proposer(super::spec_tests::proposer(kind), &config);
+        }
         let mut exec = HistoryExecutor::new(VOCAB, block_size, num_blocks);
         let mut next_id = 0;
         let mut owner: HashMap<SeqId, usize> = HashMap::new();

@@ -8,6 +8,7 @@ use crate::output::Ending;
 use crate::prompt_scoring::PromptRows;
 use crate::sampler::{Sample, SampleError};
 use crate::sequence::SeqId;
+use crate::speculation::Verified;
 
 /// One sequence's share of a step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +21,9 @@ pub struct ScheduledSeq {
     pub logits_row: Option<usize>,
     /// Rows of the step's outputs this sequence's prompt outputs read (scoring, pooling).
     pub prompt_rows: Option<PromptRows>,
+    /// Draft tokens computed after its own (speculative decoding): their logits rows follow
+    /// `logits_row`, one each.
+    pub draft: Vec<u32>,
 }
 
 /// What one step computes, and what happened while deciding it.
@@ -75,6 +79,8 @@ pub struct StepOutcome {
     /// Sequences that finished, and how; collect them with
     /// [`Scheduler::remove`](super::Scheduler::remove).
     pub finished: Vec<(SeqId, Ending)>,
+    /// What each draft verified this step did.
+    pub verified: Vec<Verified>,
 }
 
 impl StepOutcome {

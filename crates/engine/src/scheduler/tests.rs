@@ -5,7 +5,7 @@ use super::*;
 use crate::executor::fake::{greedy_alone, HistoryExecutor};
 use crate::executor::Executor;
 use crate::request::{Priority, SamplingParams, StopRules};
-use crate::sampler::{sample, Sample, SampleError};
+use crate::sampler::{Sample, SampleError};
 use crate::sequence::SequenceSpec;
 
 const VOCAB: usize = 32;
@@ -121,11 +121,7 @@ fn step(
     for x in &out.scheduled {
         if let Some(row) = x.logits_row {
             let seq = s.sequence_mut(x.seq_id).unwrap();
-            let (p, ctx, rng) = seq.sampling_inputs();
-            samples.push((
-                x.seq_id,
-                sample(logits.row(row), p, ctx, rng).map(|s| vec![s]),
-            ));
+            samples.push((x.seq_id, seq.sample_verified(&logits, row, &x.draft)));
         }
     }
     let finished = finished_ids(s.update_from_output(&out, ModelOutput { samples }, now));
@@ -431,6 +427,9 @@ mod prefix_tests;
 
 #[path = "prompt_fair_tests.rs"]
 mod prompt_fair_tests;
+
+#[path = "spec_tests.rs"]
+mod spec_tests;
 
 #[test]
 fn a_run_of_tokens_is_appended_at_once_and_computed_in_the_next_step() {

@@ -1,0 +1,100 @@
+//! Draft tokens in a step: after the step's own work is planned, decoding sequences may take
+//! draft tokens from the proposer as extra rows, as many as the speculator finds worth their
+//! cost, never preempting anything for them; after the step, the rows of rejected draft tokens
+//! give their blocks back.
+
+use super::{Scheduler, StepPlan};
+use crate::block_manager::BlockManager;
+use crate::sampler::Sample;
+use crate::sequence::Sequence;
+use crate::speculation::{Proposal, Speculator, Verified};
+
+impl Scheduler {
+    /// Adds draft tokens to the planned step where they pay (see `crate::speculation`).
+    pub(super) fn plan_drafts(&mut self, step: &mut StepPlan) {
+        let Some(speculator) = self.speculator.as_mut() else {
+            return;
+        };
+        let rows: usize = step.seqs.iter().map(|&(_, n)| n).sum();
+        if rows == 0 || step.tokens == 0 {
+            return;
+        }
+        let mut tokens_out = 0;
+        let mut proposals = Vec::new();
+        for (index, &(id, num_new)) in step.seqs.iter().enumerate() {
+            let seq = &self.seqs[&id];
+            let samples = !seq.scores_only() && num_new == seq.num_uncomputed_tokens();
+            tokens_out += usize::from(samples);
+            if !samples || num_new != 1 || !seq.sampling().speculative {
+                continue;
+            }
+            let room = draft_room(seq, self.config.max_model_len);
+            let draft = speculator.propose(seq.tokens(), room);
+            if !draft.is_empty() {
+                let acceptance = speculator.acceptance(&seq.draft_record);
+                proposals.push(Proposal {
+                    index,
+                    draft,
+                    acceptance,
+                });
+            }
+        }
+        if proposals.is_empty() {
+            return;
+        }
+        for (index, draft) in speculator.choose(rows, tokens_out, step.tokens, proposals) {
+            let id = step.seqs[index].0;
+            let seq = self.seqs.get_mut(&id).expect("planned sequence exists");
+            let target = seq.num_computed_tokens() + 1 + draft.len();
+            let table = seq.blocks.as_mut().expect("running sequence holds blocks");
+            // Drafts take free blocks only: they never preempt anyone.
+            if self.blocks.append(table, target).is_ok() {
+                step.tokens -= draft.len();
+                step.drafts.insert(id, draft);
+            }
+        }
+    }
+}
+
+/// After a sequence's verified run was appended: counts the accepted draft tokens as computed
+/// (their rows' K/V are the K/V of the tokens kept) and gives back the blocks that only
+/// rejected draft tokens used (unless the run `ends` the sequence, which frees them all).
+/// Returns what the verification did.
+pub(super) fn settle_draft(
+    blocks: &mut BlockManager,
+    speculator: Option<&mut Speculator>,
+    seq: &mut Sequence,
+    ends: bool,
+    draft: &[u32],
+    run: &[Sample],
+) -> Verified {
+    let accepted = (run.iter().zip(draft))
+        .take_while(|(s, d)| s.token_id == **d)
+        .count();
+    let verified = Verified {
+        proposed: draft.len(),
+        accepted,
+    };
+    if let Some(speculator) = speculator {
+        speculator.record(&mut seq.draft_record, verified);
+    }
+    if !ends {
+        // The run's last token has no K/V yet; every token before it does.
+        let computed = seq.tokens().len() - 1;
+        seq.advance_computed(computed - seq.num_computed_tokens());
+        seq.register_computed_blocks(blocks);
+        let num_tokens = seq.tokens().len();
+        if let Some(table) = seq.blocks.as_mut() {
+            blocks.truncate(table, num_tokens);
+        }
+    }
+    verified
+}
+
+/// Draft tokens a sequence can use: the verified run (drafts plus one) must fit both its
+/// `max_tokens` and the context.
+fn draft_room(seq: &Sequence, max_model_len: usize) -> usize {
+    let tokens_left = (seq.stop_rules().max_tokens as usize).saturating_sub(seq.output().len());
+    let context_left = max_model_len.saturating_sub(seq.tokens().len());
+    tokens_left.min(context_left).saturating_sub(1)
+}

@@ -1,0 +1,201 @@
+//! Speculative decoding that never changes an output.
+//!
+//! A [`Proposer`] guesses the tokens after a decoding sequence; the step computes them as extra
+//! rows of the sequence (prefill-like rows in the same paged attention), and the sequence keeps
+//! the samples plain decoding would draw, up to the first that differs from the guess
+//! (`Sequence::sample_verified`). A row's logits do not depend on what else shares its step,
+//! so the output is the same, token for token, with or without speculation: only its speed
+//! changes.
+//!
+//! Extra rows compete with other sequences' tokens, so a step takes drafts only where they pay:
+//! each draft token's chance of being kept (the sequence's acceptance so far, the proposer's
+//! before it has any) against what the step's extra rows cost on this machine (`cost.rs`). At
+//! high concurrency, where every row costs its share, speculation stops by itself.
+
+pub mod cost;
+
+use crate::executor::{NgramProposer, Proposer};
+
+use cost::{RowCosts, MAX_ROWS};
+
+/// Most draft tokens one sequence may take in one step.
+pub const MAX_DRAFT_TOKENS: usize = 32;
+
+/// Acceptance assumed before any draft was verified.
+const INITIAL_ACCEPTANCE: f64 = 0.5;
+
+/// How many verified draft tokens the proposer-wide rate counts as, in a sequence's estimate.
+const PRIOR_WEIGHT: f64 = 4.0;
+
+/// Decay of a sequence's own record per verification (recent drafts count most).
+const SEQUENCE_DECAY: f64 = 0.9;
+
+/// Decay of the proposer-wide record per verification.
+const GLOBAL_DECAY: f64 = 0.99;
+
+/// Which proposer drafts tokens (one variant per kind of proposer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProposerSpec {
+    /// Prompt lookup (`--speculative ngram`).
+    Ngram(NgramProposer),
+}
+
+impl ProposerSpec {
+    fn build(&self) -> Box<dyn Proposer> {
+        match self {
+            ProposerSpec::Ngram(ngram) => Box::new(*ngram),
+        }
+    }
+}
+
+/// Speculative decoding settings of an engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpeculationConfig {
+    /// Where draft tokens come from.
+    pub proposer: ProposerSpec,
+    /// Most draft tokens per sequence and step (`--num-speculative-tokens`, at most
+    /// [`MAX_DRAFT_TOKENS`]).
+    pub max_draft_tokens: usize,
+    /// Verify as many draft tokens as a step's cost model finds worth their rows (`true`), or
+    /// every proposed token up to `max_draft_tokens` whatever the load (`false`, as vLLM does).
+    pub adaptive: bool,
+}
+
+/// A sequence's record of verified drafts, recent ones weighing most.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DraftRecord {
+    /// Draft tokens whose verdict was known (those up to the first rejected one).
+    verified: f64,
+    /// Of which accepted.
+    accepted: f64,
+}
+
+/// What one verification did, for the metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verified {
+    /// Draft tokens proposed.
+    pub proposed: usize,
+    /// Of which accepted (a leading run).
+    pub accepted: usize,
+}
+
+/// The scheduler's speculation: the proposer, what rows cost, and how often drafts are kept.
+#[derive(Debug)]
+pub(crate) struct Speculator {
+    proposer: Box<dyn Proposer>,
+    max_draft_tokens: usize,
+    adaptive: bool,
+    costs: RowCosts,
+    /// The proposer's record over every sequence: the prior of a new one.
+    overall: DraftRecord,
+}
+
+/// A sequence's proposal, before the step chooses how much of it to verify.
+pub(crate) struct Proposal {
+    /// The sequence's place in the step.
+    pub(crate) index: usize,
+    /// The guessed tokens.
+    pub(crate) draft: Vec<u32>,
+    /// Estimated chance each draft token is accepted, given the ones before it were.
+    pub(crate) acceptance: f64,
+}
+
+impl Speculator {
+    pub(crate) fn new(config: &SpeculationConfig) -> Self {
+        Self::with_proposer(config.proposer.build(), config)
+    }
+
+    /// A speculator over `proposer`, with `config`'s limits.
+    pub(crate) fn with_proposer(proposer: Box<dyn Proposer>, config: &SpeculationConfig) -> Self {
+        Speculator {
+            proposer,
+            max_draft_tokens: config.max_draft_tokens.min(MAX_DRAFT_TOKENS),
+            adaptive: config.adaptive,
+            costs: RowCosts::default(),
+            overall: DraftRecord::default(),
+        }
+    }
+
+    /// Records a step's cost.
+    pub(crate) fn observe_step(&mut self, tokens: usize, rows: usize, seconds: f64) {
+        self.costs.observe(tokens, rows, seconds);
+    }
+
+    /// Up to `room` tokens (and the configured most) that may follow `tokens`.
+    pub(crate) fn propose(&mut self, tokens: &[u32], room: usize) -> Vec<u32> {
+        let limit = room.min(self.max_draft_tokens);
+        if limit == 0 {
+            return Vec::new();
+        }
+        let mut draft = self.proposer.propose(tokens, limit);
+        draft.truncate(limit);
+        draft
+    }
+
+    /// The chance a sequence with `record` has its next draft token accepted.
+    pub(crate) fn acceptance(&self, record: &DraftRecord) -> f64 {
+        let prior = if self.overall.verified > 0.0 {
+            self.overall.accepted / self.overall.verified
+        } else {
+            INITIAL_ACCEPTANCE
+        };
+        let rate = (record.accepted + PRIOR_WEIGHT * prior) / (record.verified + PRIOR_WEIGHT);
+        rate.clamp(0.0, 0.99)
+    }
+
+    /// Records a verification in the sequence's record and the proposer's.
+    pub(crate) fn record(&mut self, record: &mut DraftRecord, verified: Verified) {
+        // Tokens after the first rejected one were never judged.
+        let judged = (verified.accepted + 1).min(verified.proposed) as f64;
+        let accepted = verified.accepted as f64;
+        for (r, decay) in [(record, SEQUENCE_DECAY), (&mut self.overall, GLOBAL_DECAY)] {
+            r.verified = r.verified * decay + judged;
+            r.accepted = r.accepted * decay + accepted;
+        }
+    }
+
+    /// Chooses how much of each proposal a step of `rows` rows (yielding `tokens_out` tokens
+    /// without drafts, with `budget` tokens left) verifies: the draft tokens most likely to be
+    /// kept first, as many as raise the expected tokens per second. Returns `(index, draft)`
+    /// for each proposal that keeps at least one token.
+    pub(crate) fn choose(
+        &self,
+        rows: usize,
+        tokens_out: usize,
+        budget: usize,
+        proposals: Vec<Proposal>,
+    ) -> Vec<(usize, Vec<u32>)> {
+        let budget = budget.min(MAX_ROWS.saturating_sub(rows));
+        // (chance all draft tokens up to this one are kept, proposal), deepest last per
+        // proposal; a stable sort keeps each proposal's tokens in order among equal chances.
+        let mut gains: Vec<(f64, usize)> = (proposals.iter().enumerate())
+            .flat_map(|(p, proposal)| {
+                (1..=proposal.draft.len())
+                    .map(move |depth| (proposal.acceptance.powi(depth as i32), p))
+            })
+            .collect();
+        gains.sort_by(|a, b| b.0.total_cmp(&a.0));
+        gains.truncate(budget);
+        let count = if self.adaptive {
+            let chances: Vec<f64> = gains.iter().map(|g| g.0).collect();
+            self.costs
+                .best_draft_count(rows, tokens_out as f64, &chances)
+        } else {
+            gains.len()
+        };
+        let mut lengths = vec![0; proposals.len()];
+        for &(_, p) in &gains[..count] {
+            lengths[p] += 1;
+        }
+        (proposals.into_iter().zip(lengths))
+            .filter(|(_, len)| *len > 0)
+            .map(|(mut proposal, len)| {
+                proposal.draft.truncate(len);
+                (proposal.index, proposal.draft)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;
