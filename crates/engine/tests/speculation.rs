@@ -1,0 +1,299 @@
+//! Speculative decoding on real (tiny, random-weight) models: with drafts from prompt lookup,
+//! verified in the batched step, every request gives the same tokens, text, logprobs, stop
+//! string and finish reason as plain decoding, alone and among concurrent requests in a pool
+//! small enough to preempt; on f32 safetensors, quantized GGUF, a MoE and a sliding-window
+//! model; greedy, seeded, penalised, biased, `n = 2`, `min_tokens`, stop strings and JSON mode.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sluice_engine::executor::NgramProposer;
+use sluice_engine::speculation::{ProposerSpec, SpeculationConfig};
+use sluice_engine::{
+    Engine, EngineConfig, EngineHandle, Event, FinishReason, GenerationRequest, ModelExecutor,
+    Priority, PromptOutputs, RequestStream, ResponseFormat, SamplingParams, StopRules,
+    TokenLogprob,
+};
+use sluice_model::{KvCache, KvDtype, LoadOptions, Model, ModelFiles};
+use sluice_text::{StopSet, Tokenizer};
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+}
+
+fn tokenizer(files: &ModelFiles, path: &Path) -> Arc<Tokenizer> {
+    Arc::new(match files.gguf_metadata() {
+        Some(metadata) => Tokenizer::from_gguf(metadata).expect("fixture tokenizer loads"),
+        None => Tokenizer::from_dir(path).expect("fixture tokenizer loads"),
+    })
+}
+
+fn start(path: &Path, num_blocks: usize, config: EngineConfig) -> EngineHandle {
+    let files = ModelFiles::open(path).expect("fixture model opens");
+    let model = Model::from_files(&files, &LoadOptions::default()).expect("fixture model loads");
+    let tokenizer = tokenizer(&files, path);
+    let kv = KvCache::new(model.config(), KvDtype::F32, 4, num_blocks);
+    let config = EngineConfig {
+        eos_token_ids: model.config().eos_token_ids.clone(),
+        max_model_len: model.config().max_position_embeddings,
+        ..config
+    };
+    Engine::start(Box::new(ModelExecutor::new(model, kv)), tokenizer, config)
+}
+
+fn speculation(adaptive: bool) -> Option<SpeculationConfig> {
+    Some(SpeculationConfig {
+        proposer: ProposerSpec::Ngram(NgramProposer {
+            min_ngram: 1,
+            max_ngram: 3,
+        }),
+        max_draft_tokens: 5,
+        adaptive,
+    })
+}
+
+/// One choice's whole output.
+#[derive(Debug, Clone, PartialEq, Default)]
+struct Choice {
+    tokens: Vec<u32>,
+    text: String,
+    logprobs: Vec<TokenLogprob>,
+    reason: Option<FinishReason>,
+    stop_string: Option<String>,
+}
+
+fn collect(mut stream: RequestStream, n: usize) -> Vec<Choice> {
+    let mut choices = vec![Choice::default(); n];
+    while let Some(event) = stream.blocking_recv() {
+        match event {
+            Event::Delta {
+                choice,
+                text,
+                token_ids,
+                logprobs,
+            } => {
+                let c = &mut choices[choice as usize];
+                c.tokens.extend(token_ids);
+                c.text.push_str(&text);
+                c.logprobs.extend(logprobs);
+            }
+            Event::Finished {
+                choice,
+                reason,
+                stop_string,
+                ..
+            } => {
+                let c = &mut choices[choice as usize];
+                (c.reason, c.stop_string) = (Some(reason), stop_string);
+            }
+            Event::Prompt { .. } => {}
+        }
+    }
+    choices
+}
+
+fn request(
+    prompt: Vec<u32>,
+    sampling: SamplingParams,
+    stop: StopRules,
+    n: u32,
+) -> GenerationRequest {
+    GenerationRequest {
+        prompt_tokens: prompt,
+        n,
+        sampling,
+        stop,
+        priority: Priority::Normal,
+        cache_salt: None,
+        caller: None,
+        prompt_outputs: PromptOutputs::default(),
+    }
+}
+
+const WORDS: [&str; 12] = [
+    "the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "runs", "home",
+];
+
+/// A text that repeats itself (so prompt lookup has something to find), tokenized: `len`
+/// words from a period that depends on `seed`.
+fn prompt(tokenizer: &Tokenizer, seed: usize, len: usize) -> Vec<u32> {
+    let period = 3 + seed % 4;
+    let words: Vec<&str> = (0..len)
+        .map(|i| WORDS[(i % period + seed) % WORDS.len()])
+        .collect();
+    tokenizer
+        .encode(&words.join(" "), false)
+        .expect("plain words tokenize")
+}
+
+/// Requests of every kind the sampler knows; `stop` is a string the model is known to write.
+fn requests(tokenizer: &Tokenizer, stop: &str) -> Vec<GenerationRequest> {
+    let prompt = |seed, len| prompt(tokenizer, seed, len);
+    let length = |max_tokens| StopRules {
+        max_tokens,
+        ignore_eos: true,
+        ..StopRules::default()
+    };
+    let seeded = |seed, temperature| SamplingParams {
+        temperature,
+        seed: Some(seed),
+        ..SamplingParams::default()
+    };
+    let greedy = seeded(0, 0.0);
+    let mut out = vec![
+        request(prompt(1, 24), greedy.clone(), length(24), 1),
+        request(
+            prompt(2, 20),
+            SamplingParams {
+                top_p: 0.9,
+                ..seeded(11, 0.8)
+            },
+            length(24),
+            1,
+        ),
+        request(
+            prompt(3, 26),
+            SamplingParams {
+                top_k: Some(20),
+                repetition_penalty: 1.2,
+                presence_penalty: 0.3,
+                frequency_penalty: 0.2,
+                ..seeded(12, 1.0)
+            },
+            length(20),
+            1,
+        ),
+        request(
+            prompt(4, 18),
+            SamplingParams {
+                logprobs: Some(3),
+                ..greedy.clone()
+            },
+            length(24),
+            1,
+        ),
+        request(
+            prompt(5, 22),
+            SamplingParams {
+                logprobs: Some(2),
+                ..seeded(13, 0.7)
+            },
+            length(16),
+            2,
+        ),
+        request(
+            prompt(6, 21),
+            seeded(14, 0.9),
+            StopRules {
+                max_tokens: 24,
+                min_tokens: 6,
+                ..StopRules::default()
+            },
+            1,
+        ),
+        request(
+            prompt(7, 19),
+            SamplingParams {
+                logit_bias: vec![(7, 3.0), (9, -2.0)],
+                ..seeded(15, 0.6)
+            },
+            length(20),
+            1,
+        ),
+        request(
+            prompt(8, 23),
+            SamplingParams {
+                response_format: ResponseFormat::JsonObject,
+                ..seeded(16, 1.5)
+            },
+            length(30),
+            1,
+        ),
+    ];
+    if !stop.is_empty() {
+        let mut stopped = length(24);
+        stopped.stop_strings = StopSet::new(vec![stop.to_owned()]);
+        out.push(request(prompt(1, 24), greedy, stopped, 1));
+    }
+    out
+}
+
+/// Runs the requests without speculation, one at a time; then with it, fixed and adaptive,
+/// all at once in a pool that preempts: every output is the same. Returns the draft tokens
+/// accepted.
+fn speculation_changes_nothing_on(path: &Path) -> u64 {
+    let plain = start(path, 256, EngineConfig::default());
+    let tokenizer = tokenizer(&ModelFiles::open(path).unwrap(), path);
+    // A stop string the greedy output of the model holds (from its second half, if it can).
+    let probe = collect(
+        plain.submit(requests(&tokenizer, "")[0].clone()).unwrap(),
+        1,
+    );
+    let chars: Vec<char> = probe[0].text.chars().collect();
+    let half = chars.len() / 2;
+    let stop: String = ((half..chars.len()).chain(1..half))
+        .filter_map(|i| chars.get(i..i + 2))
+        .find(|w| w.iter().all(|c| c.is_alphanumeric()))
+        .unwrap_or_else(|| panic!("two letters in the greedy text {:?}", probe[0].text))
+        .iter()
+        .collect();
+    let requests = requests(&tokenizer, &stop);
+    let solo: Vec<Vec<Choice>> = (requests.iter())
+        .map(|q| collect(plain.submit(q.clone()).unwrap(), q.n as usize))
+        .collect();
+    assert_eq!(solo.last().unwrap()[0].stop_string.as_deref(), Some(&*stop));
+    let mut accepted = 0;
+    for adaptive in [false, true] {
+        let config = EngineConfig {
+            max_num_batched_tokens: 48,
+            speculation: speculation(adaptive),
+            ..EngineConfig::default()
+        };
+        let busy = start(path, 40, config);
+        let streams: Vec<_> = (requests.iter())
+            .map(|q| busy.submit(q.clone()).unwrap())
+            .collect();
+        for (i, (stream, q)) in streams.into_iter().zip(&requests).enumerate() {
+            let got = collect(stream, q.n as usize);
+            assert_eq!(
+                got,
+                solo[i],
+                "{}: request {i}, adaptive {adaptive}",
+                path.display()
+            );
+        }
+        let m = busy.metrics().snapshot();
+        if !adaptive {
+            assert!(m.preemptions > 0, "{}: the pool preempts", path.display());
+            assert!(
+                m.spec_decode.drafts > 0,
+                "{}: drafts were verified",
+                path.display()
+            );
+        }
+        accepted += m.spec_decode.accepted_tokens;
+        let blocks = busy.metrics().snapshot().kv_blocks_used;
+        assert_eq!(blocks, 0, "{}: every block is free", path.display());
+    }
+    accepted
+}
+
+#[test]
+fn speculation_changes_no_output_of_f32_quantized_moe_or_sliding_window_models() {
+    let mut accepted = 0;
+    for path in [
+        fixtures().join("models/llama"),
+        fixtures().join("gguf/qwen2-q256-q4_k_m.gguf"),
+        fixtures().join("gguf/qwen2-q256-q8_0.gguf"),
+        fixtures().join("models/qwen3-moe"),
+        fixtures().join("models/gemma3"),
+    ] {
+        let n = speculation_changes_nothing_on(&path);
+        eprintln!("{}: {n} draft tokens accepted", path.display());
+        accepted += n;
+    }
+    assert!(
+        accepted > 50,
+        "prompt lookup drafts were accepted: {accepted}"
+    );
+}
