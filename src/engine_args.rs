@@ -10,6 +10,7 @@ use sluice_engine::{EngineConfig, FairShareConfig};
 use sluice_model::{KvDtype, WeightDtype};
 
 use crate::kv_cache_memory::KvCacheMemoryArg;
+use crate::speculation_args::SpeculationArgs;
 
 /// Weight storage types accepted by `--dtype`.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -119,6 +120,9 @@ pub struct EngineArgs {
     /// Most sequences one caller may run at once, even on an idle server (default: no cap).
     #[arg(long)]
     pub max_seqs_per_caller: Option<usize>,
+    /// Speculative decoding.
+    #[command(flatten)]
+    pub speculation: SpeculationArgs,
 }
 
 /// An on/off flag value.
@@ -174,6 +178,7 @@ impl EngineArgs {
                     enabled: self.fair_share == Switch::On,
                     max_seqs_per_caller: self.max_seqs_per_caller,
                 },
+                speculation: self.speculation.config()?,
                 ..EngineConfig::default()
             },
             kv_disk,

@@ -11,6 +11,7 @@ mod kv_cache_memory;
 mod kv_events_args;
 mod launch;
 mod serve;
+mod speculation_args;
 
 use clap::{Parser, Subcommand};
 

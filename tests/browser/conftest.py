@@ -110,8 +110,9 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    # With the prefix cache's disk tier, as a long-running deployment would have it.
-    s = Server("--kv-disk-cache", str(tmp_path_factory.mktemp("kv-disk")))
+    # With the prefix cache's disk tier and speculative decoding, as a long-running deployment
+    # would have them.
+    s = Server("--kv-disk-cache", str(tmp_path_factory.mktemp("kv-disk")), "--speculative", "ngram")
     yield s
     s.stop()
 

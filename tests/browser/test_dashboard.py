@@ -19,7 +19,7 @@ from conftest import (
 # Long enough (several KV blocks) that repeating it hits the prefix cache.
 LONG_PROMPT = " ".join(["In the beginning God created the heaven and the earth."] * 8)
 CHARTS = ["chart-tokens", "chart-requests", "chart-kv", "chart-ttft", "chart-itl", "chart-preempt",
-          "chart-prefix", "chart-memory"]
+          "chart-prefix", "chart-spec", "chart-memory"]
 
 
 def row_status(driver, model):
@@ -104,7 +104,10 @@ def test_decoding_shows_in_every_chart_per_model(server, browser):
     assert hit and float(hit.group(1)) > 0, legend(browser, "chart-prefix")
     # The server runs with the disk tier: its share of the hits and its directory are shown.
     assert re.search(rf"{CHAT_MODEL} from disk: [\d.]+%", legend(browser, "chart-prefix")), legend(browser, "chart-prefix")
+    # The server speculates: the share of draft tokens kept is charted and totalled.
+    assert re.search(rf"{CHAT_MODEL}: [\d.]+%", legend(browser, "chart-spec")), legend(browser, "chart-spec")
     stats = browser.find_element(By.ID, "now-stats").text
+    assert "Draft tokens accepted" in stats, stats
     assert "Disk cache" in stats and "Disk blocks read / written" in stats, stats
     assert "used: " in legend(browser, "chart-memory") and "budget: " in legend(browser, "chart-memory")
     for chart in CHARTS:

@@ -91,7 +91,7 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
         ];
         sample(&mut out, "vllm:cache_config_info", &labels, 1.0);
     }
-    let counters: [CounterSpec; 11] = [
+    let counters: [CounterSpec; 14] = [
         (
             "vllm:prompt_tokens_total",
             "Number of prefill tokens processed.",
@@ -136,6 +136,21 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
             "sluice:fair_share_prompt_tokens_deferred_total",
             "Prompt tokens a caller left to other callers' parts of a step's prompt budget.",
             |s| s.fair_share_prompt_tokens_deferred,
+        ),
+        (
+            "vllm:spec_decode_num_drafts_total",
+            "Number of spec decoding drafts.",
+            |s| s.spec_decode.drafts,
+        ),
+        (
+            "vllm:spec_decode_num_draft_tokens_total",
+            "Number of draft tokens.",
+            |s| s.spec_decode.draft_tokens,
+        ),
+        (
+            "vllm:spec_decode_num_accepted_tokens_total",
+            "Number of accepted tokens.",
+            |s| s.spec_decode.accepted_tokens,
         ),
         (
             "sluice:engine_steps_total",
@@ -186,7 +201,24 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
     requests_by_task(&mut out, models);
     kv_disk(&mut out, models);
     kv_events(&mut out, models);
+    accepted_per_position(&mut out, models);
     out
+}
+
+/// Accepted draft tokens per position in their draft (vLLM's per-position counter).
+fn accepted_per_position(out: &mut String, models: &[(String, MetricsSnapshot)]) {
+    let name = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
+    header(out, name, "Accepted tokens per draft position.", "counter");
+    for (model, snap) in models {
+        for (position, &count) in snap.spec_decode.accepted_per_position.iter().enumerate() {
+            let position = position.to_string();
+            let labels = [
+                ("model_name", model.as_str()),
+                ("position", position.as_str()),
+            ];
+            sample(out, name, &labels, count as f64);
+        }
+    }
 }
 
 /// KV events (`--kv-events`), for the models that publish them: events queued for the

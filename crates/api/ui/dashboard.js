@@ -29,6 +29,7 @@ const CHARTS = [
   { id: "chart-itl", title: "Inter-token latency p50 / p95 (dashed)", format: fmtSec },
   { id: "chart-preempt", title: "Preemptions per minute", format: fmtNum },
   { id: "chart-prefix", title: "Prefix-cache hit rate (dashed: read from the disk tier)", format: fmtPct },
+  { id: "chart-spec", title: "Speculative decoding: draft tokens accepted", format: fmtPct },
   { id: "chart-memory", title: "Pool memory used / budget (dashed)", format: formatBytes },
 ];
 
@@ -79,6 +80,11 @@ function record(prev, cur, old) {
       const fromDisk = increase(old, cur, "sluice:prefix_cache_disk_hits_total", m);
       push("chart-prefix", `${m} from disk`, t, queries > 0 && fromDisk !== null ? fromDisk / queries : null, { colorIndex: c, dashed: true });
     }
+    const drafted = increase(old, cur, "vllm:spec_decode_num_draft_tokens_total", m);
+    if (drafted > 0) {
+      const accepted = increase(old, cur, "vllm:spec_decode_num_accepted_tokens_total", m);
+      push("chart-spec", m, t, accepted === null ? null : accepted / drafted, { colorIndex: c });
+    }
   }
   push("chart-memory", "used", t, cur.value("sluice:pool_memory_used_bytes"), { colorIndex: 0 });
   push("chart-memory", "budget", t, cur.value("sluice:pool_memory_budget_bytes"), { colorIndex: 1, dashed: true });
@@ -101,6 +107,11 @@ function showNow(prev, cur) {
     ["Models loaded", String(cur.value("sluice:pool_models_loaded") ?? models.length)],
     ["Preemptions (total)", String(sum((m) => cur.value("vllm:num_preemptions_total", m)))],
   ];
+  const drafted = sum((m) => cur.value("vllm:spec_decode_num_draft_tokens_total", m));
+  if (drafted > 0) {
+    const accepted = sum((m) => cur.value("vllm:spec_decode_num_accepted_tokens_total", m));
+    rows.push(["Draft tokens accepted", `${fmtPct(accepted / drafted)} of ${drafted}`]);
+  }
   // The disk tier's directory is shared by every model: its size is the same in each series.
   const disk = models.filter((m) => cur.value("sluice:kv_disk_bytes_limit", m) !== undefined);
   if (disk.length) {

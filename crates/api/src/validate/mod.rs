@@ -279,6 +279,7 @@ pub(crate) fn validate_shared(
             seed: seed(f.seed)?,
             logprobs,
             response_format,
+            speculative: f.speculative.unwrap_or(true),
         },
         stop: StopRules {
             max_tokens: max_tokens.unwrap_or(1),

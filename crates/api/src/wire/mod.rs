@@ -58,6 +58,9 @@ pub struct GenerationOptions {
     pub repetition_penalty: Option<f64>,
     /// Extension: keep generating past EOS.
     pub ignore_eos: Option<bool>,
+    /// Extension: `false` keeps this request out of speculative decoding (when the server
+    /// speculates); the output is the same either way, only its speed differs.
+    pub speculative: Option<bool>,
     /// Extension: EOS and stop tokens are ignored before this many tokens.
     #[serde(default, deserialize_with = "number::optional")]
     pub min_tokens: Option<WholeNumber>,
@@ -357,6 +360,8 @@ pub struct SamplingExtensions {
     pub priority: Option<String>,
     /// Keep generating past end-of-sequence.
     pub ignore_eos: Option<bool>,
+    /// `false`: no speculative decoding for this request.
+    pub speculative: Option<bool>,
 }
 
 impl SamplingExtensions {
@@ -371,6 +376,7 @@ impl SamplingExtensions {
             frequency_penalty: self.frequency_penalty,
             priority: self.priority,
             ignore_eos: self.ignore_eos,
+            speculative: self.speculative,
             ..options
         }
     }

@@ -26,6 +26,7 @@ fn sampling_properties() -> Value {
         "min_p": {"type": "number", "minimum": 0, "maximum": 1},
         "repetition_penalty": {"type": "number", "exclusiveMinimum": 0, "maximum": 2},
         "ignore_eos": {"type": "boolean"},
+        "speculative": {"type": "boolean", "description": "false keeps the request out of speculative decoding (same output, only speed differs)"},
         "min_tokens": {"type": "integer", "minimum": 0},
         "stop_token_ids": {"type": "array", "maxItems": 1024, "items": {"type": "integer", "minimum": 0}},
         "priority": {"type": "string", "enum": ["high", "normal", "low"]},

@@ -1,0 +1,82 @@
+//! `--speculative` and its settings: speculative decoding for every model served.
+
+use sluice_engine::executor::NgramProposer;
+use sluice_engine::speculation::{ProposerSpec, SpeculationConfig, MAX_DRAFT_TOKENS};
+
+use crate::engine_args::Switch;
+
+/// Speculative decoding flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SpeculationArgs {
+    /// Speculative decoding: `ngram` proposes the tokens that followed the latest earlier
+    /// occurrence of the output's last few tokens in the prompt or output (prompt lookup), and
+    /// each step verifies them as extra rows. Outputs are the same, token for token, with or
+    /// without it; it speeds up outputs that quote their context (code edits, extraction,
+    /// agents echoing tool results) and, adaptively, only where the extra rows pay.
+    #[arg(long, value_name = "METHOD", value_parser = parse_method)]
+    pub speculative: Option<Method>,
+    /// Most draft tokens a sequence verifies in one step.
+    #[arg(long, value_name = "N", default_value_t = 8, requires = "speculative")]
+    pub num_speculative_tokens: usize,
+    /// `on`: each step verifies the draft tokens worth their rows on this machine (measured
+    /// step times against each sequence's acceptance so far), so speculation fades out as load
+    /// grows; `off`: every proposed token up to --num-speculative-tokens, whatever the load.
+    #[arg(long, value_enum, default_value_t = Switch::On, requires = "speculative")]
+    pub speculative_adaptive: Switch,
+    /// Shortest run of last tokens prompt lookup matches.
+    #[arg(long, value_name = "N", default_value_t = 2, requires = "speculative")]
+    pub prompt_lookup_min: usize,
+    /// Longest run of last tokens prompt lookup matches (the longest that occurs wins).
+    #[arg(long, value_name = "N", default_value_t = 4, requires = "speculative")]
+    pub prompt_lookup_max: usize,
+}
+
+/// Where draft tokens come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// Prompt lookup.
+    Ngram,
+}
+
+fn parse_method(name: &str) -> Result<Method, String> {
+    match name {
+        "ngram" => Ok(Method::Ngram),
+        other if other.starts_with("draft:") => Err(
+            "draft-model speculation is not available yet; `ngram` (prompt lookup) is".to_owned(),
+        ),
+        other => Err(format!(
+            "unknown speculative method `{other}` (known: ngram)"
+        )),
+    }
+}
+
+impl SpeculationArgs {
+    /// The engine's speculation settings, if speculation is on.
+    pub fn config(&self) -> anyhow::Result<Option<SpeculationConfig>> {
+        let Some(method) = self.speculative else {
+            return Ok(None);
+        };
+        anyhow::ensure!(
+            (1..=MAX_DRAFT_TOKENS).contains(&self.num_speculative_tokens),
+            "--num-speculative-tokens must be between 1 and {MAX_DRAFT_TOKENS}"
+        );
+        let proposer = match method {
+            Method::Ngram => {
+                let (min_ngram, max_ngram) = (self.prompt_lookup_min, self.prompt_lookup_max);
+                anyhow::ensure!(
+                    min_ngram >= 1 && min_ngram <= max_ngram && max_ngram <= 64,
+                    "--prompt-lookup-min must be at least 1 and at most --prompt-lookup-max (at most 64)"
+                );
+                ProposerSpec::Ngram(NgramProposer {
+                    min_ngram,
+                    max_ngram,
+                })
+            }
+        };
+        Ok(Some(SpeculationConfig {
+            proposer,
+            max_draft_tokens: self.num_speculative_tokens,
+            adaptive: self.speculative_adaptive == Switch::On,
+        }))
+    }
+}
