@@ -21,6 +21,7 @@ mod scoring;
 mod scoring_admission;
 mod server;
 mod slow_clients;
+mod speculation;
 mod stored_responses;
 mod template_budget;
 mod tool_cut;

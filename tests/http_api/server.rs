@@ -141,6 +141,8 @@ pub struct ServerOptions {
     pub clamp_max_tokens: bool,
     /// How often a quiet stream sends its protocol's keep-alive event.
     pub stream_keep_alive: Duration,
+    /// `--speculative`.
+    pub speculation: Option<sluice_engine::speculation::SpeculationConfig>,
 }
 
 impl Default for ServerOptions {
@@ -169,6 +171,7 @@ impl Default for ServerOptions {
             model_names: Default::default(),
             clamp_max_tokens: false,
             stream_keep_alive: sluice_api::state::STREAM_KEEP_ALIVE,
+            speculation: None,
         }
     }
 }
@@ -254,6 +257,7 @@ pub async fn start(options: ServerOptions) -> TestServer {
             max_queue: options.max_queue,
             max_model_len,
             eos_token_ids: config.eos_token_ids.clone(),
+            speculation: options.speculation.clone(),
             ..EngineConfig::default()
         },
     );
