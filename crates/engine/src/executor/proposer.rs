@@ -11,7 +11,8 @@ pub trait Proposer: Send + std::fmt::Debug {
 }
 
 /// Prompt lookup: finds the latest earlier occurrence of the sequence's last `n` tokens (the
-/// longest `n` from `max_ngram` down to `min_ngram` that occurs) and proposes what followed it.
+/// longest `n` from `max_ngram` down to `min_ngram` that occurs) and proposes what followed it,
+/// continuing the copy past the end of the sequence where the occurrence is that close.
 /// Cheap and strong where outputs quote their context (code edits, extraction, agents echoing
 /// tool results).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,9 +36,20 @@ impl Proposer for NgramProposer {
                 .rev()
                 .find(|&start| &tokens[start..start + n] == suffix);
             if let Some(start) = found {
-                let next = start + n;
-                let end = (next + max_tokens).min(tokens.len());
-                return tokens[next..end].to_vec();
+                // What followed the occurrence, copied on past the end of `tokens` as an
+                // overlapping copy does: a run that repeats with period `distance` goes on
+                // repeating (`a b a b` proposes `a b a b ...`, not only the one token left).
+                let distance = tokens.len() - (start + n);
+                let mut draft = Vec::with_capacity(max_tokens);
+                for i in 0..max_tokens {
+                    let token = if i < distance {
+                        tokens[start + n + i]
+                    } else {
+                        draft[i - distance]
+                    };
+                    draft.push(token);
+                }
+                return draft;
             }
         }
         Vec::new()
@@ -60,7 +72,8 @@ mod tests {
         let tokens = [1, 2, 3, 4, 9, 1, 2, 3, 7, 1, 2, 3];
         // `1 2 3` last occurred at 5 (followed by 7 1 2 3), before that at 0.
         assert_eq!(ngram(1, 3).propose(&tokens, 3), vec![7, 1, 2]);
-        assert_eq!(ngram(1, 3).propose(&tokens, 10), vec![7, 1, 2, 3]);
+        // Past the end, the copy goes on: `7 1 2 3` again.
+        assert_eq!(ngram(1, 3).propose(&tokens, 6), vec![7, 1, 2, 3, 7, 1]);
         assert_eq!(ngram(1, 3).propose(&tokens, 0), Vec::<u32>::new());
     }
 
@@ -72,5 +85,14 @@ mod tests {
         assert_eq!(ngram(1, 1).propose(&tokens, 1), vec![5]);
         assert!(ngram(1, 3).propose(&[1, 2, 3], 4).is_empty());
         assert!(ngram(2, 4).propose(&[], 4).is_empty());
+    }
+
+    #[test]
+    fn a_repeating_run_is_proposed_to_go_on_repeating() {
+        assert_eq!(ngram(1, 2).propose(&[4, 9, 9, 9], 3), vec![9, 9, 9]);
+        assert_eq!(
+            ngram(2, 2).propose(&[1, 5, 6, 5, 6], 5),
+            vec![5, 6, 5, 6, 5]
+        );
     }
 }
