@@ -9,7 +9,7 @@ mod model;
 mod proposer;
 
 pub use model::ModelExecutor;
-pub use proposer::{NgramProposer, Proposer};
+pub use proposer::{DraftRequest, NgramProposer, Proposer};
 
 #[cfg(test)]
 pub(crate) mod fake;

@@ -3,11 +3,29 @@
 //! sampling agrees with (handed to the scheduler as a run of tokens, see
 //! `scheduler::ModelOutput`), so a speculated token is always the token computing it gives.
 
-/// Guesses tokens that may follow a sequence.
+use crate::sequence::SeqId;
+
+/// One sequence's call for a draft.
+#[derive(Debug, Clone, Copy)]
+pub struct DraftRequest<'a> {
+    /// The sequence (a proposer with state per sequence, such as a draft model's cache, keys
+    /// it by this).
+    pub seq: SeqId,
+    /// Its prompt then output.
+    pub tokens: &'a [u32],
+    /// Most tokens to propose.
+    pub max_tokens: usize,
+}
+
+/// Guesses tokens that may follow sequences.
 pub trait Proposer: Send + std::fmt::Debug {
-    /// Up to `max_tokens` tokens that may follow `tokens` (prompt then output); fewer, or none,
-    /// when it has no guess.
-    fn propose(&mut self, tokens: &[u32], max_tokens: usize) -> Vec<u32>;
+    /// A draft for each request, in order: up to its `max_tokens` tokens that may follow its
+    /// `tokens`; fewer, or none, where there is no guess. One call per step, for every
+    /// sequence that may speculate, so a model-based proposer can run them as one batch.
+    fn propose(&mut self, requests: &[DraftRequest<'_>]) -> Vec<Vec<u32>>;
+
+    /// `seq` is gone (finished, cancelled or preempted): forget anything kept for it.
+    fn release(&mut self, _seq: SeqId) {}
 }
 
 /// Prompt lookup: finds the latest earlier occurrence of the sequence's last `n` tokens (the
@@ -24,7 +42,16 @@ pub struct NgramProposer {
 }
 
 impl Proposer for NgramProposer {
-    fn propose(&mut self, tokens: &[u32], max_tokens: usize) -> Vec<u32> {
+    fn propose(&mut self, requests: &[DraftRequest<'_>]) -> Vec<Vec<u32>> {
+        (requests.iter())
+            .map(|r| self.draft(r.tokens, r.max_tokens))
+            .collect()
+    }
+}
+
+impl NgramProposer {
+    /// Up to `max_tokens` tokens that may follow `tokens`.
+    pub fn draft(&self, tokens: &[u32], max_tokens: usize) -> Vec<u32> {
         let min = self.min_ngram.max(1);
         for n in (min..=self.max_ngram).rev() {
             if tokens.len() <= n {
@@ -71,28 +98,25 @@ mod tests {
     fn proposes_what_followed_the_latest_earlier_occurrence_of_the_suffix() {
         let tokens = [1, 2, 3, 4, 9, 1, 2, 3, 7, 1, 2, 3];
         // `1 2 3` last occurred at 5 (followed by 7 1 2 3), before that at 0.
-        assert_eq!(ngram(1, 3).propose(&tokens, 3), vec![7, 1, 2]);
+        assert_eq!(ngram(1, 3).draft(&tokens, 3), vec![7, 1, 2]);
         // Past the end, the copy goes on: `7 1 2 3` again.
-        assert_eq!(ngram(1, 3).propose(&tokens, 6), vec![7, 1, 2, 3, 7, 1]);
-        assert_eq!(ngram(1, 3).propose(&tokens, 0), Vec::<u32>::new());
+        assert_eq!(ngram(1, 3).draft(&tokens, 6), vec![7, 1, 2, 3, 7, 1]);
+        assert_eq!(ngram(1, 3).draft(&tokens, 0), Vec::<u32>::new());
     }
 
     #[test]
     fn the_longest_matching_suffix_wins_and_no_match_proposes_nothing() {
         // The 2-gram `5 6` occurs at 0 (then 8); the 1-gram `6` last at 3 (then 5).
         let tokens = [5, 6, 8, 6, 5, 6];
-        assert_eq!(ngram(1, 2).propose(&tokens, 1), vec![8]);
-        assert_eq!(ngram(1, 1).propose(&tokens, 1), vec![5]);
-        assert!(ngram(1, 3).propose(&[1, 2, 3], 4).is_empty());
-        assert!(ngram(2, 4).propose(&[], 4).is_empty());
+        assert_eq!(ngram(1, 2).draft(&tokens, 1), vec![8]);
+        assert_eq!(ngram(1, 1).draft(&tokens, 1), vec![5]);
+        assert!(ngram(1, 3).draft(&[1, 2, 3], 4).is_empty());
+        assert!(ngram(2, 4).draft(&[], 4).is_empty());
     }
 
     #[test]
     fn a_repeating_run_is_proposed_to_go_on_repeating() {
-        assert_eq!(ngram(1, 2).propose(&[4, 9, 9, 9], 3), vec![9, 9, 9]);
-        assert_eq!(
-            ngram(2, 2).propose(&[1, 5, 6, 5, 6], 5),
-            vec![5, 6, 5, 6, 5]
-        );
+        assert_eq!(ngram(1, 2).draft(&[4, 9, 9, 9], 3), vec![9, 9, 9]);
+        assert_eq!(ngram(2, 2).draft(&[1, 5, 6, 5, 6], 5), vec![5, 6, 5, 6, 5]);
     }
 }

@@ -5,6 +5,7 @@
 
 use super::{Scheduler, StepPlan};
 use crate::block_manager::BlockManager;
+use crate::executor::DraftRequest;
 use crate::sampler::Sample;
 use crate::sequence::Sequence;
 use crate::speculation::{Proposal, Speculator, Verified};
@@ -20,7 +21,7 @@ impl Scheduler {
             return;
         }
         let mut tokens_out = 0;
-        let mut proposals = Vec::new();
+        let (mut asked, mut places) = (Vec::new(), Vec::new());
         for (index, &(id, num_new)) in step.seqs.iter().enumerate() {
             let seq = &self.seqs[&id];
             let samples = !seq.scores_only() && num_new == seq.num_uncomputed_tokens();
@@ -28,17 +29,28 @@ impl Scheduler {
             if !samples || num_new != 1 || !seq.sampling().speculative {
                 continue;
             }
-            let room = draft_room(seq, self.config.max_model_len);
-            let draft = speculator.propose(seq.tokens(), room);
-            if !draft.is_empty() {
-                let acceptance = speculator.acceptance(&seq.draft_record);
-                proposals.push(Proposal {
+            asked.push(DraftRequest {
+                seq: id,
+                tokens: seq.tokens(),
+                max_tokens: draft_room(seq, self.config.max_model_len),
+            });
+            places.push(index);
+        }
+        if asked.is_empty() {
+            return;
+        }
+        let drafts = speculator.propose(&asked);
+        let proposals: Vec<Proposal> = (places.into_iter().zip(drafts))
+            .filter(|(_, draft)| !draft.is_empty())
+            .map(|(index, draft)| {
+                let seq = &self.seqs[&step.seqs[index].0];
+                Proposal {
                     index,
                     draft,
-                    acceptance,
-                });
-            }
-        }
+                    acceptance: speculator.acceptance(&seq.draft_record),
+                }
+            })
+            .collect();
         if proposals.is_empty() {
             return;
         }

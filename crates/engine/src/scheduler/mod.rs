@@ -178,6 +178,9 @@ impl Scheduler {
     /// Takes a finished sequence out of the scheduler (its blocks are already free).
     pub fn remove(&mut self, id: SeqId) -> Option<Sequence> {
         let seq = self.seqs.remove(&id)?;
+        if let Some(speculator) = self.speculator.as_mut() {
+            speculator.release(id);
+        }
         self.running.retain(|&r| r != id);
         if seq.status() == &crate::sequence::SequenceStatus::Waiting {
             self.waiting.remove(seq.priority, seq.arrival, id);
@@ -252,6 +255,9 @@ impl Scheduler {
 
     fn preempt(&mut self, id: SeqId, preempted: &mut Vec<SeqId>, shares: &mut Shares) {
         self.running.retain(|&r| r != id);
+        if let Some(speculator) = self.speculator.as_mut() {
+            speculator.release(id);
+        }
         let seq = self.seqs.get_mut(&id).expect("running sequence exists");
         shares.on_preempt(seq.caller);
         seq.preempt();

@@ -71,9 +71,12 @@ proptest! {
             BlockManager::new(num_blocks, block_size, prefix_caching),
         );
         // Drafts from prompt lookup, always right or always wrong: the outputs stay the same.
+        let mut held = None;
         if let Some((kind, max_draft_tokens)) = speculation {
             let config = super::spec_tests::fixed(max_draft_tokens);
-            s = s.with_proposer(super::spec_tests::proposer(kind), &config);
+            let proposer = super::spec_tests::proposer(kind);
+            held = Some(Arc::clone(&proposer.held));
+            s = s.with_proposer(Box::new(proposer), &config);
         }
         let mut exec = HistoryExecutor::new(VOCAB, block_size, num_blocks);
         let mut next_id = 0;
@@ -127,6 +130,9 @@ proptest! {
             prop_assert!(step_no < 2_000, "the workload does not make progress");
         }
         prop_assert_eq!(s.block_manager().num_used_blocks(), 0);
+        if let Some(held) = held {
+            prop_assert!(held.lock().unwrap().is_empty(), "the proposer still holds sequences");
+        }
         for (id, r) in &owner {
             let a = &arrivals[*r];
             match finished.get(id) {

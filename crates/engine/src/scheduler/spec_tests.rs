@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::executor::fake::logits_after;
-use crate::executor::{NgramProposer, Proposer};
+use crate::executor::{DraftRequest, NgramProposer, Proposer};
 use crate::speculation::{ProposerSpec, SpeculationConfig};
 
 /// The fake model's greedy continuation: every draft token is accepted.
@@ -12,7 +12,15 @@ use crate::speculation::{ProposerSpec, SpeculationConfig};
 pub(super) struct Oracle;
 
 impl Proposer for Oracle {
-    fn propose(&mut self, tokens: &[u32], max_tokens: usize) -> Vec<u32> {
+    fn propose(&mut self, requests: &[DraftRequest<'_>]) -> Vec<Vec<u32>> {
+        (requests.iter())
+            .map(|r| greedy_after(r.tokens, r.max_tokens))
+            .collect()
+    }
+}
+
+fn greedy_after(tokens: &[u32], max_tokens: usize) -> Vec<u32> {
+    {
         let mut history = tokens.to_vec();
         for _ in 0..max_tokens {
             let logits = logits_after(&history, VOCAB);
@@ -30,15 +38,43 @@ impl Proposer for Oracle {
 pub(super) struct Adversary;
 
 impl Proposer for Adversary {
-    fn propose(&mut self, tokens: &[u32], max_tokens: usize) -> Vec<u32> {
-        (Oracle.propose(tokens, max_tokens).into_iter())
-            .map(|t| (t + 1) % VOCAB as u32)
-            .collect()
+    fn propose(&mut self, requests: &[DraftRequest<'_>]) -> Vec<Vec<u32>> {
+        let wrong = |draft: Vec<u32>| draft.into_iter().map(|t| (t + 1) % VOCAB as u32).collect();
+        Oracle.propose(requests).into_iter().map(wrong).collect()
     }
 }
 
-/// A proposer by number: prompt lookup, the oracle, the adversary.
-pub(super) fn proposer(kind: usize) -> Box<dyn Proposer> {
+/// Wraps a proposer and keeps the sequences it holds something for: those it proposed for
+/// and was not yet told to release.
+#[derive(Debug)]
+pub(super) struct Tracked {
+    inner: Box<dyn Proposer>,
+    pub(super) held: Arc<std::sync::Mutex<std::collections::HashSet<SeqId>>>,
+}
+
+impl Proposer for Tracked {
+    fn propose(&mut self, requests: &[DraftRequest<'_>]) -> Vec<Vec<u32>> {
+        self.held
+            .lock()
+            .unwrap()
+            .extend(requests.iter().map(|r| r.seq));
+        self.inner.propose(requests)
+    }
+
+    fn release(&mut self, seq: SeqId) {
+        self.held.lock().unwrap().remove(&seq);
+    }
+}
+
+/// A proposer by number (prompt lookup, the oracle, the adversary), tracked.
+pub(super) fn proposer(kind: usize) -> Tracked {
+    Tracked {
+        inner: untracked(kind),
+        held: Default::default(),
+    }
+}
+
+fn untracked(kind: usize) -> Box<dyn Proposer> {
     match kind % 3 {
         0 => Box::new(NgramProposer {
             min_ngram: 1,

@@ -14,7 +14,8 @@
 
 pub mod cost;
 
-use crate::executor::{NgramProposer, Proposer};
+use crate::executor::{DraftRequest, NgramProposer, Proposer};
+use crate::sequence::SeqId;
 
 use cost::{RowCosts, MAX_ROWS};
 
@@ -121,15 +122,38 @@ impl Speculator {
         self.costs.observe(tokens, rows, seconds);
     }
 
-    /// Up to `room` tokens (and the configured most) that may follow `tokens`.
-    pub(crate) fn propose(&mut self, tokens: &[u32], room: usize) -> Vec<u32> {
-        let limit = room.min(self.max_draft_tokens);
-        if limit == 0 {
-            return Vec::new();
+    /// Drafts for `requests`, each cut to its room and the configured most; requests with
+    /// no room are not passed on (their draft is empty).
+    pub(crate) fn propose(&mut self, requests: &[DraftRequest<'_>]) -> Vec<Vec<u32>> {
+        let limit = |r: &DraftRequest<'_>| r.max_tokens.min(self.max_draft_tokens);
+        let asked: Vec<DraftRequest<'_>> = (requests.iter())
+            .filter(|r| limit(r) > 0)
+            .map(|r| DraftRequest {
+                max_tokens: limit(r),
+                ..*r
+            })
+            .collect();
+        let mut drafts = if asked.is_empty() {
+            Vec::new()
+        } else {
+            self.proposer.propose(&asked)
         }
-        let mut draft = self.proposer.propose(tokens, limit);
-        draft.truncate(limit);
-        draft
+        .into_iter();
+        (requests.iter())
+            .map(|r| match limit(r) {
+                0 => Vec::new(),
+                n => {
+                    let mut draft = drafts.next().unwrap_or_default();
+                    draft.truncate(n);
+                    draft
+                }
+            })
+            .collect()
+    }
+
+    /// A sequence left the running set: the proposer forgets it.
+    pub(crate) fn release(&mut self, seq: SeqId) {
+        self.proposer.release(seq);
     }
 
     /// The chance a sequence with `record` has its next draft token accepted.

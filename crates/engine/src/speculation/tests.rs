@@ -90,7 +90,11 @@ fn acceptance_follows_the_sequence_and_starts_from_the_proposer_wide_rate() {
 fn proposals_are_cut_to_the_room_and_the_configured_most() {
     let mut s = Speculator::new(&config(3, false));
     let tokens = [1, 2, 3, 4, 5, 6, 7, 1, 2];
-    assert_eq!(s.propose(&tokens, 10), vec![3, 4, 5]);
-    assert_eq!(s.propose(&tokens, 2), vec![3, 4]);
-    assert!(s.propose(&tokens, 0).is_empty());
+    let ask = |seq, max_tokens| DraftRequest {
+        seq,
+        tokens: &tokens,
+        max_tokens,
+    };
+    let drafts = s.propose(&[ask(0, 10), ask(1, 2), ask(2, 0), ask(3, 1)]);
+    assert_eq!(drafts, vec![vec![3, 4, 5], vec![3, 4], vec![], vec![3]]);
 }
