@@ -1,5 +1,7 @@
 //! `--speculative` and its settings: speculative decoding for every model served.
 
+use std::path::PathBuf;
+
 use sluice_engine::executor::NgramProposer;
 use sluice_engine::speculation::{ProposerSpec, SpeculationConfig, MAX_DRAFT_TOKENS};
 
@@ -9,10 +11,13 @@ use crate::engine_args::Switch;
 #[derive(Debug, Clone, clap::Args)]
 pub struct SpeculationArgs {
     /// Speculative decoding: `ngram` proposes the tokens that followed the latest earlier
-    /// occurrence of the output's last few tokens in the prompt or output (prompt lookup), and
-    /// each step verifies them as extra rows. Outputs are the same, token for token, with or
-    /// without it; it speeds up outputs that quote their context (code edits, extraction,
-    /// agents echoing tool results) and, adaptively, only where the extra rows pay.
+    /// occurrence of the output's last few tokens in the prompt or output (prompt lookup);
+    /// `draft:PATH` proposes the greedy continuation of a smaller model of the same vocabulary
+    /// (a Hugging Face directory or GGUF file, loaded beside every model served, with a KV cache
+    /// as large as the model's). Each step verifies the proposals as extra rows. Outputs are the
+    /// same, token for token, with or without it; it speeds up outputs the proposer guesses
+    /// (code edits, extraction, agents echoing tool results; with a good draft model, most
+    /// text), and, adaptively, only where the extra rows pay.
     #[arg(long, value_name = "METHOD", value_parser = parse_method)]
     pub speculative: Option<Method>,
     /// Most draft tokens a sequence verifies in one step.
@@ -32,20 +37,27 @@ pub struct SpeculationArgs {
 }
 
 /// Where draft tokens come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Method {
     /// Prompt lookup.
     Ngram,
+    /// A draft model.
+    Draft(PathBuf),
 }
 
 fn parse_method(name: &str) -> Result<Method, String> {
-    match name {
-        "ngram" => Ok(Method::Ngram),
-        other if other.starts_with("draft:") => Err(
-            "draft-model speculation is not available yet; `ngram` (prompt lookup) is".to_owned(),
-        ),
-        other => Err(format!(
-            "unknown speculative method `{other}` (known: ngram)"
+    match name.split_once(':') {
+        None if name == "ngram" => Ok(Method::Ngram),
+        Some(("draft", path)) if !path.is_empty() => {
+            let path = PathBuf::from(path);
+            if path.exists() {
+                Ok(Method::Draft(path))
+            } else {
+                Err(format!("no draft model at {}", path.display()))
+            }
+        }
+        _ => Err(format!(
+            "unknown speculative method `{name}` (known: ngram, draft:PATH)"
         )),
     }
 }
@@ -53,7 +65,7 @@ fn parse_method(name: &str) -> Result<Method, String> {
 impl SpeculationArgs {
     /// The engine's speculation settings, if speculation is on.
     pub fn config(&self) -> anyhow::Result<Option<SpeculationConfig>> {
-        let Some(method) = self.speculative else {
+        let Some(method) = &self.speculative else {
             return Ok(None);
         };
         anyhow::ensure!(
@@ -61,6 +73,7 @@ impl SpeculationArgs {
             "--num-speculative-tokens must be between 1 and {MAX_DRAFT_TOKENS}"
         );
         let proposer = match method {
+            Method::Draft(path) => ProposerSpec::DraftModel(path.clone()),
             Method::Ngram => {
                 let (min_ngram, max_ngram) = (self.prompt_lookup_min, self.prompt_lookup_max);
                 anyhow::ensure!(
@@ -78,5 +91,26 @@ impl SpeculationArgs {
             max_draft_tokens: self.num_speculative_tokens,
             adaptive: self.speculative_adaptive == Switch::On,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods_parse_and_a_missing_draft_is_named() {
+        assert_eq!(parse_method("ngram"), Ok(Method::Ngram));
+        let dir = env!("CARGO_MANIFEST_DIR");
+        assert_eq!(
+            parse_method(&format!("draft:{dir}")),
+            Ok(Method::Draft(PathBuf::from(dir)))
+        );
+        let missing = parse_method("draft:/no/such/model").unwrap_err();
+        assert!(missing.contains("/no/such/model"), "{missing}");
+        assert!(parse_method("eagle")
+            .unwrap_err()
+            .contains("ngram, draft:PATH"));
+        assert!(parse_method("draft:").is_err());
     }
 }

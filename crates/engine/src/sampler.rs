@@ -170,7 +170,7 @@ fn apply_penalties(scores: &mut [f32], params: &SamplingParams, ctx: SamplingCon
 }
 
 /// Index of the largest finite score; the lowest index among equals.
-fn argmax(scores: &[f32]) -> Option<u32> {
+pub(crate) fn argmax(scores: &[f32]) -> Option<u32> {
     let best = max_finite(scores)?;
     // The first index holding `best`: whole chunks are tested without an early exit (so the
     // test vectorises), then the one chunk that has it is searched.

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use sluice_engine::executor::NgramProposer;
 use sluice_engine::speculation::{ProposerSpec, SpeculationConfig};
 use sluice_engine::{
-    Engine, EngineConfig, EngineHandle, Event, FinishReason, GenerationRequest, ModelExecutor,
-    Priority, PromptOutputs, RequestStream, ResponseFormat, SamplingParams, StopRules,
-    TokenLogprob,
+    Engine, EngineConfig, EngineHandle, Event, Executor, FinishReason, GenerationRequest,
+    ModelExecutor, Priority, PromptOutputs, RequestStream, ResponseFormat, SamplingParams,
+    StopRules, TokenLogprob,
 };
 use sluice_model::{KvCache, KvDtype, LoadOptions, Model, ModelFiles};
 use sluice_text::{StopSet, Tokenizer};
@@ -28,25 +28,46 @@ fn tokenizer(files: &ModelFiles, path: &Path) -> Arc<Tokenizer> {
     })
 }
 
-fn start(path: &Path, num_blocks: usize, config: EngineConfig) -> EngineHandle {
+/// The model at `path` over a paged cache of `num_blocks` blocks of 4, and its end-of-sequence
+/// ids and context length.
+fn executor(path: &Path, num_blocks: usize) -> (ModelExecutor, Vec<u32>, usize) {
     let files = ModelFiles::open(path).expect("fixture model opens");
     let model = Model::from_files(&files, &LoadOptions::default()).expect("fixture model loads");
-    let tokenizer = tokenizer(&files, path);
     let kv = KvCache::new(model.config(), KvDtype::F32, 4, num_blocks);
-    let config = EngineConfig {
-        eos_token_ids: model.config().eos_token_ids.clone(),
-        max_model_len: model.config().max_position_embeddings,
-        ..config
-    };
-    Engine::start(Box::new(ModelExecutor::new(model, kv)), tokenizer, config)
+    let eos = model.config().eos_token_ids.clone();
+    let context = model.config().max_position_embeddings;
+    (ModelExecutor::new(model, kv), eos, context)
 }
 
-fn speculation(adaptive: bool) -> Option<SpeculationConfig> {
-    Some(SpeculationConfig {
-        proposer: ProposerSpec::Ngram(NgramProposer {
+fn start(path: &Path, num_blocks: usize, config: EngineConfig) -> EngineHandle {
+    let (executor, eos_token_ids, max_model_len) = executor(path, num_blocks);
+    let draft = match &config.speculation {
+        Some(SpeculationConfig {
+            proposer: ProposerSpec::DraftModel(draft),
+            ..
+        }) => Some(Box::new(self::executor(draft, 256).0) as Box<dyn Executor>),
+        _ => None,
+    };
+    let tokenizer = tokenizer(&ModelFiles::open(path).unwrap(), path);
+    let config = EngineConfig {
+        eos_token_ids,
+        max_model_len,
+        ..config
+    };
+    Engine::start_with_draft(Box::new(executor), draft, tokenizer, config)
+}
+
+/// Prompt lookup, or the draft model at `draft`.
+fn speculation(adaptive: bool, draft: Option<&Path>) -> Option<SpeculationConfig> {
+    let proposer = match draft {
+        Some(path) => ProposerSpec::DraftModel(path.to_owned()),
+        None => ProposerSpec::Ngram(NgramProposer {
             min_ngram: 1,
             max_ngram: 3,
         }),
+    };
+    Some(SpeculationConfig {
+        proposer,
         max_draft_tokens: 5,
         adaptive,
     })
@@ -218,10 +239,10 @@ fn requests(tokenizer: &Tokenizer, stop: &str) -> Vec<GenerationRequest> {
     out
 }
 
-/// Runs the requests without speculation, one at a time; then with it, fixed and adaptive,
-/// all at once in a pool that preempts: every output is the same. Returns the draft tokens
-/// accepted.
-fn speculation_changes_nothing_on(path: &Path) -> u64 {
+/// Runs the requests without speculation, one at a time; then with it (prompt lookup, or the
+/// draft model at `draft`), fixed and adaptive, all at once in a pool that preempts: every
+/// output is the same. Returns the draft tokens accepted and proposed.
+fn speculation_changes_nothing_on(path: &Path, draft: Option<&Path>) -> (u64, u64) {
     let plain = start(path, 256, EngineConfig::default());
     let tokenizer = tokenizer(&ModelFiles::open(path).unwrap(), path);
     // A stop string the greedy output of the model holds (from its second half, if it can).
@@ -242,11 +263,11 @@ fn speculation_changes_nothing_on(path: &Path) -> u64 {
         .map(|q| collect(plain.submit(q.clone()).unwrap(), q.n as usize))
         .collect();
     assert_eq!(solo.last().unwrap()[0].stop_string.as_deref(), Some(&*stop));
-    let mut accepted = 0;
+    let (mut accepted, mut proposed) = (0, 0);
     for adaptive in [false, true] {
         let config = EngineConfig {
             max_num_batched_tokens: 48,
-            speculation: speculation(adaptive),
+            speculation: speculation(adaptive, draft),
             ..EngineConfig::default()
         };
         let busy = start(path, 40, config);
@@ -272,10 +293,11 @@ fn speculation_changes_nothing_on(path: &Path) -> u64 {
             );
         }
         accepted += m.spec_decode.accepted_tokens;
+        proposed += m.spec_decode.draft_tokens;
         let blocks = busy.metrics().snapshot().kv_blocks_used;
         assert_eq!(blocks, 0, "{}: every block is free", path.display());
     }
-    accepted
+    (accepted, proposed)
 }
 
 #[test]
@@ -288,12 +310,32 @@ fn speculation_changes_no_output_of_f32_quantized_moe_or_sliding_window_models()
         fixtures().join("models/qwen3-moe"),
         fixtures().join("models/gemma3"),
     ] {
-        let n = speculation_changes_nothing_on(&path);
+        let (n, _) = speculation_changes_nothing_on(&path, None);
         eprintln!("{}: {n} draft tokens accepted", path.display());
         accepted += n;
     }
     assert!(
         accepted > 50,
         "prompt lookup drafts were accepted: {accepted}"
+    );
+}
+
+#[test]
+fn a_draft_model_changes_no_output_and_drafts_what_the_target_would_write() {
+    // The target as its own draft: greedy drafts are the target's own greedy tokens.
+    let llama = fixtures().join("models/llama");
+    let (accepted, proposed) = speculation_changes_nothing_on(&llama, Some(&llama));
+    eprintln!("llama drafting for itself: {accepted} of {proposed} accepted");
+    assert!(accepted * 2 > proposed, "{accepted} of {proposed}");
+    // A draft of other weights over the same vocabulary: Q8_0 drafting for Q4_K_M.
+    let gguf = fixtures().join("gguf");
+    let (accepted, proposed) = speculation_changes_nothing_on(
+        &gguf.join("qwen2-q256-q4_k_m.gguf"),
+        Some(&gguf.join("qwen2-q256-q8_0.gguf")),
+    );
+    eprintln!("q8_0 drafting for q4_k_m: {accepted} of {proposed} accepted");
+    assert!(
+        accepted > 0 && proposed > accepted,
+        "{accepted} of {proposed}"
     );
 }

@@ -46,6 +46,26 @@ fn snapshot() -> MetricsSnapshot {
             forward_seconds: 2.25,
             sample_seconds: 0.125,
         },
+        spec_decode: sluice_engine::SpecDecodeSnapshot {
+            drafts: 30,
+            draft_tokens: 120,
+            accepted_tokens: 75,
+            accepted_per_position: vec![28, 25, 22],
+        },
+    }
+}
+
+#[test]
+fn speculative_decoding_counters_carry_vllm_names() {
+    let t = text();
+    for line in [
+        "vllm:spec_decode_num_drafts_total{model_name=\"llama\"} 30\n",
+        "vllm:spec_decode_num_draft_tokens_total{model_name=\"llama\"} 120\n",
+        "vllm:spec_decode_num_accepted_tokens_total{model_name=\"llama\"} 75\n",
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"llama\",position=\"0\"} 28\n",
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"llama\",position=\"2\"} 22\n",
+    ] {
+        assert!(t.contains(line), "{line} missing from {t}");
     }
 }
 

@@ -97,6 +97,18 @@ impl Engine {
         tokenizer: Arc<Tokenizer>,
         config: EngineConfig,
     ) -> EngineHandle {
+        Self::start_with_draft(executor, None, tokenizer, config)
+    }
+
+    /// [`Engine::start`] with the draft model `config.speculation` names
+    /// (`ProposerSpec::DraftModel`), loaded by the caller: an executor of its own model and KV
+    /// cache, of the same vocabulary.
+    pub fn start_with_draft(
+        executor: Box<dyn Executor>,
+        draft: Option<Box<dyn Executor>>,
+        tokenizer: Arc<Tokenizer>,
+        config: EngineConfig,
+    ) -> EngineHandle {
         let metrics = Arc::new(EngineMetrics::default());
         let shared = Arc::new(Shared::new(metrics, config.max_queue));
         let (inbox_tx, inbox_rx) = crossbeam_channel::bounded(config.max_queue.max(1));
@@ -105,7 +117,8 @@ impl Engine {
             .name("sluice-engine".to_string())
             .spawn(move || {
                 let _alive = AliveGuard(Arc::clone(&thread_shared));
-                EngineLoop::new(executor, tokenizer, config, thread_shared, inbox_rx).run();
+                let engine = EngineLoop::new(executor, tokenizer, config, thread_shared, inbox_rx);
+                engine.with_proposer(draft).run();
             });
         if let Err(e) = spawned {
             tracing::error!("could not start the engine thread: {e}");
@@ -147,6 +160,8 @@ struct EngineLoop {
     token_trie: Option<Arc<TokenTrie>>,
     /// `json_object` masks over it, shared by every such request.
     json_object_masks: Option<Arc<JsonTokenMasks>>,
+    /// Speculative decoding's settings, until the proposer is built on the engine thread.
+    speculation: Option<SpeculationConfig>,
 }
 
 impl EngineLoop {
@@ -169,7 +184,7 @@ impl EngineLoop {
         if let Some(sink) = &kv_events {
             let _ = shared.metrics.kv_events.set(sink.clone());
         }
-        let mut scheduler = Scheduler::new(
+        let scheduler = Scheduler::new(
             SchedulerConfig {
                 // Zero would leave work waiting forever; one is the least that makes progress.
                 max_num_seqs: config.max_num_seqs.max(1),
@@ -183,9 +198,6 @@ impl EngineLoop {
             },
             blocks,
         );
-        if let Some(speculation) = &config.speculation {
-            scheduler = scheduler.with_speculation(speculation);
-        }
         let m = &shared.metrics;
         EngineMetrics::set(&m.kv_blocks_total, pools.num_blocks());
         let window_blocks = pools.window().map_or(0, |w| w.num_blocks);
@@ -206,7 +218,22 @@ impl EngineLoop {
             window_group: (pools.groups.iter()).position(|p| matches!(p.span, KvSpan::Window(_))),
             token_trie: None,
             json_object_masks: None,
+            speculation: config.speculation,
         }
+    }
+
+    /// Speculates as `config.speculation` says, with `draft` as the draft model if it names one
+    /// (on the engine thread: the proposer lives beside the scheduler).
+    fn with_proposer(mut self, draft: Option<Box<dyn Executor>>) -> Self {
+        let Some(speculation) = self.speculation.take() else {
+            return self;
+        };
+        let vocab_size = self.executor.vocab_size();
+        match speculation.proposer.build(draft, vocab_size) {
+            Some(proposer) => self.scheduler.speculate(proposer, &speculation),
+            None => tracing::error!("no draft model was loaded: serving without speculation"),
+        }
+        self
     }
 
     fn run(mut self) {

@@ -17,8 +17,9 @@ pub struct DraftRequest<'a> {
     pub max_tokens: usize,
 }
 
-/// Guesses tokens that may follow sequences.
-pub trait Proposer: Send + std::fmt::Debug {
+/// Guesses tokens that may follow sequences. A proposer lives on its engine's thread (beside
+/// the scheduler that asks it).
+pub trait Proposer: std::fmt::Debug {
     /// A draft for each request, in order: up to its `max_tokens` tokens that may follow its
     /// `tokens`; fewer, or none, where there is no guess. One call per step, for every
     /// sequence that may speculate, so a model-based proposer can run them as one batch.

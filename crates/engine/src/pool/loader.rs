@@ -265,7 +265,9 @@ impl ModelLoader for DirectoryLoader {
             });
         }
         let kv_bytes = self.kv_bytes(&files);
-        let memory_bytes = model.weight_bytes() + kv_bytes;
+        let draft = self.load_draft(&tokenizer, kv.num_blocks() * s.block_size)?;
+        let draft_bytes = draft.as_ref().map_or(0, |d| d.memory_bytes);
+        let memory_bytes = model.weight_bytes() + kv_bytes + draft_bytes;
         let window_blocks = kv.pools().window().map_or(0, |w| w.num_blocks);
         tracing::info!(
             model = %dir.display(),
@@ -320,8 +322,10 @@ impl ModelLoader for DirectoryLoader {
             kv_events,
             ..s.engine.clone()
         };
-        let executor = ModelExecutor::new(model, kv);
-        let engine = Engine::start(Box::new(executor), Arc::clone(&tokenizer), engine_config);
+        let executor = Box::new(ModelExecutor::new(model, kv));
+        let draft = draft.map(|d| d.executor);
+        let engine =
+            Engine::start_with_draft(executor, draft, Arc::clone(&tokenizer), engine_config);
         Ok(LoadedModel {
             engine,
             tokenizer,

@@ -22,6 +22,7 @@
 
 mod bounded;
 pub mod budget;
+mod draft;
 pub mod kv_sizing;
 pub mod loader;
 mod state;

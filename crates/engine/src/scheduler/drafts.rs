@@ -21,7 +21,7 @@ impl Scheduler {
             return;
         }
         let mut tokens_out = 0;
-        let (mut asked, mut places) = (Vec::new(), Vec::new());
+        let (mut candidates, mut places) = (Vec::new(), Vec::new());
         for (index, &(id, num_new)) in step.seqs.iter().enumerate() {
             let seq = &self.seqs[&id];
             let samples = !seq.scores_only() && num_new == seq.num_uncomputed_tokens();
@@ -29,13 +29,26 @@ impl Scheduler {
             if !samples || num_new != 1 || !seq.sampling().speculative {
                 continue;
             }
-            asked.push(DraftRequest {
-                seq: id,
-                tokens: seq.tokens(),
-                max_tokens: draft_room(seq, self.config.max_model_len),
-            });
+            let room = draft_room(seq, self.config.max_model_len);
+            candidates.push(speculator.candidate(&seq.draft_record, room));
             places.push(index);
         }
+        // How long a draft each sequence could use, priced before asking for it: a draft
+        // model's passes cost time whether or not their tokens are verified.
+        let lengths = speculator.lengths(rows, tokens_out, step.tokens, &candidates);
+        let (asked, places): (Vec<DraftRequest<'_>>, Vec<usize>) = (places.into_iter())
+            .zip(lengths)
+            .filter(|&(_, len)| len > 0)
+            .map(|(index, len)| {
+                let id = step.seqs[index].0;
+                let request = DraftRequest {
+                    seq: id,
+                    tokens: self.seqs[&id].tokens(),
+                    max_tokens: len,
+                };
+                (request, index)
+            })
+            .unzip();
         if asked.is_empty() {
             return;
         }

@@ -90,20 +90,23 @@ impl Scheduler {
         }
     }
 
-    /// Lets decoding sequences take draft tokens (see `crate::speculation`).
-    pub fn with_speculation(mut self, config: &SpeculationConfig) -> Self {
-        self.speculator = Some(Speculator::new(config));
-        self
+    /// Lets decoding sequences take draft tokens from `proposer` (see `crate::speculation`).
+    pub(crate) fn speculate(
+        &mut self,
+        proposer: Box<dyn crate::executor::Proposer>,
+        config: &SpeculationConfig,
+    ) {
+        self.speculator = Some(Speculator::new(proposer, config));
     }
 
-    /// Speculates with a proposer of the test's own (always right, always wrong, ...).
+    /// [`Scheduler::speculate`], builder style.
     #[cfg(test)]
     pub(crate) fn with_proposer(
         mut self,
         proposer: Box<dyn crate::executor::Proposer>,
         config: &SpeculationConfig,
     ) -> Self {
-        self.speculator = Some(Speculator::with_proposer(proposer, config));
+        self.speculate(proposer, config);
         self
     }
 

@@ -13,8 +13,13 @@
 //! high concurrency, where every row costs its share, speculation stops by itself.
 
 pub mod cost;
+mod draft_model;
 
-use crate::executor::{DraftRequest, NgramProposer, Proposer};
+pub use draft_model::{DraftModel, CATCH_UP_TOKENS};
+
+use std::path::PathBuf;
+
+use crate::executor::{DraftRequest, Executor, NgramProposer, Proposer};
 use crate::sequence::SeqId;
 
 use cost::{RowCosts, MAX_ROWS};
@@ -39,12 +44,22 @@ const GLOBAL_DECAY: f64 = 0.99;
 pub enum ProposerSpec {
     /// Prompt lookup (`--speculative ngram`).
     Ngram(NgramProposer),
+    /// A draft model (`--speculative draft:PATH`): whoever starts the engine loads it and hands
+    /// its executor to `Engine::start_with_draft`.
+    DraftModel(PathBuf),
 }
 
 impl ProposerSpec {
-    fn build(&self) -> Box<dyn Proposer> {
+    /// The proposer for a target of `vocab_size` tokens, over the draft model's executor where
+    /// the spec names one. `None` when a draft model is named but none was loaded.
+    pub(crate) fn build(
+        &self,
+        draft: Option<Box<dyn Executor>>,
+        vocab_size: usize,
+    ) -> Option<Box<dyn Proposer>> {
         match self {
-            ProposerSpec::Ngram(ngram) => Box::new(*ngram),
+            ProposerSpec::Ngram(ngram) => Some(Box::new(*ngram)),
+            ProposerSpec::DraftModel(_) => Some(Box::new(DraftModel::new(draft?, vocab_size))),
         }
     }
 }
@@ -102,12 +117,8 @@ pub(crate) struct Proposal {
 }
 
 impl Speculator {
-    pub(crate) fn new(config: &SpeculationConfig) -> Self {
-        Self::with_proposer(config.proposer.build(), config)
-    }
-
     /// A speculator over `proposer`, with `config`'s limits.
-    pub(crate) fn with_proposer(proposer: Box<dyn Proposer>, config: &SpeculationConfig) -> Self {
+    pub(crate) fn new(proposer: Box<dyn Proposer>, config: &SpeculationConfig) -> Self {
         Speculator {
             proposer,
             max_draft_tokens: config.max_draft_tokens.min(MAX_DRAFT_TOKENS),
@@ -178,24 +189,23 @@ impl Speculator {
         }
     }
 
-    /// Chooses how much of each proposal a step of `rows` rows (yielding `tokens_out` tokens
-    /// without drafts, with `budget` tokens left) verifies: the draft tokens most likely to be
-    /// kept first, as many as raise the expected tokens per second. Returns `(index, draft)`
-    /// for each proposal that keeps at least one token.
-    pub(crate) fn choose(
+    /// How many draft tokens each candidate may verify in a step of `rows` rows (yielding
+    /// `tokens_out` tokens without drafts, with `budget` tokens left), given its acceptance and
+    /// most tokens `(acceptance, len)`: the draft tokens most likely to be kept first, as many
+    /// as raise the expected tokens per second (every one, when not adaptive).
+    pub(crate) fn lengths(
         &self,
         rows: usize,
         tokens_out: usize,
         budget: usize,
-        proposals: Vec<Proposal>,
-    ) -> Vec<(usize, Vec<u32>)> {
+        candidates: &[(f64, usize)],
+    ) -> Vec<usize> {
         let budget = budget.min(MAX_ROWS.saturating_sub(rows));
-        // (chance all draft tokens up to this one are kept, proposal), deepest last per
-        // proposal; a stable sort keeps each proposal's tokens in order among equal chances.
-        let mut gains: Vec<(f64, usize)> = (proposals.iter().enumerate())
-            .flat_map(|(p, proposal)| {
-                (1..=proposal.draft.len())
-                    .map(move |depth| (proposal.acceptance.powi(depth as i32), p))
+        // (chance all draft tokens up to this one are kept, candidate), each candidate's in
+        // order; a stable sort keeps that order among equal chances.
+        let mut gains: Vec<(f64, usize)> = (candidates.iter().enumerate())
+            .flat_map(|(c, &(acceptance, len))| {
+                (1..=len).map(move |depth| (acceptance.powi(depth as i32), c))
             })
             .collect();
         gains.sort_by(|a, b| b.0.total_cmp(&a.0));
@@ -207,10 +217,26 @@ impl Speculator {
         } else {
             gains.len()
         };
-        let mut lengths = vec![0; proposals.len()];
-        for &(_, p) in &gains[..count] {
-            lengths[p] += 1;
+        let mut lengths = vec![0; candidates.len()];
+        for &(_, c) in &gains[..count] {
+            lengths[c] += 1;
         }
+        lengths
+    }
+
+    /// [`Speculator::lengths`] over actual proposals: each cut to its length, those left empty
+    /// dropped. Returns `(index, draft)`.
+    pub(crate) fn choose(
+        &self,
+        rows: usize,
+        tokens_out: usize,
+        budget: usize,
+        proposals: Vec<Proposal>,
+    ) -> Vec<(usize, Vec<u32>)> {
+        let candidates: Vec<(f64, usize)> = (proposals.iter())
+            .map(|p| (p.acceptance, p.draft.len()))
+            .collect();
+        let lengths = self.lengths(rows, tokens_out, budget, &candidates);
         (proposals.into_iter().zip(lengths))
             .filter(|(_, len)| *len > 0)
             .map(|(mut proposal, len)| {
@@ -218,6 +244,11 @@ impl Speculator {
                 (proposal.index, proposal.draft)
             })
             .collect()
+    }
+
+    /// The acceptance of `record`'s sequence and its room, capped at the configured most.
+    pub(crate) fn candidate(&self, record: &DraftRecord, room: usize) -> (f64, usize) {
+        (self.acceptance(record), room.min(self.max_draft_tokens))
     }
 }
 

@@ -1,5 +1,10 @@
 use super::*;
 
+const NGRAM: NgramProposer = NgramProposer {
+    min_ngram: 1,
+    max_ngram: 3,
+};
+
 fn config(max_draft_tokens: usize, adaptive: bool) -> SpeculationConfig {
     SpeculationConfig {
         proposer: ProposerSpec::Ngram(NgramProposer {
@@ -25,7 +30,7 @@ fn lengths(chosen: &[(usize, Vec<u32>)]) -> Vec<(usize, usize)> {
 
 #[test]
 fn fixed_speculation_verifies_every_proposed_token_within_the_step_budget() {
-    let s = Speculator::new(&config(8, false));
+    let s = Speculator::new(Box::new(NGRAM), &config(8, false));
     let chosen = s.choose(2, 2, 100, vec![proposal(0, 3, 0.1), proposal(1, 5, 0.0)]);
     assert_eq!(lengths(&chosen), vec![(0, 3), (1, 5)]);
     // Four tokens left: the likeliest first (acceptance 0 never beats 0.1).
@@ -35,7 +40,7 @@ fn fixed_speculation_verifies_every_proposed_token_within_the_step_budget() {
 
 #[test]
 fn adaptive_speculation_takes_the_drafts_worth_their_rows() {
-    let mut s = Speculator::new(&config(8, true));
+    let mut s = Speculator::new(Box::new(NGRAM), &config(8, true));
     let p = || vec![proposal(3, 6, 0.9)];
     assert!(s.choose(1, 1, 100, p()).is_empty(), "no step measured yet");
     // A memory-bound machine: up to 4 rows cost the same, then each row costs a full one.
@@ -53,7 +58,7 @@ fn adaptive_speculation_takes_the_drafts_worth_their_rows() {
 
 #[test]
 fn acceptance_follows_the_sequence_and_starts_from_the_proposer_wide_rate() {
-    let mut s = Speculator::new(&config(8, true));
+    let mut s = Speculator::new(Box::new(NGRAM), &config(8, true));
     let fresh = DraftRecord::default();
     assert_eq!(s.acceptance(&fresh), INITIAL_ACCEPTANCE);
     let mut good = DraftRecord::default();
@@ -88,7 +93,7 @@ fn acceptance_follows_the_sequence_and_starts_from_the_proposer_wide_rate() {
 
 #[test]
 fn proposals_are_cut_to_the_room_and_the_configured_most() {
-    let mut s = Speculator::new(&config(3, false));
+    let mut s = Speculator::new(Box::new(NGRAM), &config(3, false));
     let tokens = [1, 2, 3, 4, 5, 6, 7, 1, 2];
     let ask = |seq, max_tokens| DraftRequest {
         seq,
