@@ -99,12 +99,28 @@ def main():
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--document-tokens", type=int, default=1500)
     p.add_argument("--out")
+    p.add_argument("--prompts-file",
+                   help="reuse the prompts saved here (made and saved on the first run), so "
+                        "every server gets the very same text")
     args = p.parse_args()
+    saved = {}
+    if args.prompts_file:
+        try:
+            with open(args.prompts_file) as f:
+                saved = json.load(f)
+        except FileNotFoundError:
+            pass
     prompts = {}
     for s in range(args.streams):
         for r in range(args.requests):
             seed = 1000 * s + r
-            prompts[(s, r)] = edit_prompt(args, seed) if args.workload == "edit" else chat_prompt(seed)
+            key = f"{args.workload}-{seed}"
+            if key not in saved:
+                saved[key] = edit_prompt(args, seed) if args.workload == "edit" else chat_prompt(seed)
+            prompts[(s, r)] = saved[key]
+    if args.prompts_file:
+        with open(args.prompts_file, "w") as f:
+            json.dump(saved, f)
     results, lock = [], threading.Lock()
 
     def stream(s):

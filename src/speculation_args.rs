@@ -21,7 +21,7 @@ pub struct SpeculationArgs {
     #[arg(long, value_name = "METHOD", value_parser = parse_method)]
     pub speculative: Option<Method>,
     /// Most draft tokens a sequence verifies in one step.
-    #[arg(long, value_name = "N", default_value_t = 8, requires = "speculative")]
+    #[arg(long, value_name = "N", default_value_t = 16, requires = "speculative")]
     pub num_speculative_tokens: usize,
     /// `on`: each step verifies the draft tokens worth their rows on this machine (measured
     /// step times against each sequence's acceptance so far), so speculation fades out as load

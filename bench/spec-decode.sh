@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Speculative decoding, sluice against llama-server on the same GGUF file: output tokens per
+# second of an edit-a-file workload (the reply restates a document the prompt holds) and a
+# free-text one, at one stream; the free-text one at 16 streams too (sluice plain vs speculating).
+#
+#   MODEL=bench/out/models/qwen2.5-0.5b.q4_k_m.gguf bench/spec-decode.sh
+#     ROUNDS (default 2): each configuration is measured ROUNDS times, in turn (A B C ... A B C)
+#     DOC_TOKENS (default 1500), EDIT_TOKENS (default 256), CHAT_TOKENS (default 128)
+#     CONFIGS: which to run (default: every one below)
+#     LLAMA_BIN: llama.cpp's bin folder (default: the peers cache)
+#   The edit prompts are made once, by the first configuration, and saved beside the results: every
+#   server gets the very same text.
+#   Writes bench/out/spec-decode/results.jsonl (one line per configuration, workload and round)
+#   and prints it. Nothing else should run meanwhile.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+MODEL="${MODEL:?MODEL=path/to/file.gguf}"
+OUT="${BENCH_OUT:-$ROOT/bench/out}/spec-decode"
+ROUNDS="${ROUNDS:-2}"
+DOC_TOKENS="${DOC_TOKENS:-1500}"
+EDIT_TOKENS="${EDIT_TOKENS:-256}"
+CHAT_TOKENS="${CHAT_TOKENS:-128}"
+LLAMA_BIN="${LLAMA_BIN:-$HOME/.cache/sluice-peers/llama_cpp_python-0.3.36/vendor/llama.cpp/build/bin}"
+SLUICE="${SLUICE_BIN:-$ROOT/target/release/sluice}"
+PORT="${PORT:-8191}"
+THREADS="$(nproc)"
+CONFIGS="${CONFIGS:-sluice sluice-ngram llama llama-ngram-simple llama-ngram-map-k llama-ngram-mod llama-ngram-cache}"
+mkdir -p "$OUT"
+RESULTS="$OUT/results.jsonl"
+NAME="$(basename "$MODEL" .gguf)"
+
+serve() {
+  local config="$1" streams="$2" cmd
+  case "$config" in
+    sluice) cmd=("$SLUICE" serve --model "$MODEL" --port "$PORT" --max-num-seqs "$streams"
+      --max-model-len 8192) ;;
+    sluice-ngram) cmd=("$SLUICE" serve --model "$MODEL" --port "$PORT" --max-num-seqs "$streams"
+      --max-model-len 8192 --speculative ngram) ;;
+    llama) cmd=("$LLAMA_BIN/llama-server" -m "$MODEL" --alias "$NAME" --port "$PORT"
+      -t "$THREADS" -tb "$THREADS" -np "$streams" -c $((8192 * streams)) --no-webui) ;;
+    llama-*) cmd=("$LLAMA_BIN/llama-server" -m "$MODEL" --alias "$NAME" --port "$PORT"
+      -t "$THREADS" -tb "$THREADS" -np "$streams" -c $((8192 * streams)) --no-webui
+      --spec-type "${config#llama-}" --spec-draft-n-max 16) ;;
+  esac
+  if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
+    echo "port $PORT is taken" >&2; return 1
+  fi
+  "${cmd[@]}" >"$OUT/$config.log" 2>&1 &
+  PID=$!
+  for _ in $(seq 600); do
+    kill -0 "$PID" 2>/dev/null || { echo "$config exited" >&2; cat "$OUT/$config.log" >&2; return 1; }
+    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && return 0
+    sleep 0.5
+  done
+  echo "$config did not start" >&2; cat "$OUT/$config.log" >&2; return 1
+}
+
+stop() { kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; }
+
+measure() {
+  local config="$1" workload="$2" streams="$3" tokens="$4" requests="$5"
+  serve "$config" "$streams"
+  python3 "$ROOT/bench/spec_decode.py" --url "http://127.0.0.1:$PORT" --model "$NAME" \
+    --label "$config" --workload "$workload" --streams "$streams" --requests "$requests" \
+    --max-tokens "$tokens" --document-tokens "$DOC_TOKENS" --out "$RESULTS" \
+    --prompts-file "$OUT/prompts-$NAME-$DOC_TOKENS.json"
+  if [[ "$config" == sluice* ]]; then
+    curl -s "http://127.0.0.1:$PORT/metrics" | grep -E "^vllm:spec_decode_num_(draft|accepted)_tokens_total" || true
+  fi
+  stop
+}
+
+echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) x$(nproc), $MODEL" | tee -a "$RESULTS"
+for round in $(seq "$ROUNDS"); do
+  for config in $CONFIGS; do
+    measure "$config" edit 1 "$EDIT_TOKENS" 2
+    measure "$config" chat 1 "$CHAT_TOKENS" 2
+  done
+  for config in sluice sluice-ngram; do
+    [[ " $CONFIGS " == *" $config "* ]] && measure "$config" chat 16 "$CHAT_TOKENS" 2
+  done
+done
