@@ -3,7 +3,12 @@
 32 query / 8 key-value heads, MLP 14336, vocabulary 128256, untied output), in f16, streamed tensor
 by tensor so that neither memory nor time grows with the model beyond one tensor at a time.
 
-    python3 bench/make_large_gguf.py OUT.gguf [--layers 32] [--seed 0]
+    python3 bench/make_large_gguf.py OUT.gguf [--layers 32] [--seed 0] [--draft-of 32]
+
+`--draft-of N --layers L` writes a draft model for the N-layer file of the same seed: its
+embeddings, first L layers and output head are that file's very tensors (the same draws, the
+layers after L drawn and dropped), so the draft guesses the target's tokens as often as L of its N
+layers decide them: the knob for speculative decoding's acceptance rate.
 
 Then `llama-quantize OUT.gguf OUT.q4_k_m.gguf Q4_K_M` makes the file both servers are measured on.
 The tokenizer is the benchmark's byte-level BPE (bench/make_random_model.py: trained on the standard
@@ -50,11 +55,12 @@ def tokenizer_fields(writer, vocab_size):
     writer.add_chat_template(CHATML_TEMPLATE)
 
 
-def tensor_plan(layers):
-    """(name, numpy shape [rows, cols], init std or None for ones) in file order."""
+def tensor_plan(layers, scale_layers=None):
+    """(name, numpy shape [rows, cols], init std or None for ones) in file order; the residual
+    branches are scaled for a model of `scale_layers` layers (default: `layers`)."""
     h, f, hd = SHAPE["hidden"], SHAPE["ffn"], SHAPE["head_dim"]
     q, kv = SHAPE["heads"] * hd, SHAPE["kv_heads"] * hd
-    residual = 1.0 / math.sqrt(2 * layers)
+    residual = 1.0 / math.sqrt(2 * (scale_layers or layers))
     plan = [("token_embd.weight", (SHAPE["vocab"], h), 0.02)]
     for i in range(layers):
         p = f"blk.{i}."
@@ -78,7 +84,11 @@ def main():
     parser.add_argument("out")
     parser.add_argument("--layers", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--draft-of", type=int, help="the target's layer count (see above)")
     args = parser.parse_args()
+    target = args.draft_of or args.layers
+    if target < args.layers:
+        parser.error("--draft-of must be at least --layers")
 
     writer = GGUFWriter(args.out, "llama")
     writer.add_name("random-llama-3.1-8b-shape")
@@ -95,13 +105,21 @@ def main():
     writer.add_file_type(1)  # mostly f16
     tokenizer_fields(writer, SHAPE["vocab"])
 
-    write_tensors(writer, tensor_plan(args.layers), args.seed, args.out)
+    # The target's plan, in its draw order; a draft keeps the tensors of its own layers.
+    plan = tensor_plan(target)
+    kept = {name for name, _, _ in tensor_plan(args.layers, target)}
+    write_tensors(writer, plan, args.seed, args.out, kept)
 
 
-def write_tensors(writer, plan, seed, out):
+def write_tensors(writer, plan, seed, out, kept=None):
     """Writes the header and `plan`'s tensors (f16 normal draws scaled by std, or f32 ones for
-    norms), one tensor at a time with a bounded f32 scratch, and closes `writer`."""
+    norms), one tensor at a time with a bounded f32 scratch, and closes `writer`. With `kept`,
+    only those tensors are written; the others are drawn all the same, so every kept tensor is
+    the one the full plan writes."""
+    kept = kept if kept is not None else {name for name, _, _ in plan}
     for name, shape, std in plan:
+        if name not in kept:
+            continue
         dtype = np.float32 if std is None else np.float16
         writer.add_tensor_info(name, shape, np.dtype(dtype), int(np.prod(shape)) * np.dtype(dtype).itemsize)
     writer.write_header_to_file()
@@ -118,6 +136,8 @@ def write_tensors(writer, plan, seed, out):
             for start in range(0, flat.shape[0], 1024):
                 rows = rng.standard_normal((min(1024, flat.shape[0] - start), shape[-1]), dtype=np.float32)
                 flat[start:start + rows.shape[0]] = rows * std
+        if name not in kept:
+            continue
         writer.write_tensor_data(data)
         total += data.size
     writer.close()

@@ -6,7 +6,10 @@
 #   MODEL=bench/out/models/qwen2.5-0.5b.q4_k_m.gguf bench/spec-decode.sh
 #     ROUNDS (default 2): each configuration is measured ROUNDS times, in turn (A B C ... A B C)
 #     DOC_TOKENS (default 1500), EDIT_TOKENS (default 256), CHAT_TOKENS (default 128)
-#     CONFIGS: which to run (default: every one below)
+#     CONFIGS: which to run (default: every prompt-lookup one below; sluice-draft and
+#       llama-draft use the draft model DRAFT=path.gguf, llama.cpp's `-md DRAFT --spec-type
+#       draft-simple`)
+#     WORKLOADS (default "edit chat"), STREAMS16 (default 1: the 16-stream chat runs)
 #     LLAMA_BIN: llama.cpp's bin folder (default: the peers cache)
 #   The edit prompts are made once, by the first configuration, and saved beside the results: every
 #   server gets the very same text.
@@ -37,6 +40,11 @@ serve() {
       --max-model-len 8192) ;;
     sluice-ngram) cmd=("$SLUICE" serve --model "$MODEL" --port "$PORT" --max-num-seqs "$streams"
       --max-model-len 8192 --speculative ngram) ;;
+    sluice-draft) cmd=("$SLUICE" serve --model "$MODEL" --port "$PORT" --max-num-seqs "$streams"
+      --max-model-len 8192 --speculative "draft:$DRAFT") ;;
+    llama-draft) cmd=("$LLAMA_BIN/llama-server" -m "$MODEL" --alias "$NAME" --port "$PORT"
+      -t "$THREADS" -tb "$THREADS" -np "$streams" -c $((8192 * streams)) --no-webui
+      -md "$DRAFT" --spec-type draft-simple) ;;
     llama) cmd=("$LLAMA_BIN/llama-server" -m "$MODEL" --alias "$NAME" --port "$PORT"
       -t "$THREADS" -tb "$THREADS" -np "$streams" -c $((8192 * streams)) --no-webui) ;;
     llama-*) cmd=("$LLAMA_BIN/llama-server" -m "$MODEL" --alias "$NAME" --port "$PORT"
@@ -74,10 +82,13 @@ measure() {
 echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) x$(nproc), $MODEL" | tee -a "$RESULTS"
 for round in $(seq "$ROUNDS"); do
   for config in $CONFIGS; do
-    measure "$config" edit 1 "$EDIT_TOKENS" 2
-    measure "$config" chat 1 "$CHAT_TOKENS" 2
+    for workload in ${WORKLOADS:-edit chat}; do
+      tokens=$EDIT_TOKENS; [ "$workload" = chat ] && tokens=$CHAT_TOKENS
+      measure "$config" "$workload" 1 "$tokens" 2
+    done
   done
+  [ "${STREAMS16:-1}" = 1 ] || continue
   for config in sluice sluice-ngram; do
-    [[ " $CONFIGS " == *" $config "* ]] && measure "$config" chat 16 "$CHAT_TOKENS" 2
+    if [[ " $CONFIGS " == *" $config "* ]]; then measure "$config" chat 16 "$CHAT_TOKENS" 2; fi
   done
 done

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use sluice_model::{KvSpan, Logits};
+use sluice_model::KvSpan;
 use sluice_text::constraint::{JsonTokenMasks, TokenTrie};
 use sluice_text::Tokenizer;
 
 use crate::block_manager::{BlockManager, KvEvent};
-use crate::executor::{Executor, ExecutorError};
+use crate::executor::Executor;
 use crate::fair_share::FairShareConfig;
 use crate::handle::{Command, EngineHandle, RequestId, Shared};
 use crate::kv_disk::ModelDisk;
@@ -22,7 +22,7 @@ use crate::kv_events::{KvEventSink, Medium};
 use crate::metrics::EngineMetrics;
 use crate::outbox::RequestState;
 use crate::queue::DEFAULT_AGING_RATE;
-use crate::scheduler::{Scheduler, SchedulerConfig, SchedulerOutput};
+use crate::scheduler::{Scheduler, SchedulerConfig};
 use crate::sequence::{SeqId, Sequence};
 use crate::speculation::SpeculationConfig;
 
@@ -461,33 +461,6 @@ impl EngineLoop {
                 }
             }
         }
-    }
-
-    fn execute(&mut self, out: &SchedulerOutput) -> Result<Logits, ExecutorError> {
-        let logits = self.executor.execute(&out.batch)?;
-        let expected_rows = out.batch.logits_indices.len();
-        let expected_vocab = self.executor.vocab_size();
-        if logits.rows() != expected_rows
-            || logits.vocab_size != expected_vocab
-            || logits.data.len() != expected_rows * expected_vocab
-        {
-            return Err(ExecutorError::WrongLogitsShape {
-                rows: logits.rows(),
-                vocab: logits.vocab_size,
-                expected_rows,
-                expected_vocab,
-            });
-        }
-        let expected_rows = out.batch.hidden_indices.len();
-        if logits.hidden.len() != expected_rows * logits.hidden_size
-            || (expected_rows > 0 && logits.hidden_size == 0)
-        {
-            return Err(ExecutorError::WrongHiddenShape {
-                floats: logits.hidden.len(),
-                expected_rows,
-            });
-        }
-        Ok(logits)
     }
 }
 

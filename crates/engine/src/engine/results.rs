@@ -6,6 +6,8 @@ use std::time::Instant;
 
 use sluice_model::Logits;
 
+use crate::executor::ExecutorError;
+
 use super::EngineLoop;
 use crate::metrics::EngineMetrics;
 use crate::outbox::{flush, Flush};
@@ -14,6 +16,35 @@ use crate::scheduler::{ModelOutput, ScheduledSeq, SchedulerOutput};
 use crate::sequence::{SeqId, Sequence, SequenceStatus};
 
 impl EngineLoop {
+    /// Runs the step's forward pass and checks the logits and hidden states have the shapes
+    /// the batch asked for.
+    pub(super) fn execute(&mut self, out: &SchedulerOutput) -> Result<Logits, ExecutorError> {
+        let logits = self.executor.execute(&out.batch)?;
+        let expected_rows = out.batch.logits_indices.len();
+        let expected_vocab = self.executor.vocab_size();
+        if logits.rows() != expected_rows
+            || logits.vocab_size != expected_vocab
+            || logits.data.len() != expected_rows * expected_vocab
+        {
+            return Err(ExecutorError::WrongLogitsShape {
+                rows: logits.rows(),
+                vocab: logits.vocab_size,
+                expected_rows,
+                expected_vocab,
+            });
+        }
+        let expected_rows = out.batch.hidden_indices.len();
+        if logits.hidden.len() != expected_rows * logits.hidden_size
+            || (expected_rows > 0 && logits.hidden_size == 0)
+        {
+            return Err(ExecutorError::WrongHiddenShape {
+                floats: logits.hidden.len(),
+                expected_rows,
+            });
+        }
+        Ok(logits)
+    }
+
     pub(super) fn process_logits(&mut self, out: &SchedulerOutput, logits: &Logits) {
         let mut samples = Vec::new();
         // (sequence, when its previous token came), in step order.
