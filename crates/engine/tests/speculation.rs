@@ -2,7 +2,8 @@
 //! verified in the batched step, every request gives the same tokens, text, logprobs, stop
 //! string and finish reason as plain decoding, alone and among concurrent requests in a pool
 //! small enough to preempt; on f32 safetensors, quantized GGUF, a MoE and a sliding-window
-//! model; greedy, seeded, penalised, biased, `n = 2`, `min_tokens`, stop strings and JSON mode.
+//! model; greedy, seeded, penalised, biased, `n = 2`, `min_tokens`, stop strings, JSON mode and
+//! a JSON schema.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -230,6 +231,22 @@ fn requests(tokenizer: &Tokenizer, stop: &str) -> Vec<GenerationRequest> {
             length(30),
             1,
         ),
+        request(
+            prompt(2, 25),
+            SamplingParams {
+                response_format: ResponseFormat::JsonSchema(Arc::new(
+                    sluice_text::constraint::Schema::compile(&serde_json::json!({
+                        "type": "object",
+                        "properties": {"ok": {"type": "boolean"}, "n": {"enum": [1, 22, 333]}},
+                        "required": ["ok", "n"]
+                    }))
+                    .expect("a supported schema"),
+                )),
+                ..seeded(17, 1.2)
+            },
+            length(30),
+            1,
+        ),
     ];
     if !stop.is_empty() {
         let mut stopped = length(24);
@@ -301,10 +318,11 @@ fn speculation_changes_nothing_on(path: &Path, draft: Option<&Path>) -> (u64, u6
 }
 
 #[test]
-fn speculation_changes_no_output_of_f32_quantized_moe_or_sliding_window_models() {
+fn speculation_changes_no_output_of_f32_f16_quantized_moe_or_sliding_window_models() {
     let mut accepted = 0;
     for path in [
         fixtures().join("models/llama"),
+        fixtures().join("gguf/llama-f16.gguf"),
         fixtures().join("gguf/qwen2-q256-q4_k_m.gguf"),
         fixtures().join("gguf/qwen2-q256-q8_0.gguf"),
         fixtures().join("models/qwen3-moe"),
