@@ -5,7 +5,8 @@
 #
 #   MODEL=bench/out/models/qwen2.5-0.5b.q4_k_m.gguf bench/spec-decode.sh
 #     ROUNDS (default 2): each configuration is measured ROUNDS times, in turn (A B C ... A B C)
-#     DOC_TOKENS (default 1500), EDIT_TOKENS (default 256), CHAT_TOKENS (default 128)
+#     DOC_TOKENS (default 1500), EDIT_TOKENS (default 256), CHAT_TOKENS (default 128),
+#     CTX (default 8192: context per sequence on both servers)
 #     CONFIGS: which to run (default: every prompt-lookup one below; sluice-draft and
 #       llama-draft use the draft model DRAFT=path.gguf, llama.cpp's `-md DRAFT --spec-type
 #       draft-simple`)
@@ -24,6 +25,7 @@ ROUNDS="${ROUNDS:-2}"
 DOC_TOKENS="${DOC_TOKENS:-1500}"
 EDIT_TOKENS="${EDIT_TOKENS:-256}"
 CHAT_TOKENS="${CHAT_TOKENS:-128}"
+CTX="${CTX:-8192}"
 LLAMA_BIN="${LLAMA_BIN:-$HOME/.cache/sluice-peers/llama_cpp_python-0.3.36/vendor/llama.cpp/build/bin}"
 SLUICE="${SLUICE_BIN:-$ROOT/target/release/sluice}"
 PORT="${PORT:-8191}"
@@ -37,18 +39,18 @@ serve() {
   local config="$1" streams="$2" cmd
   case "$config" in
     sluice) cmd=("$SLUICE" serve --model "$MODEL" --port "$PORT" --max-num-seqs "$streams"
-      --max-model-len 8192) ;;
+      --max-model-len "$CTX") ;;
     sluice-ngram) cmd=("$SLUICE" serve --model "$MODEL" --port "$PORT" --max-num-seqs "$streams"
-      --max-model-len 8192 --speculative ngram) ;;
+      --max-model-len "$CTX" --speculative ngram) ;;
     sluice-draft) cmd=("$SLUICE" serve --model "$MODEL" --port "$PORT" --max-num-seqs "$streams"
-      --max-model-len 8192 --speculative "draft:$DRAFT") ;;
+      --max-model-len "$CTX" --speculative "draft:$DRAFT") ;;
     llama-draft) cmd=("$LLAMA_BIN/llama-server" -m "$MODEL" --alias "$NAME" --port "$PORT"
-      -t "$THREADS" -tb "$THREADS" -np "$streams" -c $((8192 * streams)) --no-webui
+      -t "$THREADS" -tb "$THREADS" -np "$streams" -c $((CTX * streams)) --no-webui
       -md "$DRAFT" --spec-type draft-simple) ;;
     llama) cmd=("$LLAMA_BIN/llama-server" -m "$MODEL" --alias "$NAME" --port "$PORT"
-      -t "$THREADS" -tb "$THREADS" -np "$streams" -c $((8192 * streams)) --no-webui) ;;
+      -t "$THREADS" -tb "$THREADS" -np "$streams" -c $((CTX * streams)) --no-webui) ;;
     llama-*) cmd=("$LLAMA_BIN/llama-server" -m "$MODEL" --alias "$NAME" --port "$PORT"
-      -t "$THREADS" -tb "$THREADS" -np "$streams" -c $((8192 * streams)) --no-webui
+      -t "$THREADS" -tb "$THREADS" -np "$streams" -c $((CTX * streams)) --no-webui
       --spec-type "${config#llama-}" --spec-draft-n-max 16) ;;
   esac
   if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then

@@ -43,9 +43,10 @@ impl RowCosts {
     }
 
     /// Estimated seconds of a step of `rows` rows: measured, or between the measured counts
-    /// around it, or, above every measured count, the largest one's (optimistic, so the
-    /// planner tries a larger step once and measures it). `None` before a step of `rows` or
-    /// fewer was measured.
+    /// around it, or, above every measured count and up to twice the largest, the largest
+    /// one's (optimistic, so the planner tries a larger step once and measures it: the steps
+    /// it explores at most double). `None` before a step of `rows` or fewer was measured, and
+    /// beyond twice the largest measured.
     pub fn seconds(&self, rows: usize) -> Option<f64> {
         if rows == 0 || rows > MAX_ROWS {
             return None;
@@ -57,13 +58,13 @@ impl RowCosts {
             .rev()
             .find_map(|r| self.seconds[r].map(|s| (r, s)))?;
         let above = (rows + 1..=MAX_ROWS).find_map(|r| self.seconds[r].map(|s| (r, s)));
-        Some(match above {
+        match above {
             Some((r1, s1)) => {
                 let (r0, s0) = below;
-                s0 + (s1 - s0) * (rows - r0) as f64 / (r1 - r0) as f64
+                Some(s0 + (s1 - s0) * (rows - r0) as f64 / (r1 - r0) as f64)
             }
-            None => below.1,
-        })
+            None => (rows <= 2 * below.0).then_some(below.1),
+        }
     }
 
     /// How many draft tokens to add to a step of `rows` rows that yields `tokens_out` tokens
@@ -123,7 +124,12 @@ mod tests {
         let costs = table(&[(2, 0.10), (6, 0.14)]);
         assert_eq!(costs.seconds(1), None, "nothing measured at or below");
         assert!((costs.seconds(4).unwrap() - 0.12).abs() < 1e-12);
-        assert_eq!(costs.seconds(40), Some(0.14));
+        assert_eq!(costs.seconds(12), Some(0.14));
+        assert_eq!(
+            costs.seconds(13),
+            None,
+            "exploration at most doubles a step"
+        );
     }
 
     #[test]

@@ -49,10 +49,27 @@ fn adaptive_speculation_takes_the_drafts_worth_their_rows() {
         s.observe_step(rows, rows, seconds);
     }
     assert_eq!(lengths(&s.choose(1, 1, 100, p())), vec![(3, 3)]);
-    // Drafts that are seldom right do not pay for rows that cost a full token.
+    // Four streams already fill the cheap rows: a row costs a full token's time there, which a
+    // draft token accepted 90% of the time does not repay.
     assert_eq!(
         lengths(&s.choose(4, 4, 100, vec![proposal(0, 6, 0.9)])),
         vec![]
+    );
+}
+
+#[test]
+fn exploration_at_most_doubles_the_largest_step_measured() {
+    let mut s = Speculator::new(Box::new(NGRAM), &config(16, true));
+    s.observe_step(1, 1, 0.1);
+    // Only one row measured: a step of two is tried, not one of seventeen.
+    assert_eq!(
+        lengths(&s.choose(1, 1, 100, vec![proposal(0, 16, 0.9)])),
+        vec![(0, 1)]
+    );
+    s.observe_step(2, 2, 0.1);
+    assert_eq!(
+        lengths(&s.choose(1, 1, 100, vec![proposal(0, 16, 0.9)])),
+        vec![(0, 3)]
     );
 }
 
