@@ -7,9 +7,37 @@ use std::path::Path;
 use sluice_model::{KvCache, LoadOptions, Model, ModelFiles};
 use sluice_text::Tokenizer;
 
+use super::kv_sizing::KvShape;
 use super::loader::{DirectoryLoader, ModelLoadError};
 use crate::executor::{Executor, ModelExecutor};
 use crate::speculation::ProposerSpec;
+
+/// What a draft model adds to each model's memory: its weights, and its KV bytes per token.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct DraftFootprint {
+    weights: usize,
+    /// KV bytes of one block of `block_size` tokens.
+    kv_block_bytes: usize,
+    block_size: usize,
+}
+
+impl DraftFootprint {
+    /// Bytes the draft holds beside a model whose KV pool holds `tokens` tokens: its weights
+    /// and a cache of as many tokens.
+    pub(super) fn bytes(&self, tokens: usize) -> usize {
+        self.weights + tokens.div_ceil(self.block_size) * self.kv_block_bytes
+    }
+
+    /// (the draft's weight bytes, the share of the model's KV bytes its own pool keeps): the
+    /// draft's cache holds as many tokens as the model's, so the two split the bytes by their
+    /// bytes per token.
+    pub(super) fn split(&self, shape: &KvShape) -> (usize, f64) {
+        let own = KvCache::bytes_per_block(shape.config, shape.dtype, shape.block_size) as f64
+            / shape.block_size as f64;
+        let draft = self.kv_block_bytes as f64 / self.block_size as f64;
+        (self.weights, own / (own + draft))
+    }
+}
 
 /// A loaded draft model: its executor and the memory it holds.
 pub(super) struct LoadedDraft {
@@ -18,6 +46,23 @@ pub(super) struct LoadedDraft {
 }
 
 impl DirectoryLoader {
+    /// The footprint of the draft model the settings name, from its files' headers; `None`
+    /// without one or when its files do not open (loading it then fails with the reason).
+    pub(super) fn draft_footprint(&self) -> Option<DraftFootprint> {
+        let speculation = self.settings().engine.speculation.as_ref()?;
+        let ProposerSpec::DraftModel(path) = &speculation.proposer else {
+            return None;
+        };
+        let files = ModelFiles::open(path).ok()?;
+        let block_size = self.settings().block_size;
+        let kv_dtype = self.kv_dtype(&files);
+        Some(DraftFootprint {
+            weights: files.loaded_bytes(self.settings().dtype),
+            kv_block_bytes: KvCache::bytes_per_block(files.config(), kv_dtype, block_size),
+            block_size,
+        })
+    }
+
     /// The draft model the settings name, loaded for a target of `tokenizer` whose KV pool
     /// holds `tokens` tokens; `None` without one.
     pub(super) fn load_draft(
@@ -45,8 +90,10 @@ impl DirectoryLoader {
             block_size,
             tokens.div_ceil(block_size),
         );
-        let kv_bytes = kv.pools().bytes(model.config(), kv_dtype, block_size);
-        let memory_bytes = model.weight_bytes() + kv_bytes;
+        let footprint = self
+            .draft_footprint()
+            .expect("the draft's files opened above");
+        let memory_bytes = footprint.bytes(tokens);
         tracing::info!(
             draft = %path.display(),
             weights_mib = model.weight_bytes() / (1 << 20),
@@ -135,6 +182,28 @@ mod tests {
             with_draft.memory_bytes,
             alone.memory_bytes
         );
+    }
+
+    #[test]
+    fn a_draft_shares_the_kv_budget_by_bytes_per_token() {
+        // A fixed KV budget: the model and its draft (the same shape) split it evenly, and the
+        // draft's weights come out of it first where the budget is `auto`.
+        let fixed = loader(&fixture("llama"));
+        let estimate = fixed.estimate_bytes(&fixture("llama")).unwrap();
+        let loaded = fixed.load(&fixture("llama")).unwrap();
+        loaded.engine.shutdown();
+        assert_eq!(
+            loaded.memory_bytes, estimate,
+            "the estimate is what a load holds"
+        );
+        let files = ModelFiles::open(&fixture("llama")).unwrap();
+        let weights = files.loaded_bytes(Some(WeightDtype::F32));
+        let kv = loaded.memory_bytes - 2 * weights;
+        assert!(
+            kv <= 1 << 20,
+            "model and draft KV {kv} within the 1 MiB budget"
+        );
+        assert!(kv > (1 << 20) - (1 << 18), "and most of it used: {kv}");
     }
 
     #[test]

@@ -116,12 +116,17 @@ pub struct LoadSettings {
 #[derive(Debug, Clone)]
 pub struct DirectoryLoader {
     settings: LoadSettings,
+    /// What the `--speculative draft:PATH` model adds to every model's memory, read once.
+    draft: std::sync::OnceLock<Option<super::draft::DraftFootprint>>,
 }
 
 impl DirectoryLoader {
     /// A loader applying `settings` to every model.
     pub fn new(settings: LoadSettings) -> Self {
-        DirectoryLoader { settings }
+        DirectoryLoader {
+            settings,
+            draft: std::sync::OnceLock::new(),
+        }
     }
 
     /// The settings every model is loaded with.
@@ -171,8 +176,16 @@ impl DirectoryLoader {
 
     /// The model's KV pools: the bytes `--kv-cache-memory` gives it, shared between the full
     /// and the window pool (see `sluice_model::kv_layout`).
+    /// With a draft model, its weights count beside the model's and its KV cache (as many
+    /// tokens as the model's) takes its share of the bytes.
     fn kv_pools(&self, shape: &KvShape, weights: usize) -> KvPools {
-        shape.pools(self.settings.kv_cache_memory.pool_bytes(shape, weights))
+        let draft = self.draft.get_or_init(|| self.draft_footprint()).as_ref();
+        let (draft_weights, share) = draft.map_or((0, 1.0), |d| d.split(shape));
+        let bytes = self
+            .settings
+            .kv_cache_memory
+            .pool_bytes(shape, weights + draft_weights);
+        shape.pools((bytes as f64 * share) as usize)
     }
 
     /// The KV cache storage type for a model: as set, else following the weights (f32 when
@@ -220,7 +233,10 @@ impl ModelLoader for DirectoryLoader {
 
     fn estimate_bytes(&self, path: &Path) -> Result<usize, ModelLoadError> {
         let files = ModelFiles::open(path)?;
-        Ok(files.loaded_bytes(self.settings.dtype) + self.kv_bytes(&files))
+        let tokens = self.kv_pools_of(&files).num_blocks() * self.settings.block_size;
+        let draft = self.draft.get_or_init(|| self.draft_footprint());
+        let draft_bytes = draft.map_or(0, |d| d.bytes(tokens));
+        Ok(files.loaded_bytes(self.settings.dtype) + self.kv_bytes(&files) + draft_bytes)
     }
 
     fn load(&self, dir: &Path) -> Result<LoadedModel, ModelLoadError> {
