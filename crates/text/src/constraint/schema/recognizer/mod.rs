@@ -96,6 +96,10 @@ pub struct SchemaRecognizer {
 impl Recognizer for SchemaRecognizer {
     type Rules = Schema;
 
+    fn start(schema: &Schema) -> Self {
+        SchemaRecognizer::new(schema)
+    }
+
     fn advance(&mut self, s: &Schema, byte: u8) -> bool {
         match self.lexeme {
             Lexeme::None => self.structural(s, byte),
