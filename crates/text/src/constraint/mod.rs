@@ -3,6 +3,8 @@
 //! - [`JsonRecognizer`]: a byte-level recognizer of one JSON object (`json_object` mode).
 //! - [`Schema`] and [`SchemaRecognizer`]: a JSON Schema compiled into rules, and a recognizer of
 //!   the documents that conform to it (`json_schema` mode).
+//! - [`Regex`] and [`RegexRecognizer`]: the whole output matches a regular expression (`regex`
+//!   and `choice`), a DFA over bytes built up front.
 //! - [`ToolCallRules`] and [`ToolCallRecognizer`]: tool calls in a chat template's framing,
 //!   each call's arguments held to its tool's schema (compiled relaxed).
 //! - [`TokenTrie`]: every token's bytes in a trie, once per model; [`TokenMasks`] walks it for
@@ -12,12 +14,17 @@
 mod json;
 mod lex;
 mod masks;
+mod regex;
 mod schema;
 mod tool_call;
+
+#[cfg(test)]
+mod regex_tests;
 
 pub use json::{JsonRecognizer, MAX_DEPTH};
 pub use lex::MAX_INDENT;
 pub use masks::{JsonTokenMasks, Recognizer, TokenMasks, TokenSet, TokenTrie};
+pub use regex::{Regex, RegexError, RegexRecognizer, MAX_PATTERN_BYTES};
 pub use schema::{Schema, SchemaError, SchemaRecognizer, MAX_PROPERTIES, MAX_SCHEMA_DEPTH};
 pub use tool_call::{
     Tool, ToolCallError, ToolCallFraming, ToolCallMode, ToolCallRecognizer, ToolCallRules,
