@@ -9,10 +9,12 @@
 //!   read by a pushdown recognizer whose configurations are interned per request.
 //! - [`ToolCallRules`] and [`ToolCallRecognizer`]: tool calls in a chat template's framing,
 //!   each call's arguments held to its tool's schema (compiled relaxed).
+//! - [`compiled`]: regexes and grammars kept by their text, so repeated requests compile once.
 //! - [`TokenTrie`]: every token's bytes in a trie, once per model; [`TokenMasks`] walks it for
 //!   the set of tokens a recognizer state accepts (a bitset over the vocabulary), cached per
 //!   state.
 
+pub mod compiled;
 mod grammar;
 mod json;
 mod lex;

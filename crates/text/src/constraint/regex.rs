@@ -49,10 +49,18 @@ pub enum RegexError {
 /// A compiled regular expression that the whole output must match.
 #[derive(Debug)]
 pub struct Regex {
+    pattern: String,
     dfa: dense::DFA<Vec<u32>>,
     start: StateID,
     /// Per state (by index): what it allows; states never reached are dead ends.
     kinds: Vec<StateKind>,
+}
+
+/// Regexes are the same when their patterns are.
+impl PartialEq for Regex {
+    fn eq(&self, other: &Regex) -> bool {
+        self.pattern == other.pattern
+    }
 }
 
 /// What a DFA state allows, found once when the regex is compiled.
@@ -115,16 +123,31 @@ impl Regex {
             .start_state(&start::Config::new().anchored(Anchored::Yes))
             .map_err(|e| RegexError::Unsupported(format!("the regex cannot be enforced: {e}")))?;
         let kinds = state_kinds(&dfa, start);
-        Ok(Regex { dfa, start, kinds })
+        Ok(Regex {
+            pattern: pattern.to_string(),
+            dfa,
+            start,
+            kinds,
+        })
     }
 
     /// A regex matching exactly one of `choices` (vLLM's `choice`).
     pub fn choice<S: AsRef<str>>(choices: &[S]) -> Result<Regex, RegexError> {
+        Regex::compile(&Regex::choice_pattern(choices))
+    }
+
+    /// The pattern of [`Regex::choice`]: the literals, escaped, as alternatives.
+    pub fn choice_pattern<S: AsRef<str>>(choices: &[S]) -> String {
         let alternatives: Vec<String> = choices
             .iter()
             .map(|c| regex_syntax::escape(c.as_ref()))
             .collect();
-        Regex::compile(&alternatives.join("|"))
+        alternatives.join("|")
+    }
+
+    /// The pattern this was compiled from.
+    pub fn pattern(&self) -> &str {
+        &self.pattern
     }
 
     fn kind(&self, state: StateID) -> StateKind {

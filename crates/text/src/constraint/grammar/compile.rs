@@ -29,6 +29,8 @@ pub(super) enum Elem {
 /// A compiled grammar: what [`GrammarStates`](super::GrammarStates) reads.
 #[derive(Debug)]
 pub struct Grammar {
+    /// The text this was compiled from.
+    text: String,
     /// Every alternative's elements, each run closed by `End`.
     pub(super) elems: Vec<Elem>,
     /// Per rule, where each of its alternatives starts in `elems`.
@@ -48,7 +50,19 @@ struct Compiler<'a> {
     size: usize,
 }
 
+/// Grammars are the same when their texts are.
+impl PartialEq for Grammar {
+    fn eq(&self, other: &Grammar) -> bool {
+        self.text == other.text
+    }
+}
+
 impl Grammar {
+    /// The text this was compiled from.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     /// Parses and compiles GBNF `text`.
     pub fn compile(text: &str) -> Result<Grammar, GrammarError> {
         if text.len() > MAX_GRAMMAR_BYTES {
@@ -106,7 +120,12 @@ impl Grammar {
                     .collect()
             })
             .collect();
-        Ok(Grammar { elems, alts, root })
+        Ok(Grammar {
+            text: text.to_string(),
+            elems,
+            alts,
+            root,
+        })
     }
 }
 
