@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use sluice_text::constraint::{
-    JsonTokenMasks, Recognizer, SchemaRecognizer, TokenMasks, TokenTrie, ToolCallRecognizer,
+    GrammarRecognizer, GrammarStates, JsonTokenMasks, Recognizer, RegexRecognizer,
+    SchemaRecognizer, TokenMasks, TokenTrie, ToolCallRecognizer,
 };
 use tokio::sync::mpsc;
 
@@ -89,6 +90,11 @@ impl EngineLoop {
             }
             ResponseFormat::JsonSchema(schema) => {
                 Some(self.masks::<SchemaRecognizer>(Arc::clone(schema)))
+            }
+            ResponseFormat::Regex(regex) => Some(self.masks::<RegexRecognizer>(Arc::clone(regex))),
+            ResponseFormat::Grammar(grammar) => {
+                let states = GrammarStates::new(Arc::clone(grammar));
+                Some(self.masks::<GrammarRecognizer>(Arc::new(states)))
             }
             ResponseFormat::ToolCalls(rules) => {
                 Some(self.masks::<ToolCallRecognizer>(Arc::clone(rules)))
