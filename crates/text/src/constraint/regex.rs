@@ -47,13 +47,21 @@ pub enum RegexError {
 }
 
 /// A compiled regular expression that the whole output must match.
-#[derive(Debug)]
 pub struct Regex {
     pattern: String,
     dfa: dense::DFA<Vec<u32>>,
     start: StateID,
     /// Per state (by index): what it allows; states never reached are dead ends.
     kinds: Vec<StateKind>,
+}
+
+/// Shown by its pattern (the DFA's tables would fill a log).
+impl std::fmt::Debug for Regex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Regex")
+            .field("pattern", &self.pattern)
+            .finish()
+    }
 }
 
 /// Regexes are the same when their patterns are.
@@ -129,6 +137,19 @@ impl Regex {
             start,
             kinds,
         })
+    }
+
+    /// A JSON Schema `pattern`: matched anywhere in the string, as ECMA-262's `test` does
+    /// (anchor it with `^...$` to match the whole string). Errors point into `pattern`.
+    pub fn compile_search(pattern: &str) -> Result<Regex, RegexError> {
+        regex_syntax::ParserBuilder::new()
+            .nest_limit(MAX_NESTING)
+            .build()
+            .parse(pattern)
+            .map_err(syntax_error)?;
+        let mut regex = Regex::compile(&format!("(?s:.)*(?:{pattern})(?s:.)*"))?;
+        regex.pattern = pattern.to_string();
+        Ok(regex)
     }
 
     /// A regex matching exactly one of `choices` (vLLM's `choice`).
@@ -234,6 +255,13 @@ pub struct RegexRecognizer {
     /// The output is whole: a terminal state, or a token with no bytes (end-of-sequence) was
     /// taken where the output matched.
     ended: bool,
+}
+
+impl RegexRecognizer {
+    /// Whether the bytes so far are a whole match.
+    pub(crate) fn matches(&self, regex: &Regex) -> bool {
+        self.ended || self.after_byteless(regex).is_some()
+    }
 }
 
 impl Recognizer for RegexRecognizer {
