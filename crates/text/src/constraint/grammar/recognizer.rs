@@ -43,7 +43,7 @@ struct Table {
     configs: Vec<Arc<[Stack]>>,
     ids: HashMap<Arc<[Stack]>, u32>,
     /// Per configuration, the next configuration by byte (`UNKNOWN`, `DEAD` or an id).
-    next: Vec<Box<[u32; 256]>>,
+    next: Vec<[u32; 256]>,
     /// Per configuration: some stack is empty (the output may end here), and all are (it must).
     accepting: Vec<bool>,
     terminal: Vec<bool>,
@@ -92,7 +92,7 @@ impl Table {
         self.terminal.push(stacks.iter().all(Vec::is_empty));
         self.ids.insert(Arc::clone(&stacks), id);
         self.configs.push(stacks);
-        self.next.push(Box::new([UNKNOWN; 256]));
+        self.next.push([UNKNOWN; 256]);
         id
     }
 
