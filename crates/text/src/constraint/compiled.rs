@@ -1,21 +1,33 @@
 //! Compiled regexes and grammars kept by their text, so a client that sends the same
 //! constraint with every request compiles it once. The compiled forms depend on the text
 //! alone (not on a model's vocabulary), so one small cache serves every model; it holds the
-//! most recently used entries and forgets the oldest. Errors are not kept: a bad constraint
-//! is refused before it costs more than its own compile, which the size limits bound.
+//! most recently used entries (at most 32, and 64 MiB) and forgets the oldest. Errors are not
+//! kept: a bad constraint is refused before it costs more than its own compile, which the size
+//! limits bound.
 
 use std::sync::{Arc, Mutex};
 
 use super::grammar::{Grammar, GrammarError};
 use super::regex::{Regex, RegexError};
 
-/// Most compiled constraints kept.
+/// Most compiled constraints kept, and most bytes they may hold together (a regex's DFA may
+/// take up to 16 MiB).
 const CAPACITY: usize = 32;
+const MAX_BYTES: usize = 64 << 20;
 
 #[derive(Debug, Clone)]
 enum Compiled {
     Regex(Arc<Regex>),
     Grammar(Arc<Grammar>),
+}
+
+impl Compiled {
+    fn memory_usage(&self) -> usize {
+        match self {
+            Compiled::Regex(r) => r.memory_usage(),
+            Compiled::Grammar(g) => g.memory_usage(),
+        }
+    }
 }
 
 /// Entries by (is a grammar, text), the most recently used last.
@@ -34,10 +46,17 @@ fn cached(grammar: bool, text: &str) -> Option<Compiled> {
 
 fn keep(grammar: bool, text: &str, compiled: Compiled) {
     let mut entries = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    if entries.len() >= CAPACITY {
+    entries.push((grammar, text.to_string(), compiled));
+    let bytes = |entries: &Vec<(bool, String, Compiled)>| -> usize {
+        entries
+            .iter()
+            .map(|(_, t, c)| t.len() + c.memory_usage())
+            .sum()
+    };
+    // The newest entry stays even alone past the budget: the request holds it anyway.
+    while entries.len() > 1 && (entries.len() > CAPACITY || bytes(&entries) > MAX_BYTES) {
         entries.remove(0);
     }
-    entries.push((grammar, text.to_string(), compiled));
 }
 
 /// `pattern` compiled (see [`Regex::compile`]), from the cache when it was compiled lately.

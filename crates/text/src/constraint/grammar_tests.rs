@@ -169,3 +169,33 @@ fn masks_hold_the_tokens_that_keep_a_sentence_reachable() {
     assert_eq!(ids(&no), vec![6, 8], "`.` or end-of-sequence");
     assert!(masks.after_token(no, 6).unwrap().is_complete());
 }
+
+#[test]
+fn a_root_too_wide_at_its_start_is_refused() {
+    let alternatives: Vec<String> = (0..2000).map(|i| format!("\"{i}x\"")).collect();
+    let e = error(&format!("root ::= {}", alternatives.join(" | ")));
+    assert!(e.message.contains("too many alternatives"), "{e}");
+    // Within the bound (1,024 stacks), a long list of alternatives is fine.
+    let alternatives: Vec<String> = (0..500).map(|i| format!("\"{i}x\"")).collect();
+    let g = states(&format!("root ::= {}", alternatives.join(" | ")));
+    assert!(g.is_match(b"499x"));
+}
+
+#[test]
+fn a_grammar_whose_configurations_keep_growing_is_cut_off_in_bounded_time() {
+    // After n a's, one stack per nesting depth, each as deep: n² entries per configuration,
+    // every configuration new.
+    let g = states(r#"root ::= a+ a ::= "a" | "a" a "b""#);
+    let started = Instant::now();
+    let state = GrammarRecognizer::start(&g).after(&g, &[b'a'; 5000]);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(state.is_none(), "refused once past the table's bounds");
+    // The bounds are per request: a fresh table reads a short sentence.
+    let fresh = states(r#"root ::= a+ a ::= "a" | "a" a "b""#);
+    assert!(fresh.is_match(b"aaabba"));
+    assert!(!fresh.is_match(b"aabbb"));
+}

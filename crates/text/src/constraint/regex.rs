@@ -171,6 +171,11 @@ impl Regex {
         &self.pattern
     }
 
+    /// Bytes the compiled form holds (its DFA, mostly).
+    pub fn memory_usage(&self) -> usize {
+        self.dfa.memory_usage() + self.kinds.len() + self.pattern.len()
+    }
+
     fn kind(&self, state: StateID) -> StateKind {
         self.kinds[state.as_usize() >> self.dfa.stride2()]
     }

@@ -63,6 +63,12 @@ impl Grammar {
         &self.text
     }
 
+    /// Bytes the compiled form holds.
+    pub fn memory_usage(&self) -> usize {
+        let alts: usize = self.alts.iter().map(|a| 24 + 4 * a.len()).sum();
+        self.elems.len() * std::mem::size_of::<Elem>() + alts + self.text.len()
+    }
+
     /// Parses and compiles GBNF `text`.
     pub fn compile(text: &str) -> Result<Grammar, GrammarError> {
         if text.len() > MAX_GRAMMAR_BYTES {
@@ -120,12 +126,21 @@ impl Grammar {
                     .collect()
             })
             .collect();
-        Ok(Grammar {
+        let grammar = Grammar {
             text: text.to_string(),
             elems,
             alts,
             root,
-        })
+        };
+        if super::recognizer::start_stacks(&grammar).is_none() {
+            let at = c.defined_at[root as usize];
+            return Err(GrammarError::at(
+                text,
+                at,
+                "the root rule opens too many alternatives or nests too deep before its first byte",
+            ));
+        }
+        Ok(grammar)
     }
 }
 

@@ -23,6 +23,10 @@ const MAX_STACKS: usize = 1024;
 const MAX_STACK_DEPTH: usize = 256;
 /// Most stacks one step may examine while expanding.
 const MAX_EXPANSION: usize = 64 * 1024;
+/// Most stack entries one request's table may hold in all its configurations, and may copy
+/// while expanding in all its steps: what bounds a hostile grammar's memory and time.
+const MAX_TABLE_ENTRIES: usize = 8 << 20;
+const MAX_TABLE_WORK: usize = 64 << 20;
 
 /// A transition not computed yet, and one that no configuration follows.
 const UNKNOWN: u32 = u32::MAX;
@@ -47,18 +51,16 @@ struct Table {
     /// Per configuration: some stack is empty (the output may end here), and all are (it must).
     accepting: Vec<bool>,
     terminal: Vec<bool>,
+    /// Stack entries held in `configs`, and copied by expansions so far.
+    entries: usize,
+    work: usize,
 }
 
 impl GrammarStates {
     /// A fresh table over `grammar`, holding its start configuration.
     pub fn new(grammar: Arc<Grammar>) -> Self {
-        let mut stacks = Vec::new();
-        let mut budget = MAX_EXPANSION;
-        for &alt in &grammar.alts[grammar.root as usize] {
-            expand(&grammar, vec![alt], &mut stacks, &mut budget);
-        }
         let mut table = Table::default();
-        table.intern(normalize(stacks).unwrap_or_default());
+        table.intern(start_stacks(&grammar).unwrap_or_default());
         GrammarStates {
             grammar,
             table: Mutex::new(table),
@@ -83,13 +85,16 @@ impl Table {
         if let Some(&id) = self.ids.get(&stacks[..]) {
             return id;
         }
-        if self.configs.len() >= MAX_GRAMMAR_STATES {
+        let entries: usize = stacks.iter().map(Vec::len).sum();
+        if self.configs.len() >= MAX_GRAMMAR_STATES || self.entries + entries > MAX_TABLE_ENTRIES {
             return DEAD;
         }
+        self.entries += entries;
         let id = self.configs.len() as u32;
         let stacks: Arc<[Stack]> = stacks.into();
         self.accepting.push(stacks.iter().any(Vec::is_empty));
-        self.terminal.push(stacks.iter().all(Vec::is_empty));
+        self.terminal
+            .push(!stacks.is_empty() && stacks.iter().all(Vec::is_empty));
         self.ids.insert(Arc::clone(&stacks), id);
         self.configs.push(stacks);
         self.next.push([UNKNOWN; 256]);
@@ -100,6 +105,9 @@ impl Table {
         let known = self.next[config as usize][byte as usize];
         if known != UNKNOWN {
             return known;
+        }
+        if self.work > MAX_TABLE_WORK {
+            return DEAD;
         }
         let mut stacks = Vec::new();
         let mut budget = MAX_EXPANSION;
@@ -117,6 +125,7 @@ impl Table {
                 expand(grammar, moved, &mut stacks, &mut budget);
             }
         }
+        self.work += stacks.iter().map(|s| s.len() + 1).sum::<usize>() + (MAX_EXPANSION - budget);
         let next = match normalize(stacks) {
             Some(stacks) if budget > 0 => self.intern(stacks),
             _ => DEAD,
@@ -124,6 +133,17 @@ impl Table {
         self.next[config as usize][byte as usize] = next;
         next
     }
+}
+
+/// The expanded stacks at the start of a sentence; `None` when there are none within the
+/// bounds (the compiler refuses such a grammar).
+pub(super) fn start_stacks(grammar: &Grammar) -> Option<Vec<Stack>> {
+    let mut stacks = Vec::new();
+    let mut budget = MAX_EXPANSION;
+    for &alt in &grammar.alts[grammar.root as usize] {
+        expand(grammar, vec![alt], &mut stacks, &mut budget);
+    }
+    normalize(stacks).filter(|_| budget > 0)
 }
 
 /// Sorted, without duplicates; `None` when empty or past the bound.
