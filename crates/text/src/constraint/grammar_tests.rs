@@ -199,3 +199,15 @@ fn a_grammar_whose_configurations_keep_growing_is_cut_off_in_bounded_time() {
     assert!(fresh.is_match(b"aaabba"));
     assert!(!fresh.is_match(b"aabbb"));
 }
+
+#[test]
+fn rules_with_no_sentence_are_left_out_or_refused() {
+    // `never` cannot be written whole: only its other alternative is offered, so the
+    // recognizer never takes a prefix it cannot finish.
+    let g = states(r#"root ::= "a" "b" never | "a" "c"  never ::= "x" never"#);
+    assert!(g.is_match(b"ac"));
+    let start = GrammarRecognizer::start(&g);
+    assert!(start.after(&g, b"ab").is_none());
+    let e = error(r#"root ::= "a" [^\x00-\U0010FFFF]"#);
+    assert!(e.message.contains("no sentence"), "{e}");
+}

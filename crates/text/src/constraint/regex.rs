@@ -131,6 +131,11 @@ impl Regex {
             .start_state(&start::Config::new().anchored(Anchored::Yes))
             .map_err(|e| RegexError::Unsupported(format!("the regex cannot be enforced: {e}")))?;
         let kinds = state_kinds(&dfa, start);
+        if kinds[start.as_usize() >> dfa.stride2()] == StateKind::DeadEnd {
+            return Err(RegexError::Unsupported(
+                "the regex matches no text".to_string(),
+            ));
+        }
         Ok(Regex {
             pattern: pattern.to_string(),
             dfa,

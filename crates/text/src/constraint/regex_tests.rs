@@ -125,3 +125,9 @@ fn masks_hold_the_tokens_that_keep_a_match_reachable() {
     assert!(whole.is_complete());
     assert!(ids(&whole).is_empty());
 }
+
+#[test]
+fn a_regex_that_matches_nothing_is_refused() {
+    let err = Regex::compile(r"a[^\s\S]").unwrap_err();
+    assert!(err.to_string().contains("matches no text"), "{err}");
+}

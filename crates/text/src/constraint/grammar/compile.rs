@@ -110,6 +110,7 @@ impl Grammar {
             let alts = c.alternatives(expr, id)?;
             c.rules[id as usize] = alts;
         }
+        c.drop_unproductive(root)?;
         c.refuse_left_recursion()?;
         let mut elems = Vec::with_capacity(c.size);
         let alts = c
@@ -350,6 +351,43 @@ impl Compiler<'_> {
                 }
                 out.push(self.anonymous(parent, alts)?);
             }
+        }
+        Ok(())
+    }
+
+    /// Drops the alternatives that can never be written whole (they use a rule with no
+    /// sentence: an empty character class, a rule that only recurs), so no prefix the
+    /// recognizer takes is a dead end; a root with no sentence is an error.
+    fn drop_unproductive(&mut self, root: u32) -> Result<(), GrammarError> {
+        let mut productive = vec![false; self.rules.len()];
+        let writable = |alt: &[Elem], productive: &[bool]| {
+            alt.iter().all(|e| match *e {
+                Elem::Rule(r) => productive[r as usize],
+                _ => true,
+            })
+        };
+        loop {
+            let mut changed = false;
+            for (id, alts) in self.rules.iter().enumerate() {
+                if !productive[id] && alts.iter().any(|alt| writable(alt, &productive)) {
+                    productive[id] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        if !productive[root as usize] {
+            return Err(GrammarError::at(
+                self.text,
+                self.defined_at[root as usize],
+                "the grammar has no sentence: its rules never end in text (an empty character \
+                 class, or rules that only refer to each other)",
+            ));
+        }
+        for alts in &mut self.rules {
+            alts.retain(|alt| writable(alt, &productive));
         }
         Ok(())
     }
