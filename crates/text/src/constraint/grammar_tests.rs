@@ -26,7 +26,7 @@ fn literals_alternatives_and_references() {
 
 #[test]
 fn repetitions_and_classes() {
-    let g = states(r#"root ::= [a-z]+ ("-" [0-9]{2,3})? [^a-z0-9]*"#);
+    let g = states(r#"root ::= [a-z]+ ("-" [0-9]{2,3}) ? [^a-z0-9] *"#);
     assert!(g.is_match(b"abc"));
     assert!(g.is_match(b"abc-12"));
     assert!(g.is_match(b"abc-123!?"));
@@ -67,7 +67,7 @@ fn lark_forms() {
     let g = states(
         r#"start: greeting " " NAME
 // Lark comment
-greeting: "hi" | "hello"
+?greeting: "hi" | "hello"
 NAME: /[A-Z][a-z]*/"#,
     );
     assert!(g.is_match(b"hi Bob"));
@@ -210,4 +210,30 @@ fn rules_with_no_sentence_are_left_out_or_refused() {
     assert!(start.after(&g, b"ab").is_none());
     let e = error(r#"root ::= "a" [^\x00-\U0010FFFF]"#);
     assert!(e.message.contains("no sentence"), "{e}");
+}
+
+#[test]
+fn a_json_grammar_written_across_lines_reads_documents() {
+    let g = states(
+        r#"
+root ::=
+  object
+value ::= object | array | string | number | ("true" | "false" | "null")
+object ::= "{" ws (
+    string ":" ws value
+    ("," ws string ":" ws value)*
+  )? "}"
+array ::= "[" ws ( value ("," ws value)* )? "]"
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" ["\\/bfnrt] )* "\""
+number ::= "-"? [0-9]+ ("." [0-9]+)?
+ws ::= [ \t\n]*
+"#,
+    );
+    assert!(g.is_match(br#"{"a":[1,-2.5,{"b":"x\"y"}],"c":null}"#));
+    assert!(g.is_match(b"{ \n\"k\": true}"));
+    assert!(!g.is_match(br#"{"a":}"#));
+    assert!(
+        !g.is_match(b"{\"a\":\"\x01\"}"),
+        "a control character in a string"
+    );
 }

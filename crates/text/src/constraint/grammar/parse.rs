@@ -63,6 +63,10 @@ pub(super) fn parse(text: &str) -> Result<Vec<RuleDef>, GrammarError> {
     p.skip_space();
     while p.pos < text.len() {
         let at = p.pos;
+        // Lark's `?rule:` and `!rule:` shape its parse tree, not its language.
+        if matches!(p.peek(), Some(b'?' | b'!')) {
+            p.pos += 1;
+        }
         let name = p.name().ok_or_else(|| p.error("expected a rule name"))?;
         p.skip_space();
         if !p.definition_operator() {
@@ -130,11 +134,12 @@ impl<'a> Parser<'a> {
 
     /// Whether a rule definition starts here (`name ::=`), which ends the current rule.
     fn at_definition(&self) -> bool {
-        let len = self.rest().bytes().take_while(|&b| is_name_byte(b)).count();
+        let rest = self.rest().strip_prefix(['?', '!']).unwrap_or(self.rest());
+        let len = rest.bytes().take_while(|&b| is_name_byte(b)).count();
         if len == 0 {
             return false;
         }
-        let after = self.rest()[len..].trim_start_matches([' ', '\t']);
+        let after = rest[len..].trim_start_matches([' ', '\t']);
         after.starts_with("::=") || (after.starts_with(':') && !after.starts_with("::"))
     }
 
@@ -205,8 +210,14 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// Repetition operators after an atom, on its line (llama.cpp allows `"a" *`).
     fn postfix(&mut self, mut expr: Expr) -> Result<Expr, GrammarError> {
         loop {
+            let blanks = self.rest().len() - self.rest().trim_start_matches([' ', '\t']).len();
+            let next = self.text.as_bytes().get(self.pos + blanks).copied();
+            if matches!(next, Some(b'*' | b'+' | b'?' | b'{')) {
+                self.pos += blanks;
+            }
             let (min, max) = match self.peek() {
                 Some(b'*') => (0, None),
                 Some(b'+') => (1, None),
