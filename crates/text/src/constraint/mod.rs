@@ -24,6 +24,8 @@ mod schema;
 mod tool_call;
 
 #[cfg(test)]
+mod constraint_props;
+#[cfg(test)]
 mod grammar_tests;
 #[cfg(test)]
 mod regex_tests;

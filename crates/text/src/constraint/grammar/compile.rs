@@ -392,82 +392,19 @@ impl Compiler<'_> {
         Ok(())
     }
 
-    /// Refuses a rule that can reach itself without reading a byte: expanding it would never
-    /// end (`expr ::= expr "+" term`, or `("")*`).
+    /// Refuses a rule that can reach itself without reading a byte in a way that deepens the
+    /// stack each round (`expr ::= expr "+" term`): expanding it would never end.
     fn refuse_left_recursion(&self) -> Result<(), GrammarError> {
-        let n = self.rules.len();
-        let mut nullable = vec![false; n];
-        loop {
-            let mut changed = false;
-            for (id, alts) in self.rules.iter().enumerate() {
-                if !nullable[id]
-                    && alts.iter().any(|alt| {
-                        alt.iter()
-                            .all(|e| matches!(e, Elem::Rule(r) if nullable[*r as usize]))
-                    })
-                {
-                    nullable[id] = true;
-                    changed = true;
-                }
-            }
-            if !changed {
-                break;
-            }
+        match super::left_recursion::growing_loop(&self.rules) {
+            None => Ok(()),
+            Some(r) => Err(GrammarError::at(
+                self.text,
+                self.defined_at[r as usize],
+                format!(
+                    "rule `{}` is left-recursive: it can reach itself without reading a byte",
+                    self.names[r as usize]
+                ),
+            )),
         }
-        // Rules each rule may begin with.
-        let first: Vec<Vec<u32>> = self
-            .rules
-            .iter()
-            .map(|alts| {
-                let mut firsts = Vec::new();
-                for alt in alts {
-                    for e in alt {
-                        match *e {
-                            Elem::Rule(r) => {
-                                firsts.push(r);
-                                if !nullable[r as usize] {
-                                    break;
-                                }
-                            }
-                            _ => break,
-                        }
-                    }
-                }
-                firsts
-            })
-            .collect();
-        // Depth-first search for a cycle: 0 unvisited, 1 on the path, 2 done.
-        let mut mark = vec![0u8; n];
-        for start in 0..n {
-            if mark[start] != 0 {
-                continue;
-            }
-            let mut stack = vec![(start, 0usize)];
-            mark[start] = 1;
-            while let Some(&mut (rule, ref mut next)) = stack.last_mut() {
-                if let Some(&r) = first[rule].get(*next) {
-                    *next += 1;
-                    match mark[r as usize] {
-                        0 => {
-                            mark[r as usize] = 1;
-                            stack.push((r as usize, 0));
-                        }
-                        1 => {
-                            let named = &self.names[r as usize];
-                            return Err(GrammarError::at(
-                                self.text,
-                                self.defined_at[r as usize],
-                                format!("rule `{named}` is left-recursive: it can reach itself without reading a byte"),
-                            ));
-                        }
-                        _ => {}
-                    }
-                } else {
-                    mark[rule] = 2;
-                    stack.pop();
-                }
-            }
-        }
-        Ok(())
     }
 }

@@ -9,6 +9,7 @@
 //! one id and each (state, byte) step is computed once per request.
 
 mod compile;
+mod left_recursion;
 mod parse;
 mod recognizer;
 

@@ -9,7 +9,7 @@
 //! depth, expansion work, configurations per request); a step past a bound is refused, so a
 //! hostile grammar costs bounded time and memory rather than a stall.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use super::compile::{Elem, Grammar};
@@ -159,11 +159,17 @@ fn normalize(mut stacks: Vec<Stack>) -> Option<Vec<Stack>> {
 /// popped. Stacks deeper than the bound are dropped; `budget` bounds the work.
 fn expand(grammar: &Grammar, stack: Stack, out: &mut Vec<Stack>, budget: &mut usize) {
     let mut work = vec![stack];
+    // A loop through empty-matching rules in tail position comes back to a stack already
+    // seen: it adds nothing (left recursion that deepens the stack is refused when compiled).
+    let mut seen = HashSet::new();
     while let Some(mut stack) = work.pop() {
         if *budget == 0 {
             return;
         }
         *budget -= 1;
+        if !seen.insert(stack.clone()) {
+            continue;
+        }
         let Some(&top) = stack.last() else {
             out.push(stack);
             continue;
