@@ -167,4 +167,14 @@ async fn a_bad_constraint_is_a_400_with_its_position() {
         message.contains("guided_regex") && message.contains("guided_choice"),
         "{message}"
     );
+
+    // A constraint that allows no text at all is refused before any generation.
+    let (status, body) = post_json(
+        &server.base,
+        "/v1/chat/completions",
+        chat(json!({"guided_choice": [""]})),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["param"], "guided_choice");
 }

@@ -240,3 +240,12 @@ ws ::= [ \t\n]*
         "a control character in a string"
     );
 }
+
+#[test]
+fn a_grammar_whose_only_sentence_is_empty_is_refused() {
+    let e = error(r#"root ::= "" | ("")*"#);
+    assert!(
+        e.message.contains("only sentence is the empty string"),
+        "{e}"
+    );
+}

@@ -131,10 +131,19 @@ impl Regex {
             .start_state(&start::Config::new().anchored(Anchored::Yes))
             .map_err(|e| RegexError::Unsupported(format!("the regex cannot be enforced: {e}")))?;
         let kinds = state_kinds(&dfa, start);
-        if kinds[start.as_usize() >> dfa.stride2()] == StateKind::DeadEnd {
-            return Err(RegexError::Unsupported(
-                "the regex matches no text".to_string(),
-            ));
+        // Generation writes at least one token: a pattern must allow some non-empty text.
+        match kinds[start.as_usize() >> dfa.stride2()] {
+            StateKind::DeadEnd => {
+                return Err(RegexError::Unsupported(
+                    "the regex matches no text".to_string(),
+                ))
+            }
+            StateKind::Terminal => {
+                return Err(RegexError::Unsupported(
+                    "the regex matches only the empty string".to_string(),
+                ))
+            }
+            _ => {}
         }
         Ok(Regex {
             pattern: pattern.to_string(),

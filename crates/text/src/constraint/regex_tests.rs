@@ -131,3 +131,14 @@ fn a_regex_that_matches_nothing_is_refused() {
     let err = Regex::compile(r"a[^\s\S]").unwrap_err();
     assert!(err.to_string().contains("matches no text"), "{err}");
 }
+
+#[test]
+fn a_regex_that_matches_only_the_empty_string_is_refused() {
+    let err = Regex::compile("(?:)").unwrap_err();
+    assert!(err.to_string().contains("only the empty string"), "{err}");
+    assert!(Regex::choice(&[""]).is_err());
+    assert!(
+        Regex::compile("a?").is_ok(),
+        "the empty string among others is fine"
+    );
+}

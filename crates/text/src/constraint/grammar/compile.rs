@@ -133,13 +133,22 @@ impl Grammar {
             alts,
             root,
         };
-        if super::recognizer::start_stacks(&grammar).is_none() {
-            let at = c.defined_at[root as usize];
-            return Err(GrammarError::at(
+        let at = c.defined_at[root as usize];
+        match super::recognizer::start_stacks(&grammar) {
+            None => return Err(GrammarError::at(
                 text,
                 at,
                 "the root rule opens too many alternatives or nests too deep before its first byte",
-            ));
+            )),
+            // Generation writes at least one token.
+            Some(stacks) if stacks.iter().all(Vec::is_empty) => {
+                return Err(GrammarError::at(
+                    text,
+                    at,
+                    "the grammar's only sentence is the empty string",
+                ))
+            }
+            Some(_) => {}
         }
         Ok(grammar)
     }
