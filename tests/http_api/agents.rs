@@ -12,7 +12,7 @@ fn tools() -> Value {
     json!([
         {"type": "function", "function": {"name": "get_weather", "parameters": {
             "type": "object", "required": ["city", "unit"], "additionalProperties": false,
-            "properties": {"city": {"type": "string", "pattern": "^[A-Z]"},
+            "properties": {"city": {"type": "string", "pattern": "^[A-Z]", "maxLength": 12},
                            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}}}},
         {"type": "function", "function": {"name": "search", "parameters": {
             "type": "object", "required": ["query"],
@@ -36,7 +36,8 @@ fn check_call(call: &Value) {
         .unwrap_or_else(|e| panic!("arguments {call}: {e}"));
     match call["function"]["name"].as_str().unwrap() {
         "get_weather" => {
-            assert!(args["city"].is_string(), "{args}");
+            let city = args["city"].as_str().unwrap();
+            assert!(city.starts_with(|c: char| c.is_ascii_uppercase()), "{args}");
             assert!(["celsius", "fahrenheit"].contains(&args["unit"].as_str().unwrap()));
             assert_eq!(args.as_object().unwrap().len(), 2);
         }

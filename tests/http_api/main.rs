@@ -23,5 +23,6 @@ mod server;
 mod slow_clients;
 mod speculation;
 mod stored_responses;
+mod structured_outputs;
 mod template_budget;
 mod tool_cut;

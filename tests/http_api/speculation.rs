@@ -61,6 +61,11 @@ fn requests() -> Vec<Value> {
                "temperature": 0.7, "top_p": 0.9, "seed": 9, "frequency_penalty": 0.4}),
         json!({"model": MODEL_ID, "prompt": prompt, "max_tokens": 40, "temperature": 0,
                "ignore_eos": true, "stop": ["four"]}),
+        // Constrained: drafts are checked against a copy of the regex's or grammar's state.
+        json!({"model": MODEL_ID, "prompt": prompt, "max_tokens": 40, "temperature": 0,
+               "guided_regex": "((one|two|three|four|five) ){3,12}"}),
+        json!({"model": MODEL_ID, "prompt": prompt, "max_tokens": 40, "temperature": 0.8,
+               "seed": 3, "grammar": "root ::= (\"one \" | \"two \" | \"three \")+ \"end\""}),
     ]
 }
 

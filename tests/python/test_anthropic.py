@@ -249,9 +249,9 @@ def test_structured_outputs_follow_the_schema(client, field):
 
 
 def test_a_structured_output_with_an_unsupported_keyword_names_the_field(client):
-    schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "x+"}}}
+    schema = {"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2}}}
     with pytest.raises(anthropic.BadRequestError) as e:
         client.messages.create(model=MODEL, max_tokens=8, messages=MESSAGES,
                                extra_body={"output_config": {"format": {"type": "json_schema",
                                                                         "schema": schema}}})
-    assert "pattern" in e.value.body["error"]["message"]
+    assert "multipleOf" in e.value.body["error"]["message"]

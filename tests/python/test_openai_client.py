@@ -8,6 +8,7 @@ exception classes.
 
 import base64
 import json
+import re
 import struct
 
 from typing import Literal
@@ -200,12 +201,40 @@ def test_parse_with_integer_bounds_gives_values_in_range(client):
 
 
 def test_unsupported_json_schema_is_refused_naming_the_keyword(client):
-    schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "x+"}}}
+    schema = {"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2}}}
     fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(model=MODEL, messages=MESSAGES, response_format=fmt)
     assert e.value.body["param"] == "response_format"
-    assert "pattern" in e.value.body["message"]
+    assert "multipleOf" in e.value.body["message"]
+
+
+def test_structured_outputs_regex_choice_and_grammar_through_extra_body(client):
+    # vLLM's `structured_outputs` as the client sends it (extra_body), greedy and seeded;
+    # Python's `re` is the oracle for the regex.
+    pattern = r"[0-9]{3}-[a-z]{2}"
+    grammar = 'root ::= "<" pair{1,3} ">"\npair ::= "ab" | "cd"'
+    for sampling in ({"temperature": 0.0}, {"temperature": 1.5, "seed": 5}):
+        r = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=30,
+                                           extra_body={"structured_outputs": {"regex": pattern}},
+                                           **sampling)
+        assert r.choices[0].finish_reason == "stop"
+        assert re.fullmatch(pattern, r.choices[0].message.content), r.choices[0].message.content
+        r = client.completions.create(model=MODEL, prompt="Yes or no?", max_tokens=10,
+                                      extra_body={"structured_outputs": {"choice": ["yes", "no"]}},
+                                      **sampling)
+        assert r.choices[0].text in ("yes", "no"), r.choices[0].text
+        r = client.completions.create(model=MODEL, prompt="Pairs:", max_tokens=30,
+                                      extra_body={"guided_grammar": grammar}, **sampling)
+        assert re.fullmatch(r"<(ab|cd){1,3}>", r.choices[0].text), r.choices[0].text
+
+
+def test_a_bad_regex_is_refused_with_its_position(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=MODEL, messages=MESSAGES,
+                                       extra_body={"structured_outputs": {"regex": "ab(c"}})
+    assert e.value.body["param"] == "structured_outputs.regex"
+    assert "at byte 2 (line 1, column 3)" in e.value.body["message"]
 
 
 def test_unknown_model_raises_not_found(client):

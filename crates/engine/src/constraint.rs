@@ -1,56 +1,58 @@
-//! A choice's output constraint (`response_format` `json_object` or `json_schema`, or tool
-//! calls): the tokens it may sample next and its state after each sampled token. A mask
-//! depends only on the choice's own state, so batching never changes what a choice samples.
+//! A choice's output constraint (`response_format` `json_object` or `json_schema`, a regex, a
+//! grammar, or tool calls): the tokens it may sample next and its state after each sampled
+//! token. A mask depends only on the choice's own state, so batching never changes what a
+//! choice samples.
+//!
+//! Every kind is a [`Recognizer`] with its [`TokenMasks`]; [`ConstraintMasks::new`] takes any
+//! of them, so a new kind of constraint is a recognizer in `sluice_text::constraint` and one
+//! line where the engine takes a request in (`engine/intake.rs`), not arms here.
 
+use std::fmt::Debug;
 use std::sync::Arc;
 
-use sluice_text::constraint::{
-    JsonRecognizer, JsonTokenMasks, Recognizer, SchemaRecognizer, TokenMasks, TokenSet,
-    ToolCallRecognizer,
-};
+use sluice_text::constraint::{Recognizer, TokenMasks, TokenSet};
 
 /// The masks a request's choices share: one per model for `json_object`, one per request for a
-/// schema (over the model's trie).
+/// schema, regex, grammar or tool calls (over the model's trie).
 #[derive(Debug, Clone)]
-pub enum ConstraintMasks {
-    /// Any JSON object.
-    JsonObject(Arc<JsonTokenMasks>),
-    /// Documents that conform to a schema.
-    JsonSchema(Arc<TokenMasks<SchemaRecognizer>>),
-    /// Tool calls (one per request: the rules hold its tools). Outside a call in auto mode,
-    /// the masks hold every token, those with no bytes (end-of-sequence) included.
-    ToolCalls(Arc<TokenMasks<ToolCallRecognizer>>),
-}
+pub struct ConstraintMasks(Arc<dyn StartConstraint>);
 
 impl ConstraintMasks {
+    /// The constraint whose states `masks` reads.
+    pub fn new<R: Recognizer>(masks: Arc<TokenMasks<R>>) -> Self {
+        ConstraintMasks(Arc::new(Shared(masks)))
+    }
+
     /// A constraint at the start of a choice's output.
     pub fn start(&self) -> OutputConstraint {
-        match self {
-            ConstraintMasks::JsonObject(masks) => OutputConstraint::JsonObject(Constrained::new(
-                Arc::clone(masks),
-                JsonRecognizer::new(),
-            )),
-            ConstraintMasks::JsonSchema(masks) => {
-                let state = SchemaRecognizer::new(masks.rules());
-                OutputConstraint::JsonSchema(Constrained::new(Arc::clone(masks), state))
-            }
-            ConstraintMasks::ToolCalls(masks) => {
-                let state = ToolCallRecognizer::new(masks.rules());
-                OutputConstraint::ToolCalls(Constrained::new(Arc::clone(masks), state))
-            }
-        }
+        self.0.start()
     }
 }
 
-/// One choice's constraint.
-#[derive(Debug, Clone)]
-pub enum OutputConstraint {
-    /// `json_object`.
-    JsonObject(Constrained<JsonRecognizer>),
-    /// `json_schema`.
-    JsonSchema(Constrained<SchemaRecognizer>),
-    /// Tool calls.
-    ToolCalls(Constrained<ToolCallRecognizer>),
+/// Masks of some recognizer kind, able to start a choice's constraint.
+trait StartConstraint: Debug + Send + Sync {
+    fn start(&self) -> OutputConstraint;
+}
+
+#[derive(Debug)]
+struct Shared<R: Recognizer>(Arc<TokenMasks<R>>);
+
+impl<R: Recognizer> StartConstraint for Shared<R> {
+    fn start(&self) -> OutputConstraint {
+        let state = R::start(self.0.rules());
+        OutputConstraint(Box::new(Constrained::new(Arc::clone(&self.0), state)))
+    }
+}
+
+/// One choice's constraint. A clone moves on its own (speculative decoding checks draft
+/// tokens on a copy).
+#[derive(Debug)]
+pub struct OutputConstraint(Box<dyn ChoiceConstraint>);
+
+impl Clone for OutputConstraint {
+    fn clone(&self) -> Self {
+        OutputConstraint(self.0.clone_box())
+    }
 }
 
 /// A sampled token the constraint refuses (only possible if the mask was not applied).
@@ -60,26 +62,25 @@ pub struct Refused(pub u32);
 impl OutputConstraint {
     /// The tokens that keep the output a valid prefix.
     pub fn allowed(&mut self) -> &TokenSet {
-        match self {
-            OutputConstraint::JsonObject(c) => c.allowed(),
-            OutputConstraint::JsonSchema(c) => c.allowed(),
-            OutputConstraint::ToolCalls(c) => c.allowed(),
-        }
+        self.0.allowed()
     }
 
     /// Moves past `token`; `Ok(true)` when the output is complete (the choice then stops).
     pub fn accept(&mut self, token: u32) -> Result<bool, Refused> {
-        match self {
-            OutputConstraint::JsonObject(c) => c.accept(token),
-            OutputConstraint::JsonSchema(c) => c.accept(token),
-            OutputConstraint::ToolCalls(c) => c.accept(token),
-        }
+        self.0.accept(token)
     }
+}
+
+/// A recognizer state with its masks, whatever the recognizer.
+trait ChoiceConstraint: Debug + Send + Sync {
+    fn allowed(&mut self) -> &TokenSet;
+    fn accept(&mut self, token: u32) -> Result<bool, Refused>;
+    fn clone_box(&self) -> Box<dyn ChoiceConstraint>;
 }
 
 /// A recognizer state with its masks.
 #[derive(Debug, Clone)]
-pub struct Constrained<R: Recognizer> {
+struct Constrained<R: Recognizer> {
     masks: Arc<TokenMasks<R>>,
     state: R,
     /// The mask of `state`, once asked for.
@@ -94,7 +95,9 @@ impl<R: Recognizer> Constrained<R> {
             allowed: None,
         }
     }
+}
 
+impl<R: Recognizer> ChoiceConstraint for Constrained<R> {
     fn allowed(&mut self) -> &TokenSet {
         let (masks, state) = (&self.masks, &self.state);
         self.allowed.get_or_insert_with(|| masks.allowed(state))
@@ -108,5 +111,9 @@ impl<R: Recognizer> Constrained<R> {
         self.state = next;
         self.allowed = None;
         Ok(next.is_complete())
+    }
+
+    fn clone_box(&self) -> Box<dyn ChoiceConstraint> {
+        Box::new(self.clone())
     }
 }

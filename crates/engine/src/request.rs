@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use sluice_model::Pooling;
-use sluice_text::constraint::{Schema, ToolCallRules};
+use sluice_text::constraint::{Grammar, Regex, Schema, ToolCallRules};
 use sluice_text::StopSet;
 
 /// Scheduling priority of a request. Lower numeric value is served first.
@@ -71,6 +71,12 @@ pub enum ResponseFormat {
     JsonObject,
     /// One JSON document that conforms to the schema; stops when it closes.
     JsonSchema(Arc<Schema>),
+    /// Text that matches a regular expression as a whole (vLLM's `regex` and `choice`); stops
+    /// when nothing more can follow, and end-of-sequence is allowed only where it matches.
+    Regex(Arc<Regex>),
+    /// A sentence of a grammar (GBNF); stops when nothing more can follow, end-of-sequence
+    /// allowed only after a whole sentence.
+    Grammar(Arc<Grammar>),
     /// Tool calls in the chat template's framing (from `tools` and `tool_choice`): a forced
     /// call stops the choice when it closes; in auto mode the output is text, end-of-sequence
     /// and stop tokens allowed, except inside a call, which is held to the tools' schemas.

@@ -125,7 +125,7 @@ fn json_sequence(max_tokens: u32) -> Sequence {
         max_tokens,
         ..StopRules::default()
     };
-    let constraint = crate::constraint::ConstraintMasks::JsonObject(masks).start();
+    let constraint = crate::constraint::ConstraintMasks::new(masks).start();
     sequence_with(stop, &[6], Some(constraint))
 }
 
@@ -186,8 +186,11 @@ fn tool_sequence(mode: sluice_text::constraint::ToolCallMode, stop: StopRules) -
     bytes.push(None);
     let (tool, _) = Tool::compile("a", &serde_json::json!({})).unwrap();
     let rules = ToolCallRules::new(&[tool], &ToolCallFraming::hermes(), &mode).unwrap();
-    let masks = TokenMasks::new(Arc::new(TokenTrie::new(bytes, 8)), Arc::new(rules));
-    let constraint = crate::constraint::ConstraintMasks::ToolCalls(Arc::new(masks)).start();
+    let masks = TokenMasks::<sluice_text::constraint::ToolCallRecognizer>::new(
+        Arc::new(TokenTrie::new(bytes, 8)),
+        Arc::new(rules),
+    );
+    let constraint = crate::constraint::ConstraintMasks::new(Arc::new(masks)).start();
     sequence_with(stop, &[5], Some(constraint))
 }
 

@@ -8,6 +8,7 @@ pub mod messages;
 pub mod metadata;
 pub mod responses;
 pub mod scoring;
+pub mod structured;
 pub mod tool_constraint;
 pub mod tools;
 
@@ -250,7 +251,7 @@ pub(crate) fn validate_shared(
         (false, None) => None,
     };
     let priority = parse_priority(f.priority.as_deref())?;
-    let response_format = response_format(f.response_format)?;
+    let response_format = structured::output_form(f.response_format, f.constraints)?;
     let prompt_logprobs = check_int(
         "prompt_logprobs",
         f.prompt_logprobs,

@@ -12,6 +12,7 @@ pub mod number;
 pub mod render;
 pub mod responses;
 pub mod scoring;
+pub mod structured;
 pub mod tokenize;
 
 use std::collections::HashMap;
@@ -74,6 +75,10 @@ pub struct GenerationOptions {
     pub cache_salt: Option<String>,
     /// The form of the output: `{"type": "text" | "json_object" | "json_schema"}`.
     pub response_format: Option<ResponseFormatField>,
+    /// Extensions (vLLM's `structured_outputs` and `guided_*`, llama-server's `grammar`): a
+    /// regex, choice, grammar or schema the output keeps; one constraint per request.
+    #[serde(flatten)]
+    pub constraints: structured::ConstraintFields,
     /// Extension (vLLM's): return the log-probability of every prompt token and its top this
     /// many alternatives (0..=20) as `prompt_logprobs`; not with `stream`.
     #[serde(default, deserialize_with = "number::optional")]

@@ -4,7 +4,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use sluice_text::constraint::{JsonTokenMasks, TokenMasks, TokenTrie};
+use sluice_text::constraint::{
+    GrammarRecognizer, GrammarStates, JsonTokenMasks, Recognizer, RegexRecognizer,
+    SchemaRecognizer, TokenMasks, TokenTrie, ToolCallRecognizer,
+};
 use tokio::sync::mpsc;
 
 use super::EngineLoop;
@@ -83,17 +86,25 @@ impl EngineLoop {
                 let masks = self
                     .json_object_masks
                     .get_or_insert_with(|| Arc::new(JsonTokenMasks::json_object(trie)));
-                Some(ConstraintMasks::JsonObject(Arc::clone(masks)))
+                Some(ConstraintMasks::new(Arc::clone(masks)))
             }
             ResponseFormat::JsonSchema(schema) => {
-                let masks = TokenMasks::new(self.token_trie(), Arc::clone(schema));
-                Some(ConstraintMasks::JsonSchema(Arc::new(masks)))
+                Some(self.masks::<SchemaRecognizer>(Arc::clone(schema)))
+            }
+            ResponseFormat::Regex(regex) => Some(self.masks::<RegexRecognizer>(Arc::clone(regex))),
+            ResponseFormat::Grammar(grammar) => {
+                let states = GrammarStates::new(Arc::clone(grammar));
+                Some(self.masks::<GrammarRecognizer>(Arc::new(states)))
             }
             ResponseFormat::ToolCalls(rules) => {
-                let masks = TokenMasks::new(self.token_trie(), Arc::clone(rules));
-                Some(ConstraintMasks::ToolCalls(Arc::new(masks)))
+                Some(self.masks::<ToolCallRecognizer>(Arc::clone(rules)))
             }
         }
+    }
+
+    /// Masks of recognizer kind `R` over the model's trie, for one request.
+    fn masks<R: Recognizer>(&mut self, rules: Arc<R::Rules>) -> ConstraintMasks {
+        ConstraintMasks::new(Arc::new(TokenMasks::<R>::new(self.token_trie(), rules)))
     }
 
     /// The model's vocabulary trie for constrained decoding (built once: a pass over the

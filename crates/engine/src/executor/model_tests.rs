@@ -347,6 +347,37 @@ fn json_schema_output_has_the_schema_shape() {
     assert!(stopped > 0);
 }
 
+/// A regex and a grammar on the random-weight model: every choice that ends matches, and the
+/// constraint stops it as soon as nothing more may follow.
+#[test]
+fn regex_and_grammar_outputs_match() {
+    use sluice_text::constraint::{Grammar, GrammarStates, Regex};
+    let regex = Arc::new(Regex::compile("[0-9]{3}-[a-z]{2}").unwrap());
+    let grammar = Arc::new(Grammar::compile(r#"root ::= ("yes" | "no") "!""#).unwrap());
+    let r = reference();
+    let engine = start(4, 256, EngineConfig::default());
+    let formats = [
+        ResponseFormat::Regex(Arc::clone(&regex)),
+        ResponseFormat::Grammar(Arc::clone(&grammar)),
+    ];
+    for (format, seed) in formats.iter().flat_map(|f| (0..4).map(move |s| (f, s))) {
+        let sampling = SamplingParams {
+            temperature: 1.5,
+            seed: Some(seed),
+            response_format: format.clone(),
+            ..SamplingParams::default()
+        };
+        let req = request(r.prompt_ids[..8].to_vec(), sampling, 60);
+        let (_, text, reason) = collect(engine.submit(req).unwrap());
+        assert_eq!(reason, Some(FinishReason::Stop), "{format:?}: {text:?}");
+        let matched = match format {
+            ResponseFormat::Regex(regex) => regex.is_match(text.as_bytes()),
+            _ => GrammarStates::new(Arc::clone(&grammar)).is_match(text.as_bytes()),
+        };
+        assert!(matched, "{format:?}: {text:?}");
+    }
+}
+
 /// A forced tool call (Hermes framing) on the random-weight model: every choice that ends is
 /// one call of a listed tool, framed, with arguments of that tool's shape.
 #[test]

@@ -15,6 +15,9 @@ pub trait Recognizer: Copy + Eq + Hash + std::fmt::Debug + Send + Sync + 'static
     /// What the state is read against (nothing for a plain JSON object; a compiled schema).
     type Rules: std::fmt::Debug + Send + Sync + ?Sized + 'static;
 
+    /// The state at the start of the output.
+    fn start(rules: &Self::Rules) -> Self;
+
     /// Consumes one byte; false when no valid output continues with it (the state is then
     /// meaningless).
     fn advance(&mut self, rules: &Self::Rules, byte: u8) -> bool;
@@ -40,6 +43,10 @@ pub trait Recognizer: Copy + Eq + Hash + std::fmt::Debug + Send + Sync + 'static
 
 impl Recognizer for JsonRecognizer {
     type Rules = ();
+
+    fn start(_: &()) -> Self {
+        JsonRecognizer::new()
+    }
 
     fn advance(&mut self, _: &(), byte: u8) -> bool {
         JsonRecognizer::advance(self, byte)

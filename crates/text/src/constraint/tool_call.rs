@@ -282,6 +282,10 @@ fn call_done(rules: &ToolCallRules) -> Phase {
 impl Recognizer for ToolCallRecognizer {
     type Rules = ToolCallRules;
 
+    fn start(rules: &ToolCallRules) -> Self {
+        ToolCallRecognizer::new(rules)
+    }
+
     fn advance(&mut self, rules: &ToolCallRules, byte: u8) -> bool {
         let gap_byte = matches!(byte, b' ' | b'\n');
         self.phase = match self.phase {

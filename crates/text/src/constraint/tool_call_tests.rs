@@ -338,6 +338,11 @@ fn rules_refuse_unknown_tools_and_bad_framings() {
     twice.push(twice[0].clone());
     assert!(ToolCallRules::new(&twice, &ToolCallFraming::hermes(), &ToolCallMode::Auto).is_err());
     assert!(ToolCallRules::new(&[], &ToolCallFraming::hermes(), &forced(None)).is_err());
-    let (_, ignored) = Tool::compile("t", &json!({"properties": {"a": {"pattern": "x"}}})).unwrap();
+    let (_, ignored) =
+        Tool::compile("t", &json!({"properties": {"a": {"multipleOf": 2}}})).unwrap();
+    assert_eq!(ignored, ["#/properties/a/multipleOf"]);
+    // A pattern the regex engine cannot take (look-ahead) is left out and reported.
+    let (_, ignored) =
+        Tool::compile("t", &json!({"properties": {"a": {"pattern": "(?=x)"}}})).unwrap();
     assert_eq!(ignored, ["#/properties/a/pattern"]);
 }

@@ -37,7 +37,16 @@ fn sampling_properties() -> Value {
         "response_format": {"type": "object", "required": ["type"],
             "properties": {"type": {"type": "string", "enum": ["text", "json_object", "json_schema"]},
                 "json_schema": {"type": "object", "properties": {"name": {"type": "string"},
-                    "schema": {"type": "object"}, "strict": {"type": "boolean"}}}}}
+                    "schema": {"type": "object"}, "strict": {"type": "boolean"}}}}},
+        "structured_outputs": {"type": "object",
+            "description": "vLLM's: one of regex (the whole output matches), choice (exactly one of the strings), grammar (GBNF), json (a JSON Schema) or json_object; one output constraint per request",
+            "properties": {"regex": {"type": "string"}, "choice": {"type": "array", "items": {"type": "string"}},
+                "grammar": {"type": "string"}, "json": {}, "json_object": {"type": "boolean"}}},
+        "guided_regex": {"type": "string", "description": "vLLM's older name for structured_outputs.regex"},
+        "guided_choice": {"type": "array", "items": {"type": "string"}, "description": "vLLM's older name for structured_outputs.choice"},
+        "guided_grammar": {"type": "string", "description": "vLLM's older name for structured_outputs.grammar"},
+        "guided_json": {"description": "vLLM's older name for structured_outputs.json"},
+        "grammar": {"type": "string", "description": "llama-server's: a GBNF grammar the output is a sentence of"}
     })
 }
 

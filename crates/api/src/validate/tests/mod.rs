@@ -6,6 +6,7 @@ mod messages;
 mod prompt;
 mod sampling;
 mod stop;
+mod structured;
 
 use serde_json::json;
 

@@ -1,9 +1,11 @@
 //! Compiling a JSON Schema value into [`Schema`] nodes.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::super::regex::Regex;
 use super::relax::relax_root;
 use super::rules::*;
 use super::vocabulary::{has_type, ANNOTATIONS, KEYWORDS};
@@ -35,6 +37,8 @@ struct Compiler<'a> {
     relaxed: bool,
     /// Paths of what relaxed mode does not enforce.
     ignored: Vec<String>,
+    /// Compiled `pattern`s, by the index string nodes hold.
+    patterns: Vec<Arc<Regex>>,
 }
 
 impl Schema {
@@ -73,6 +77,7 @@ impl<'a> Compiler<'a> {
             tagged: Vec::new(),
             relaxed,
             ignored: Vec::new(),
+            patterns: Vec::new(),
         }
     }
 
@@ -115,7 +120,38 @@ impl<'a> Compiler<'a> {
             literals: self.literals,
             min_depth,
             root,
+            patterns: self.patterns,
         })
+    }
+
+    /// A string node: its length bounds, and its `pattern` compiled. A pattern the regex
+    /// engine cannot take is an error, or in relaxed mode left out and reported.
+    fn string(
+        &mut self,
+        map: &serde_json::Map<String, Value>,
+        path: &str,
+    ) -> Result<Node, SchemaError> {
+        let mut node = string_node(map, path)?;
+        let Some(pattern) = map.get("pattern") else {
+            return Ok(node);
+        };
+        let at = format!("{path}/pattern");
+        let compiled = match pattern.as_str() {
+            Some(p) => Regex::compile_search(p).map_err(|e| e.to_string()),
+            None => Err("pattern must be a string".to_string()),
+        };
+        match compiled {
+            Ok(regex) if self.patterns.len() < usize::from(u16::MAX) => {
+                if let Node::String { pattern, .. } = &mut node {
+                    *pattern = Some(self.patterns.len() as u16);
+                }
+                self.patterns.push(Arc::new(regex));
+            }
+            _ if self.relaxed => self.ignored.push(at),
+            Ok(_) => return Err(SchemaError::at(&at, "the schema has too many patterns")),
+            Err(e) => return Err(SchemaError::at(&at, e)),
+        }
+        Ok(node)
     }
 
     fn push(&mut self, node: Node) -> Result<NodeId, SchemaError> {
@@ -259,7 +295,7 @@ impl<'a> Compiler<'a> {
             None if is(&["properties", "required", "additionalProperties"]) => vec!["object"],
             None if is(&["items", "minItems", "maxItems"]) => vec!["array"],
             None if is(&RANGE_KEYWORDS) => vec!["number"],
-            None if is(&["minLength", "maxLength"]) => vec!["string"],
+            None if is(&["minLength", "maxLength", "pattern"]) => vec!["string"],
             None => return self.push(Node::Any),
             Some(Value::String(t)) => vec![t.as_str()],
             Some(list) => strings(list, path, "type must be a string or a list of strings")?,
@@ -274,7 +310,7 @@ impl<'a> Compiler<'a> {
             let node = match t {
                 "object" => self.object(map, path)?,
                 "array" => self.array(map, path)?,
-                "string" => string_node(map, path)?,
+                "string" => self.string(map, path)?,
                 "number" => {
                     let ranged = RANGE_KEYWORDS.iter().filter(|k| map.contains_key(**k));
                     if self.relaxed {

@@ -3,7 +3,8 @@
 //!
 //! The subset is what structured-output clients send (the OpenAI SDK from pydantic models):
 //! `type` (one or a list), `properties` / `required` / `additionalProperties: false`, `items` /
-//! `minItems` / `maxItems`, `enum`, `const`, `anyOf` / `oneOf`, a single-element `allOf`, and
+//! `minItems` / `maxItems`, `minLength` / `maxLength`, `pattern` (a regex matched anywhere
+//! in the string, escapes decoded; see `regex.rs`), `enum`, `const`, `anyOf` / `oneOf`, a single-element `allOf`, and
 //! `$ref` into `$defs` / `definitions` (recursion allowed). As in strict structured outputs,
 //! an object with `properties` takes no other keys. Annotations (`title`, `description`,
 //! `default`, `examples`, `format`, ...) are ignored; any other keyword is refused with its
@@ -31,6 +32,8 @@ mod tests;
 
 #[cfg(test)]
 mod bounds_tests;
+#[cfg(test)]
+mod pattern_tests;
 #[cfg(test)]
 mod relax_tests;
 

@@ -5,8 +5,8 @@
 //! `additionalProperties: true` or a schema beside `properties` (only the listed keys are
 //! generated), and `nullable` left out (null is not generated).
 //!
-//! Dropped and reported: assertions on values (`pattern`, `minLength`, `maximum`,
-//! `multipleOf`, `uniqueItems`, `minProperties`, ...), applicators beyond the subset (`not`,
+//! Dropped and reported: assertions on values (a `pattern` the regex engine cannot take,
+//! `maximum` on non-integers, `multipleOf`, `uniqueItems`, `minProperties`, ...), applicators beyond the subset (`not`,
 //! `if`/`then`/`else`, `patternProperties`, `propertyNames`, `dependentSchemas`, tuple
 //! `items`, `prefixItems`, ...), keywords beside `$ref`, combinators beside a `type` or object
 //! or array keyword, an `allOf` of several schemas, `additionalProperties` with a schema on an

@@ -64,7 +64,7 @@ fn corpus() -> Vec<(
                 "required": ["id", "at"],
                 "additionalProperties": false
             }),
-            vec!["#/properties/count/multipleOf", "#/properties/id/pattern"],
+            vec!["#/properties/count/multipleOf"],
             r#"{"id":"abc-1","at":"2024-01-01T00:00:00Z","note":null}"#,
             r#"{"id":"abc-1","at":"x","extra":1}"#,
         ),
@@ -278,7 +278,6 @@ fn keywords_beside_a_ref_and_unions_it_cannot_tell_apart_are_left_out() {
     assert_eq!(
         ignored,
         [
-            "#/$defs/Path/pattern",
             "#/properties/path/maxLength",
             "#/properties/shape/oneOf",
             "#/properties/value/anyOf",
@@ -287,11 +286,11 @@ fn keywords_beside_a_ref_and_unions_it_cannot_tell_apart_are_left_out() {
     );
     assert!(accepts(
         &compiled,
-        r#"{"path":"x","value":"v","shape":{"q":[]}}"#
+        r#"{"path":"/x","value":"v","shape":{"q":[]}}"#
     ));
-    assert!(accepts(&compiled, r#"{"path":"x","value":3,"none":[]}"#));
-    assert!(!accepts(&compiled, r#"{"path":"x","value":1.5}"#));
-    assert!(!accepts(&compiled, r#"{"path":"x","gone":1}"#));
-    assert!(!accepts(&compiled, r#"{"path":"x","none":[1]}"#));
+    assert!(accepts(&compiled, r#"{"path":"/x","value":3,"none":[]}"#));
+    assert!(!accepts(&compiled, r#"{"path":"/x","value":1.5}"#));
+    assert!(!accepts(&compiled, r#"{"path":"/x","gone":1}"#));
+    assert!(!accepts(&compiled, r#"{"path":"/x","none":[1]}"#));
     assert!(Schema::compile(&schema).is_err());
 }

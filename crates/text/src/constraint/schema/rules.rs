@@ -1,7 +1,11 @@
 //! What a compiled schema is: its nodes, their literal sets and the depth bounds the
 //! recognizer walks; the compiler writes them and the recognizer reads them.
 
+use std::sync::Arc;
+
 use thiserror::Error;
+
+use super::super::regex::Regex;
 
 /// Deepest nesting of objects and arrays accepted (the top-level object counts as one).
 pub const MAX_SCHEMA_DEPTH: usize = 12;
@@ -57,6 +61,7 @@ pub(super) fn kind_of_first_byte(byte: u8) -> Option<usize> {
 pub(super) const ANY_STRING: Node = Node::String {
     min: 0,
     max: u32::MAX,
+    pattern: None,
 };
 
 /// Inclusive bounds on an integer's value (`minimum`, `maximum`, `exclusiveMinimum`,
@@ -128,8 +133,12 @@ pub(super) enum Node {
     /// An array of `items`, with bounds on its length.
     Array { items: NodeId, min: u32, max: u32 },
     /// A string of `min..=max` characters (Unicode code points; an escape is one, a surrogate
-    /// pair one).
-    String { min: u32, max: u32 },
+    /// pair one), matching `pattern` (an index into [`Schema::patterns`]) when it has one.
+    String {
+        min: u32,
+        max: u32,
+        pattern: Option<u16>,
+    },
     /// Any number; `integer` refuses a fraction or exponent, and an integer's value stays
     /// within `range`.
     Number { integer: bool, range: IntRange },
@@ -163,6 +172,8 @@ pub struct Schema {
     /// optional path can never lead into a dead end.
     pub(super) min_depth: Vec<u8>,
     pub(super) root: NodeId,
+    /// The `pattern`s of string nodes, compiled (a node holds its index).
+    pub(super) patterns: Vec<Arc<Regex>>,
 }
 
 /// The fewest containers a value of each node must open, by fixpoint (values only fall; a

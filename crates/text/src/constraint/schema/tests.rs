@@ -162,9 +162,9 @@ fn unsupported_schemas_are_refused_with_their_path() {
     let cases = [
         (json!({"type": "string"}), "#", "must describe an object"),
         (
-            json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "x+"}}}),
+            json!({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2}}}),
             "#/properties/a",
-            "\"pattern\"",
+            "\"multipleOf\"",
         ),
         (
             json!({"type": "object", "properties": {"a": {}}, "additionalProperties": true}),

@@ -26,11 +26,20 @@ impl Schema {
         let mut literals = vec![tools[0].1.literals[0].clone()];
         let mut nodes: Vec<Node> = Vec::new();
         let mut by_name: Vec<(Vec<u8>, NodeId)> = Vec::new();
+        let mut patterns = Vec::new();
         let (name_text, args_text) = (text(name_key), text(args_key));
         let name_first = name_text < args_text;
         for (name, schema) in tools {
             let node_offset = nodes.len();
             let set_offset = literals.len() - 1;
+            let pattern_offset = patterns.len();
+            if pattern_offset + schema.patterns.len() > usize::from(u16::MAX) {
+                return Err(SchemaError::at(
+                    "#",
+                    "the tools' schemas have too many patterns",
+                ));
+            }
+            patterns.extend(schema.patterns.iter().cloned());
             if node_offset + schema.nodes.len() + 3 >= (NodeId::MAX - 4) as usize {
                 return Err(SchemaError::at("#", "the tools' schemas are too large"));
             }
@@ -52,6 +61,11 @@ impl Schema {
                     max: *max,
                 },
                 Node::Literals(s) => Node::Literals(set(*s)),
+                Node::String { min, max, pattern } => Node::String {
+                    min: *min,
+                    max: *max,
+                    pattern: pattern.map(|p| p + pattern_offset as u16),
+                },
                 Node::Union(by_kind) => Node::Union(by_kind.map(|o| o.map(id))),
                 Node::Tagged {
                     key,
@@ -119,6 +133,7 @@ impl Schema {
             literals,
             min_depth,
             root,
+            patterns,
         })
     }
 }

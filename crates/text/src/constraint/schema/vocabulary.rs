@@ -20,6 +20,7 @@ pub(super) const KEYWORDS: &[&str] = &[
     "exclusiveMaximum",
     "minLength",
     "maxLength",
+    "pattern",
     "enum",
     "const",
     "anyOf",
@@ -28,8 +29,8 @@ pub(super) const KEYWORDS: &[&str] = &[
 ];
 
 /// Keywords that say what kind of value it is, for which a combinator beside them is dropped:
-/// the first thirteen of [`KEYWORDS`].
-pub(super) const TYPED: &[&str] = KEYWORDS.split_at(13).0;
+/// the first fourteen of [`KEYWORDS`].
+pub(super) const TYPED: &[&str] = KEYWORDS.split_at(14).0;
 
 /// Keywords that describe and never constrain.
 pub(super) const ANNOTATIONS: &[&str] = &[
@@ -72,7 +73,7 @@ mod tests {
 
     #[test]
     fn typed_keywords_end_where_values_and_combinators_begin() {
-        assert_eq!(TYPED.last(), Some(&"maxLength"));
+        assert_eq!(TYPED.last(), Some(&"pattern"));
         assert_eq!(KEYWORDS[TYPED.len()], "enum");
     }
 }

@@ -56,7 +56,11 @@ pub(super) fn string_node(
     path: &str,
 ) -> Result<Node, SchemaError> {
     let (min, max) = count_bounds(map, path, "minLength", "maxLength")?;
-    Ok(Node::String { min, max })
+    Ok(Node::String {
+        min,
+        max,
+        pattern: None,
+    })
 }
 
 /// A `(min, max)` pair of counts (`minLength`/`maxLength`, `minItems`/`maxItems`): each a

@@ -6,7 +6,8 @@ use super::rules::*;
 
 mod scalars;
 
-use scalars::string_bounds;
+use super::super::regex::RegexRecognizer;
+use scalars::{string_bounds, string_pattern};
 
 /// The token being read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -20,6 +21,8 @@ enum Lexeme {
         at: InString,
         node: NodeId,
         len: u32,
+        /// Where the string's characters so far (escapes decoded) leave `node`'s pattern.
+        pattern: Option<RegexRecognizer>,
     },
     /// A number; for a bounded integer (`node`'s range), its sign and the magnitude of its
     /// digits so far (0 and unsigned otherwise, so unbounded numbers share states).
@@ -96,12 +99,20 @@ pub struct SchemaRecognizer {
 impl Recognizer for SchemaRecognizer {
     type Rules = Schema;
 
+    fn start(schema: &Schema) -> Self {
+        SchemaRecognizer::new(schema)
+    }
+
     fn advance(&mut self, s: &Schema, byte: u8) -> bool {
         match self.lexeme {
             Lexeme::None => self.structural(s, byte),
-            Lexeme::String { key, at, node, len } => {
-                self.string_byte(s, byte, (key, at, node, len))
-            }
+            Lexeme::String {
+                key,
+                at,
+                node,
+                len,
+                pattern,
+            } => self.string_byte(s, byte, (key, at, node, len, pattern)),
             Lexeme::Number {
                 at,
                 integer,
@@ -178,7 +189,7 @@ impl SchemaRecognizer {
             Node::Any => match kind {
                 OBJECT => self.open(s, ANY_OBJECT),
                 ARRAY => self.open(s, ANY_ARRAY),
-                STRING => self.start_string(false, ANY),
+                STRING => self.start_string(s, false, ANY),
                 NUMBER => self.start_number(s, ANY, false, byte),
                 _ => self.literal_start(s, ANY_LITERALS, false, byte),
             },
@@ -197,8 +208,8 @@ impl SchemaRecognizer {
             }
             Node::String { .. } if kind == STRING => {
                 // Unbounded strings go as `ANY`'s, so they share their states (and masks).
-                let bounded = string_bounds(s, node).is_some();
-                self.start_string(false, if bounded { node } else { ANY })
+                let bounded = string_bounds(s, node).is_some() || string_pattern(s, node).is_some();
+                self.start_string(s, false, if bounded { node } else { ANY })
             }
             Node::Number { integer, .. } if kind == NUMBER => {
                 self.start_number(s, node, *integer, byte)
@@ -236,7 +247,7 @@ impl SchemaRecognizer {
             Node::Object { keys, .. } => self.literal_start(s, *keys as u16, true, b'"'),
             // The discriminator first, alone.
             Node::Tagged { key, .. } => self.literal_start(s, *key as u16, true, b'"'),
-            _ => self.start_string(true, ANY),
+            _ => self.start_string(s, true, ANY),
         }
     }
 

@@ -5,18 +5,26 @@
 use super::super::super::lex::{Expect, InString, Number, StringByte};
 use super::super::rules::*;
 use super::{Lexeme, SchemaRecognizer, ANY};
+use crate::constraint::masks::Recognizer;
+use crate::constraint::regex::{Regex, RegexRecognizer};
 
 impl SchemaRecognizer {
-    /// A byte inside a string: `(key, at, node, len)` is the string lexeme.
+    /// A byte inside a string: `(key, at, node, len, pattern)` is the string lexeme.
     pub(super) fn string_byte(
         &mut self,
         s: &Schema,
         byte: u8,
-        (key, at, node, len): (bool, InString, NodeId, u32),
+        (key, at, node, len, pattern): (bool, InString, NodeId, u32, Option<RegexRecognizer>),
     ) -> bool {
         match at.next(byte) {
             None => false,
             Some(StringByte::Inside(next)) => {
+                let mut pattern = pattern;
+                if let (Some(state), Some(regex)) = (pattern.as_mut(), string_pattern(s, node)) {
+                    if !pattern_byte(state, regex, at, byte) {
+                        return false;
+                    }
+                }
                 let mut len = len;
                 if let Some((_, max)) = string_bounds(s, node) {
                     // A character starts with any byte read in plain text (the `\` of a
@@ -33,10 +41,18 @@ impl SchemaRecognizer {
                     at: next,
                     node,
                     len,
+                    pattern,
                 };
                 true
             }
             Some(StringByte::Close) if string_bounds(s, node).is_some_and(|(min, _)| len < min) => {
+                false
+            }
+            Some(StringByte::Close)
+                if pattern.is_some_and(|state| {
+                    string_pattern(s, node).is_some_and(|regex| !state.matches(regex))
+                }) =>
+            {
                 false
             }
             Some(StringByte::Close) => {
@@ -89,12 +105,13 @@ impl SchemaRecognizer {
         }
     }
 
-    pub(super) fn start_string(&mut self, key: bool, node: NodeId) -> bool {
+    pub(super) fn start_string(&mut self, s: &Schema, key: bool, node: NodeId) -> bool {
         self.lexeme = Lexeme::String {
             key,
             at: InString::Text,
             node,
             len: 0,
+            pattern: string_pattern(s, node).map(RegexRecognizer::start),
         };
         true
     }
@@ -152,7 +169,38 @@ fn number_range(s: &Schema, node: NodeId) -> Option<IntRange> {
 /// The `(min, max)` length of a string `node`, when it has bounds.
 pub(super) fn string_bounds(s: &Schema, node: NodeId) -> Option<(u32, u32)> {
     match s.node(node) {
-        Node::String { min, max } if (*min, *max) != (0, u32::MAX) => Some((*min, *max)),
+        Node::String { min, max, .. } if (*min, *max) != (0, u32::MAX) => Some((*min, *max)),
         _ => None,
     }
+}
+
+/// The compiled `pattern` of a string `node`, when it has one.
+pub(super) fn string_pattern(s: &Schema, node: NodeId) -> Option<&Regex> {
+    match s.node(node) {
+        Node::String {
+            pattern: Some(i), ..
+        } => Some(&s.patterns[usize::from(*i)]),
+        _ => None,
+    }
+}
+
+/// Feeds a string's byte, read in state `at`, to its pattern: characters as they are, escapes
+/// as the character they stand for. A `\u` escape is refused in a string with a pattern (the
+/// character can be written as itself).
+fn pattern_byte(state: &mut RegexRecognizer, regex: &Regex, at: InString, byte: u8) -> bool {
+    let decoded = match at {
+        InString::Text if byte == b'\\' => return true,
+        InString::Text | InString::Utf8 { .. } => byte,
+        InString::Escape => match byte {
+            b'b' => 0x08,
+            b'f' => 0x0c,
+            b'n' => b'\n',
+            b'r' => b'\r',
+            b't' => b'\t',
+            b'u' => return false,
+            other => other,
+        },
+        _ => return false,
+    };
+    state.advance(regex, decoded)
 }

@@ -1,0 +1,81 @@
+//! `pattern` on strings, enforced while decoding: the string's characters (escapes decoded)
+//! match the regular expression somewhere, as JSON Schema's ECMA-262 `test` does, so
+//! `^...$` anchors it to the whole string.
+
+use serde_json::{json, Value};
+
+use super::*;
+use crate::constraint::Recognizer;
+
+fn object_with(n: Value) -> Schema {
+    Schema::compile(&json!({"type": "object", "properties": {"n": n}, "required": ["n"]})).unwrap()
+}
+
+/// Whether `{"n":<text>` is a prefix the recognizer takes, and whether it completes with `}`.
+fn prefix_and_whole(schema: &Schema, text: &str) -> (bool, bool) {
+    let prefix = SchemaRecognizer::new(schema).after(schema, format!("{{\"n\":{text}").as_bytes());
+    let whole = prefix
+        .and_then(|r| r.after(schema, b"}"))
+        .is_some_and(|r| r.is_complete());
+    (prefix.is_some(), whole)
+}
+
+#[test]
+fn an_anchored_pattern_holds_the_whole_string() {
+    let schema = object_with(json!({"type": "string", "pattern": "^[a-z]{3}-\\d+$"}));
+    assert_eq!(prefix_and_whole(&schema, r#""abc-12""#), (true, true));
+    assert_eq!(
+        prefix_and_whole(&schema, r#""abc-"#),
+        (true, false),
+        "no digit yet"
+    );
+    assert_eq!(
+        prefix_and_whole(&schema, r#""abc-""#),
+        (false, false),
+        "closed too soon"
+    );
+    assert_eq!(
+        prefix_and_whole(&schema, r#""ab1"#),
+        (false, false),
+        "a dead end at once"
+    );
+    assert_eq!(prefix_and_whole(&schema, r#""abc-1x"#), (false, false));
+}
+
+#[test]
+fn an_unanchored_pattern_matches_anywhere() {
+    let schema = object_with(json!({"type": "string", "pattern": "[0-9]"}));
+    assert_eq!(prefix_and_whole(&schema, r#""room 7 left""#), (true, true));
+    assert_eq!(prefix_and_whole(&schema, r#""no digits"#), (true, false));
+    assert_eq!(prefix_and_whole(&schema, r#""no digits""#), (false, false));
+}
+
+#[test]
+fn escapes_are_matched_as_the_characters_they_stand_for() {
+    let schema = object_with(json!({"type": "string", "pattern": "^a\"b\\\\c\\nd$"}));
+    assert_eq!(prefix_and_whole(&schema, r#""a\"b\\c\nd""#), (true, true));
+    assert_eq!(
+        prefix_and_whole(&schema, r#""a\u0022"#),
+        (false, false),
+        "no \\u in a pattern"
+    );
+}
+
+#[test]
+fn a_pattern_and_length_bounds_hold_together() {
+    let schema =
+        object_with(json!({"type": "string", "pattern": "^x+$", "maxLength": 3, "minLength": 2}));
+    assert_eq!(prefix_and_whole(&schema, r#""xx""#), (true, true));
+    assert_eq!(prefix_and_whole(&schema, r#""x"#), (true, false));
+    assert_eq!(prefix_and_whole(&schema, r#""x""#), (false, false));
+    assert_eq!(prefix_and_whole(&schema, r#""xxxx"#), (false, false));
+}
+
+#[test]
+fn a_bad_pattern_is_refused_with_its_path_and_position() {
+    let schema =
+        json!({"type": "object", "properties": {"n": {"type": "string", "pattern": "a(b"}}});
+    let err = Schema::compile(&schema).unwrap_err();
+    assert_eq!(err.path, "#/properties/n/pattern");
+    assert!(err.message.contains("at byte 1"), "{err}");
+}
