@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::super::regex::Regex;
+use super::formats;
 use super::relax::relax_root;
 use super::rules::*;
 use super::vocabulary::{has_type, ANNOTATIONS, KEYWORDS};
@@ -124,21 +125,37 @@ impl<'a> Compiler<'a> {
         })
     }
 
-    /// A string node: its length bounds, and its `pattern` compiled. A pattern the regex
-    /// engine cannot take is an error, or in relaxed mode left out and reported.
+    /// A string node: its length bounds, and its `pattern` compiled, or else its `format`
+    /// where the decoder enforces it (`formats.rs`; a pattern and such a format together are
+    /// not supported). A pattern the regex engine cannot take is an error, or in relaxed mode
+    /// left out and reported.
     fn string(
         &mut self,
         map: &serde_json::Map<String, Value>,
         path: &str,
     ) -> Result<Node, SchemaError> {
         let mut node = string_node(map, path)?;
-        let Some(pattern) = map.get("pattern") else {
-            return Ok(node);
-        };
-        let at = format!("{path}/pattern");
-        let compiled = match pattern.as_str() {
-            Some(p) => Regex::compile_search(p).map_err(|e| e.to_string()),
-            None => Err("pattern must be a string".to_string()),
+        let format = (map.get("format").and_then(Value::as_str)).and_then(formats::regex);
+        let (at, compiled) = match (map.get("pattern"), format) {
+            (Some(_), Some(_)) if !self.relaxed => {
+                let error = "a pattern beside an enforced format is not supported";
+                return Err(SchemaError::at(&format!("{path}/format"), error));
+            }
+            (Some(pattern), format) => {
+                if format.is_some() {
+                    self.ignored.push(format!("{path}/format"));
+                }
+                let compiled = match pattern.as_str() {
+                    Some(p) => Regex::compile_search(p).map_err(|e| e.to_string()),
+                    None => Err("pattern must be a string".to_string()),
+                };
+                (format!("{path}/pattern"), compiled)
+            }
+            (None, Some(format)) => {
+                let compiled = Regex::compile(&format).map_err(|e| e.to_string());
+                (format!("{path}/format"), compiled)
+            }
+            (None, None) => return Ok(node),
         };
         match compiled {
             Ok(regex) if self.patterns.len() < usize::from(u16::MAX) => {

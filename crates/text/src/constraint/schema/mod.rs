@@ -18,6 +18,7 @@
 //! subset cannot enforce is left out and reported by path (see `relax.rs`).
 
 mod compiler;
+mod formats;
 mod recognizer;
 mod relax;
 mod rules;

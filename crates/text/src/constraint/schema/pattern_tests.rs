@@ -79,3 +79,32 @@ fn a_bad_pattern_is_refused_with_its_path_and_position() {
     assert_eq!(err.path, "#/properties/n/pattern");
     assert!(err.message.contains("at byte 1"), "{err}");
 }
+
+#[test]
+fn enforced_formats_hold_the_whole_string_and_others_stay_annotations() {
+    let schema = object_with(json!({"type": "string", "format": "date"}));
+    assert_eq!(prefix_and_whole(&schema, r#""2026-11-27""#), (true, true));
+    assert_eq!(prefix_and_whole(&schema, r#""2026-11-2""#), (false, false));
+    assert_eq!(
+        prefix_and_whole(&schema, r#""2026-13"#),
+        (false, false),
+        "month 13"
+    );
+    assert_eq!(prefix_and_whole(&schema, r#""tomorrow"#), (false, false));
+    let uuid = object_with(json!({"type": "string", "format": "uuid"}));
+    let id = r#""123e4567-e89b-12d3-a456-426614174000""#;
+    assert_eq!(prefix_and_whole(&uuid, id), (true, true));
+    let uri = object_with(json!({"type": "string", "format": "uri"}));
+    assert_eq!(prefix_and_whole(&uri, r#""anything at all""#), (true, true));
+}
+
+#[test]
+fn a_pattern_beside_an_enforced_format_is_refused_strictly_and_wins_relaxed() {
+    let both = json!({"type": "object", "properties": {
+        "n": {"type": "string", "format": "date", "pattern": "^x$"}}, "required": ["n"]});
+    let error = Schema::compile(&both).unwrap_err().to_string();
+    assert!(error.contains("#/properties/n/format"), "{error}");
+    let (schema, ignored) = Schema::compile_relaxed(&both).unwrap();
+    assert_eq!(ignored, vec!["#/properties/n/format".to_string()]);
+    assert_eq!(prefix_and_whole(&schema, r#""x""#), (true, true));
+}
