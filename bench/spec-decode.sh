@@ -6,7 +6,8 @@
 #   MODEL=bench/out/models/qwen2.5-0.5b.q4_k_m.gguf bench/spec-decode.sh
 #     ROUNDS (default 2): each configuration is measured ROUNDS times, in turn (A B C ... A B C)
 #     DOC_TOKENS (default 1500), EDIT_TOKENS (default 256), CHAT_TOKENS (default 128),
-#     CTX (default 8192: context per sequence on both servers)
+#     CTX (default 8192: context per sequence on both servers), TEMPERATURE (default 0: greedy;
+#       the timed requests are seeded)
 #     CONFIGS: which to run (default: every prompt-lookup one below; sluice-draft and
 #       llama-draft use the draft model DRAFT=path.gguf, llama.cpp's `-md DRAFT --spec-type
 #       draft-simple`)
@@ -74,7 +75,7 @@ measure() {
   python3 "$ROOT/bench/spec_decode.py" --url "http://127.0.0.1:$PORT" --model "$NAME" \
     --label "$config" --workload "$workload" --streams "$streams" --requests "$requests" \
     --max-tokens "$tokens" --document-tokens "$DOC_TOKENS" --out "$RESULTS" \
-    --prompts-file "$OUT/prompts-$NAME-$DOC_TOKENS.json"
+    --prompts-file "$OUT/prompts-$NAME-$DOC_TOKENS.json" --temperature "${TEMPERATURE:-0}"
   if [[ "$config" == sluice* ]]; then
     curl -s "http://127.0.0.1:$PORT/metrics" | grep -E "^vllm:spec_decode_num_(draft|accepted)_tokens_total" || true
   fi

@@ -45,10 +45,12 @@ def post(url, path, body, stream):
     return res
 
 
-def complete(url, model, prompt, max_tokens):
-    """Streams one greedy completion; returns (text, tokens, seconds from first token to last)."""
-    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
-            "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+def complete(url, model, prompt, max_tokens, temperature=0.0, seed=0):
+    """Streams one completion (greedy unless `temperature`); returns (text, tokens, seconds from
+    first token to last)."""
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": temperature,
+            "seed": seed, "ignore_eos": True, "stream": True,
+            "stream_options": {"include_usage": True}}
     res = post(url, "/v1/completions", body, True)
     text, first, last, tokens = [], None, None, None
     for raw in res:
@@ -99,6 +101,8 @@ def main():
     p.add_argument("--requests", type=int, default=3, help="per stream")
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--document-tokens", type=int, default=1500)
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="sampling temperature of the timed requests (seeded per request)")
     p.add_argument("--out")
     p.add_argument("--prompts-file",
                    help="reuse the prompts saved here (made and saved on the first run), so "
@@ -130,7 +134,8 @@ def main():
 
     def stream(s):
         for r in range(args.requests):
-            _, tokens, seconds = complete(args.url, args.model, prompts[(s, r)], args.max_tokens)
+            _, tokens, seconds = complete(args.url, args.model, prompts[(s, r)], args.max_tokens,
+                                          args.temperature, 1000 * s + r)
             with lock:
                 results.append((tokens, seconds))
 
@@ -145,7 +150,7 @@ def main():
     per_request = sorted(t / s for t, s in results if s > 0)
     row = {"label": args.label, "workload": args.workload, "streams": args.streams,
            "requests": len(results), "tokens": tokens, "wall_s": round(wall, 2),
-           "tok_s": round(tokens / wall, 2),
+           "tok_s": round(tokens / wall, 2), "temperature": args.temperature,
            "median_stream_tok_s": round(per_request[len(per_request) // 2], 2)}
     print(json.dumps(row))
     if args.out:
