@@ -11,7 +11,8 @@
 #     CONFIGS: which to run (default: every prompt-lookup one below; sluice-draft and
 #       llama-draft use the draft model DRAFT=path.gguf, llama.cpp's `-md DRAFT --spec-type
 #       draft-simple`)
-#     WORKLOADS (default "edit chat"), STREAMS16 (default 1: the 16-stream chat runs)
+#     WORKLOADS (default "edit chat"; empty: the 16-stream runs only), STREAMS16 (default 1: the 16-stream chat runs, REQUESTS16
+#       requests per stream, default 12: a window of a minute or more)
 #     LLAMA_BIN: llama.cpp's bin folder (default: the peers cache)
 #   The edit prompts are made once, by the first configuration, and saved beside the results: every
 #   server gets the very same text.
@@ -85,13 +86,13 @@ measure() {
 echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) x$(nproc), $MODEL" | tee -a "$RESULTS"
 for round in $(seq "$ROUNDS"); do
   for config in $CONFIGS; do
-    for workload in ${WORKLOADS:-edit chat}; do
+    for workload in ${WORKLOADS-edit chat}; do
       tokens=$EDIT_TOKENS; [ "$workload" = chat ] && tokens=$CHAT_TOKENS
       measure "$config" "$workload" 1 "$tokens" 2
     done
   done
   [ "${STREAMS16:-1}" = 1 ] || continue
   for config in sluice sluice-ngram; do
-    if [[ " $CONFIGS " == *" $config "* ]]; then measure "$config" chat 16 "$CHAT_TOKENS" 2; fi
+    if [[ " $CONFIGS " == *" $config "* ]]; then measure "$config" chat 16 "$CHAT_TOKENS" "${REQUESTS16:-12}"; fi
   done
 done
