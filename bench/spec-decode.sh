@@ -7,7 +7,8 @@
 #     ROUNDS (default 2): each configuration is measured ROUNDS times, in turn (A B C ... A B C)
 #     DOC_TOKENS (default 1500), EDIT_TOKENS (default 256), CHAT_TOKENS (default 128),
 #     CTX (default 8192: context per sequence on both servers), TEMPERATURE (default 0: greedy;
-#       the timed requests are seeded)
+#       the timed requests are seeded), FIXED_POINT (default 0: edit documents rewritten this many
+#       times towards the model's own restatement, for models that do not restate what they see)
 #     CONFIGS: which to run (default: every prompt-lookup one below; sluice-draft and
 #       llama-draft use the draft model DRAFT=path.gguf, llama.cpp's `-md DRAFT --spec-type
 #       draft-simple`)
@@ -76,7 +77,8 @@ measure() {
   python3 "$ROOT/bench/spec_decode.py" --url "http://127.0.0.1:$PORT" --model "$NAME" \
     --label "$config" --workload "$workload" --streams "$streams" --requests "$requests" \
     --max-tokens "$tokens" --document-tokens "$DOC_TOKENS" --out "$RESULTS" \
-    --prompts-file "$OUT/prompts-$NAME-$DOC_TOKENS.json" --temperature "${TEMPERATURE:-0}"
+    --prompts-file "$OUT/prompts-$NAME-$DOC_TOKENS-${FIXED_POINT:-0}.json" \
+    --temperature "${TEMPERATURE:-0}" --fixed-point "${FIXED_POINT:-0}"
   if [[ "$config" == sluice* ]]; then
     curl -s "http://127.0.0.1:$PORT/metrics" | grep -E "^vllm:spec_decode_num_(draft|accepted)_tokens_total" || true
   fi

@@ -20,6 +20,7 @@ import argparse
 import http.client
 import json
 import random
+import sys
 import threading
 import time
 import urllib.parse
@@ -79,10 +80,20 @@ def opening(rng, words):
 
 def edit_prompt(args, seed):
     """The opening, the document it leads to, then the opening again: what follows is the
-    document once more."""
+    document once more. With --fixed-point N the document is then replaced N times by what the
+    model writes after opening + document + opening, which moves it towards a text the model
+    restates exactly (a random-weight model does not restate a document it was shown)."""
     rng = random.Random(seed)
     head = opening(rng, 40)
     document, _, _ = complete(args.url, args.model, head, args.document_tokens)
+    for i in range(args.fixed_point):
+        again, _, _ = complete(args.url, args.model, head + document + "\n\n" + head,
+                               args.document_tokens)
+        same = next((k for k, (a, b) in enumerate(zip(document, again)) if a != b),
+                    min(len(document), len(again)))
+        print(f"fixed point {i + 1}: the first {same} of {len(again)} characters restated",
+              file=sys.stderr)
+        document = again
     return head + document + "\n\n" + head
 
 
@@ -101,6 +112,9 @@ def main():
     p.add_argument("--requests", type=int, default=3, help="per stream")
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--document-tokens", type=int, default=1500)
+    p.add_argument("--fixed-point", type=int, default=0,
+                   help="edit workload: rewrite the document this many times towards the "
+                        "model's own restatement")
     p.add_argument("--temperature", type=float, default=0.0,
                    help="sampling temperature of the timed requests (seeded per request)")
     p.add_argument("--out")
