@@ -183,8 +183,16 @@ def test_conversations_export_and_import_round_trip(server, browser):
         browser.find_element(By.ID, "export-chats").click()
 
         def exported(_):
-            done = [f for f in os.listdir(folder) if f.endswith(".json")]
-            return os.path.join(folder, done[0]) if done else None
+            # Chromium may show the file before its bytes are written: wait for whole JSON.
+            for name in (f for f in os.listdir(folder) if f.endswith(".json")):
+                path = os.path.join(folder, name)
+                try:
+                    with open(path) as f:
+                        json.load(f)
+                    return path
+                except (OSError, ValueError):
+                    return None
+            return None
 
         path = wait(browser, exported, message="Export wrote no file")
         with open(path) as f:
