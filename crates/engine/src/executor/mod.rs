@@ -24,6 +24,10 @@ pub trait Executor: Send + 'static {
     fn execute(&mut self, batch: &Batch) -> Result<Logits, ExecutorError>;
     /// Columns of every logits row.
     fn vocab_size(&self) -> usize;
+    /// The most positions a sequence may have, when the backend has such a bound.
+    fn context_length(&self) -> Option<usize> {
+        None
+    }
     /// Tokens per KV block.
     fn block_size(&self) -> usize;
     /// The KV spec: one block pool per KV group (see `sluice_model::kv_layout`), the

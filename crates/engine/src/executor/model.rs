@@ -32,6 +32,10 @@ impl Executor for ModelExecutor {
         self.model.config().vocab_size
     }
 
+    fn context_length(&self) -> Option<usize> {
+        Some(self.model.config().max_position_embeddings)
+    }
+
     fn block_size(&self) -> usize {
         self.kv.block_size()
     }

@@ -5,7 +5,8 @@
 //! Each step it catches up on the tokens added since (the target's accepted tokens; a prompt
 //! arrives in chunks of [`CATCH_UP_TOKENS`]), after dropping what differs from the sequence (draft
 //! tokens the target rejected, whose blocks go back), then drafts one token a pass, all
-//! sequences in one batch per pass. A sequence the pool cannot hold proposes nothing.
+//! sequences in one batch per pass. A sequence the pool or the draft's context cannot hold
+//! proposes nothing.
 
 use std::collections::HashMap;
 
@@ -79,6 +80,11 @@ impl DraftModel {
     /// (it can draft this step), or `None` when the pool cannot hold it.
     fn catch_up(&mut self, request: &DraftRequest<'_>, batch: &mut Batch) -> Option<bool> {
         let tokens = request.tokens;
+        // A sequence the draft model's context cannot hold with its draft gets none.
+        let context = self.executor.context_length().unwrap_or(usize::MAX);
+        if tokens.len() + request.max_tokens > context {
+            return None;
+        }
         let state = match self.seqs.remove(&request.seq) {
             Some(state) => state,
             None => DraftSeq {

@@ -54,7 +54,7 @@ fn drafts_continue_where_the_last_call_left_off_and_rejected_blocks_come_back() 
 }
 
 #[test]
-fn a_long_prompt_is_read_over_several_calls_and_a_full_pool_drafts_nothing() {
+fn a_long_prompt_is_read_over_several_calls_and_a_full_pool_or_context_drafts_nothing() {
     let mut d = draft_model(512);
     d.catch_up_tokens = 100;
     let prompt: Vec<u32> = (0..150).map(|t| t % 90 + 3).collect();
@@ -66,6 +66,15 @@ fn a_long_prompt_is_read_over_several_calls_and_a_full_pool_drafts_nothing() {
         "a short sequence drafts in the same call"
     );
     assert_eq!(d.propose(&[ask(1, &prompt, 3)])[0].len(), 3);
+    // The fixture's context is 256 positions: 250 tokens and a draft of 10 do not fit. That
+    // sequence gets no draft, and the others in the call still do (a pass past the context would
+    // fail the whole batch).
+    let long: Vec<u32> = (0..250).map(|t| t % 90 + 3).collect();
+    for call in 0..4 {
+        let drafts = d.propose(&[ask(3, &long, 10), ask(4, &prompt[..12], 3)]);
+        assert!(drafts[0].is_empty(), "call {call}");
+        assert_eq!(drafts[1].len(), 3, "call {call}");
+    }
     // A pool of 4 blocks of 4 cannot hold 17 tokens: no draft, nothing held.
     let mut small = draft_model(4);
     assert!(small.propose(&[ask(1, &prompt[..17], 2)])[0].is_empty());
