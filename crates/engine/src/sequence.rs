@@ -225,13 +225,31 @@ impl Sequence {
     }
 
     /// The sampler inputs and this sequence's RNG.
-    pub fn sampling_inputs(&mut self) -> (&SamplingParams, SamplingContext<'_>, &mut SamplerRng) {
+    #[cfg(test)]
+    pub(crate) fn sampling_inputs(
+        &mut self,
+    ) -> (&SamplingParams, SamplingContext<'_>, &mut SamplerRng) {
+        self.sampling_parts(None)
+    }
+
+    /// The sampler inputs over the sequence's tokens as they stand, its constraint's mask (or
+    /// `ahead`'s, a copy of the constraint moved past tokens the sequence holds only for now),
+    /// and its RNG.
+    fn sampling_parts<'a>(
+        &'a mut self,
+        ahead: Option<&'a mut OutputConstraint>,
+    ) -> (&'a SamplingParams, SamplingContext<'a>, &'a mut SamplerRng) {
+        let min_tokens = self.output.stop_rules().min_tokens;
+        let allowed = match ahead {
+            Some(constraint) => Some(constraint.allowed()),
+            None => self.output.allowed(),
+        };
         let ctx = SamplingContext {
             prompt: &self.tokens[..self.prompt_len],
             output: &self.tokens[self.prompt_len..],
             masked_until_min_tokens: &self.masked_until_min_tokens,
-            min_tokens: self.output.stop_rules().min_tokens,
-            allowed: self.output.allowed(),
+            min_tokens,
+            allowed,
         };
         (&self.sampling, ctx, &mut self.rng)
     }

@@ -6,7 +6,7 @@ use sluice_model::Logits;
 
 use super::Sequence;
 use crate::constraint::OutputConstraint;
-use crate::sampler::{sample, Sample, SampleError, SamplingContext};
+use crate::sampler::{sample, Sample, SampleError};
 
 impl Sequence {
     /// Samples rows `first_row ..= first_row + draft.len()` of `logits`: row `i` holds the
@@ -29,26 +29,10 @@ impl Sequence {
         // The constraint as it stands after the accepted draft tokens (a copy, from the first).
         let mut ahead: Option<OutputConstraint> = None;
         let mut run = Vec::with_capacity(draft.len() + 1);
-        let min_tokens = self.output.stop_rules().min_tokens;
         let result = loop {
             let i = run.len();
-            let allowed = match ahead.as_mut() {
-                Some(constraint) => Some(constraint.allowed()),
-                None => self.output.allowed(),
-            };
-            let ctx = SamplingContext {
-                prompt: &self.tokens[..self.prompt_len],
-                output: &self.tokens[self.prompt_len..],
-                masked_until_min_tokens: &self.masked_until_min_tokens,
-                min_tokens,
-                allowed,
-            };
-            let drawn = match sample(
-                logits.row(first_row + i),
-                &self.sampling,
-                ctx,
-                &mut self.rng,
-            ) {
+            let (params, ctx, rng) = self.sampling_parts(ahead.as_mut());
+            let drawn = match sample(logits.row(first_row + i), params, ctx, rng) {
                 Ok(drawn) => drawn,
                 Err(e) => break Err(e),
             };

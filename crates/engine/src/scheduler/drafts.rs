@@ -81,25 +81,29 @@ impl Scheduler {
     }
 }
 
-/// After a sequence's verified run was appended: counts the accepted draft tokens as computed
-/// (their rows' K/V are the K/V of the tokens kept) and gives back the blocks that only
-/// rejected draft tokens used (unless the run `ends` the sequence, which frees them all).
-/// Returns what the verification did.
+/// What verifying `draft` did, given the run sampled for it: the leading draft tokens the run
+/// repeats were accepted.
+pub(super) fn verified(draft: &[u32], run: &[Sample]) -> Verified {
+    let accepted = (run.iter().zip(draft))
+        .take_while(|(s, d)| s.token_id == **d)
+        .count();
+    Verified {
+        proposed: draft.len(),
+        accepted,
+    }
+}
+
+/// After a sequence's verified run was appended: records the verification, counts the accepted
+/// draft tokens as computed (their rows' K/V are the K/V of the tokens kept) and gives back the
+/// blocks that only rejected draft tokens used (unless the run `ends` the sequence, which frees
+/// them all).
 pub(super) fn settle_draft(
     blocks: &mut BlockManager,
     speculator: Option<&mut Speculator>,
     seq: &mut Sequence,
     ends: bool,
-    draft: &[u32],
-    run: &[Sample],
-) -> Verified {
-    let accepted = (run.iter().zip(draft))
-        .take_while(|(s, d)| s.token_id == **d)
-        .count();
-    let verified = Verified {
-        proposed: draft.len(),
-        accepted,
-    };
+    verified: Verified,
+) {
     if let Some(speculator) = speculator {
         speculator.record(&mut seq.draft_record, verified);
     }
@@ -113,7 +117,6 @@ pub(super) fn settle_draft(
             blocks.truncate(table, num_tokens);
         }
     }
-    verified
 }
 
 /// Draft tokens a sequence can use: the verified run (drafts plus one) must fit both its

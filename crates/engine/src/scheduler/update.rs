@@ -48,16 +48,15 @@ impl Scheduler {
             let draft = drafts.get(&id).copied().unwrap_or_default();
             let ending = match result {
                 Ok(run) => {
-                    let kept = (!draft.is_empty()).then(|| run.clone());
+                    let verified = (!draft.is_empty()).then(|| drafts::verified(draft, &run));
                     let appended = seq.append_tokens(run, self.config.max_model_len, now);
                     if appended.num_tokens > 0 {
                         outcome.appended.push((id, appended.num_tokens));
                     }
-                    if let Some(run) = kept {
+                    if let Some(verified) = verified {
                         let (blocks, speculator) = (&mut self.blocks, self.speculator.as_mut());
                         let ends = appended.ending.is_some();
-                        let verified =
-                            drafts::settle_draft(blocks, speculator, seq, ends, draft, &run);
+                        drafts::settle_draft(blocks, speculator, seq, ends, verified);
                         outcome.verified.push(verified);
                     }
                     appended.ending
