@@ -117,8 +117,7 @@ impl Engine {
             .name("sluice-engine".to_string())
             .spawn(move || {
                 let _alive = AliveGuard(Arc::clone(&thread_shared));
-                let engine = EngineLoop::new(executor, tokenizer, config, thread_shared, inbox_rx);
-                engine.with_proposer(draft).run();
+                EngineLoop::new(executor, draft, tokenizer, config, thread_shared, inbox_rx).run();
             });
         if let Err(e) = spawned {
             tracing::error!("could not start the engine thread: {e}");
@@ -160,13 +159,14 @@ struct EngineLoop {
     token_trie: Option<Arc<TokenTrie>>,
     /// `json_object` masks over it, shared by every such request.
     json_object_masks: Option<Arc<JsonTokenMasks>>,
-    /// Speculative decoding's settings, until the proposer is built on the engine thread.
-    speculation: Option<SpeculationConfig>,
 }
 
 impl EngineLoop {
+    /// The loop over `executor`; `draft` is the draft model `config.speculation` names, if it
+    /// names one (the proposer is built here, on the engine thread, beside the scheduler).
     fn new(
         executor: Box<dyn Executor>,
+        draft: Option<Box<dyn Executor>>,
         tokenizer: Arc<Tokenizer>,
         config: EngineConfig,
         shared: Arc<Shared>,
@@ -184,7 +184,7 @@ impl EngineLoop {
         if let Some(sink) = &kv_events {
             let _ = shared.metrics.kv_events.set(sink.clone());
         }
-        let scheduler = Scheduler::new(
+        let mut scheduler = Scheduler::new(
             SchedulerConfig {
                 // Zero would leave work waiting forever; one is the least that makes progress.
                 max_num_seqs: config.max_num_seqs.max(1),
@@ -198,6 +198,12 @@ impl EngineLoop {
             },
             blocks,
         );
+        if let Some(speculation) = &config.speculation {
+            match speculation.proposer.build(draft, executor.vocab_size()) {
+                Some(proposer) => scheduler.speculate(proposer, speculation),
+                None => tracing::error!("no draft model was loaded: serving without speculation"),
+            }
+        }
         let m = &shared.metrics;
         EngineMetrics::set(&m.kv_blocks_total, pools.num_blocks());
         let window_blocks = pools.window().map_or(0, |w| w.num_blocks);
@@ -218,22 +224,7 @@ impl EngineLoop {
             window_group: (pools.groups.iter()).position(|p| matches!(p.span, KvSpan::Window(_))),
             token_trie: None,
             json_object_masks: None,
-            speculation: config.speculation,
         }
-    }
-
-    /// Speculates as `config.speculation` says, with `draft` as the draft model if it names one
-    /// (on the engine thread: the proposer lives beside the scheduler).
-    fn with_proposer(mut self, draft: Option<Box<dyn Executor>>) -> Self {
-        let Some(speculation) = self.speculation.take() else {
-            return self;
-        };
-        let vocab_size = self.executor.vocab_size();
-        match speculation.proposer.build(draft, vocab_size) {
-            Some(proposer) => self.scheduler.speculate(proposer, &speculation),
-            None => tracing::error!("no draft model was loaded: serving without speculation"),
-        }
-        self
     }
 
     fn run(mut self) {

@@ -48,7 +48,7 @@ pub(super) struct LoadedDraft {
 impl DirectoryLoader {
     /// The footprint of the draft model the settings name, from its files' headers; `None`
     /// without one or when its files do not open (loading it then fails with the reason).
-    pub(super) fn draft_footprint(&self) -> Option<DraftFootprint> {
+    pub(super) fn read_draft_footprint(&self) -> Option<DraftFootprint> {
         let speculation = self.settings().engine.speculation.as_ref()?;
         let ProposerSpec::DraftModel(path) = &speculation.proposer else {
             return None;
@@ -90,9 +90,7 @@ impl DirectoryLoader {
             block_size,
             tokens.div_ceil(block_size),
         );
-        let footprint = self
-            .draft_footprint()
-            .expect("the draft's files opened above");
+        let footprint = self.draft().expect("the draft's files opened above");
         let memory_bytes = footprint.bytes(tokens);
         tracing::info!(
             draft = %path.display(),

@@ -129,6 +129,13 @@ impl DirectoryLoader {
         }
     }
 
+    /// The footprint of the draft model the settings name, read from its files once.
+    pub(super) fn draft(&self) -> Option<&super::draft::DraftFootprint> {
+        self.draft
+            .get_or_init(|| self.read_draft_footprint())
+            .as_ref()
+    }
+
     /// The settings every model is loaded with.
     pub fn settings(&self) -> &LoadSettings {
         &self.settings
@@ -179,8 +186,7 @@ impl DirectoryLoader {
     /// With a draft model, its weights count beside the model's and its KV cache (as many
     /// tokens as the model's) takes its share of the bytes.
     fn kv_pools(&self, shape: &KvShape, weights: usize) -> KvPools {
-        let draft = self.draft.get_or_init(|| self.draft_footprint()).as_ref();
-        let (draft_weights, share) = draft.map_or((0, 1.0), |d| d.split(shape));
+        let (draft_weights, share) = self.draft().map_or((0, 1.0), |d| d.split(shape));
         let bytes = self
             .settings
             .kv_cache_memory
@@ -234,8 +240,7 @@ impl ModelLoader for DirectoryLoader {
     fn estimate_bytes(&self, path: &Path) -> Result<usize, ModelLoadError> {
         let files = ModelFiles::open(path)?;
         let tokens = self.kv_pools_of(&files).num_blocks() * self.settings.block_size;
-        let draft = self.draft.get_or_init(|| self.draft_footprint());
-        let draft_bytes = draft.map_or(0, |d| d.bytes(tokens));
+        let draft_bytes = self.draft().map_or(0, |d| d.bytes(tokens));
         Ok(files.loaded_bytes(self.settings.dtype) + self.kv_bytes(&files) + draft_bytes)
     }
 
