@@ -2,23 +2,12 @@
 //! `exclusiveMaximum`: every value in range is written, none outside, and no prefix leads into a
 //! dead end) and string lengths (`minLength`, `maxLength`, in code points).
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::*;
 use crate::constraint::Recognizer;
 
-fn object_with(n: Value) -> Schema {
-    Schema::compile(&json!({"type": "object", "properties": {"n": n}, "required": ["n"]})).unwrap()
-}
-
-/// Whether `{"n":<text>` is a prefix the recognizer takes, and whether it completes with `}`.
-fn prefix_and_whole(schema: &Schema, text: &str) -> (bool, bool) {
-    let prefix = SchemaRecognizer::new(schema).after(schema, format!("{{\"n\":{text}").as_bytes());
-    let whole = prefix
-        .and_then(|r| r.after(schema, b"}"))
-        .is_some_and(|r| r.is_complete());
-    (prefix.is_some(), whole)
-}
+use super::test_support::{object_with, prefix_and_whole};
 
 #[test]
 fn every_integer_in_range_is_accepted_and_no_other_and_no_prefix_is_a_dead_end() {

@@ -32,6 +32,9 @@ pub use rules::{Schema, SchemaError, MAX_PROPERTIES, MAX_SCHEMA_DEPTH};
 mod tests;
 
 #[cfg(test)]
+mod test_support;
+
+#[cfg(test)]
 mod bounds_tests;
 #[cfg(test)]
 mod pattern_tests;

@@ -2,23 +2,11 @@
 //! match the regular expression somewhere, as JSON Schema's ECMA-262 `test` does, so
 //! `^...$` anchors it to the whole string.
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::*;
-use crate::constraint::Recognizer;
 
-fn object_with(n: Value) -> Schema {
-    Schema::compile(&json!({"type": "object", "properties": {"n": n}, "required": ["n"]})).unwrap()
-}
-
-/// Whether `{"n":<text>` is a prefix the recognizer takes, and whether it completes with `}`.
-fn prefix_and_whole(schema: &Schema, text: &str) -> (bool, bool) {
-    let prefix = SchemaRecognizer::new(schema).after(schema, format!("{{\"n\":{text}").as_bytes());
-    let whole = prefix
-        .and_then(|r| r.after(schema, b"}"))
-        .is_some_and(|r| r.is_complete());
-    (prefix.is_some(), whole)
-}
+use super::test_support::{object_with, prefix_and_whole};
 
 #[test]
 fn an_anchored_pattern_holds_the_whole_string() {
