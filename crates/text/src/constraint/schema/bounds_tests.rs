@@ -81,22 +81,94 @@ fn bounds_at_the_edges_of_64_bits_neither_overflow_nor_wrap() {
 }
 
 #[test]
-fn an_empty_range_or_a_range_on_a_non_integer_is_an_error_naming_it() {
+fn an_empty_range_is_an_error_naming_it() {
     let empty = json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 5, "maximum": 4}}});
     let err = Schema::compile(&empty).unwrap_err();
     assert!(
         err.to_string().contains("no integer lies between 5 and 4"),
         "{err}"
     );
-    let float = json!({"type": "object", "properties": {"x": {"type": "number", "maximum": 1}}});
+    let float = json!({"type": "object", "properties": {"x": {"type": "number", "minimum": 1, "exclusiveMaximum": 1}}});
     let err = Schema::compile(&float).unwrap_err();
     assert!(
-        err.to_string().contains("\"maximum\"") && err.path == "#/properties/x",
+        err.to_string().contains("no number lies between") && err.path == "#/properties/x",
         "{err}"
     );
+    let huge = json!({"type": "object", "properties": {"n": {"type": "number", "maximum": 1e300}}});
+    let err = Schema::compile(&huge).unwrap_err();
+    assert!(err.path.ends_with("/maximum"), "{err}");
     // Relaxed (tool arguments): left out and reported instead.
-    let (_, ignored) = Schema::compile_relaxed(&float).unwrap();
-    assert_eq!(ignored, ["#/properties/x/maximum"]);
+    let (_, ignored) = Schema::compile_relaxed(&huge).unwrap();
+    assert_eq!(ignored.len(), 1);
+    assert!(ignored[0].ends_with("/maximum"), "{ignored:?}");
+}
+
+/// Every number with up to two decimals in -3..3 is written exactly when it is in range, and
+/// a prefix is taken exactly when some number in range starts with it.
+#[test]
+fn numbers_keep_real_bounds_and_no_prefix_is_a_dead_end() {
+    let ranges = [
+        (json!({"minimum": 0, "maximum": 1}), 0.0, true, 1.0, true),
+        (
+            json!({"minimum": -1.5, "exclusiveMaximum": 2.25}),
+            -1.5,
+            true,
+            2.25,
+            false,
+        ),
+        (
+            json!({"exclusiveMinimum": 0.5, "maximum": 0.75}),
+            0.5,
+            false,
+            0.75,
+            true,
+        ),
+        (
+            json!({"exclusiveMinimum": -2.05, "exclusiveMaximum": -0.3}),
+            -2.05,
+            false,
+            -0.3,
+            false,
+        ),
+    ];
+    let mut texts: Vec<String> = Vec::new();
+    for hundredths in -300i32..=300 {
+        let v = f64::from(hundredths) / 100.0;
+        texts.push(format!("{v}"));
+        texts.push(format!("{v:.2}"));
+    }
+    for (bounds, lo, lo_incl, hi, hi_incl) in ranges {
+        let mut number = bounds.clone();
+        number["type"] = json!("number");
+        let schema = object_with(number);
+        let inside = |v: f64| {
+            (if lo_incl { v >= lo } else { v > lo }) && (if hi_incl { v <= hi } else { v < hi })
+        };
+        let valid: Vec<&String> = (texts.iter())
+            .filter(|t| !t.starts_with("-0") || t.parse::<f64>().unwrap() != 0.0)
+            .filter(|t| inside(t.parse().unwrap()))
+            .collect();
+        for text in &texts {
+            let v: f64 = text.parse().unwrap();
+            let (prefix, whole) = prefix_and_whole(&schema, text);
+            let expected = inside(v) && (v != 0.0 || !text.starts_with('-'));
+            assert_eq!(whole, expected, "{text} in {bounds}");
+            if expected {
+                assert!(prefix, "{text} in {bounds}");
+            }
+            // Prefixes of the texts: live exactly when a valid text (or a longer fraction of
+            // one) continues them.
+            for end in 1..text.len() {
+                let head = &text[..end];
+                let live = prefix_and_whole(&schema, head).0;
+                if valid.iter().any(|t| t.starts_with(head)) {
+                    assert!(live, "{head} (of {text}) in {bounds}");
+                }
+            }
+        }
+        // No exponent for a bounded number.
+        assert!(!prefix_and_whole(&schema, "1e").0);
+    }
 }
 
 /// Whether `{"s":<text>}` is a whole document, and whether `{"s":<text>` is a prefix.

@@ -3,7 +3,15 @@
 //! without quoted local parts or address literals, dotted-quad IPv4). Any other format is an
 //! annotation, as the specification allows.
 
-const DATE: &str = "[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])";
+/// A calendar date: years 0001-9999, each month's own number of days, February 29 in leap
+/// years only (as RFC 3339's `full-date` with its section 5.7 restrictions, and as
+/// `datetime.date` and jsonschema's checker read it).
+const DATE: &str = "(?:(?:[0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)-\
+                    (?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])\
+                    |(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)\
+                    |02-(?:0[1-9]|1[0-9]|2[0-8]))\
+                    |(?:[0-9]{2}(?:[02468][48]|[13579][26]|[2468]0)\
+                    |(?:[02468][48]|[13579][26]|[2468]0)00)-02-29)";
 const TIME: &str = "(?:[01][0-9]|2[0-3]):[0-5][0-9]:(?:[0-5][0-9]|60)(?:\\.[0-9]{1,9})?\
                     (?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])";
 const OCTET: &str = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
@@ -31,13 +39,44 @@ mod tests {
         re.is_match(text)
     }
 
+    /// Every day of every month of years that test the leap rules, against chrono's calendar.
+    #[test]
+    fn dates_are_the_calendar_s_dates() {
+        for year in [
+            1, 4, 100, 400, 1900, 1996, 2000, 2023, 2024, 2100, 2400, 9999,
+        ] {
+            for month in 0..=13 {
+                for day in 0..=32 {
+                    let text = format!("{year:04}-{month:02}-{day:02}");
+                    let real = chrono::NaiveDate::from_ymd_opt(year, month, day).is_some();
+                    assert_eq!(matches("date", &text), real, "{text}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn each_format_takes_its_examples_and_refuses_near_misses() {
         let cases: &[(&str, &[&str], &[&str])] = &[
             (
                 "date",
-                &["2026-11-27", "2000-02-29"],
-                &["2026-13-01", "26-11-27", "2026-11-32"],
+                &[
+                    "2026-11-27",
+                    "2000-02-29",
+                    "2024-02-29",
+                    "0001-01-31",
+                    "2026-04-30",
+                ],
+                &[
+                    "2026-13-01",
+                    "26-11-27",
+                    "2026-11-32",
+                    "0000-01-14",
+                    "2023-02-29",
+                    "1900-02-29",
+                    "2026-04-31",
+                    "2026-02-30",
+                ],
             ),
             (
                 "time",

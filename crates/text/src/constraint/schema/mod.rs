@@ -43,3 +43,6 @@ mod relax_tests;
 
 #[cfg(test)]
 mod tagged_tests;
+
+#[cfg(test)]
+mod walk_tests;

@@ -6,7 +6,7 @@
 //! generated), and `nullable` left out (null is not generated).
 //!
 //! Dropped and reported: assertions on values (a `pattern` the regex engine cannot take,
-//! `maximum` on non-integers, `multipleOf`, `uniqueItems`, `minProperties`, ...), applicators beyond the subset (`not`,
+//! a bound too large to enforce, `multipleOf`, `uniqueItems`, `minProperties`, ...), applicators beyond the subset (`not`,
 //! `if`/`then`/`else`, `patternProperties`, `propertyNames`, `dependentSchemas`, tuple
 //! `items`, `prefixItems`, ...), keywords beside `$ref`, combinators beside a `type` or object
 //! or array keyword, an `allOf` of several schemas, `additionalProperties` with a schema on an

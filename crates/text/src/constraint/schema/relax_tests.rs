@@ -99,12 +99,9 @@ fn corpus() -> Vec<(
                 "additionalProperties": false,
                 "$schema": "http://json-schema.org/draft-07/schema#"
             }),
-            vec![
-                "#/properties/limit/exclusiveMinimum",
-                "#/properties/offset/exclusiveMinimum",
-            ],
+            vec![],
             r#"{"file_path":"/a","limit":20}"#,
-            r#"{"file_path":"/a","limit":"20"}"#,
+            r#"{"file_path":"/a","limit":0}"#,
         ),
         (
             "claude code Bash",
@@ -119,9 +116,9 @@ fn corpus() -> Vec<(
                 "required": ["command"],
                 "additionalProperties": false
             }),
-            vec!["#/properties/timeout/maximum"],
-            r#"{"command":"ls","description":"list"}"#,
-            r#"{"cmd":"ls"}"#,
+            vec![],
+            r#"{"command":"ls","description":"list","timeout":1500.5}"#,
+            r#"{"command":"ls","timeout":600000.5}"#,
         ),
         (
             "claude code TodoWrite",

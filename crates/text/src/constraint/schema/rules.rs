@@ -141,7 +141,13 @@ pub(super) enum Node {
     },
     /// Any number; `integer` refuses a fraction or exponent, and an integer's value stays
     /// within `range`.
-    Number { integer: bool, range: IntRange },
+    Number {
+        integer: bool,
+        range: IntRange,
+        /// For a bounded non-integer number, the expression its digits must match (an index
+        /// into [`Schema::patterns`]; no exponent).
+        decimal: Option<u16>,
+    },
     /// One of a set of JSON texts (literal set index): `enum`, `const`, booleans, null.
     Literals(usize),
     /// Alternatives told apart by the kind of their first byte.

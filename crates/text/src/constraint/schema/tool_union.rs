@@ -66,6 +66,15 @@ impl Schema {
                     max: *max,
                     pattern: pattern.map(|p| p + pattern_offset as u16),
                 },
+                Node::Number {
+                    integer,
+                    range,
+                    decimal,
+                } => Node::Number {
+                    integer: *integer,
+                    range: *range,
+                    decimal: decimal.map(|p| p + pattern_offset as u16),
+                },
                 Node::Union(by_kind) => Node::Union(by_kind.map(|o| o.map(id))),
                 Node::Tagged {
                     key,

@@ -5,10 +5,50 @@
 use serde_json::Value;
 
 use super::super::rules::*;
+use super::decimal_range;
 
 /// The keywords bounding a number's value.
 pub(super) const RANGE_KEYWORDS: [&str; 4] =
     ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"];
+
+/// A real bound: the value and whether it is in the range.
+pub(super) type RealBound = Option<(f64, bool)>;
+
+/// The tightest lower and upper bounds `minimum`, `maximum` and their exclusive forms give a
+/// non-integer number (at equal values the exclusive one).
+pub(super) fn real_range(
+    map: &serde_json::Map<String, Value>,
+    path: &str,
+) -> Result<(RealBound, RealBound), SchemaError> {
+    let mut lower: RealBound = None;
+    let mut upper: RealBound = None;
+    for (key, is_lower, inclusive) in [
+        ("minimum", true, true),
+        ("exclusiveMinimum", true, false),
+        ("maximum", false, true),
+        ("exclusiveMaximum", false, false),
+    ] {
+        let Some(v) = map.get(key) else { continue };
+        let f = (v.as_f64().filter(|f| f.is_finite()))
+            .ok_or_else(|| SchemaError::at(path, format!("{key} must be a number")))?;
+        if f.abs() >= 10f64.powi(decimal_range::MAX_BOUND_DIGITS as i32) {
+            return Err(SchemaError::at(
+                &format!("{path}/{key}"),
+                format!("{key} {f} is too large to enforce on a number"),
+            ));
+        }
+        let slot = if is_lower { &mut lower } else { &mut upper };
+        let tighter = match *slot {
+            None => true,
+            Some((g, _)) if f == g => !inclusive,
+            Some((g, _)) => (f > g) == is_lower,
+        };
+        if tighter {
+            *slot = Some((f, inclusive));
+        }
+    }
+    Ok((lower, upper))
+}
 
 /// The inclusive integer bounds `minimum`, `maximum` and their exclusive forms give (any JSON
 /// number as a bound; an empty range is an error).

@@ -64,6 +64,7 @@ impl<'a> Compiler<'a> {
             NUMBER => Node::Number {
                 integer: false,
                 range: IntRange::ANY,
+                decimal: None,
             },
             TRUE_FALSE => self.literal_set(&[Value::Bool(false), Value::Bool(true)], path)?,
             _ => self.literal_set(&[Value::Null], path)?,

@@ -25,13 +25,15 @@ enum Lexeme {
         pattern: Option<RegexRecognizer>,
     },
     /// A number; for a bounded integer (`node`'s range), its sign and the magnitude of its
-    /// digits so far (0 and unsigned otherwise, so unbounded numbers share states).
+    /// digits so far (0 and unsigned otherwise, so unbounded numbers share states); for a
+    /// bounded non-integer number, where its bytes leave `node`'s range expression.
     Number {
         at: Number,
         integer: bool,
         node: NodeId,
         negative: bool,
         magnitude: u64,
+        decimal: Option<RegexRecognizer>,
     },
     /// A literal of set `set`: entries `lo..hi` share the `read` bytes read so far. `key` when
     /// it is a key of the object on top of the stack (keys written already are then excluded).
@@ -119,7 +121,8 @@ impl Recognizer for SchemaRecognizer {
                 node,
                 negative,
                 magnitude,
-            } => self.number_byte(s, byte, (at, integer, node, negative, magnitude)),
+                decimal,
+            } => self.number_byte(s, byte, (at, integer, node, negative, magnitude), decimal),
             Lexeme::Literal { .. } => self.literal_byte(s, byte),
         }
     }

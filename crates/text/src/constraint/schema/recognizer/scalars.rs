@@ -68,17 +68,25 @@ impl SchemaRecognizer {
         }
     }
 
-    /// A byte inside a number: `(at, integer, node, negative, magnitude)` is the number lexeme.
+    /// A byte inside a number: `(at, integer, node, negative, magnitude)` and `decimal` are
+    /// the number lexeme.
     pub(super) fn number_byte(
         &mut self,
         s: &Schema,
         byte: u8,
         (at, integer, node, negative, magnitude): (Number, bool, NodeId, bool, u64),
+        decimal: Option<RegexRecognizer>,
     ) -> bool {
         let fraction = matches!(byte, b'.' | b'e' | b'E');
         let range = number_range(s, node);
         match at.next(byte).filter(|_| !(integer && fraction)) {
             Some(next) => {
+                let mut decimal = decimal;
+                if let (Some(state), Some(regex)) = (decimal.as_mut(), number_pattern(s, node)) {
+                    if !state.advance(regex, byte) {
+                        return false;
+                    }
+                }
                 let mut magnitude = magnitude;
                 if let Some(range) = range {
                     let digit = u64::from(byte - b'0');
@@ -93,10 +101,16 @@ impl SchemaRecognizer {
                     node,
                     negative,
                     magnitude,
+                    decimal,
                 };
                 true
             }
-            None if at.complete() && range.is_none_or(|r| r.contains(negative, magnitude)) => {
+            None if at.complete()
+                && range.is_none_or(|r| r.contains(negative, magnitude))
+                && decimal.is_none_or(|state| {
+                    number_pattern(s, node).is_none_or(|regex| state.matches(regex))
+                }) =>
+            {
                 self.lexeme = Lexeme::None;
                 self.item_done(s);
                 self.structural(s, byte)
@@ -147,12 +161,21 @@ impl SchemaRecognizer {
             Some(_) => (negative, magnitude),
             None => (false, 0),
         };
+        let mut decimal = None;
+        if let Some(regex) = number_pattern(s, node) {
+            let mut state = RegexRecognizer::start(regex);
+            if !state.advance(regex, byte) {
+                return false;
+            }
+            decimal = Some(state);
+        }
         self.lexeme = Lexeme::Number {
             at,
             integer,
             node,
             negative,
             magnitude,
+            decimal,
         };
         true
     }
@@ -162,6 +185,16 @@ impl SchemaRecognizer {
 fn number_range(s: &Schema, node: NodeId) -> Option<IntRange> {
     match s.node(node) {
         Node::Number { range, .. } if *range != IntRange::ANY => Some(*range),
+        _ => None,
+    }
+}
+
+/// The range expression of a bounded non-integer number `node`, when it has one.
+fn number_pattern(s: &Schema, node: NodeId) -> Option<&Regex> {
+    match s.node(node) {
+        Node::Number {
+            decimal: Some(i), ..
+        } => Some(&s.patterns[usize::from(*i)]),
         _ => None,
     }
 }
@@ -189,7 +222,12 @@ pub(super) fn string_pattern(s: &Schema, node: NodeId) -> Option<&Regex> {
 /// character can be written as itself).
 fn pattern_byte(state: &mut RegexRecognizer, regex: &Regex, at: InString, byte: u8) -> bool {
     let decoded = match at {
-        InString::Text if byte == b'\\' => return true,
+        // An escape opens only where some escaped character can continue the pattern.
+        InString::Text if byte == b'\\' => {
+            return [b'"', b'\\', b'/', 0x08, 0x0c, b'\n', b'\r', b'\t']
+                .iter()
+                .any(|&c| state.clone().advance(regex, c))
+        }
         InString::Text | InString::Utf8 { .. } => byte,
         InString::Escape => match byte {
             b'b' => 0x08,
