@@ -178,3 +178,52 @@ async fn a_bad_constraint_is_a_400_with_its_position() {
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["param"], "guided_choice");
 }
+
+/// The same fields on the Responses and Anthropic Messages APIs (as their clients' `extra_body`
+/// sends them): the output text keeps the regex or grammar, and a bad pattern is their 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_and_messages_take_the_same_constraints() {
+    let server = start(ServerOptions::default()).await;
+    for sampling in samplings() {
+        let body = json!({
+            "model": MODEL_ID, "input": "A code?", "max_output_tokens": 30,
+            "structured_outputs": {"regex": "[0-9]{3}-[a-z]{2}"}
+        });
+        let (status, answer) =
+            post_json(&server.base, "/v1/responses", &with(body, &sampling)).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["status"], "completed", "{answer}");
+        let text = answer["output"][0]["content"][0]["text"].as_str().unwrap();
+        assert!(is_code(text), "{sampling}: {text:?}");
+
+        let body = json!({
+            "model": MODEL_ID, "max_tokens": 30,
+            "messages": [{"role": "user", "content": "Pairs?"}],
+            "grammar": "root ::= \"<\" pair{1,3} \">\"\npair ::= \"ab\" | \"cd\""
+        });
+        let (status, answer) =
+            post_json(&server.base, "/v1/messages", &with(body, &sampling)).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["stop_reason"], "end_turn", "{answer}");
+        let text = answer["content"][0]["text"].as_str().unwrap();
+        assert!(is_sentence(text), "{sampling}: {text:?}");
+    }
+    let body = json!({"model": MODEL_ID, "input": "x", "guided_regex": "ab(c"});
+    let (status, answer) = post_json(&server.base, "/v1/responses", &body).await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["param"], "guided_regex", "{answer}");
+    let body = json!({
+        "model": MODEL_ID, "max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
+        "structured_outputs": {"regex": "ab(c"}
+    });
+    let (status, answer) = post_json(&server.base, "/v1/messages", &body).await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["type"], "error", "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("structured_outputs.regex"),
+        "{answer}"
+    );
+}

@@ -367,6 +367,9 @@ pub struct SamplingExtensions {
     pub ignore_eos: Option<bool>,
     /// `false`: no speculative decoding for this request.
     pub speculative: Option<bool>,
+    /// vLLM's `structured_outputs` and `guided_*`, llama-server's `grammar`, as chat takes them.
+    #[serde(flatten)]
+    pub constraints: structured::ConstraintFields,
 }
 
 impl SamplingExtensions {
@@ -382,6 +385,7 @@ impl SamplingExtensions {
             priority: self.priority,
             ignore_eos: self.ignore_eos,
             speculative: self.speculative,
+            constraints: self.constraints,
             ..options
         }
     }

@@ -135,14 +135,14 @@ pub(super) fn add_agents(doc: &mut Value) {
     })
     .as_object()
     .into_iter()
+    .chain(super::base::constraint_properties().as_object())
     .flatten()
     {
         create_message[k] = v.clone();
     }
     let usage = json!({"type": "object", "properties": {
         "input_tokens": {"type": "integer"}, "output_tokens": {"type": "integer"}}});
-    let schemas = json!({
-        "ResponsesRequest": {"type": "object", "required": ["input"], "properties": {
+    let mut responses_request = json!({"type": "object", "required": ["input"], "properties": {
             "model": {"type": ["string", "null"], "description": "a served model name; absent or null: the default model"},
             "input": {"oneOf": [{"type": "string"},
                 {"type": "array", "minItems": 1, "items": input_item}]},
@@ -159,7 +159,16 @@ pub(super) fn add_agents(doc: &mut Value) {
             "reasoning": {"type": "object", "properties": {"effort": {"type": "string",
                 "enum": ["none", "minimal", "low", "medium", "high"]}}},
             "metadata": metadata,
-            "user": {"type": "string"}}},
+            "user": {"type": "string"}}});
+    for (k, v) in super::base::constraint_properties()
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        responses_request["properties"][k] = v.clone();
+    }
+    let schemas = json!({
+        "ResponsesRequest": responses_request,
         "Response": {"type": "object", "properties": {
             "id": {"type": "string"}, "object": {"const": "response"},
             "created_at": {"type": "integer"}, "model": {"type": "string"},

@@ -7,7 +7,7 @@ use super::operation::{admin_action, error_responses, ok, post, probe};
 
 /// The sampling fields chat and completions share.
 fn sampling_properties() -> Value {
-    json!({
+    let properties = json!({
         "model": {"type": ["string", "null"], "description": "a served model name; absent or null: the default model"},
         "max_tokens": {"type": "integer", "minimum": 1},
         "temperature": {"type": "number", "minimum": 0, "maximum": 2},
@@ -37,7 +37,15 @@ fn sampling_properties() -> Value {
         "response_format": {"type": "object", "required": ["type"],
             "properties": {"type": {"type": "string", "enum": ["text", "json_object", "json_schema"]},
                 "json_schema": {"type": "object", "properties": {"name": {"type": "string"},
-                    "schema": {"type": "object"}, "strict": {"type": "boolean"}}}}},
+                    "schema": {"type": "object"}, "strict": {"type": "boolean"}}}}}
+    });
+    with_properties(properties, constraint_properties())
+}
+
+/// The output constraints other servers take (vLLM's `structured_outputs` and `guided_*`,
+/// llama-server's `grammar`), on every generating route.
+pub(super) fn constraint_properties() -> Value {
+    json!({
         "structured_outputs": {"type": "object",
             "description": "vLLM's: one of regex (the whole output matches), choice (exactly one of the strings), grammar (GBNF), json (a JSON Schema) or json_object; one output constraint per request",
             "properties": {"regex": {"type": "string"}, "choice": {"type": "array", "items": {"type": "string"}},
