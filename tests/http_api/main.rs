@@ -6,6 +6,7 @@ mod browsers;
 mod chat;
 mod completions;
 mod context_limits;
+mod custom_tools;
 mod errors;
 mod fair_share;
 mod hardening;

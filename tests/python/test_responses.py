@@ -177,6 +177,37 @@ def test_unknown_tool_types_are_skipped(client):
     assert [item.type for item in r.output] == ["message"]
 
 
+def test_custom_tools_call_with_free_text_kept_to_their_grammar(client):
+    # Codex's kind of tool: a `custom` tool with a Lark grammar. The SDK parses the call as a
+    # ResponseCustomToolCall; the input is a sentence of the grammar (Python's `re` checks
+    # the equivalent expression written here by hand), streamed or not, and the call goes back
+    # through previous_response_id with its output.
+    grammar = ('start: move (", " move){0,2}\nmove: DIR " " DIGIT DIGIT? DIGIT?\n'
+               'DIR: "north" | "south"\n%import common.DIGIT')
+    oracle = r"(north|south) [0-9]{1,3}(, (north|south) [0-9]{1,3}){0,2}"
+    tool = {"type": "custom", "name": "walk", "description": "Walk somewhere.",
+            "format": {"type": "grammar", "syntax": "lark", "definition": grammar}}
+    for seed in range(3):
+        r = client.responses.create(model=MODEL, input="Walk.", tools=[tool, READ_FILE],
+                                    tool_choice={"type": "custom", "name": "walk"},
+                                    max_output_tokens=200, extra_body={"seed": seed})
+        [call] = r.output
+        assert r.status == "completed", r
+        assert call.type == "custom_tool_call" and call.name == "walk", call
+        assert re.fullmatch(oracle, call.input), call.input
+        with client.responses.stream(model=MODEL, input="Walk.", tools=[tool, READ_FILE],
+                                     tool_choice={"type": "custom", "name": "walk"},
+                                     max_output_tokens=200, extra_body={"seed": seed}) as stream:
+            done = [e.input for e in stream if e.type == "response.custom_tool_call_input.done"]
+            final = stream.get_final_response()
+        assert done == [call.input] and final.output[0].input == call.input
+    second = client.responses.create(
+        model=MODEL, previous_response_id=r.id, tools=[tool, READ_FILE], max_output_tokens=8,
+        input=[{"type": "custom_tool_call_output", "call_id": call.call_id, "output": "Arrived."}],
+        extra_body={"seed": 1})
+    assert second.usage.input_tokens > r.usage.input_tokens
+
+
 def test_a_tool_loop_continues_from_the_previous_response(client):
     first = client.responses.create(model=MODEL, input=PROMPT, tools=TOOLS,
                                     tool_choice={"type": "function", "name": "read_file"},

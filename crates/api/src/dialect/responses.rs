@@ -24,6 +24,7 @@ use crate::error::ApiError;
 use crate::responses_store::{ResponseStore, StoredResponse};
 use crate::wire::responses::ResponseEcho;
 use crate::wire::{system_fingerprint, UsageBody};
+use custom_call::custom_input;
 
 /// The identity of a new Responses-API response of `model`: a `resp_...` id, created now.
 pub fn response_meta(model: &str) -> ResponseMeta {
@@ -52,6 +53,8 @@ struct OpenCall {
     call_id: String,
     name: String,
     arguments: String,
+    /// A call of a `custom` tool: a `custom_tool_call` item of the arguments' `input`.
+    custom: bool,
 }
 
 /// Where a finished response goes and what it keeps of its request.
@@ -75,6 +78,8 @@ pub struct ResponsesRenderer {
     reasoning_tokens: u32,
     /// Where a finished response is kept, with the conversation it answered.
     store: Option<Storing>,
+    /// The request's `custom` tools, whose calls are `custom_tool_call` items.
+    custom_tools: Vec<String>,
 }
 
 impl ResponsesRenderer {
@@ -90,7 +95,14 @@ impl ResponsesRenderer {
             end: None,
             reasoning_tokens: 0,
             store: None,
+            custom_tools: Vec::new(),
         }
+    }
+
+    /// Also renders the calls of these `custom` tools as `custom_tool_call` items.
+    pub fn with_custom_tools(mut self, names: Vec<String>) -> Self {
+        self.custom_tools = names;
+        self
     }
 
     /// Also puts the finished response into `store` (when it completes, streamed or not;
@@ -255,6 +267,20 @@ impl ResponsesRenderer {
                 json!({"type": "message", "id": id, "status": status, "role": "assistant",
                     "content": [text_part(&text)]})
             }
+            OpenItem::Call(call) if call.custom => {
+                let input = custom_input(&call.arguments);
+                let at = json!({"item_id": call.id, "output_index": output_index});
+                if !input.is_empty() {
+                    let delta = merge(&at, json!({"delta": input}));
+                    frames.push(self.event("response.custom_tool_call_input.delta", delta));
+                }
+                frames.push(self.event(
+                    "response.custom_tool_call_input.done",
+                    merge(&at, json!({"input": input})),
+                ));
+                json!({"type": "custom_tool_call", "id": call.id, "call_id": call.call_id,
+                    "name": call.name, "input": input, "status": status})
+            }
             OpenItem::Call(call) => {
                 frames.push(self.event(
                     "response.function_call_arguments.done",
@@ -383,14 +409,20 @@ impl TurnRenderer for ResponsesRenderer {
                 id: call_id, name, ..
             } => {
                 let mut frames = self.finish_item();
-                let id = self.item_id("fc");
-                let item = json!({"type": "function_call", "id": id, "call_id": call_id,
-                    "name": name, "arguments": "", "status": "in_progress"});
+                let custom = self.custom_tools.contains(&name);
+                let id = self.item_id(if custom { "ctc" } else { "fc" });
+                let item = match custom {
+                    true => json!({"type": "custom_tool_call", "id": id, "call_id": call_id,
+                        "name": name, "input": "", "status": "in_progress"}),
+                    false => json!({"type": "function_call", "id": id, "call_id": call_id,
+                        "name": name, "arguments": "", "status": "in_progress"}),
+                };
                 self.open = Some(OpenItem::Call(OpenCall {
                     id,
                     call_id,
                     name,
                     arguments: String::new(),
+                    custom,
                 }));
                 let fields = json!({"output_index": self.items.len(), "item": item});
                 frames.push(self.event("response.output_item.added", fields));
@@ -401,6 +433,11 @@ impl TurnRenderer for ResponsesRenderer {
                     return Vec::new();
                 };
                 call.arguments.push_str(&delta);
+                // A custom call's input is sent whole when the call ends: its JSON arguments
+                // are not what the client sees.
+                if call.custom {
+                    return Vec::new();
+                }
                 let fields = json!({"item_id": call.id, "output_index": self.items.len(),
                     "delta": delta});
                 vec![self.event("response.function_call_arguments.delta", fields)]
@@ -457,5 +494,6 @@ impl TurnRenderer for ResponsesRenderer {
     }
 }
 
+mod custom_call;
 #[cfg(test)]
 mod tests;

@@ -42,6 +42,7 @@ pub async fn create_response(
     let meta = response_meta(&model.id);
     let store = valid.echo.store.then(|| state.responses.clone());
     let (conversation, input_start, echo) = (valid.conversation, valid.input_start, valid.echo);
+    let custom_tools = valid.custom_tools;
     let owner = caller.key;
     generate_turn(
         &state,
@@ -50,7 +51,7 @@ pub async fn create_response(
         valid.chat,
         CallIds::OpenAi,
         move |_| {
-            let renderer = ResponsesRenderer::new(meta, echo);
+            let renderer = ResponsesRenderer::new(meta, echo).with_custom_tools(custom_tools);
             match store {
                 Some(store) => renderer.storing(store, conversation, input_start, owner),
                 None => renderer,

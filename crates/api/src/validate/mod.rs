@@ -4,6 +4,7 @@
 
 pub mod chat;
 pub mod completion;
+mod custom_tools;
 pub mod messages;
 pub mod metadata;
 pub mod responses;

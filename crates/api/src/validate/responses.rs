@@ -8,6 +8,7 @@
 use serde_json::{json, Value};
 
 use super::chat::{template_kwargs, template_messages, ValidChatRequest};
+use super::custom_tools::{custom_arguments, custom_spec};
 use super::metadata::validate_metadata;
 use super::tools::{function_spec, openai_tool_choice, ToolRequest, ToolSpec};
 use super::{validate_shared, ModelLimits};
@@ -30,6 +31,8 @@ pub struct ValidResponsesRequest {
     pub input_start: usize,
     /// The fields the response object echoes.
     pub echo: ResponseEcho,
+    /// The names of the request's `custom` tools: their calls are `custom_tool_call` items.
+    pub custom_tools: Vec<String>,
 }
 
 /// Validates a Responses request. `previous` is the stored response its
@@ -104,7 +107,7 @@ pub fn validate_responses(
         limits,
     )
     .map_err(rename_response_format)?;
-    let specs = responses_tools(req.tools.as_ref())?;
+    let (specs, custom_tools) = responses_tools(req.tools.as_ref())?;
     let choice = openai_tool_choice(req.tool_choice.as_ref(), !specs.is_empty())?;
     let tools = ToolRequest {
         tools: specs,
@@ -126,6 +129,7 @@ pub fn validate_responses(
         conversation: Value::Array(conversation),
         input_start,
         echo,
+        custom_tools,
     })
 }
 
@@ -194,13 +198,17 @@ pub fn chat_messages(items: &[InputItem], field: &str) -> Result<Vec<ChatMessage
                     ..ChatMessage::default()
                 });
             }
-            Some("function_call") => {
+            Some(kind @ ("function_call" | "custom_tool_call")) => {
+                let arguments = match kind {
+                    "function_call" => item.arguments.as_deref().unwrap_or("{}").to_string(),
+                    _ => custom_arguments(required(&item.input, &at("input"))?),
+                };
                 let call = json!({
                     "id": required(&item.call_id, &at("call_id"))?,
                     "type": "function",
                     "function": {
                         "name": required(&item.name, &at("name"))?,
-                        "arguments": item.arguments.as_deref().unwrap_or("{}"),
+                        "arguments": arguments,
                     },
                 });
                 match out.last_mut() {
@@ -219,7 +227,7 @@ pub fn chat_messages(items: &[InputItem], field: &str) -> Result<Vec<ChatMessage
                     }),
                 }
             }
-            Some("function_call_output") => {
+            Some("function_call_output" | "custom_tool_call_output") => {
                 let call_id = required(&item.call_id, &at("call_id"))?;
                 let output = content_text(item.output.as_ref(), &at("output"))?;
                 out.push(ChatMessage {
@@ -248,8 +256,8 @@ pub fn chat_messages(items: &[InputItem], field: &str) -> Result<Vec<ChatMessage
                 return Err(ApiError::invalid(
                     &at("type"),
                     format!(
-                        "input items must be message, function_call, function_call_output or \
-                         reasoning; got '{other}'"
+                        "input items must be message, function_call, function_call_output, \
+                         custom_tool_call, custom_tool_call_output or reasoning; got '{other}'"
                     ),
                 ))
             }
@@ -313,17 +321,18 @@ fn parts_text(parts: &[Value], field: &str) -> Result<String, ApiError> {
     Ok(texts.join("\n"))
 }
 
-/// Responses `tools`: functions with their fields at the top level; other types (hosted
-/// tools, Codex's freeform `custom` tools, `namespace` tools) are skipped and logged, as in
-/// chat.
-fn responses_tools(tools: Option<&Value>) -> Result<Vec<ToolSpec>, ApiError> {
+/// Responses `tools`: functions with their fields at the top level, and `custom` tools as
+/// functions of one string (`custom_tools.rs`; their names are the second list); other types
+/// (hosted tools, `namespace` tools) are skipped and logged, as in chat.
+fn responses_tools(tools: Option<&Value>) -> Result<(Vec<ToolSpec>, Vec<String>), ApiError> {
     let Some(tools) = tools else {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     };
     let Value::Array(list) = tools else {
         return Err(ApiError::invalid("tools", "tools must be a list"));
     };
     let mut out = Vec::with_capacity(list.len());
+    let mut custom = Vec::new();
     let mut skipped = Vec::new();
     for (i, tool) in list.iter().enumerate() {
         let kind = tool
@@ -332,11 +341,16 @@ fn responses_tools(tools: Option<&Value>) -> Result<Vec<ToolSpec>, ApiError> {
             .unwrap_or("function");
         match kind {
             "function" => out.push(function_spec(tool, &format!("tools[{i}]"))?),
+            "custom" => {
+                let spec = custom_spec(tool, &format!("tools[{i}]"))?;
+                custom.push(spec.name.clone());
+                out.push(spec);
+            }
             _ => skipped.push(super::tools::skipped_tool(kind, tool)),
         }
     }
     super::tools::log_skipped_tools("responses", &skipped);
-    Ok(out)
+    Ok((out, custom))
 }
 
 /// `text.format` in chat's `response_format` form.

@@ -76,7 +76,8 @@ pub enum ResponseInput {
 /// One input item; which fields matter depends on `kind`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct InputItem {
-    /// `message` | `function_call` | `function_call_output` | `reasoning`; absent on
+    /// `message` | `function_call` | `function_call_output` | `custom_tool_call` |
+    /// `custom_tool_call_output` | `reasoning`; absent on
     /// messages written `{"role", "content"}`.
     #[serde(rename = "type")]
     pub kind: Option<String>,
@@ -90,6 +91,8 @@ pub struct InputItem {
     pub name: Option<String>,
     /// A call's arguments (JSON text).
     pub arguments: Option<String>,
+    /// A `custom_tool_call`'s input (free text).
+    pub input: Option<String>,
     /// A function's result: a string or a list of `input_text` parts.
     pub output: Option<Value>,
     /// A reasoning item's summary: `[{"type": "summary_text", "text"}]`.

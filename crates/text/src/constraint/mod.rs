@@ -31,7 +31,8 @@ mod grammar_tests;
 mod regex_tests;
 
 pub use grammar::{
-    Grammar, GrammarError, GrammarRecognizer, GrammarStates, MAX_GRAMMAR_BYTES, MAX_GRAMMAR_STATES,
+    regular_expression, Grammar, GrammarError, GrammarRecognizer, GrammarStates, MAX_GRAMMAR_BYTES,
+    MAX_GRAMMAR_STATES,
 };
 pub use json::{JsonRecognizer, MAX_DEPTH};
 pub use lex::MAX_INDENT;

@@ -9,12 +9,15 @@
 //! one id and each (state, byte) step is computed once per request.
 
 mod compile;
+mod lark;
 mod left_recursion;
 mod parse;
 mod recognizer;
+mod regular;
 
 pub use compile::Grammar;
 pub use recognizer::{GrammarRecognizer, GrammarStates, MAX_GRAMMAR_STATES};
+pub use regular::regular_expression;
 
 use thiserror::Error;
 

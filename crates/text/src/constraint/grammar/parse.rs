@@ -1,7 +1,8 @@
 //! The grammar text into rules of expressions: GBNF (llama.cpp's: `name ::= ...`, `|`,
 //! grouping, `*` `+` `?` `{m,n}`, string literals, `[...]` classes with `^` and ranges, `.`,
 //! rule references, `#` comments) and the Lark-like forms vLLM and Codex send where they are
-//! the same idea (`name: ...`, `//` comments, `/regex/` terminals).
+//! the same idea (`name: ...`, `//` comments, `/regex/` terminals, `-> alias`, `%import` of
+//! Lark's common terminals; see `lark.rs`).
 //!
 //! Newlines separate nothing: a rule ends where the next `name ::=` (or `name:`) begins.
 
@@ -60,9 +61,17 @@ pub(super) fn parse(text: &str) -> Result<Vec<RuleDef>, GrammarError> {
         nesting: 0,
     };
     let mut rules = Vec::new();
+    let mut imports = Vec::new();
     p.skip_space();
     while p.pos < text.len() {
         let at = p.pos;
+        if p.peek() == Some(b'%') {
+            let line = p.rest().split('\n').next().unwrap_or("");
+            p.pos += line.len();
+            imports.extend(super::lark::directive(text, at, line)?);
+            p.skip_space();
+            continue;
+        }
         // Lark's `?rule:` and `!rule:` shape its parse tree, not its language.
         if matches!(p.peek(), Some(b'?' | b'!')) {
             p.pos += 1;
@@ -76,7 +85,20 @@ pub(super) fn parse(text: &str) -> Result<Vec<RuleDef>, GrammarError> {
         rules.push(RuleDef { name, at, expr });
         p.skip_space();
     }
+    for (name, alias, at) in imports {
+        if !rules.iter().any(|r| r.name == alias) {
+            let mut def = super::lark::common_terminal(at, &name);
+            def.name = alias;
+            rules.push(def);
+        }
+    }
     Ok(rules)
+}
+
+/// The one rule of `definition` (GBNF written here, not by a client).
+pub(super) fn parse_definition(definition: &str) -> RuleDef {
+    let mut rules = parse(definition).expect("built-in definitions parse");
+    rules.pop().expect("one rule")
 }
 
 fn is_name_byte(b: u8) -> bool {
@@ -160,8 +182,17 @@ impl<'a> Parser<'a> {
         loop {
             self.skip_space();
             match self.peek() {
-                None | Some(b'|') | Some(b')') => break,
+                None | Some(b'|') | Some(b')') | Some(b'%') => break,
                 Some(_) if self.at_definition() => break,
+                // Lark's `-> alias` names an alternative's tree node: no change to the language.
+                Some(b'-') if self.rest().starts_with("->") => {
+                    self.pos += 2;
+                    self.skip_space();
+                    if self.name().is_none() {
+                        return Err(self.error("expected a name after `->`"));
+                    }
+                    continue;
+                }
                 Some(_) => {}
             }
             let atom = self.atom()?;
