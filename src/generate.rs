@@ -136,7 +136,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
                 break;
             }
             // No prompt outputs are asked for.
-            Event::Prompt { .. } => {}
+            Event::Prompt { .. } | Event::Scheduled { .. } => {}
         }
     }
     // The engine exits once its work is done, after the disk tier (if any) wrote what it

@@ -11,6 +11,7 @@ mod errors;
 mod fair_share;
 mod hardening;
 mod keep_alive;
+mod messages_turns;
 #[path = "../support/metrics.rs"]
 mod metrics;
 mod model_names;

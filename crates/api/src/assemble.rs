@@ -73,6 +73,8 @@ pub struct ResponseAssembler {
     prompt_logprobs: Option<u32>,
     /// Per prompt: what the engine computed over it ([`Event::Prompt`]).
     prompt_scores: Vec<Option<Box<PromptScores>>>,
+    /// The first choice's prefix-cache hit ([`Event::Scheduled`]) until it is taken.
+    scheduled: Option<u32>,
 }
 
 impl ResponseAssembler {
@@ -111,7 +113,14 @@ impl ResponseAssembler {
             echo_logprobs: None,
             prompt_logprobs: None,
             prompt_scores: vec![None; num_prompts],
+            scheduled: None,
         }
+    }
+
+    /// Once, after the event that said so: how many of the first prompt's tokens the prefix
+    /// cache held when its first choice was scheduled (0 when cached tokens are hidden).
+    pub fn take_scheduled(&mut self) -> Option<u32> {
+        self.scheduled.take()
     }
 
     /// Leaves the cached-token count out of [`ResponseAssembler::usage`].
@@ -260,6 +269,7 @@ impl ResponseAssembler {
         let choice = match &event {
             Event::Delta { choice, .. }
             | Event::Finished { choice, .. }
+            | Event::Scheduled { choice, .. }
             | Event::Prompt { choice, .. } => *choice,
         };
         if choice >= self.n || prompt_index >= self.prompt_usage.len() {
@@ -362,6 +372,15 @@ impl ResponseAssembler {
                 });
             }
             Event::Prompt { scores, .. } => self.prompt_scores[prompt_index] = Some(scores),
+            Event::Scheduled {
+                cached_prompt_tokens,
+                ..
+            } => {
+                if index == 0 {
+                    let hidden = self.hide_cached_tokens;
+                    self.scheduled = Some(if hidden { 0 } else { cached_prompt_tokens });
+                }
+            }
         }
         Ok(updates)
     }

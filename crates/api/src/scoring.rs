@@ -169,7 +169,7 @@ pub async fn score_prompts(
         loop {
             match stream.recv().await {
                 Some(Event::Prompt { scores: s, .. }) => scores = Some(*s),
-                Some(Event::Delta { .. }) => {}
+                Some(Event::Delta { .. } | Event::Scheduled { .. }) => {}
                 Some(Event::Finished { reason, error, .. }) => {
                     match reason {
                         FinishReason::Stop | FinishReason::Length => {}

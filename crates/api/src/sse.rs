@@ -92,6 +92,9 @@ where
             };
             match outcome {
                 Ok(updates) => {
+                    if let Some(cached) = st.assembler.take_scheduled() {
+                        st.pending.extend(st.spec.dialect.scheduled(cached));
+                    }
                     for update in updates {
                         st.pending.extend(st.spec.dialect.update(update));
                     }

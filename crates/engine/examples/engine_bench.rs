@@ -107,7 +107,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                                 last = Some(now);
                                 tokens += token_ids.len();
                             }
-                            Event::Delta { .. } | Event::Prompt { .. } => {}
+                            Event::Delta { .. }
+                            | Event::Prompt { .. }
+                            | Event::Scheduled { .. } => {}
                             Event::Finished { .. } => break,
                         }
                     }

@@ -18,6 +18,8 @@ use crate::request::{Event, PromptScores, Task};
 /// Events of one choice not yet accepted by the request's channel.
 #[derive(Debug, Default)]
 pub(crate) struct ChoiceOutbox {
+    /// The prefix-cache hit of the choice's first scheduling, sent before anything else.
+    pub(crate) scheduled: Option<u32>,
     /// Outputs over the prompt, sent before any delta.
     pub(crate) prompt: Option<Box<PromptScores>>,
     pub(crate) delta: PendingOutput,
@@ -26,9 +28,9 @@ pub(crate) struct ChoiceOutbox {
     done: bool,
 }
 
-/// Channel slots reserved per choice for the events left when it finishes computing: the
-/// prompt's scores, the merged undelivered delta and `Finished`.
-pub(crate) const FINAL_EVENTS_PER_CHOICE: usize = 3;
+/// Channel slots reserved per choice for the events left when it finishes computing: its
+/// `Scheduled`, the prompt's scores, the merged undelivered delta and `Finished`.
+pub(crate) const FINAL_EVENTS_PER_CHOICE: usize = 4;
 
 /// A request's event channel and the undelivered events of each choice.
 #[derive(Debug)]
@@ -92,6 +94,20 @@ pub(crate) enum Flush {
 pub(crate) fn flush(request: &mut RequestState, unfinished: &AtomicUsize) -> Flush {
     let final_events = request.computed();
     for choice in 0..request.choices.len() {
+        if let Some(cached_prompt_tokens) = request.choices[choice].scheduled.take() {
+            let event = Event::Scheduled {
+                choice: choice as u32,
+                cached_prompt_tokens,
+            };
+            match request.send(event, final_events) {
+                Ok(()) => {}
+                Err(TrySendError::Full(_)) => {
+                    request.choices[choice].scheduled = Some(cached_prompt_tokens);
+                    return Flush::Pending;
+                }
+                Err(_) => return Flush::Closed,
+            }
+        }
         if let Some(scores) = request.choices[choice].prompt.take() {
             let event = Event::Prompt {
                 choice: choice as u32,

@@ -322,6 +322,15 @@ pub enum Event {
         /// Time spent waiting in the queue before first being scheduled.
         queue_time: Duration,
     },
+    /// The choice was scheduled for the first time: of its prompt, this many tokens came from
+    /// the prefix cache. Sent once, before any other event of the choice (a choice that
+    /// never runs, such as one refused at admission, has none).
+    Scheduled {
+        /// Choice index in `0..n`.
+        choice: u32,
+        /// Prompt tokens read from the prefix cache (what `Usage::cached_prompt_tokens` says).
+        cached_prompt_tokens: u32,
+    },
     /// What was computed over the prompt ([`PromptOutputs`]), sent once (for choice 0) as soon
     /// as the prompt is computed: before that choice's first `Delta`.
     Prompt {

@@ -89,7 +89,7 @@ fn outcome(mut stream: RequestStream) -> Outcome {
                 assert!(error.is_none(), "{error:?}");
                 out.cached = usage.cached_prompt_tokens;
             }
-            Event::Prompt { .. } => {}
+            Event::Prompt { .. } | Event::Scheduled { .. } => {}
         }
     }
     out

@@ -85,6 +85,7 @@ fn scores_of(mut stream: RequestStream) -> PromptScores {
     while let Some(event) = stream.blocking_recv() {
         match event {
             Event::Prompt { scores: s, .. } => scores = Some(*s),
+            Event::Scheduled { .. } => {}
             Event::Delta { token_ids, .. } => assert!(token_ids.is_empty(), "nothing generated"),
             Event::Finished { reason, error, .. } => {
                 assert_eq!(reason, FinishReason::Length, "{error:?}")
@@ -283,10 +284,11 @@ fn echoed_generation_scores_its_prompt_and_still_generates() {
                 order.push("delta");
             }
             Event::Finished { .. } => order.push("finished"),
+            Event::Scheduled { .. } => order.push("scheduled"),
         }
     }
     assert_eq!(generated, 4);
-    assert_eq!(order.first(), Some(&"prompt"), "{order:?}");
+    assert_eq!(order[..2], ["scheduled", "prompt"], "{order:?}");
     assert_eq!(order.last(), Some(&"finished"));
     engine.shutdown();
 }

@@ -65,7 +65,7 @@ fn tokens_of(mut stream: RequestStream) -> Vec<u32> {
             Event::Finished { reason, error, .. } => {
                 assert_eq!(reason, FinishReason::Length, "{error:?}")
             }
-            Event::Prompt { .. } => {}
+            Event::Prompt { .. } | Event::Scheduled { .. } => {}
         }
     }
     tokens
@@ -158,7 +158,7 @@ fn tokens_and_cached(mut stream: RequestStream) -> (Vec<u32>, u32) {
                 assert_eq!(error, None);
                 cached = usage.cached_prompt_tokens;
             }
-            Event::Prompt { .. } => {}
+            Event::Prompt { .. } | Event::Scheduled { .. } => {}
         }
     }
     (tokens, cached)

@@ -108,7 +108,7 @@ fn collect(mut stream: RequestStream, n: usize) -> Vec<Choice> {
                 let c = &mut choices[choice as usize];
                 (c.reason, c.stop_string) = (Some(reason), stop_string);
             }
-            Event::Prompt { .. } => {}
+            Event::Prompt { .. } | Event::Scheduled { .. } => {}
         }
     }
     choices

@@ -108,11 +108,16 @@ pub struct MessagesRenderer {
     end: Option<TurnEnd>,
     /// The stop sequence that ended the turn, when one did.
     stop_sequence: Option<String>,
+    /// `message_start` went out.
+    started: bool,
+    /// Thinking blocks are shown (the request enabled thinking); otherwise reasoning the
+    /// model writes anyway is left out, as Anthropic's API has no thinking without it.
+    show_thinking: bool,
 }
 
 impl MessagesRenderer {
     /// A renderer for the message `meta` (see [`message_meta`]) answering a prompt of
-    /// `prompt_tokens` tokens (sent in `message_start`, before the cache hit is known).
+    /// `prompt_tokens` tokens; thinking blocks shown.
     pub fn new(meta: ResponseMeta, prompt_tokens: u32) -> Self {
         MessagesRenderer {
             meta,
@@ -121,6 +126,105 @@ impl MessagesRenderer {
             open: None,
             end: None,
             stop_sequence: None,
+            started: false,
+            show_thinking: true,
+        }
+    }
+
+    /// Shows thinking blocks only when `enabled` (the request's `thinking`).
+    pub fn showing_thinking(mut self, enabled: bool) -> Self {
+        self.show_thinking = enabled;
+        self
+    }
+
+    /// `message_start`, once: sent when the request is scheduled, so that its usage splits
+    /// the prompt into cached and uncached tokens as `message_delta`'s does (`cached`; `None`
+    /// when the event that tells it did not come first, and then counted as uncached).
+    fn start(&mut self, cached: Option<u32>) -> Vec<Frame> {
+        if self.started {
+            return Vec::new();
+        }
+        self.started = true;
+        let cached = cached.unwrap_or(0).min(self.prompt_tokens);
+        let message = json!({
+            "id": self.meta.id,
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "model": self.meta.model,
+            "stop_reason": null,
+            "stop_sequence": null,
+            "usage": {
+                "input_tokens": self.prompt_tokens - cached,
+                "output_tokens": 0,
+                "cache_read_input_tokens": cached,
+                "cache_creation_input_tokens": 0,
+            },
+        });
+        vec![event("message_start", json!({"message": message}))]
+    }
+
+    /// The blocks' frames of one update (after `message_start`).
+    fn render(&mut self, update: TurnUpdate) -> Vec<Frame> {
+        match update {
+            TurnUpdate::Reasoning { .. } if !self.show_thinking => Vec::new(),
+            TurnUpdate::Start { .. } | TurnUpdate::Logprobs { .. } => Vec::new(),
+            TurnUpdate::Reasoning { text, .. } | TurnUpdate::Content { text, .. }
+                if text.is_empty() =>
+            {
+                Vec::new()
+            }
+            TurnUpdate::Reasoning { text, .. } => {
+                let mut frames = self.ensure_open(true);
+                if let Some(OpenBlock::Thinking(all)) = &mut self.open {
+                    all.push_str(&text);
+                }
+                let delta = json!({"type": "thinking_delta", "thinking": text});
+                let fields = json!({"index": self.index(), "delta": delta});
+                frames.push(event("content_block_delta", fields));
+                frames
+            }
+            TurnUpdate::Content { text, .. } => {
+                let mut frames = self.ensure_open(false);
+                if let Some(OpenBlock::Text(all)) = &mut self.open {
+                    all.push_str(&text);
+                }
+                let delta = json!({"type": "text_delta", "text": text});
+                let fields = json!({"index": self.index(), "delta": delta});
+                frames.push(event("content_block_delta", fields));
+                frames
+            }
+            TurnUpdate::ToolCallStart { id, name, .. } => {
+                let mut frames = self.finish_block();
+                let block = json!({"type": "tool_use", "id": id, "name": name, "input": {}});
+                self.open = Some(OpenBlock::ToolUse {
+                    id,
+                    name,
+                    json: String::new(),
+                });
+                let fields = json!({"index": self.index(), "content_block": block});
+                frames.push(event("content_block_start", fields));
+                frames
+            }
+            TurnUpdate::ToolCallArguments { delta, .. } => {
+                let Some(OpenBlock::ToolUse { json, .. }) = &mut self.open else {
+                    return Vec::new();
+                };
+                json.push_str(&delta);
+                let delta = json!({"type": "input_json_delta", "partial_json": delta});
+                vec![event(
+                    "content_block_delta",
+                    json!({"index": self.index(), "delta": delta}),
+                )]
+            }
+            TurnUpdate::ToolCallEnd { .. } => self.finish_block(),
+            TurnUpdate::Finish {
+                end, stop_string, ..
+            } => {
+                self.end = Some(end);
+                self.stop_sequence = stop_string;
+                self.finish_block()
+            }
         }
     }
 
@@ -196,84 +300,25 @@ fn event(kind: &'static str, fields: Value) -> Frame {
 }
 
 impl TurnRenderer for MessagesRenderer {
+    /// `message_start` waits for [`TurnRenderer::scheduled`] (pings may come before it, as
+    /// anywhere in Anthropic's streams).
     fn open(&mut self) -> Vec<Frame> {
-        let message = json!({
-            "id": self.meta.id,
-            "type": "message",
-            "role": "assistant",
-            "content": [],
-            "model": self.meta.model,
-            "stop_reason": null,
-            "stop_sequence": null,
-            "usage": {"input_tokens": self.prompt_tokens, "output_tokens": 0},
-        });
-        vec![event("message_start", json!({"message": message}))]
+        Vec::new()
+    }
+
+    fn scheduled(&mut self, cached_prompt_tokens: u32) -> Vec<Frame> {
+        self.start(Some(cached_prompt_tokens))
     }
 
     fn update(&mut self, update: TurnUpdate) -> Vec<Frame> {
-        match update {
-            TurnUpdate::Start { .. } | TurnUpdate::Logprobs { .. } => Vec::new(),
-            TurnUpdate::Reasoning { text, .. } | TurnUpdate::Content { text, .. }
-                if text.is_empty() =>
-            {
-                Vec::new()
-            }
-            TurnUpdate::Reasoning { text, .. } => {
-                let mut frames = self.ensure_open(true);
-                if let Some(OpenBlock::Thinking(all)) = &mut self.open {
-                    all.push_str(&text);
-                }
-                let delta = json!({"type": "thinking_delta", "thinking": text});
-                let fields = json!({"index": self.index(), "delta": delta});
-                frames.push(event("content_block_delta", fields));
-                frames
-            }
-            TurnUpdate::Content { text, .. } => {
-                let mut frames = self.ensure_open(false);
-                if let Some(OpenBlock::Text(all)) = &mut self.open {
-                    all.push_str(&text);
-                }
-                let delta = json!({"type": "text_delta", "text": text});
-                let fields = json!({"index": self.index(), "delta": delta});
-                frames.push(event("content_block_delta", fields));
-                frames
-            }
-            TurnUpdate::ToolCallStart { id, name, .. } => {
-                let mut frames = self.finish_block();
-                let block = json!({"type": "tool_use", "id": id, "name": name, "input": {}});
-                self.open = Some(OpenBlock::ToolUse {
-                    id,
-                    name,
-                    json: String::new(),
-                });
-                let fields = json!({"index": self.index(), "content_block": block});
-                frames.push(event("content_block_start", fields));
-                frames
-            }
-            TurnUpdate::ToolCallArguments { delta, .. } => {
-                let Some(OpenBlock::ToolUse { json, .. }) = &mut self.open else {
-                    return Vec::new();
-                };
-                json.push_str(&delta);
-                let delta = json!({"type": "input_json_delta", "partial_json": delta});
-                vec![event(
-                    "content_block_delta",
-                    json!({"index": self.index(), "delta": delta}),
-                )]
-            }
-            TurnUpdate::ToolCallEnd { .. } => self.finish_block(),
-            TurnUpdate::Finish {
-                end, stop_string, ..
-            } => {
-                self.end = Some(end);
-                self.stop_sequence = stop_string;
-                self.finish_block()
-            }
-        }
+        let mut frames = self.start(None);
+        frames.extend(self.render(update));
+        frames
     }
 
     fn close(&mut self, ending: Ending<'_>) -> Vec<Frame> {
-        let mut frames = self.finish_block();
+        let mut frames = self.start(None);
+        frames.extend(self.finish_block());
         let delta = json!({
             "stop_reason": self.stop_reason(),
             "stop_sequence": self.stop_sequence,

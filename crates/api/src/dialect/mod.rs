@@ -74,6 +74,13 @@ pub trait Dialect: Send {
         Vec::new()
     }
 
+    /// The frames a stream sends once the request is scheduled and the prefix cache's share
+    /// of its first prompt is known (`cached_prompt_tokens`); before any update.
+    fn scheduled(&mut self, cached_prompt_tokens: u32) -> Vec<Frame> {
+        let _ = cached_prompt_tokens;
+        Vec::new()
+    }
+
     /// The frames of one update (also called, frames dropped, for one-body responses).
     fn update(&mut self, update: ChoiceUpdate) -> Vec<Frame>;
 

@@ -109,6 +109,12 @@ pub trait TurnRenderer: Send {
         Vec::new()
     }
 
+    /// The frames of [`super::Dialect::scheduled`].
+    fn scheduled(&mut self, cached_prompt_tokens: u32) -> Vec<super::Frame> {
+        let _ = cached_prompt_tokens;
+        Vec::new()
+    }
+
     /// The frames of one update.
     fn update(&mut self, update: TurnUpdate) -> Vec<super::Frame>;
 

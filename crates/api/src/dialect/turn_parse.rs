@@ -218,6 +218,10 @@ impl<R: TurnRenderer> Dialect for TurnDialect<R> {
         self.renderer.open()
     }
 
+    fn scheduled(&mut self, cached_prompt_tokens: u32) -> Vec<Frame> {
+        self.renderer.scheduled(cached_prompt_tokens)
+    }
+
     fn update(&mut self, update: ChoiceUpdate) -> Vec<Frame> {
         let mut out = Vec::new();
         match update {

@@ -11,7 +11,7 @@ use crate::dialect::messages::{message_meta, MessagesRenderer};
 use crate::dialect::turn_parse::CallIds;
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
-use crate::validate::messages::{validate_count_tokens, validate_messages};
+use crate::validate::messages::{thinking_enabled, validate_count_tokens, validate_messages};
 use crate::wire::messages::{
     anthropic_error_response, CountTokensRequest, CountTokensResponse, MessagesRequest,
 };
@@ -27,6 +27,7 @@ pub async fn create_message(
         let OpenAiJson(mut req) = req?;
         let model = state.registry.get_or_default(&mut req.model).await?;
         model.check_serves("generation")?;
+        let thinking = thinking_enabled(req.thinking.as_ref());
         let valid = validate_messages(req, model.limits())?;
         let meta = message_meta(&model.id);
         generate_turn(
@@ -35,7 +36,7 @@ pub async fn create_message(
             model,
             valid,
             CallIds::Anthropic,
-            |prompt| MessagesRenderer::new(meta, prompt),
+            |prompt| MessagesRenderer::new(meta, prompt).showing_thinking(thinking),
         )
         .await
     };

@@ -278,12 +278,25 @@ fn slow_messages_stream(
 
 #[test]
 fn a_quiet_messages_stream_pings_until_its_first_content_block() {
+    // Queued for a while, then scheduled with 2 of its 3 prompt tokens cached, then a long
+    // prefill before the first token.
     let every = std::time::Duration::from_millis(20);
+    let mut finished = finished(0, FinishReason::Stop, 3, 2);
+    if let Event::Finished { usage, .. } = &mut finished {
+        usage.cached_prompt_tokens = 2;
+    }
     let frames = slow_messages_stream(
         vec![
+            (
+                0,
+                Event::Scheduled {
+                    choice: 0,
+                    cached_prompt_tokens: 2,
+                },
+            ),
             (0, delta(0, "a", &[1])),
             (0, delta(0, "b", &[1])),
-            (0, finished(0, FinishReason::Stop, 3, 2)),
+            (0, finished),
         ],
         every * 6,
         every,
@@ -293,15 +306,36 @@ fn a_quiet_messages_stream_pings_until_its_first_content_block() {
         .iter()
         .position(|n| *n == "content_block_start")
         .unwrap();
+    let start = names.iter().position(|n| *n == "message_start").unwrap();
     let pings = names.iter().filter(|n| **n == "ping").count();
-    assert!(pings >= 2, "a prefill of 6 intervals pings: {names:?}");
-    assert_eq!(names[0], "message_start");
+    assert!(
+        pings >= 4,
+        "queueing and a prefill of 6 intervals each ping: {names:?}"
+    );
+    assert!(names[..start].iter().all(|n| *n == "ping"), "{names:?}");
+    assert!(start > 0 && start < first_block, "{names:?}");
+    assert_eq!(names.iter().filter(|n| **n == "message_start").count(), 1);
     assert!(
         names[first_block..].iter().all(|n| *n != "ping"),
         "no ping once content flows: {names:?}"
     );
     let ping = frames.iter().find(|f| f.event == Some("ping")).unwrap();
     assert_eq!(ping.data, r#"{"type":"ping"}"#);
+    // message_start splits the prompt as message_delta does.
+    let usage = |name: &str| -> Value {
+        let frame = frames.iter().find(|f| f.event == Some(name)).unwrap();
+        let data: Value = serde_json::from_str(&frame.data).unwrap();
+        match name {
+            "message_start" => data["message"]["usage"].clone(),
+            _ => data["usage"].clone(),
+        }
+    };
+    let (start, end) = (usage("message_start"), usage("message_delta"));
+    for key in ["input_tokens", "cache_read_input_tokens"] {
+        assert_eq!(start[key], end[key], "{key}: {start} vs {end}");
+    }
+    assert_eq!(start["input_tokens"], 1);
+    assert_eq!(start["cache_read_input_tokens"], 2);
 }
 
 #[test]

@@ -439,10 +439,11 @@ fn tool_request(choice: Option<&Value>, tools: Vec<ToolSpec>) -> Result<ToolRequ
     Ok(request)
 }
 
-/// `thinking`: `enabled` (or `adaptive`) turns the template's thinking on, `disabled` off.
+/// `thinking`: `enabled` (or `adaptive`) turns the template's thinking on; `disabled`, or no
+/// `thinking` at all (Anthropic's default: no extended thinking), off.
 fn thinking_kwargs(thinking: Option<&Value>) -> Result<Option<Value>, ApiError> {
     let Some(thinking) = thinking else {
-        return Ok(None);
+        return Ok(Some(json!({"enable_thinking": false})));
     };
     match thinking.get("type").and_then(Value::as_str) {
         Some("enabled" | "adaptive") => Ok(Some(json!({"enable_thinking": true}))),
@@ -452,6 +453,14 @@ fn thinking_kwargs(thinking: Option<&Value>) -> Result<Option<Value>, ApiError> 
             "thinking.type must be enabled or disabled",
         )),
     }
+}
+
+/// Whether the request turns thinking on (what its answer may show as thinking blocks).
+pub fn thinking_enabled(thinking: Option<&Value>) -> bool {
+    matches!(
+        thinking.and_then(|t| t.get("type")).and_then(Value::as_str),
+        Some("enabled" | "adaptive")
+    )
 }
 
 /// Chat's checks name `stop`; here the field is `stop_sequences`.

@@ -406,6 +406,10 @@ impl EngineLoop {
             self.shared.queued_seqs.fetch_sub(1, Ordering::AcqRel);
             if let Some(seq) = self.scheduler.sequence(id) {
                 m.request_queue_time.observe(now - seq.arrival);
+                if let Some(r) = self.requests.get_mut(&seq.request_id) {
+                    r.choices[seq.choice as usize].scheduled =
+                        Some(seq.num_cached_prompt_tokens as u32);
+                }
             }
         }
         for &id in &out.rejected {

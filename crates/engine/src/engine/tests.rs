@@ -45,8 +45,20 @@ pub(super) struct Choice {
 /// Reads a stream to its end, per choice.
 pub(super) fn collect(mut stream: RequestStream, n: usize) -> Vec<Choice> {
     let mut choices = vec![Choice::default(); n];
+    // Each choice's `Scheduled`: at most once, before anything else, saying what `Finished`
+    // says of the prefix cache.
+    let mut scheduled: Vec<Option<u32>> = vec![None; n];
     while let Some(event) = stream.blocking_recv() {
         match event {
+            Event::Scheduled {
+                choice,
+                cached_prompt_tokens,
+            } => {
+                let c = &choices[choice as usize];
+                assert!(c.tokens.is_empty() && c.text.is_empty() && c.finishes == 0);
+                assert_eq!(scheduled[choice as usize], None, "one Scheduled per choice");
+                scheduled[choice as usize] = Some(cached_prompt_tokens);
+            }
             Event::Delta {
                 choice,
                 text,
@@ -64,6 +76,9 @@ pub(super) fn collect(mut stream: RequestStream, n: usize) -> Vec<Choice> {
                 usage,
                 ..
             } => {
+                if let Some(cached) = scheduled[choice as usize] {
+                    assert_eq!(cached, usage.cached_prompt_tokens);
+                }
                 let c = &mut choices[choice as usize];
                 c.reason = Some(reason);
                 c.usage = usage;
@@ -137,6 +152,10 @@ fn dropped_stream_aborts_the_request_and_frees_its_blocks() {
     };
     let engine = start(HistoryExecutor::new(VOCAB, 4, 100_000), config);
     let mut stream = engine.submit(request(prompt(1, 10), 1, 500_000)).unwrap();
+    assert!(matches!(
+        stream.blocking_recv(),
+        Some(Event::Scheduled { .. })
+    ));
     assert!(matches!(stream.blocking_recv(), Some(Event::Delta { .. })));
     wait_until("the request holds blocks", || {
         engine.metrics().snapshot().kv_blocks_used > 0
@@ -284,6 +303,7 @@ fn prompt_scores(mut stream: RequestStream) -> (crate::request::PromptScores, Us
             Event::Prompt { scores: s, .. } => scores = Some(*s),
             Event::Finished { usage: u, .. } => usage = Some(u),
             Event::Delta { token_ids, .. } => assert!(token_ids.is_empty()),
+            Event::Scheduled { .. } => {}
         }
     }
     (scores.expect("a Prompt event"), usage.expect("Finished"))

@@ -94,6 +94,7 @@ fn collect(mut stream: RequestStream) -> (Vec<u32>, String, Option<FinishReason>
                 text.push_str(&t);
             }
             Event::Finished { reason: r, .. } => reason = Some(r),
+            Event::Scheduled { .. } => {}
             Event::Prompt { .. } => panic!("no prompt outputs were asked for"),
         }
     }

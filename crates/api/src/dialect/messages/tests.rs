@@ -27,19 +27,25 @@ fn text(kind: &str, text: &str) -> TurnUpdate {
 
 /// The events (each checked to carry its `event:` name as `type`) and the body.
 fn run(updates: Vec<TurnUpdate>) -> (Vec<Value>, Value) {
+    run_showing(updates, true)
+}
+
+/// [`run`] with thinking blocks shown or not.
+fn run_showing(updates: Vec<TurnUpdate>, thinking: bool) -> (Vec<Value>, Value) {
     let assembler = ResponseAssembler::new(LogprobsShape::Chat, 1, 1, None, false);
     let ending = || Ending {
         usage: UsageBody::new(9, 4, 3),
         assembler: &assembler,
         tokens: &NumberedTokens,
     };
-    let mut streaming = MessagesRenderer::new(meta(), 9);
+    let mut streaming = MessagesRenderer::new(meta(), 9).showing_thinking(thinking);
     let mut frames = streaming.open();
     for u in updates.clone() {
         frames.extend(streaming.update(u));
     }
     frames.extend(streaming.close(ending()));
-    let mut one_body: Box<dyn TurnRenderer> = Box::new(MessagesRenderer::new(meta(), 9));
+    let mut one_body: Box<dyn TurnRenderer> =
+        Box::new(MessagesRenderer::new(meta(), 9).showing_thinking(thinking));
     for u in updates {
         one_body.update(u);
     }
@@ -272,4 +278,31 @@ fn error_is_one_anthropic_error_event() {
     assert_eq!(v["type"], "error");
     assert_eq!(v["error"]["type"], "overloaded_error");
     assert!(message_meta("m").id.starts_with("msg_"));
+}
+
+#[test]
+fn reasoning_is_left_out_when_the_request_did_not_turn_thinking_on() {
+    let updates = turn(
+        vec![
+            text("reasoning", "hmm"),
+            text("content", "Hi"),
+            text("reasoning", "more"),
+            text("content", "!"),
+        ],
+        TurnEnd::Stop,
+    );
+    let (events, body) = run_showing(updates, false);
+    assert!(
+        events
+            .iter()
+            .all(|e| e["content_block"]["type"] != "thinking"
+                && e["delta"]["type"] != "thinking_delta"),
+        "{events:?}"
+    );
+    assert_eq!(
+        body["content"],
+        json!([{"type": "text", "text": "Hi!"}]),
+        "{body}"
+    );
+    assert_eq!(fold(&events)["content"], body["content"]);
 }

@@ -34,7 +34,8 @@ fn system_and_string_content_become_chat_messages() {
         json!([{"role": "system", "content": "a\nb"}, {"role": "user", "content": "hi"}])
     );
     assert_eq!(v.params.max_tokens, Some(10));
-    assert_eq!(v.template_kwargs, None);
+    // No `thinking`: Anthropic's default, thinking off.
+    assert_eq!(v.template_kwargs, Some(json!({"enable_thinking": false})));
 }
 
 #[test]
