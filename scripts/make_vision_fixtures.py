@@ -15,8 +15,10 @@ Gemma 3 tokenizer names them (boi_token, eoi_token, image_token).
 
 Images (fixtures/models/gemma3-vision/images/): PNG (RGB, RGBA with every alpha level, grayscale,
 one already 32x32), JPEG (4:4:4 and 4:2:0 chroma), WebP (lossless) and GIF (palette with a
-transparent index); sizes differ and none but one is square, so the resize both shrinks and
-enlarges.
+transparent index), and two stored sideways with an EXIF orientation (WebP 6, JPEG 3); sizes
+differ and none but one is square, so the resize both shrinks and enlarges. Every image is turned
+upright by its EXIF orientation before the processor (`ImageOps.exif_transpose`, as transformers'
+`load_image` does for URLs, paths and base64; the processor itself does not).
 
 The reference processor is transformers' default for Gemma 3: `Gemma3ImageProcessor`, the
 torchvision backend (the PIL backend is used only when torchvision is missing). Its bilinear
@@ -45,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, ImageOps
 
 try:
     import torchvision  # noqa: F401
@@ -110,6 +112,16 @@ def write_images(folder):
     save("lossless_33x50.webp", Image.fromarray(pattern(33, 50, 3, 6), "RGB"), lossless=True)
     palette = Image.fromarray(pattern(30, 26, 3, 7), "RGB").quantize(colors=64, dither=Image.Dither.NONE)
     save("palette_30x26.gif", palette, transparency=5)
+    # Stored sideways with an EXIF orientation, as phone cameras write them: 6 (turn 90° clockwise
+    # to view) and 3 (turn 180°).
+    for name, orientation, pixels in [
+        ("exif6_44x28.webp", 6, pattern(44, 28, 3, 8)),
+        ("exif3_36x52.jpg", 3, pattern(36, 52, 3, 9)),
+    ]:
+        exif = Image.Exif()
+        exif[0x0112] = orientation
+        options = {"lossless": True} if name.endswith(".webp") else {"quality": 95, "subsampling": 0}
+        save(name, Image.fromarray(pixels, "RGB"), exif=exif.tobytes(), **options)
     return images
 
 
@@ -221,6 +233,8 @@ def main():
     for name, path in images.items():
         with Image.open(path) as image:
             image.load()
+            # Upright, as transformers' load_image (URLs, paths, base64) and viewers show it.
+            image = ImageOps.exif_transpose(image)
             pixels = processor.image_processor(image, return_tensors="pt")["pixel_values"]
             pil_pixels = pil_processor(image, return_tensors="pt")["pixel_values"]
         levels = pixel_levels(pixels)

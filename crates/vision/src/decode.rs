@@ -6,15 +6,17 @@
 //! on a PIL image): an image with an alpha channel, or a palette or colour with a transparent
 //! entry, is composited onto opaque white with PIL's integer `alpha_composite` arithmetic (the
 //! same bytes for every colour and alpha, see [`over_white`]); grayscale is repeated into
-//! three channels. Images with 16 bits per channel are reduced to 8 bits by the `image` crate
-//! (rounding `v / 257`), where PIL would clip; Hugging Face's own pipelines never see those from
-//! PIL as 8-bit, so there is no reference to equal. EXIF orientation is not applied: transformers
-//! applies it only when it opens a file or URL itself, not to image bytes or PIL images handed to
-//! the processor, which is how servers call it.
+//! three channels. An EXIF orientation (JPEG, WebP, PNG) is applied, so the model sees the image
+//! upright as a viewer shows it: transformers' `load_image` does the same for the URLs, paths and
+//! base64 strings it opens (`ImageOps.exif_transpose`), though its processor leaves an
+//! already-opened image as it is. Images with 16 bits per channel are reduced to 8 bits by the
+//! `image` crate (rounding `v / 257`), where PIL would clip; no reference processor gives those a
+//! meaning to equal.
 
 use std::io::Cursor;
 
-use image::{DynamicImage, ImageFormat, ImageReader, Limits};
+use image::metadata::Orientation;
+use image::{DynamicImage, ImageDecoder, ImageFormat, ImageReader, Limits};
 
 use crate::error::ImageError;
 
@@ -96,12 +98,17 @@ pub fn decode(bytes: &[u8], limits: DecodeLimits) -> Result<RgbImage, ImageError
     decoder_limits.max_image_height = Some(height);
     decoder_limits.max_alloc = Some(pixels.saturating_mul(16).max(1 << 20));
     reader.limits(decoder_limits);
-    let image = reader.decode().map_err(|e| match e {
+    let undecodable = |e: image::ImageError| match e {
         image::ImageError::Limits(e) => {
             ImageError::Undecodable(format!("the image needs more than its header says ({e})"))
         }
         e => ImageError::Undecodable(e.to_string()),
-    })?;
+    };
+    let mut decoder = reader.into_decoder().map_err(undecodable)?;
+    // Unreadable metadata leaves the image as stored rather than refusing it.
+    let orientation = decoder.orientation().unwrap_or(Orientation::NoTransforms);
+    let mut image = DynamicImage::from_decoder(decoder).map_err(undecodable)?;
+    image.apply_orientation(orientation);
     Ok(to_rgb(image))
 }
 

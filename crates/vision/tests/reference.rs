@@ -69,8 +69,8 @@ fn pixel_values_equal_the_reference_processor_bit_for_bit_for_lossless_formats()
         assert_eq!(mismatches, 0, "{name}: {mismatches} values differ");
         checked += 1;
     }
-    // PNG (RGB, RGBA, grayscale, no resize), lossless WebP, GIF.
-    assert_eq!(checked, 6);
+    // PNG (RGB, RGBA, grayscale, no resize), lossless WebP (upright and EXIF-rotated), GIF.
+    assert_eq!(checked, 7);
 }
 
 /// JPEG decoders differ: libjpeg-turbo (under PIL) and zune-jpeg (under the `image` crate)
@@ -83,7 +83,12 @@ fn pixel_values_equal_the_reference_processor_bit_for_bit_for_lossless_formats()
 fn jpeg_pixel_values_are_within_a_few_levels_of_the_reference() {
     let processor = SiglipPreprocessor::from_model_dir(&fixture()).unwrap();
     let reference = reference();
-    for (name, bound) in [("photo444_64x40.jpg", 2.0), ("photo420_40x64.jpg", 5.0)] {
+    let cases = [
+        ("photo444_64x40.jpg", 2.0),
+        ("photo420_40x64.jpg", 5.0),
+        ("exif3_36x52.jpg", 2.0),
+    ];
+    for (name, bound) in cases {
         let image = decode(&image_bytes(name), DecodeLimits::default()).expect(name);
         let ours = processor.pixel_values(&image);
         let expected = &reference.images[name];
@@ -204,6 +209,15 @@ fn a_gif_decodes_to_its_first_frame() {
     let image = decode(&bytes, DecodeLimits::default()).unwrap();
     assert_eq!((image.width, image.height), (4, 3));
     assert_eq!(&image.pixels[..3], [200, 0, 55]);
+}
+
+#[test]
+fn an_exif_orientation_turns_the_image_upright() {
+    // Stored 44 wide and 28 tall with orientation 6: upright it is 28 wide and 44 tall.
+    let image = decode(&image_bytes("exif6_44x28.webp"), DecodeLimits::default()).unwrap();
+    assert_eq!((image.width, image.height), (28, 44));
+    let image = decode(&image_bytes("exif3_36x52.jpg"), DecodeLimits::default()).unwrap();
+    assert_eq!((image.width, image.height), (36, 52));
 }
 
 #[test]
