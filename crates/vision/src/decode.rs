@@ -52,13 +52,19 @@ pub struct DecodeLimits {
     /// decoding: a small file that claims a huge image (a decompression bomb) is refused
     /// without allocating for it.
     pub max_pixels: u64,
+    /// The longest width or height accepted, also from the header: resizing works row by row,
+    /// so a thin image of many rows (1 × 30,000,000) costs as much as its rows times the
+    /// output's width, however few its pixels.
+    pub max_side: u32,
 }
 
 impl Default for DecodeLimits {
-    /// 32 megapixels (a 6,000 × 5,000 photo fits; 96 MiB as RGB).
+    /// 32 megapixels (a 6,000 × 5,000 photo fits; 96 MiB as RGB) and 32,768 pixels a side (a
+    /// full-page screenshot of 1,280 × 25,000 fits).
     fn default() -> Self {
         Self {
             max_pixels: 32 * 1024 * 1024,
+            max_side: 32 * 1024,
         }
     }
 }
@@ -78,11 +84,12 @@ pub fn decode(bytes: &[u8], limits: DecodeLimits) -> Result<RgbImage, ImageError
         .into_dimensions()
         .map_err(|e| ImageError::Undecodable(e.to_string()))?;
     let pixels = u64::from(width) * u64::from(height);
-    if pixels > limits.max_pixels {
+    if pixels > limits.max_pixels || width.max(height) > limits.max_side {
         return Err(ImageError::TooLarge {
             width,
             height,
             max_pixels: limits.max_pixels,
+            max_side: limits.max_side,
         });
     }
     if pixels == 0 {

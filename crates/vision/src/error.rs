@@ -12,15 +12,19 @@ pub enum ImageError {
     /// The bytes claim a format but cannot be decoded (truncated, corrupt).
     #[error("the image could not be decoded: {0}")]
     Undecodable(String),
-    /// The header announces more pixels than allowed; nothing was decoded.
-    #[error("the image is {width}x{height} pixels, more than the limit of {max_pixels}")]
+    /// The header announces more pixels, or a longer side, than allowed; nothing was decoded.
+    #[error(
+        "the image is {width}x{height} pixels; at most {max_pixels} pixels and {max_side} per side are accepted"
+    )]
     TooLarge {
         /// Columns the header announces.
         width: u32,
         /// Rows the header announces.
         height: u32,
-        /// The limit.
+        /// The limit on width × height.
         max_pixels: u64,
+        /// The limit on either side.
+        max_side: u32,
     },
 }
 

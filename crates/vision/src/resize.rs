@@ -17,7 +17,7 @@
 //!   the largest weight of the axis still fits, rounded half away from zero;
 //! - each output is `clamp((2^(precision-1) + Σ pixel · weight) >> precision, 0, 255)`, in exact
 //!   integer arithmetic;
-//! - the horizontal pass runs first into a uint8 image `[in_h, out_w]`, then the vertical pass;
+//! - the horizontal pass runs first, rounding to uint8, then the vertical pass over its rows;
 //!   an axis whose size does not change is not resampled.
 //!
 //! The PIL backend uses the same filter with 22-bit weights, so it differs by at most one level
@@ -121,33 +121,58 @@ pub fn resize_bilinear_antialias(
 ) -> Vec<u8> {
     assert_eq!(pixels.len(), width * height * channels, "pixel count");
     assert!(out_width > 0 && out_height > 0, "empty output");
-    let horizontal = match width == out_width {
-        true => pixels.to_vec(),
-        false => {
-            let axis = AxisWeights::new(width, out_width);
-            let mut out = Vec::with_capacity(height * out_width * channels);
-            for row in pixels.chunks_exact(width * channels) {
-                for taps in &axis.taps {
-                    for c in 0..channels {
-                        out.push(axis.apply(taps, |x| row[x * channels + c]));
-                    }
+    let horizontal = (width != out_width).then(|| AxisWeights::new(width, out_width));
+    let stride = out_width * channels;
+    let mut row_out = Vec::with_capacity(stride);
+    // One input row resized horizontally (or as it is when the width stays).
+    let resized_row = |row: &[u8], out: &mut Vec<u8>| match &horizontal {
+        None => out.extend_from_slice(row),
+        Some(axis) => {
+            for taps in &axis.taps {
+                for c in 0..channels {
+                    out.push(axis.apply(taps, |x| row[x * channels + c]));
                 }
             }
-            out
         }
     };
+    let rows = pixels.chunks_exact(width * channels);
     if height == out_height {
-        return horizontal;
+        let mut out = Vec::with_capacity(out_height * stride);
+        rows.for_each(|row| resized_row(row, &mut out));
+        return out;
     }
-    let axis = AxisWeights::new(height, out_height);
-    let stride = out_width * channels;
-    let mut out = Vec::with_capacity(out_height * stride);
-    for taps in &axis.taps {
-        for x in 0..stride {
-            out.push(axis.apply(taps, |y| horizontal[y * stride + x]));
+    let vertical = AxisWeights::new(height, out_height);
+    // The vertical pass accumulates each horizontally resized row into the output rows whose
+    // taps cover it, as soon as it is made: the integer sums equal the two-pass result, and
+    // memory stays at the output's size whatever the input's aspect ratio (a 1 × 30,000,000
+    // image would otherwise need an intermediate of 30,000,000 resized rows).
+    let mut sums = vec![1i32 << (vertical.precision - 1); out_height * stride];
+    let mut first_open = 0;
+    for (r, row) in rows.enumerate() {
+        row_out.clear();
+        resized_row(row, &mut row_out);
+        let taps = &vertical.taps;
+        while first_open < out_height
+            && taps[first_open].start + taps[first_open].weights.len() <= r
+        {
+            first_open += 1;
+        }
+        for (y, tap) in taps.iter().enumerate().skip(first_open) {
+            if tap.start > r {
+                break;
+            }
+            let Some(&weight) = tap.weights.get(r - tap.start) else {
+                continue;
+            };
+            let weight = i32::from(weight);
+            for (sum, &v) in sums[y * stride..][..stride].iter_mut().zip(&row_out) {
+                *sum += i32::from(v) * weight;
+            }
         }
     }
-    out
+    (sums.iter())
+        .map(|&sum| (sum >> vertical.precision).clamp(0, 255) as u8)
+        .collect()
 }
 
 #[cfg(test)]
@@ -174,6 +199,49 @@ mod tests {
         for size in [(3, 2), (11, 9), (7, 1)] {
             let out = resize_bilinear_antialias(&flat, (7, 5), 3, size);
             assert!(out.iter().all(|&v| v == 77), "{size:?}");
+        }
+    }
+
+    /// The two passes as the reference runs them: the whole horizontally resized image, then
+    /// the vertical pass over it.
+    fn two_pass(
+        pixels: &[u8],
+        (w, h): (usize, usize),
+        ch: usize,
+        (ow, oh): (usize, usize),
+    ) -> Vec<u8> {
+        let horizontal = resize_bilinear_antialias(pixels, (w, h), ch, (ow, h));
+        let axis = AxisWeights::new(h, oh);
+        let stride = ow * ch;
+        let mut out = Vec::new();
+        for taps in &axis.taps {
+            for x in 0..stride {
+                out.push(axis.apply(taps, |y| horizontal[y * stride + x]));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn accumulating_rows_as_they_come_equals_the_two_pass_resize() {
+        let mut state = 12345u32;
+        for (size, out) in [
+            ((7, 50), (4, 3)),
+            ((1, 300), (5, 2)),
+            ((9, 4), (3, 11)),
+            ((33, 33), (32, 32)),
+        ] {
+            let pixels: Vec<u8> = (0..size.0 * size.1 * 3)
+                .map(|_| {
+                    state = state.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                    (state >> 16) as u8
+                })
+                .collect();
+            assert_eq!(
+                resize_bilinear_antialias(&pixels, size, 3, out),
+                two_pass(&pixels, size, 3, out),
+                "{size:?} -> {out:?}"
+            );
         }
     }
 

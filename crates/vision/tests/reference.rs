@@ -142,34 +142,45 @@ fn a_decompression_bomb_is_refused_from_its_header() {
     // The same header recomputed is the same file: the CRC helper is right.
     assert_eq!(png_claiming(&png, 48, 20), png);
     let bomb = png_claiming(&png, 60_000, 60_000);
-    let err = decode(&bomb, DecodeLimits::default()).unwrap_err();
+    let limits = DecodeLimits::default();
+    let err = decode(&bomb, limits).unwrap_err();
     assert_eq!(
         err,
         ImageError::TooLarge {
             width: 60_000,
             height: 60_000,
-            max_pixels: DecodeLimits::default().max_pixels
+            max_pixels: limits.max_pixels,
+            max_side: limits.max_side,
         }
     );
     // The chunks before the pixel data are enough to refuse it: the header, up to the start of
     // the first IDAT chunk (the decoder reads that far to know the image).
     let idat = bomb.windows(4).position(|w| w == b"IDAT").unwrap();
-    let err = decode(&bomb[..idat + 4], DecodeLimits::default()).unwrap_err();
+    let err = decode(&bomb[..idat + 4], limits).unwrap_err();
     assert!(matches!(err, ImageError::TooLarge { .. }), "{err}");
-    let strict = DecodeLimits {
-        max_pixels: 48 * 20 - 1,
+    let exact = DecodeLimits {
+        max_pixels: 48 * 20,
+        max_side: 48,
     };
+    assert!(decode(&png, exact).is_ok());
+    let fewer_pixels = DecodeLimits {
+        max_pixels: 48 * 20 - 1,
+        ..exact
+    };
+    let shorter_side = DecodeLimits {
+        max_side: 47,
+        ..exact
+    };
+    for strict in [fewer_pixels, shorter_side] {
+        let err = decode(&png, strict).unwrap_err();
+        assert!(matches!(err, ImageError::TooLarge { .. }), "{err}");
+    }
+    // A thin image of few pixels but a side over the limit is refused too.
+    let thin = png_claiming(&png, 1, 40_000);
     assert!(matches!(
-        decode(&png, strict),
+        decode(&thin, limits),
         Err(ImageError::TooLarge { .. })
     ));
-    assert!(decode(
-        &png,
-        DecodeLimits {
-            max_pixels: 48 * 20
-        }
-    )
-    .is_ok());
 }
 
 #[test]
