@@ -4,11 +4,22 @@
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use sluice_vision::{decode, DecodeLimits, ImageError, RgbImage, SiglipPreprocessor};
+use sluice_vision::{
+    decode, DecodeLimits, Gemma3ImagePrompt, ImageError, RgbImage, SiglipPreprocessor,
+};
 
 #[derive(Deserialize)]
 struct Reference {
     images: std::collections::BTreeMap<String, ImageReference>,
+    prompt: PromptReference,
+}
+
+/// One prompt with one image, as `Gemma3Processor` expanded and tokenized it.
+#[derive(Deserialize)]
+struct PromptReference {
+    text: String,
+    input_ids: Vec<u32>,
+    token_type_ids: Vec<u32>,
 }
 
 #[derive(Deserialize)]
@@ -241,4 +252,20 @@ fn grayscale_and_alpha_become_rgb_as_the_reference_converts_them() {
     // Alpha 0 composites to white: the fixture's first pixel has alpha 0.
     let rgba = decode(&image_bytes("rgba_40x30.png"), DecodeLimits::default()).unwrap();
     assert_eq!(&rgba.pixels[..3], [255, 255, 255]);
+}
+
+#[test]
+fn the_expanded_prompt_tokenizes_to_the_processors_ids() {
+    let prompt = Gemma3ImagePrompt::from_model_dir(&fixture()).unwrap();
+    assert_eq!(prompt.tokens_per_image, 16);
+    let reference = reference().prompt;
+    let (text, images) = prompt.expand(&reference.text);
+    assert_eq!(images, 1);
+    let tokenizer = tokenizers::Tokenizer::from_file(fixture().join("tokenizer.json")).unwrap();
+    let ids = tokenizer.encode(text, true).unwrap().get_ids().to_vec();
+    assert_eq!(ids, reference.input_ids);
+    // The soft tokens are exactly the positions the processor marks as image (token type 1).
+    let soft = tokenizer.token_to_id(&prompt.image_token).unwrap();
+    let marked: Vec<u32> = ids.iter().map(|&id| u32::from(id == soft)).collect();
+    assert_eq!(marked, reference.token_type_ids);
 }
