@@ -22,6 +22,7 @@ pub mod model;
 pub mod moe_config;
 pub mod plan;
 pub mod pooling;
+pub mod vision;
 
 pub use batch::{Batch, Logits, SeqBatch, RELEASED_BLOCK};
 pub use checkpoint::{Checkpoint, RawTensor, TensorSource};

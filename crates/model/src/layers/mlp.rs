@@ -138,14 +138,21 @@ fn act_mul_halves(gate_up: &[f32], inter: usize, activation: Activation) -> Vec<
     act
 }
 
-/// `out[i] = gelu(gate[i]) · up[i]` with PyTorch's tanh approximation,
-/// `½x(1 + tanh(√(2/π)(x + 0.044715x³)))`, each element on its own (so batch-invariant).
+/// `out[i] = gelu(gate[i]) · up[i]` with PyTorch's tanh approximation ([`gelu_tanh`]), each
+/// element on its own (so batch-invariant).
 fn gelu_tanh_mul(gate: &[f32], up: &[f32], out: &mut [f32]) {
-    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     for ((o, &x), &u) in out.iter_mut().zip(gate).zip(up) {
-        let inner = SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x);
-        *o = 0.5 * x * (1.0 + inner.tanh()) * u;
+        *o = gelu_tanh(x) * u;
     }
+}
+
+/// GELU with PyTorch's tanh approximation (`gelu_pytorch_tanh`):
+/// `½x(1 + tanh(√(2/π)(x + 0.044715x³)))`.
+#[inline]
+pub(crate) fn gelu_tanh(x: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    let inner = SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x);
+    0.5 * x * (1.0 + inner.tanh())
 }
 
 #[cfg(test)]

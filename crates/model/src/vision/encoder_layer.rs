@@ -1,0 +1,139 @@
+//! One SigLIP encoder layer (`SiglipEncoderLayer`): pre-norm bidirectional multi-head attention
+//! and a GELU (tanh) MLP, each added to the residual stream.
+//!
+//! ```text
+//! h += out_proj(attention(layer_norm1(h)))      every patch sees every patch of its image
+//! h += fc2(gelu_tanh(fc1(layer_norm2(h))))
+//! ```
+//!
+//! Attention runs per image, head and query row, each with the kernels' fixed reduction orders
+//! (scores, softmax, weighted sum), so an image's output never depends on the other images of
+//! the batch.
+
+use rayon::prelude::*;
+
+use super::layer_norm::LayerNorm;
+use crate::checkpoint::TensorSource;
+use crate::error::LoadError;
+use crate::kernels::matmul::WeightDtype;
+use crate::kernels::vector::{best_ops, VectorOps};
+use crate::layers::linear::Linear;
+use crate::layers::mlp::gelu_tanh;
+
+/// The shapes an encoder layer is built with.
+#[derive(Debug, Clone, Copy)]
+pub struct EncoderShape {
+    /// Residual width.
+    pub hidden: usize,
+    /// MLP width.
+    pub intermediate: usize,
+    /// Attention heads.
+    pub heads: usize,
+    /// LayerNorm epsilon.
+    pub eps: f64,
+}
+
+/// A SigLIP encoder layer's weights.
+#[derive(Debug)]
+pub struct EncoderLayer {
+    layer_norm1: LayerNorm,
+    /// q, k, v stacked: `[3 · hidden, hidden]` with biases.
+    qkv: Linear,
+    /// `[hidden, hidden]` with bias.
+    out_proj: Linear,
+    layer_norm2: LayerNorm,
+    /// `[intermediate, hidden]` with bias.
+    fc1: Linear,
+    /// `[hidden, intermediate]` with bias.
+    fc2: Linear,
+    shape: EncoderShape,
+}
+
+impl EncoderLayer {
+    /// Loads the layer under `prefix` (`…encoder.layers.{i}`).
+    pub fn load(
+        source: &dyn TensorSource,
+        prefix: &str,
+        shape: EncoderShape,
+        dtype: Option<WeightDtype>,
+    ) -> Result<Self, LoadError> {
+        let (h, i) = (shape.hidden, shape.intermediate);
+        let name = |part: &str| format!("{prefix}.{part}");
+        let attn = |part: &str| format!("{prefix}.self_attn.{part}");
+        let (q, k, v) = (attn("q_proj"), attn("k_proj"), attn("v_proj"));
+        Ok(Self {
+            layer_norm1: LayerNorm::load(source, &name("layer_norm1"), h, shape.eps)?,
+            qkv: Linear::load(source, &[(&q, h), (&k, h), (&v, h)], h, true, dtype)?,
+            out_proj: Linear::load(source, &[(&attn("out_proj"), h)], h, true, dtype)?,
+            layer_norm2: LayerNorm::load(source, &name("layer_norm2"), h, shape.eps)?,
+            fc1: Linear::load(source, &[(&name("mlp.fc1"), i)], h, true, dtype)?,
+            fc2: Linear::load(source, &[(&name("mlp.fc2"), h)], i, true, dtype)?,
+            shape,
+        })
+    }
+
+    /// Runs the layer over `hidden: [images · patches, hidden]` in place, attention within each
+    /// image's `patches` rows.
+    pub fn forward(&self, hidden: &mut [f32], patches: usize) {
+        let (h, rows) = (self.shape.hidden, hidden.len() / self.shape.hidden);
+        let mut normed = vec![0f32; hidden.len()];
+        self.layer_norm1.forward(hidden, &mut normed);
+        let qkv = self.qkv.forward(&normed, rows);
+        let attended = self.attention(&qkv, rows, patches);
+        self.out_proj.forward_add(&attended, rows, hidden);
+
+        self.layer_norm2.forward(hidden, &mut normed);
+        let mut act = self.fc1.forward(&normed, rows);
+        act.par_chunks_mut(self.shape.intermediate)
+            .for_each(|row| row.iter_mut().for_each(|x| *x = gelu_tanh(*x)));
+        self.fc2.forward_add(&act, rows, hidden);
+        debug_assert_eq!(hidden.len(), rows * h);
+    }
+
+    /// Softmax attention of every row to every row of its image: `qkv: [rows, 3 · hidden]` →
+    /// `[rows, hidden]`, scores scaled by `head_dim^-½`.
+    fn attention(&self, qkv: &[f32], rows: usize, patches: usize) -> Vec<f32> {
+        let (h, heads) = (self.shape.hidden, self.shape.heads);
+        let d = h / heads;
+        let scale = (d as f32).powf(-0.5);
+        let ops = best_ops(d);
+        let mut out = vec![0f32; rows * h];
+        out.par_chunks_mut(h)
+            .enumerate()
+            .for_each(|(row, out_row)| {
+                let first = row / patches * patches;
+                let mut scores = vec![0f32; patches];
+                let mut offsets = vec![0usize; patches];
+                for head in 0..heads {
+                    let q = &qkv[row * 3 * h + head * d..][..d];
+                    for (j, offset) in offsets.iter_mut().enumerate() {
+                        *offset = (first + j) * 3 * h + h + head * d;
+                    }
+                    ops.group_scores(q, d, qkv, &offsets, scale, &mut scores);
+                    let max = ops.max_finite(&scores).unwrap_or(0.0);
+                    let sum = ops.exp_sum(&mut scores, max);
+                    let inverse = 1.0 / sum;
+                    scores.iter_mut().for_each(|s| *s *= inverse);
+                    offsets.iter_mut().for_each(|o| *o += h);
+                    ops.group_weighted_sum(
+                        &scores,
+                        qkv,
+                        &offsets,
+                        d,
+                        &mut out_row[head * d..][..d],
+                    );
+                }
+            });
+        out
+    }
+
+    /// Bytes of weights.
+    pub fn bytes(&self) -> usize {
+        self.layer_norm1.bytes()
+            + self.layer_norm2.bytes()
+            + [&self.qkv, &self.out_proj, &self.fc1, &self.fc2]
+                .iter()
+                .map(|l| l.bytes())
+                .sum::<usize>()
+    }
+}

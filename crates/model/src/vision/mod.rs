@@ -1,0 +1,20 @@
+//! Vision encoders: pixel values (from `sluice-vision`'s preprocessing) to the image embeddings
+//! a multimodal text model reads at its image-token positions.
+//!
+//! Files: `config.rs` (the vision settings of a config.json), `siglip.rs` (the SigLIP tower:
+//! patch embedding, positions, encoder layers, post-norm), `encoder_layer.rs` (one layer:
+//! bidirectional attention and the GELU MLP), `layer_norm.rs`, `projector.rs` (Gemma 3's pooling,
+//! norm and projection), `gemma3.rs` (the two together, loaded from a checkpoint).
+//!
+//! Every step works per row or per image with the kernels' fixed reduction orders, so an image's
+//! embeddings are the same bits alone or in a batch.
+
+pub mod config;
+pub mod encoder_layer;
+pub mod gemma3;
+pub mod layer_norm;
+pub mod projector;
+pub mod siglip;
+
+pub use config::VisionConfig;
+pub use gemma3::Gemma3VisionEncoder;

@@ -1,0 +1,252 @@
+//! SigLIP-style preprocessing (Gemma 3's image processor without pan-and-scan): every image
+//! resized to the configured `height × width`, rescaled and normalised per channel, as
+//! channel-first f32 `[3, height, width]`.
+//!
+//! Equal bit for bit to transformers' default `Gemma3ImageProcessor` (the torchvision backend;
+//! see [`crate::resize`] for the resize): the uint8 image is resized, then rescale and normalise
+//! are fused as that backend fuses them, `(level - mean') / std'` in f32 with
+//! `mean' = mean · (1 / rescale_factor)` and `std' = std · (1 / rescale_factor)` each rounded to
+//! f32 (for Gemma 3's mean = std = 0.5: `(level - 127.5) / 127.5`).
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::decode::RgbImage;
+use crate::error::ConfigError;
+use crate::resize::resize_bilinear_antialias;
+
+/// PIL's number for bilinear resampling, the only filter implemented.
+const BILINEAR: u32 = 2;
+
+/// The processor's settings, as `preprocessor_config.json` (the hub's layout) or the
+/// `image_processor` object of `processor_config.json` (transformers 5's) state them.
+#[derive(Debug, Deserialize)]
+struct ProcessorConfig {
+    size: Size,
+    #[serde(default = "yes")]
+    do_resize: bool,
+    #[serde(default = "bilinear")]
+    resample: u32,
+    #[serde(default = "yes")]
+    do_rescale: bool,
+    #[serde(default = "one_255th")]
+    rescale_factor: f64,
+    #[serde(default = "yes")]
+    do_normalize: bool,
+    image_mean: Option<[f64; 3]>,
+    image_std: Option<[f64; 3]>,
+    #[serde(default)]
+    do_pan_and_scan: Option<bool>,
+    #[serde(default)]
+    do_center_crop: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Size {
+    height: usize,
+    width: usize,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn bilinear() -> u32 {
+    BILINEAR
+}
+
+fn one_255th() -> f64 {
+    1.0 / 255.0
+}
+
+/// Resize, rescale and normalise, as the model's processor configuration says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SiglipPreprocessor {
+    /// Output rows.
+    pub height: usize,
+    /// Output columns.
+    pub width: usize,
+    /// `level · scale` per channel, when rescaling without normalising.
+    rescale: Option<f32>,
+    /// `(level - mean) / std` per channel (the rescale factor folded in when both are on).
+    normalize: Option<([f32; 3], [f32; 3])>,
+}
+
+impl SiglipPreprocessor {
+    /// Reads `preprocessor_config.json` from a model directory, else the `image_processor` of
+    /// its `processor_config.json`.
+    pub fn from_model_dir(dir: &Path) -> Result<Self, ConfigError> {
+        let flat = dir.join("preprocessor_config.json");
+        let (path, nested) = match flat.exists() {
+            true => (flat, false),
+            false => (dir.join("processor_config.json"), true),
+        };
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        Self::from_json(&text, nested, &path)
+    }
+
+    /// Parses a processor configuration: the object itself, or (`nested`) an object holding it
+    /// under `image_processor`. `path` names it in errors.
+    pub fn from_json(text: &str, nested: bool, path: &Path) -> Result<Self, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
+        let mut value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        if nested {
+            value = value
+                .get_mut("image_processor")
+                .map(serde_json::Value::take)
+                .ok_or_else(|| invalid("no `image_processor` object".into()))?;
+        }
+        let config: ProcessorConfig =
+            serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
+        Self::from_config(config, path)
+    }
+
+    fn from_config(config: ProcessorConfig, path: &Path) -> Result<Self, ConfigError> {
+        let unsupported = |what: &str| ConfigError::Unsupported {
+            path: PathBuf::from(path),
+            what: what.to_string(),
+        };
+        if !config.do_resize {
+            return Err(unsupported("do_resize false (images of any size)"));
+        }
+        if config.resample != BILINEAR {
+            return Err(unsupported(&format!(
+                "resample {} (only bilinear, 2, is implemented)",
+                config.resample
+            )));
+        }
+        if config.do_pan_and_scan == Some(true) {
+            return Err(unsupported("do_pan_and_scan"));
+        }
+        if config.do_center_crop == Some(true) {
+            return Err(unsupported("do_center_crop"));
+        }
+        if config.size.height == 0 || config.size.width == 0 {
+            return Err(unsupported("an empty size"));
+        }
+        let to_f32 = |v: [f64; 3]| v.map(|x| x as f32);
+        let normalize = match (config.do_normalize, config.image_mean, config.image_std) {
+            (false, _, _) => None,
+            (true, Some(mean), Some(std)) => {
+                let (mut mean, mut std) = (to_f32(mean), to_f32(std));
+                if config.do_rescale {
+                    // The torchvision backend folds the rescale into mean and std (f32 products).
+                    let inverse = (1.0 / config.rescale_factor) as f32;
+                    mean = mean.map(|m| m * inverse);
+                    std = std.map(|s| s * inverse);
+                }
+                Some((mean, std))
+            }
+            (true, _, _) => {
+                return Err(unsupported("do_normalize without image_mean and image_std"))
+            }
+        };
+        let rescale =
+            (config.do_rescale && normalize.is_none()).then_some(config.rescale_factor as f32);
+        Ok(Self {
+            height: config.size.height,
+            width: config.size.width,
+            rescale,
+            normalize,
+        })
+    }
+
+    /// Values per image: `3 · height · width`.
+    pub fn values_per_image(&self) -> usize {
+        3 * self.height * self.width
+    }
+
+    /// One image's pixel values, `[3, height, width]`.
+    pub fn pixel_values(&self, image: &RgbImage) -> Vec<f32> {
+        let mut out = Vec::with_capacity(self.values_per_image());
+        self.append_pixel_values(image, &mut out);
+        out
+    }
+
+    /// Several images' pixel values, `[images, 3, height, width]`: each image's values are
+    /// the same as alone.
+    pub fn batch_pixel_values(&self, images: &[RgbImage]) -> Vec<f32> {
+        let mut out = Vec::with_capacity(images.len() * self.values_per_image());
+        for image in images {
+            self.append_pixel_values(image, &mut out);
+        }
+        out
+    }
+
+    fn append_pixel_values(&self, image: &RgbImage, out: &mut Vec<f32>) {
+        let resized = resize_bilinear_antialias(
+            &image.pixels,
+            (image.width as usize, image.height as usize),
+            3,
+            (self.width, self.height),
+        );
+        for c in 0..3 {
+            let levels = resized.iter().skip(c).step_by(3).map(|&v| f32::from(v));
+            match (self.normalize, self.rescale) {
+                (Some((mean, std)), _) => out.extend(levels.map(|v| (v - mean[c]) / std[c])),
+                (None, Some(scale)) => out.extend(levels.map(|v| v * scale)),
+                (None, None) => out.extend(levels),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HUB_GEMMA3: &str = r#"{
+        "do_convert_rgb": null, "do_normalize": true, "do_pan_and_scan": null,
+        "do_rescale": true, "do_resize": true, "image_mean": [0.5, 0.5, 0.5],
+        "image_processor_type": "Gemma3ImageProcessor", "image_seq_length": 256,
+        "image_std": [0.5, 0.5, 0.5], "pan_and_scan_max_num_crops": null,
+        "processor_class": "Gemma3Processor", "resample": 2,
+        "rescale_factor": 0.00392156862745098, "size": {"height": 896, "width": 896}
+    }"#;
+
+    fn parse(text: &str, nested: bool) -> Result<SiglipPreprocessor, ConfigError> {
+        SiglipPreprocessor::from_json(text, nested, Path::new("test.json"))
+    }
+
+    #[test]
+    fn the_hub_gemma3_config_normalises_levels_to_minus_one_to_one() {
+        let p = parse(HUB_GEMMA3, false).unwrap();
+        assert_eq!((p.height, p.width), (896, 896));
+        assert_eq!(p.normalize, Some(([127.5; 3], [127.5; 3])));
+        let nested = format!(r#"{{"image_processor": {HUB_GEMMA3}, "image_seq_length": 256}}"#);
+        assert_eq!(parse(&nested, true).unwrap(), p);
+        let image = RgbImage::new(1, 1, vec![0, 255, 128]).unwrap();
+        let small = SiglipPreprocessor {
+            height: 1,
+            width: 1,
+            ..p
+        };
+        assert_eq!(small.pixel_values(&image), [-1.0, 1.0, 0.5 / 127.5]);
+    }
+
+    #[test]
+    fn pan_and_scan_and_other_filters_are_refused() {
+        let pan = HUB_GEMMA3.replace(r#""do_pan_and_scan": null"#, r#""do_pan_and_scan": true"#);
+        assert!(matches!(
+            parse(&pan, false),
+            Err(ConfigError::Unsupported { .. })
+        ));
+        let bicubic = HUB_GEMMA3.replace(r#""resample": 2"#, r#""resample": 3"#);
+        assert!(matches!(
+            parse(&bicubic, false),
+            Err(ConfigError::Unsupported { .. })
+        ));
+        assert!(matches!(
+            parse("{}", true),
+            Err(ConfigError::Invalid { .. })
+        ));
+    }
+}
