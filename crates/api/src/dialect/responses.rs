@@ -13,7 +13,6 @@
 //! `response.in_progress` (an event clients count as life, where SSE comments are not).
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
@@ -21,10 +20,11 @@ use super::turn::{TurnEnd, TurnRenderer, TurnUpdate};
 use super::{to_json, Ending, Frame};
 use crate::assemble::ResponseMeta;
 use crate::error::ApiError;
-use crate::responses_store::{ResponseStore, StoredResponse};
+use crate::responses_store::ResponseStore;
 use crate::wire::responses::ResponseEcho;
 use crate::wire::{system_fingerprint, UsageBody};
 use custom_call::custom_input;
+use parts::{merge, reasoning_part, summary_part, text_part, usage_object};
 
 /// The identity of a new Responses-API response of `model`: a `resp_...` id, created now.
 pub fn response_meta(model: &str) -> ResponseMeta {
@@ -226,7 +226,25 @@ impl ResponsesRenderer {
             json!({"item_id": id, "output_index": output_index, "content_index": 0,
                 "part": part}),
         ));
+        if reasoning && self.summarizes() {
+            frames.push(self.event(
+                "response.reasoning_summary_part.added",
+                json!({"item_id": id, "output_index": output_index, "summary_index": 0,
+                    "part": summary_part("")}),
+            ));
+        }
         frames
+    }
+
+    /// Whether reasoning items carry a summary: the request asked for one
+    /// (`reasoning.summary`), and the summary is the reasoning text itself, since no other
+    /// model writes one here (Codex shows reasoning only through summaries).
+    fn summarizes(&self) -> bool {
+        self.echo
+            .reasoning
+            .summary
+            .as_deref()
+            .is_some_and(|s| s != "none")
     }
 
     /// Closes the open item: its `done` events, and it joins the output.
@@ -251,7 +269,21 @@ impl ResponsesRenderer {
                     "response.content_part.done",
                     merge(&at, json!({"part": reasoning_part(&text)})),
                 ));
-                json!({"type": "reasoning", "id": id, "summary": [],
+                let mut summary = Vec::new();
+                if self.summarizes() {
+                    let at = json!({"item_id": id, "output_index": output_index,
+                        "summary_index": 0});
+                    frames.push(self.event(
+                        "response.reasoning_summary_text.done",
+                        merge(&at, json!({"text": text})),
+                    ));
+                    frames.push(self.event(
+                        "response.reasoning_summary_part.done",
+                        merge(&at, json!({"part": summary_part(&text)})),
+                    ));
+                    summary.push(summary_part(&text));
+                }
+                json!({"type": "reasoning", "id": id, "summary": summary,
                     "content": [reasoning_part(&text)], "status": status})
             }
             OpenItem::Message { id, text } => {
@@ -298,72 +330,6 @@ impl ResponsesRenderer {
         self.items.push(item);
         frames
     }
-
-    /// Ends the turn (if `Finish` never came) and keeps the response when asked to; the
-    /// final response object.
-    fn complete(&mut self, usage: &UsageBody) -> Value {
-        // Frames of an item still open are dropped: a turn always finishes before the end.
-        self.finish_item();
-        let mut response = self.response(self.final_status(), Some(usage));
-        if let Some(Storing {
-            store,
-            conversation,
-            input_start,
-            owner,
-        }) = self.store.take()
-        {
-            let stored = store.put(
-                self.meta.id.clone(),
-                StoredResponse {
-                    input: conversation,
-                    input_start,
-                    output: self.output_items(),
-                    body: response.clone(),
-                    created: Instant::now(),
-                    owner,
-                },
-            );
-            // The request's size was checked before generating; the output can still make
-            // the whole too large. The client has its answer: it is told the response was not
-            // kept rather than refused after the work was done.
-            if let Err(too_large) = stored {
-                tracing::warn!(id = %self.meta.id, "response not stored: {too_large}");
-                response["store"] = Value::Bool(false);
-            }
-        }
-        response
-    }
-}
-
-fn text_part(text: &str) -> Value {
-    json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []})
-}
-
-fn reasoning_part(text: &str) -> Value {
-    json!({"type": "reasoning_text", "text": text})
-}
-
-/// `a`'s fields with `b`'s added.
-fn merge(a: &Value, b: Value) -> Value {
-    let mut out = a.clone();
-    if let (Value::Object(out), Value::Object(b)) = (&mut out, b) {
-        out.extend(b);
-    }
-    out
-}
-
-/// Responses' `usage`, `reasoning_tokens` of its output tokens in reasoning; hidden cached
-/// tokens read as 0 (the field is not optional).
-fn usage_object(usage: &UsageBody, reasoning_tokens: u32) -> Value {
-    json!({
-        "input_tokens": usage.prompt_tokens,
-        "input_tokens_details": {
-            "cached_tokens": usage.prompt_tokens_details.map_or(0, |d| d.cached_tokens),
-        },
-        "output_tokens": usage.completion_tokens,
-        "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
-        "total_tokens": usage.total_tokens,
-    })
 }
 
 impl TurnRenderer for ResponsesRenderer {
@@ -389,9 +355,15 @@ impl TurnRenderer for ResponsesRenderer {
                     unreachable!("a reasoning item was just opened")
                 };
                 all.push_str(&text);
+                let id = id.clone();
                 let fields = json!({"item_id": id, "output_index": self.items.len(),
                     "content_index": 0, "delta": text});
                 frames.push(self.event("response.reasoning_text.delta", fields));
+                if self.summarizes() {
+                    let fields = json!({"item_id": id, "output_index": self.items.len(),
+                        "summary_index": 0, "delta": text});
+                    frames.push(self.event("response.reasoning_summary_text.delta", fields));
+                }
                 frames
             }
             TurnUpdate::Content { text, .. } => {
@@ -495,5 +467,7 @@ impl TurnRenderer for ResponsesRenderer {
 }
 
 mod custom_call;
+mod parts;
+mod store;
 #[cfg(test)]
 mod tests;

@@ -131,7 +131,8 @@ pub struct TextFormat {
 pub struct ReasoningConfig {
     /// `none` | `minimal` | `low` | `medium` | `high`, handed to the chat template.
     pub effort: Option<String>,
-    /// `auto` | `concise` | `detailed`: echoed; the reasoning text itself is returned.
+    /// `auto` | `concise` | `detailed`: reasoning items also carry the reasoning text as
+    /// their summary (streamed as `response.reasoning_summary_*` events); echoed.
     pub summary: Option<String>,
 }
 

@@ -208,6 +208,51 @@ fn reasoning_then_text_are_two_items() {
     assert_eq!(text["item_id"], body["output"][1]["id"]);
 }
 
+/// Codex asks `reasoning.summary` and shows reasoning only through summaries: the summary is
+/// the reasoning text, streamed as summary events that add up to the item's summary.
+#[test]
+fn a_requested_summary_carries_the_reasoning() {
+    let summarizing = || {
+        let body = json!({"model": "m", "input": "hi",
+            "reasoning": {"effort": "medium", "summary": "auto"}});
+        ResponsesRenderer::new(meta(), request(body).echo())
+    };
+    let updates = turn(
+        vec![reasoning("hm"), reasoning("m"), content("ok")],
+        TurnEnd::Stop,
+    );
+    let (events, body) = run(summarizing, updates.clone());
+    check_stream_matches_body(&events, &body);
+    let summary = json!([{"type": "summary_text", "text": "hmm"}]);
+    assert_eq!(body["output"][0]["summary"], summary);
+    let kinds = types(&events);
+    let at = |kind: &str| kinds.iter().position(|k| *k == kind).unwrap();
+    assert!(
+        at("response.reasoning_summary_part.added") < at("response.reasoning_summary_text.delta")
+    );
+    assert!(
+        at("response.reasoning_summary_text.done") < at("response.reasoning_summary_part.done")
+    );
+    assert!(at("response.reasoning_summary_part.done") < at("response.output_item.done"));
+    let deltas: String = (events.iter())
+        .filter(|e| e["type"] == "response.reasoning_summary_text.delta")
+        .map(|e| {
+            assert_eq!(e["item_id"], body["output"][0]["id"]);
+            assert_eq!(e["summary_index"], 0);
+            e["delta"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(deltas, "hmm");
+    let done = events
+        .iter()
+        .find(|e| e["type"] == "response.reasoning_summary_text.done");
+    assert_eq!(done.unwrap()["text"], "hmm");
+    // Not asked for: no summary.
+    let (events, body) = run(renderer, updates);
+    assert_eq!(body["output"][0]["summary"], json!([]));
+    assert!(!types(&events).iter().any(|k| k.contains("summary")));
+}
+
 #[test]
 fn text_then_two_calls_are_three_items_with_full_arguments() {
     let mut middle = vec![content("Let me check.")];
