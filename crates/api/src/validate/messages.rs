@@ -5,7 +5,9 @@
 //! `input`; a user message holding `tool_result` blocks becomes one `tool` message per
 //! result, then a user message for any text beside them; `thinking` is the assistant
 //! message's `reasoning_content`. A failed tool result (`is_error`) reaches the template as
-//! `Error: ` followed by its content, since templates have no field for it.
+//! `Error: ` followed by its content, since templates have no field for it. A `system` message
+//! inside `messages` (Anthropic's mid-conversation instructions, right after a user turn) is a
+//! system message at its place in the conversation.
 
 use serde_json::{json, Map, Value};
 
@@ -151,7 +153,21 @@ impl Prompt {
             chat.push(text_message("system", content_text(system, "system")?));
         }
         for (i, message) in messages.iter().enumerate() {
-            chat_messages(message, &format!("messages[{i}]"), &mut chat)?;
+            let field = format!("messages[{i}]");
+            if message.role == "system" {
+                // Mid-conversation instructions (Claude Code sends its environment so): allowed
+                // right after a user turn, and rendered in place as a system message.
+                if i == 0 || messages[i - 1].role != "user" {
+                    return Err(ApiError::invalid(
+                        &format!("{field}.role"),
+                        "a system message in messages must follow a user message",
+                    ));
+                }
+                let text = content_text(&message.content, &format!("{field}.content"))?;
+                chat.push(text_message("system", text));
+                continue;
+            }
+            chat_messages(message, &field, &mut chat)?;
         }
         let specs = anthropic_tools(tools)?;
         let tools = tool_request(tool_choice, specs)?;
@@ -191,7 +207,7 @@ fn chat_messages(
     if role != "user" && role != "assistant" {
         return Err(ApiError::invalid(
             &format!("{field}.role"),
-            format!("role must be user or assistant; got '{role}'"),
+            format!("role must be user, assistant or system; got '{role}'"),
         ));
     }
     let blocks = match &message.content {

@@ -252,3 +252,28 @@ fn structured_outputs_become_a_json_schema_constraint_from_either_field() {
         assert_eq!(param(&err), Some(field), "{extra}: {err:?}");
     }
 }
+
+/// Claude Code sends its environment as a `system` message after the first user turn, as
+/// Anthropic's API allows; it is rendered in place. Anywhere else it is a 400.
+#[test]
+fn a_system_message_after_a_user_turn_stays_in_place() {
+    let v = valid(json!({"model": "m", "max_tokens": 10, "system": "top",
+        "messages": [{"role": "user", "content": "hi"},
+                     {"role": "system", "content": [{"type": "text", "text": "# Environment"}]},
+                     {"role": "assistant", "content": "ok"},
+                     {"role": "user", "content": "go"}]}));
+    assert_eq!(
+        v.messages,
+        json!([{"role": "system", "content": "top"}, {"role": "user", "content": "hi"},
+               {"role": "system", "content": "# Environment"},
+               {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go"}])
+    );
+    for messages in [
+        json!([{"role": "system", "content": "x"}, {"role": "user", "content": "hi"}]),
+        json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"},
+               {"role": "system", "content": "x"}]),
+    ] {
+        let err = invalid(json!({"model": "m", "max_tokens": 10, "messages": messages}));
+        assert!(param(&err).is_some_and(|p| p.ends_with(".role")), "{err:?}");
+    }
+}
