@@ -285,6 +285,60 @@ fn a_window_pool_gives_the_uniform_cache_bits() {
     assert!(logits == uniform);
 }
 
+/// An image prompt's rows get the same bits alone and beside another sequence's (before it and
+/// after it in the batch), and a text prompt beside it the same bits as alone.
+#[test]
+fn an_image_prompt_has_the_same_bits_beside_other_sequences() {
+    let (model, reference) = (model(), reference());
+    let prompt = &reference.two_images;
+    let embeddings = image_embeddings(prompt);
+    let n = prompt.input_ids.len();
+    let alone = run_prompt(&model, prompt, &embeddings, &[n], true).logits;
+    let text: Vec<u32> = prompt.input_ids[..9].to_vec();
+    let text_alone = {
+        let mut kv = cache(&model);
+        let mut pool = BlockPool::new(kv.num_blocks());
+        let mut batch = Batch::default();
+        Sequence::new(text.clone()).schedule(text.len(), &mut pool, &mut batch);
+        batch.logits_indices = (0..text.len()).collect();
+        model.forward(&batch, &mut kv).unwrap().data
+    };
+    let hidden = model.config().hidden_size;
+    let per_image = embeddings.len() / 2;
+    for text_first in [true, false] {
+        let mut kv = cache(&model);
+        let mut pool = BlockPool::new(kv.num_blocks());
+        let mut batch = Batch::default();
+        let mut image_seq = Sequence::new(prompt.input_ids.clone());
+        let mut text_seq = Sequence::new(text.clone());
+        if text_first {
+            text_seq.schedule(text.len(), &mut pool, &mut batch);
+        }
+        let offset = batch.num_tokens();
+        image_seq.schedule(n, &mut pool, &mut batch);
+        if !text_first {
+            text_seq.schedule(text.len(), &mut pool, &mut batch);
+        }
+        for (i, run) in prompt.image_runs().iter().enumerate() {
+            let values = &embeddings[i * per_image..][..per_image];
+            batch.push_bidirectional_image(offset + run.start, values, hidden);
+        }
+        let text_rows = if text_first {
+            0..text.len()
+        } else {
+            n..n + text.len()
+        };
+        batch.logits_indices = (offset..offset + n).chain(text_rows).collect();
+        let out = model.forward(&batch, &mut kv).unwrap();
+        let rows: Vec<Vec<f32>> = (0..n).map(|r| out.row(r).to_vec()).collect();
+        assert!(rows == alone, "image prompt, text first: {text_first}");
+        assert!(
+            out.data[n * out.vocab_size..] == text_alone[..],
+            "text first: {text_first}"
+        );
+    }
+}
+
 #[test]
 fn image_rows_that_do_not_fit_the_batch_are_refused() {
     let model = model();

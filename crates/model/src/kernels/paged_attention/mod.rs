@@ -42,7 +42,7 @@ pub struct AttentionShape {
 #[derive(Debug, Clone, Copy)]
 pub struct QueryView<'a> {
     /// The physical blocks of the token's sequence in the layer's pool, in logical order
-    /// (covering at least `position + 1` positions).
+    /// (covering at least `last + 1` positions).
     pub block_table: &'a [u32],
     /// The token's own position.
     pub position: usize,
@@ -94,10 +94,10 @@ pub const QUERY_TILE: usize = 32;
 /// them rather than once a token; each task is such a run and one K/V head. Within a task the
 /// visible positions go in tiles of [`KV_TILE`] with an online softmax (a running maximum and
 /// sum per query head, the accumulated output rescaled when the maximum grows), so no score row
-/// longer than a tile exists. Every query's operations depend only on its own position, first
-/// visible position and the tile grid, never on the run it was in: decode (a run of one), a
-/// prefill chunk and any chunking of a prompt give each token the same bits (and a token whose
-/// `last` is its position, the same bits whatever other tokens' `last` are).
+/// longer than a tile exists. Every query's operations depend only on its own first and last
+/// visible positions and the tile grid, never on the run it was in: decode (a run of one), a
+/// prefill chunk and any chunking of a prompt give each token the same bits, and a causal token
+/// (`last` its position) the same bits whatever the other tokens' `last` are.
 pub fn paged_attention<E: KvElement>(
     shape: AttentionShape,
     kv: PagedKv<'_, E>,
