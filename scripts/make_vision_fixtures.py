@@ -31,9 +31,12 @@ reference.json holds, per image: the processor's `pixel_values` ([3, 32, 32], f3
 uint8 levels they were normalised from (`pixel_values = (level - 127.5) / 127.5` in f32, checked
 to give the processor's values bit for bit; the JSON stays small), the PIL backend's largest difference from it in uint8 levels (for the
 record), and `model.get_image_features(pixel_values).pooler_output` ([16, 64]) computed one image
-at a time. It also holds one prompt with one image expanded as the processor expands it
-(`<start_of_image>` + 16 soft tokens + `<end_of_image>`), its ids, token_type_ids and the
-logits at every position (5 decimals).
+at a time. It also holds prompts with images expanded as the processor expands them
+(`<start_of_image>` + 16 soft tokens + `<end_of_image>`): `prompt` with one image, `two_images`
+with two different ones; for each its text, image file names, ids, token_type_ids, the logits at
+every position (5 decimals, with the bidirectional attention transformers gives each image's
+soft tokens) and the greedy continuation (`greedy_tokens`, GREEDY_TOKENS of them, each the
+argmax of a full forward pass over the prompt and the tokens so far, image tokens bidirectional).
 
 Usage: python3 scripts/make_vision_fixtures.py   (CPU only, deterministic, seconds)
 """
@@ -71,6 +74,7 @@ PATCH_SIZE = 4
 MM_TOKENS = 16
 BOI, EOI, SOFT = "<start_of_image>", "<end_of_image>", "<image_soft_token>"
 SEED = 3300
+GREEDY_TOKENS = 8
 
 
 def pattern(width, height, channels, seed):
@@ -204,6 +208,43 @@ def pixel_levels(pixels):
     return levels.to(torch.int64)
 
 
+def prompt_reference(model, processor, images, text, names):
+    """One prompt's ids, token types, logits at every position and greedy continuation."""
+    pictures = []
+    for name in names:
+        with Image.open(images[name]) as image:
+            image.load()
+            pictures.append(image)
+    inputs = processor(text=text, images=pictures, return_tensors="pt")
+    ids, types = inputs["input_ids"], inputs["token_type_ids"]
+
+    def forward(ids, types):
+        with torch.no_grad():
+            return model(
+                input_ids=ids,
+                pixel_values=inputs["pixel_values"],
+                attention_mask=torch.ones_like(ids),
+                token_type_ids=types,
+            ).logits[0]
+
+    logits = forward(ids, types)
+    greedy, next_logits = [], logits[-1]
+    for _ in range(GREEDY_TOKENS):
+        token = int(torch.argmax(next_logits))
+        greedy.append(token)
+        ids = torch.cat([ids, torch.tensor([[token]])], dim=1)
+        types = torch.cat([types, torch.zeros((1, 1), dtype=types.dtype)], dim=1)
+        next_logits = forward(ids, types)[-1]
+    return {
+        "text": text,
+        "images": names,
+        "input_ids": inputs["input_ids"][0].tolist(),
+        "token_type_ids": inputs["token_type_ids"][0].tolist(),
+        "logits": [[round(float(x), 5) for x in row] for row in logits],
+        "greedy_tokens": greedy,
+    }
+
+
 def main():
     if OUT.exists():
         shutil.rmtree(OUT)
@@ -226,8 +267,11 @@ def main():
     )
     pil_processor = Gemma3ImageProcessorPil(**image_processor.to_dict())
     model.to(torch.bfloat16).save_pretrained(OUT)
-    model.to(torch.float32)
     processor.save_pretrained(OUT)
+    # The references come from the saved checkpoint loaded in f32, as a user loads it: casting
+    # the model back would leave its non-persistent buffers (the text model's RoPE inverse
+    # frequencies) rounded to bf16.
+    model = Gemma3ForConditionalGeneration.from_pretrained(OUT, dtype=torch.float32).eval()
 
     reference = {"image_size": IMAGE_SIZE, "mm_tokens_per_image": MM_TOKENS, "images": {}}
     for name, path in images.items():
@@ -250,26 +294,18 @@ def main():
         }
         print(f"{name}: pil diff {reference['images'][name]['pil_backend_max_level_diff']} levels")
 
-    # One prompt with one image, expanded as the processor expands it.
-    prompt_image = "rgb_48x20.png"
-    text = f"<|bos|>The quick brown fox {BOI} looks at the lazy dog."
-    with Image.open(images[prompt_image]) as image:
-        image.load()
-        inputs = processor(text=text, images=image, return_tensors="pt")
-    with torch.no_grad():
-        logits = model(
-            input_ids=inputs["input_ids"],
-            pixel_values=inputs["pixel_values"],
-            attention_mask=inputs["attention_mask"],
-            token_type_ids=inputs["token_type_ids"],
-        ).logits[0]
-    reference["prompt"] = {
-        "text": text,
-        "image": prompt_image,
-        "input_ids": inputs["input_ids"][0].tolist(),
-        "token_type_ids": inputs["token_type_ids"][0].tolist(),
-        "logits": [[round(float(x), 5) for x in row] for row in logits],
+    # Prompts with images, expanded as the processor expands them. Lossless images, so the Rust
+    # side decodes the reference's pixels exactly.
+    prompts = {
+        "prompt": (f"<|bos|>The quick brown fox {BOI} looks at the lazy dog.", ["rgb_48x20.png"]),
+        "two_images": (
+            f"<|bos|>Compare {BOI} with {BOI} and say which.",
+            ["rgb_48x20.png", "lossless_33x50.webp"],
+        ),
     }
+    for key, (text, names) in prompts.items():
+        reference[key] = prompt_reference(model, processor, images, text, names)
+        print(f"{key}: {len(reference[key]['input_ids'])} tokens, greedy {reference[key]['greedy_tokens']}")
     (OUT / "reference.json").write_text(json.dumps(reference) + "\n")
     total = sum(f.stat().st_size for f in OUT.rglob("*") if f.is_file())
     print(f"wrote {OUT} ({total} bytes)")

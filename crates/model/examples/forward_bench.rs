@@ -527,6 +527,7 @@ fn bench_attention(n: usize) {
             block_table: &table,
             position: p,
             first: 0,
+            last: p,
         })
         .collect();
     let q = source.tensor("q", &[n * heads * d]).unwrap();
@@ -543,6 +544,7 @@ fn bench_attention(n: usize) {
             block_table: &table,
             position: n - 1,
             first: 0,
+            last: n - 1,
         })
         .collect();
     let t = measure(20, || {

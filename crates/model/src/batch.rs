@@ -4,6 +4,12 @@
 //! rows named in [`Batch::logits_indices`] (and the final hidden state of the rows named in
 //! [`Batch::hidden_indices`], which embedding requests pool). Decode steps (one token) and
 //! prefill chunks (many tokens) of different sequences share one batch.
+//!
+//! Images enter a batch as rows too: their embeddings replace the token embeddings of the
+//! image-token rows ([`Batch::input_embeddings`]), and where the model attends bidirectionally
+//! within an image (Gemma 3), the image's rows are one [`Batch::bidirectional_spans`] entry.
+
+use std::ops::Range;
 
 use crate::kv_layout::{KvGroupId, FULL_GROUP};
 
@@ -65,7 +71,57 @@ pub struct Batch {
     /// Flat token indices whose final-norm hidden state is returned, in this order (rows an
     /// embedding request pools). Usually empty.
     pub hidden_indices: Vec<usize>,
+    /// Rows whose input is given as an embedding instead of their token's (image soft tokens).
+    /// Usually empty.
+    pub input_embeddings: InputEmbeddings,
+    /// Runs of consecutive flat rows of one sequence that attend to each other in both
+    /// directions (Gemma 3's image tokens): a row of a span also sees the span's later rows,
+    /// within its layer's sliding window. Each span lies in one sequence's rows of this batch,
+    /// so the engine must never split such a run across prefill chunks. Usually empty.
+    pub bidirectional_spans: Vec<Range<usize>>,
 }
+
+/// Embeddings that replace rows' token embeddings: row `rows[i]` of the batch starts the
+/// forward pass as `values[i * hidden..(i + 1) * hidden]`, exactly as given (not multiplied by
+/// any embedding scale: transformers scatters image features into the already scaled
+/// embeddings).
+#[derive(Debug, Clone, Default)]
+pub struct InputEmbeddings {
+    /// Flat row indices, strictly increasing.
+    pub rows: Vec<usize>,
+    /// `[rows.len(), hidden]` row-major.
+    pub values: Vec<f32>,
+}
+
+impl InputEmbeddings {
+    /// Whether no row is replaced.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Replaces the inputs of the `rows.len()` rows from `first_row` on with `values`
+    /// (`[rows, hidden]`), e.g. one image's embeddings at its soft tokens.
+    pub fn push_run(&mut self, first_row: usize, values: &[f32], hidden: usize) {
+        assert!(
+            hidden > 0 && values.len().is_multiple_of(hidden),
+            "whole rows"
+        );
+        self.rows
+            .extend(first_row..first_row + values.len() / hidden);
+        self.values.extend_from_slice(values);
+    }
+}
+
+// Equality by bits, so a batch stays `Eq` (and a NaN equals itself).
+impl PartialEq for InputEmbeddings {
+    fn eq(&self, other: &Self) -> bool {
+        self.rows == other.rows
+            && self.values.len() == other.values.len()
+            && (self.values.iter().zip(&other.values)).all(|(a, b)| a.to_bits() == b.to_bits())
+    }
+}
+
+impl Eq for InputEmbeddings {}
 
 impl Batch {
     /// Number of tokens in the batch.
@@ -136,6 +192,15 @@ impl Batch {
     pub fn slot_mapping(&self) -> &[u32] {
         self.slots(FULL_GROUP)
     }
+
+    /// Gemma 3's image rows: the `values.len() / hidden` rows from `first_row` on take `values`
+    /// (`[rows, hidden]`, the image's embeddings) as their input and attend to each other
+    /// bidirectionally. The rows must be one sequence's, in this batch.
+    pub fn push_bidirectional_image(&mut self, first_row: usize, values: &[f32], hidden: usize) {
+        self.input_embeddings.push_run(first_row, values, hidden);
+        let rows = values.len() / hidden;
+        self.bidirectional_spans.push(first_row..first_row + rows);
+    }
 }
 
 /// What one forward pass returns: logits for the rows a [`Batch`] asked for, `[rows,
@@ -196,5 +261,19 @@ mod tests {
         // A group the sequences carry no table for is addressed through the full group's.
         assert_eq!(b.slots(2), b.slots(0));
         assert_eq!(b.seqs[0].table(2), [5, 2]);
+    }
+
+    #[test]
+    fn an_image_replaces_its_rows_inputs_and_spans_them() {
+        let mut b = Batch::default();
+        b.push_sequence(&[1, 9, 9, 9, 2], 0, vec![0, 1], 4, true);
+        b.push_bidirectional_image(1, &[0.5; 6], 2);
+        assert_eq!(b.input_embeddings.rows, [1, 2, 3]);
+        assert_eq!(b.input_embeddings.values.len(), 6);
+        assert_eq!(
+            (b.bidirectional_spans.len(), &b.bidirectional_spans[0]),
+            (1, &(1..4))
+        );
+        assert_eq!(b.clone(), b);
     }
 }

@@ -14,6 +14,7 @@ use crate::error::LoadError;
 pub use crate::moe_config::MoeConfig;
 
 mod capacity;
+mod nested;
 mod rope;
 pub mod spec;
 
@@ -162,7 +163,6 @@ pub struct ModelConfig {
 /// The raw fields of `config.json` we read; everything else is ignored.
 #[derive(Deserialize)]
 struct RawConfig {
-    architectures: Option<Vec<String>>,
     vocab_size: usize,
     hidden_size: usize,
     intermediate_size: usize,
@@ -246,15 +246,19 @@ impl ModelConfig {
         facts: ArchitectureFacts,
         capacity: WeightCapacity,
     ) -> Result<Self, String> {
-        let raw: RawConfig = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        let architecture = raw
-            .architectures
-            .as_ref()
+        #[derive(Deserialize)]
+        struct Named {
+            architectures: Option<Vec<String>>,
+        }
+        let named: Named = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let architecture = (named.architectures.as_ref())
             .and_then(|a| a.first())
             .cloned()
             .ok_or("no `architectures` entry")?;
         // Names sluice does not implement read as the Llama block (and fail to load).
         let (spec, moe) = facts(&architecture).unwrap_or((ConfigSpec::PLAIN, None));
+        let text = &nested::flatten_text_config(text, spec.text_config_defaults)?;
+        let raw: RawConfig = serde_json::from_str(text).map_err(|e| e.to_string())?;
         let hidden_activation = match raw.hidden_activation.as_ref().or(raw.hidden_act.as_ref()) {
             None => spec.activation,
             Some(act) => match act.as_str() {

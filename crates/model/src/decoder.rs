@@ -105,7 +105,7 @@ impl Decoder {
     }
 
     /// `x: [T, hidden]`, the residual stream: each token's embedding row (scaled where the
-    /// plan says).
+    /// plan says), or the row the batch gives in its place (`batch.input_embeddings`, as is).
     fn embed(&self, batch: &Batch, x: &mut Vec<f32>) {
         let hidden = self.hidden;
         let embed = self.embed_tokens.as_ref().unwrap_or_else(|| {
@@ -119,6 +119,10 @@ impl Decoder {
             if let Some(scale) = self.embedding_scale {
                 row.iter_mut().for_each(|v| *v *= scale);
             }
+        }
+        let given = &batch.input_embeddings;
+        for (&row, values) in given.rows.iter().zip(given.values.chunks_exact(hidden)) {
+            x[row * hidden..][..hidden].copy_from_slice(values);
         }
     }
 

@@ -24,7 +24,7 @@ pub mod plan;
 pub mod pooling;
 pub mod vision;
 
-pub use batch::{Batch, Logits, SeqBatch, RELEASED_BLOCK};
+pub use batch::{Batch, InputEmbeddings, Logits, SeqBatch, RELEASED_BLOCK};
 pub use checkpoint::{Checkpoint, RawTensor, TensorSource};
 pub use config::{LongRope, ModelConfig, RopeConfig, RopeScaling};
 pub use error::{ForwardError, LoadError};

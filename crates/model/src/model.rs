@@ -179,6 +179,7 @@ impl Model {
                 num_tokens: n,
             });
         }
+        self.validate_input_embeddings(batch)?;
         let block_size = kv.block_size();
         let mut token_seq = Vec::with_capacity(n);
         for (s, seq) in batch.seqs.iter().enumerate() {
@@ -214,8 +215,55 @@ impl Model {
         if token_seq.len() != n {
             return inconsistent(format!("sequences cover {} of {n} tokens", token_seq.len()));
         }
+        validate_bidirectional_spans(&batch.bidirectional_spans, &token_seq)?;
         Ok(token_seq)
     }
+
+    /// Checks the rows given as embeddings: in the batch, strictly increasing, one hidden-size
+    /// vector each.
+    fn validate_input_embeddings(&self, batch: &Batch) -> Result<(), ForwardError> {
+        let (embeddings, n) = (&batch.input_embeddings, batch.num_tokens());
+        let hidden = self.config.hidden_size;
+        let inconsistent = |m: String| Err(ForwardError::InconsistentBatch(m));
+        if embeddings.values.len() != embeddings.rows.len() * hidden {
+            return inconsistent(format!(
+                "{} values for {} embedding rows of {hidden}",
+                embeddings.values.len(),
+                embeddings.rows.len()
+            ));
+        }
+        if let Some(&row) = embeddings.rows.iter().find(|&&r| r >= n) {
+            return inconsistent(format!("embedding row {row} of {n} tokens"));
+        }
+        if embeddings.rows.windows(2).any(|w| w[0] >= w[1]) {
+            return inconsistent("embedding rows are not strictly increasing".into());
+        }
+        Ok(())
+    }
+}
+
+/// Checks that each bidirectional span is non-empty, within one sequence's rows of the batch,
+/// and after the previous one (`token_seq[t]`: token `t`'s sequence).
+fn validate_bidirectional_spans(
+    spans: &[std::ops::Range<usize>],
+    token_seq: &[usize],
+) -> Result<(), ForwardError> {
+    let mut after = 0;
+    for span in spans {
+        let within = span.start < span.end
+            && span.start >= after
+            && span.end <= token_seq.len()
+            && token_seq[span.start] == token_seq[span.end - 1];
+        if !within {
+            return Err(ForwardError::InconsistentBatch(format!(
+                "bidirectional span {span:?} is empty, overlaps the previous one or is not \
+                 within one sequence's {} rows",
+                token_seq.len()
+            )));
+        }
+        after = span.end;
+    }
+    Ok(())
 }
 
 /// Checks sequence `s`'s table in KV group `g`: it covers the context, every block its new

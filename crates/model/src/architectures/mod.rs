@@ -7,6 +7,7 @@
 //! it there.
 
 pub mod gemma3;
+pub mod gemma3_vision;
 pub mod llama;
 pub mod mistral;
 pub mod mixtral;

@@ -11,7 +11,9 @@ use crate::decoder::Decoder;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
 
-use super::{gemma3, llama, mistral, mixtral, olmoe, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe};
+use super::{
+    gemma3, gemma3_vision, llama, mistral, mixtral, olmoe, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe,
+};
 
 /// Builds an architecture's decoder from a checkpoint (each architecture file's `load`).
 pub type LoadFn =
@@ -82,22 +84,34 @@ const FOLLOWS_NORM_TOPK_PROB: Option<MoeSpec> = Some(MoeSpec {
     always_renormalize: false,
 });
 
+/// How Gemma 3's text configs read.
+const GEMMA3_CONFIG: ConfigSpec = ConfigSpec {
+    activation: Activation::GeluTanh,
+    rope_theta: 1_000_000.0,
+    window: SlidingWindow::Interleaved {
+        every: 6,
+        window: 4096,
+        local_rope_theta: 10_000.0,
+    },
+    qk_norm: true,
+    query_pre_attn_scalar: Some(256.0),
+    ..ConfigSpec::PLAIN
+};
+
+/// transformers' `Gemma3TextConfig` defaults that a nested `text_config` may leave out (the
+/// hub's multimodal checkpoints state only their sizes); the RoPE, window pattern and scalar
+/// defaults are [`GEMMA3_CONFIG`]'s.
+const GEMMA3_TEXT_DEFAULTS: &str = r#"{"vocab_size": 262208, "hidden_size": 2304,
+    "intermediate_size": 9216, "num_hidden_layers": 26, "num_attention_heads": 8,
+    "num_key_value_heads": 4, "head_dim": 256, "max_position_embeddings": 131072,
+    "rms_norm_eps": 1e-6, "tie_word_embeddings": true, "bos_token_id": 2, "eos_token_id": 1,
+    "sliding_window": 4096}"#;
+
 /// Every architecture, by Hugging Face name. To add one, write its file in `architectures/` and
 /// a row here.
-const TABLE: [ArchitectureSpec; 10] = [
+const TABLE: [ArchitectureSpec; 11] = [
     ArchitectureSpec {
-        config: ConfigSpec {
-            activation: Activation::GeluTanh,
-            rope_theta: 1_000_000.0,
-            window: SlidingWindow::Interleaved {
-                every: 6,
-                window: 4096,
-                local_rope_theta: 10_000.0,
-            },
-            qk_norm: true,
-            query_pre_attn_scalar: Some(256.0),
-            ..ConfigSpec::PLAIN
-        },
+        config: GEMMA3_CONFIG,
         // llama.cpp: local RoPE base `rope.freq_base_swa` (else 10000), layer pattern
         // `attention.sliding_window_pattern` (else every 6th layer global).
         gguf: Some(GgufSpec {
@@ -105,6 +119,14 @@ const TABLE: [ArchitectureSpec; 10] = [
             ..GgufSpec::plain("gemma3")
         }),
         ..dense("Gemma3ForCausalLM", gemma3::load)
+    },
+    // The language model alone; the image encoder is `vision::Gemma3VisionEncoder`.
+    ArchitectureSpec {
+        config: ConfigSpec {
+            text_config_defaults: Some(GEMMA3_TEXT_DEFAULTS),
+            ..GEMMA3_CONFIG
+        },
+        ..dense("Gemma3ForConditionalGeneration", gemma3_vision::load)
     },
     ArchitectureSpec {
         gguf: Some(GgufSpec {

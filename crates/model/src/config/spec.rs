@@ -23,6 +23,10 @@ pub struct ConfigSpec {
     /// Scores are scaled by `query_pre_attn_scalar^-½`, this one when `config.json` names none;
     /// GGUF files (whose converter writes none) scale by `head_dim^-½`, as llama.cpp does.
     pub query_pre_attn_scalar: Option<f64>,
+    /// For a multimodal architecture whose text settings `config.json` nests under
+    /// `text_config`: the text config class's defaults (a JSON object), for the fields the
+    /// nested object leaves out, as the hub's checkpoints do.
+    pub text_config_defaults: Option<&'static str>,
 }
 
 impl ConfigSpec {
@@ -34,6 +38,7 @@ impl ConfigSpec {
         qk_norm: false,
         attention_bias: AttentionBias::FromConfig,
         query_pre_attn_scalar: None,
+        text_config_defaults: None,
     };
 
     /// The layer pattern when neither `layer_types` nor `sliding_window_pattern` is given: every

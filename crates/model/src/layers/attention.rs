@@ -178,8 +178,10 @@ impl Attention {
                 q_rows
             }
         };
-        // Where each query reads: its sequence's table in this layer's KV group, its position
-        // and, under a sliding window, the first position the window shows.
+        // Where each query reads: its sequence's table in this layer's KV group, its position,
+        // under a sliding window the first position the window shows, and the last it sees (its
+        // own, or in an image attended bidirectionally the image's last: the window bounds only
+        // what lies behind a query).
         queries.clear();
         queries.extend((0..rows.len()).map(|i| {
             let t = rows.token(i);
@@ -188,6 +190,7 @@ impl Attention {
                 block_table: ctx.block_table(t, kv.group),
                 position,
                 first: first_visible(position, self.sliding_window),
+                last: ctx.last_visible(t),
             }
         }));
         let shape = AttentionShape {

@@ -21,6 +21,9 @@ pub struct StepContext<'a> {
     wanted: Vec<usize>,
     /// `[hidden_indices.len()]`: each hidden-state row's index in `wanted`.
     hidden_rows: Vec<usize>,
+    /// `[T]`: the last position each token sees, when some token sees past its own (a row of
+    /// a bidirectional span sees to the span's end); empty when every token is causal.
+    last_visible: Vec<usize>,
 }
 
 impl<'a> StepContext<'a> {
@@ -42,6 +45,7 @@ impl<'a> StepContext<'a> {
             ropes: ropes.iter().map(|r| r.tables(batch)).collect(),
             wanted,
             hidden_rows,
+            last_visible: last_visible(batch),
         }
     }
 
@@ -63,6 +67,15 @@ impl<'a> StepContext<'a> {
     /// Token `t`'s position in its sequence.
     pub fn position(&self, t: usize) -> usize {
         self.batch.positions[t] as usize
+    }
+
+    /// The last position token `t` sees: its own, or in a bidirectional span (an image's
+    /// tokens) the span's last.
+    pub fn last_visible(&self, t: usize) -> usize {
+        self.last_visible
+            .get(t)
+            .copied()
+            .unwrap_or_else(|| self.position(t))
     }
 
     /// The block table of token `t`'s sequence in KV group `group`'s pool.
@@ -101,6 +114,20 @@ impl<'a> StepContext<'a> {
     pub fn hidden_rows(&self) -> &[usize] {
         &self.hidden_rows
     }
+}
+
+/// `[T]`: the last position each token of `batch` sees (its own, or its bidirectional span's
+/// last); empty when there are no spans.
+fn last_visible(batch: &Batch) -> Vec<usize> {
+    if batch.bidirectional_spans.is_empty() {
+        return Vec::new();
+    }
+    let mut last: Vec<usize> = batch.positions.iter().map(|&p| p as usize).collect();
+    for span in &batch.bidirectional_spans {
+        let end = batch.positions[span.end - 1] as usize;
+        last[span.clone()].fill(end);
+    }
+    last
 }
 
 /// The rows of a step a layer computes outputs for.
@@ -156,6 +183,19 @@ mod tests {
         assert_eq!(ctx.hidden_rows(), [1, 0, 1]);
         assert_eq!(ctx.last_layer_rows(), Rows::Only(&[2, 4]));
         assert_eq!((ctx.block_table(3, 0), ctx.position(4)), (&[1][..], 1));
+    }
+
+    #[test]
+    fn a_bidirectional_span_sees_to_its_last_row_and_others_stay_causal() {
+        let mut batch = batch();
+        assert_eq!(
+            StepContext::new(&batch, &[0, 0, 0, 1, 1], &[]).last_visible(1),
+            1
+        );
+        batch.bidirectional_spans.push(0..2);
+        let ctx = StepContext::new(&batch, &[0, 0, 0, 1, 1], &[]);
+        let last: Vec<_> = (0..5).map(|t| ctx.last_visible(t)).collect();
+        assert_eq!(last, [1, 1, 2, 0, 1]);
     }
 
     #[test]

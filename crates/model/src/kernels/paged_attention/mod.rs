@@ -1,11 +1,12 @@
 //! Paged attention: each query token attends to its own sequence's cached keys and values, found
 //! through the sequence's block table, over the positions it sees (up to and including its own:
 //! causal within a prefill chunk, since the chunk's K/V are written to the cache before this
-//! runs).
+//! runs; or further, to the end of an image whose tokens attend to each other, whose K/V the
+//! same chunk wrote).
 //!
 //! The kernel knows nothing of batches: the caller hands it, per query token, a [`QueryView`]
-//! (block table, position, first visible position), and the cache as two slices with their
-//! strides ([`PagedKv`]).
+//! (block table, position, first and last visible positions), and the cache as two slices with
+//! their strides ([`PagedKv`]).
 //!
 //! Work is split per (run of a sequence's consecutive query tokens, key/value head); each task
 //! handles the query heads sharing that K/V head, so a key row is read once per group and, for a
@@ -41,13 +42,16 @@ pub struct AttentionShape {
 #[derive(Debug, Clone, Copy)]
 pub struct QueryView<'a> {
     /// The physical blocks of the token's sequence in the layer's pool, in logical order
-    /// (covering at least `position + 1` positions).
+    /// (covering at least `last + 1` positions).
     pub block_table: &'a [u32],
-    /// The token's own position: the last one it sees.
+    /// The token's own position.
     pub position: usize,
-    /// The first position it sees (`0`, or later under a sliding window): it attends to
-    /// `first..=position`.
+    /// The first position it sees (`0`, or later under a sliding window).
     pub first: usize,
+    /// The last position it sees: `position` (causal), or later for a token that attends
+    /// bidirectionally within a run (Gemma 3's image tokens). It attends to `first..=last`,
+    /// whose K/V must be in the cache.
+    pub last: usize,
 }
 
 /// One layer's cached keys and values as the kernel reads them: two slices laid out alike. The
@@ -90,9 +94,10 @@ pub const QUERY_TILE: usize = 32;
 /// them rather than once a token; each task is such a run and one K/V head. Within a task the
 /// visible positions go in tiles of [`KV_TILE`] with an online softmax (a running maximum and
 /// sum per query head, the accumulated output rescaled when the maximum grows), so no score row
-/// longer than a tile exists. Every query's operations depend only on its own position, first
-/// visible position and the tile grid, never on the run it was in: decode (a run of one), a
-/// prefill chunk and any chunking of a prompt give each token the same bits.
+/// longer than a tile exists. Every query's operations depend only on its own first and last
+/// visible positions and the tile grid, never on the run it was in: decode (a run of one), a
+/// prefill chunk and any chunking of a prompt give each token the same bits, and a causal token
+/// (`last` its position) the same bits whatever the other tokens' `last` are.
 pub fn paged_attention<E: KvElement>(
     shape: AttentionShape,
     kv: PagedKv<'_, E>,
@@ -197,7 +202,7 @@ fn attend_run<'o, E: KvElement>(
     let group = num_heads / num_kv_heads;
     assert!(group <= MAX_GROUP, "{group} query heads share a K/V head");
     let lowest = run.iter().map(|query| query.first).min().unwrap_or(0);
-    let highest = run.iter().map(|query| query.position).max().unwrap_or(0);
+    let highest = run.iter().map(|query| query.last).max().unwrap_or(0);
     let block_table = run[0].block_table;
     let mut states: Vec<Running> = (0..run.len() * group)
         .map(|_| Running {
@@ -226,7 +231,7 @@ fn attend_run<'o, E: KvElement>(
         }
         for (r, query) in run.iter().enumerate() {
             let lo = query.first.max(tile_start);
-            let hi = (query.position + 1).min(tile_end);
+            let hi = (query.last + 1).min(tile_end);
             if lo >= hi {
                 continue;
             }

@@ -45,11 +45,13 @@ fn attention_reads_only_the_sequence_own_blocks() {
             block_table: &[0, 2],
             position: 2,
             first: 0,
+            last: 2,
         },
         QueryView {
             block_table: &[1, 3],
             position: 3,
             first: 0,
+            last: 3,
         },
     ];
     let q = vec![0.0; 2 * head_dim];
@@ -75,6 +77,7 @@ fn positions_before_the_first_visible_one_are_hidden() {
         block_table: &[0],
         position: 3,
         first: 2,
+        last: 3,
     };
     let mut out = vec![0.0; 1];
     paged_attention(shape(1, 4, None), kv, &[query], &[0.0], &mut out);
@@ -91,6 +94,7 @@ fn softcap_bounds_scores_before_the_softmax() {
         block_table: &[0],
         position: 1,
         first: 0,
+        last: 1,
     }];
     let mut out = vec![0.0; 1];
     paged_attention(shape(1, 4, Some(1.0)), kv, &query, &[1.0], &mut out);
@@ -146,15 +150,8 @@ impl<E: KvElement> RandomCache<E> {
         }
     }
 
-    /// Every query head's attention (`q: [heads, head_dim]`) at `position`, visible from
-    /// `first`, in f64.
-    fn reference(
-        &self,
-        shape: AttentionShape,
-        q: &[f32],
-        position: usize,
-        first: usize,
-    ) -> Vec<f64> {
+    /// Every query head's attention (`q: [heads, head_dim]`) over `first..=last`, in f64.
+    fn reference(&self, shape: AttentionShape, q: &[f32], first: usize, last: usize) -> Vec<f64> {
         let kv = self.paged();
         let row = |data: &[E], p: usize, g: usize| -> Vec<f64> {
             let at = self.table[p / self.block_size] as usize * kv.block_stride
@@ -169,7 +166,7 @@ impl<E: KvElement> RandomCache<E> {
         let mut out = Vec::new();
         for (h, q) in q.chunks_exact(shape.head_dim).enumerate() {
             let g = h / group;
-            let scores: Vec<f64> = (first..=position)
+            let scores: Vec<f64> = (first..=last)
                 .map(|p| {
                     let k = row(&self.keys, p, g);
                     let s: f64 = q.iter().zip(&k).map(|(a, b)| f64::from(*a) * b).sum();
@@ -184,7 +181,7 @@ impl<E: KvElement> RandomCache<E> {
             let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
             let total: f64 = weights.iter().sum();
             let mut o = vec![0f64; shape.head_dim];
-            for (w, p) in weights.iter().zip(first..=position) {
+            for (w, p) in weights.iter().zip(first..=last) {
                 for (o, v) in o.iter_mut().zip(row(&self.values, p, g)) {
                     *o += w / total * v;
                 }
@@ -217,6 +214,7 @@ fn prompt<'a>(
             block_table: table,
             position: p,
             first: window.map_or(0, |w| (p + 1).saturating_sub(w)),
+            last: p,
         })
         .collect()
 }
@@ -245,8 +243,7 @@ fn long_prompts_match_the_exact_attention() {
         let q = crate::kernels::test_values(positions * width, 33);
         let out = run(shape, &cache, &queries, &q);
         for (i, query) in queries.iter().enumerate().step_by(7) {
-            let exact =
-                cache.reference(shape, &q[i * width..][..width], query.position, query.first);
+            let exact = cache.reference(shape, &q[i * width..][..width], query.first, query.last);
             for (got, want) in out[i * width..][..width].iter().zip(&exact) {
                 assert!(
                     (f64::from(*got) - want).abs() < 1e-4 * (1.0 + want.abs()),
@@ -298,6 +295,49 @@ fn a_token_gets_the_same_bits_however_its_prompt_is_batched() {
                     "chunk {start}..{end} (cut {cut}, {window:?})"
                 );
                 start = end;
+            }
+        }
+    }
+}
+
+/// Tokens of a run that attend bidirectionally (an image's, crossing a key tile and a block)
+/// see up to the run's last position, from their window's first; the causal tokens around them
+/// keep the bits they have without such neighbours.
+#[test]
+fn a_bidirectional_run_sees_its_later_tokens_and_leaves_causal_ones_alone() {
+    let positions = KV_TILE + 40;
+    let span = KV_TILE - 10..KV_TILE + 20;
+    for window in [None, Some(24)] {
+        let shape = gqa_shape(16, None);
+        let cache = RandomCache::<f32>::new(positions, 2, 16, 16);
+        let width = shape.num_heads * shape.head_dim;
+        let q = crate::kernels::test_values(positions * width, 36);
+        let causal = prompt(&cache.table, 0..positions, window);
+        let mut mixed = causal.clone();
+        for query in &mut mixed[span.clone()] {
+            query.last = span.end - 1;
+        }
+        let (before, after) = (
+            run(shape, &cache, &causal, &q),
+            run(shape, &cache, &mixed, &q),
+        );
+        for (i, query) in mixed.iter().enumerate() {
+            let rows = i * width..(i + 1) * width;
+            if !span.contains(&i) {
+                assert_eq!(
+                    after[rows.clone()],
+                    before[rows],
+                    "position {i}, {window:?}"
+                );
+                continue;
+            }
+            assert_eq!(query.first, window.map_or(0, |w| (i + 1).saturating_sub(w)));
+            let exact = cache.reference(shape, &q[rows.clone()], query.first, span.end - 1);
+            for (got, want) in after[rows].iter().zip(&exact) {
+                assert!(
+                    (f64::from(*got) - want).abs() < 1e-4 * (1.0 + want.abs()),
+                    "position {i} ({window:?}): {got} vs {want}"
+                );
             }
         }
     }
