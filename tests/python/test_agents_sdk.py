@@ -89,3 +89,32 @@ def test_an_agent_calls_its_tool_and_answers(url, model_class):
     assert len(result.raw_responses) == 2
     assert result.raw_responses[-1].output, "the final turn produced output"
 
+
+
+@pytest.mark.parametrize("model_class", [OpenAIResponsesModel, OpenAIChatCompletionsModel])
+def test_an_agent_with_a_bounded_output_type_gets_a_valid_final_output(url, model_class):
+    # output_type on a pydantic model with Field(ge, le, gt, lt) and a length limit: the SDK
+    # sends the strict JSON schema (text.format / response_format) and parses the answer into
+    # the model; the bounds are enforced while decoding, so every seed parses.
+    import pydantic
+
+    class Forecast(pydantic.BaseModel):
+        day: int = pydantic.Field(ge=1, le=7)
+        chance_of_rain: float = pydantic.Field(ge=0, le=1)
+        high_c: float = pydantic.Field(gt=-60, lt=60)
+        summary: str = pydantic.Field(max_length=12)
+
+    client = AsyncOpenAI(base_url=url, api_key=API_KEY, max_retries=0)
+    for seed in range(3):
+        agent = Agent(
+            name="forecaster", instructions="Give the forecast.", output_type=Forecast,
+            model=model_class(model=MODEL, openai_client=client),
+            model_settings=ModelSettings(
+                max_tokens=200, extra_body={"logit_bias": {"203": -100}, "seed": seed}),
+        )
+        result = Runner.run_sync(agent, "Forecast for Paris?", max_turns=1,
+                                 run_config=RunConfig(tracing_disabled=True))
+        forecast = result.final_output
+        assert isinstance(forecast, Forecast), forecast
+        assert 1 <= forecast.day <= 7 and 0 <= forecast.chance_of_rain <= 1, forecast
+        assert -60 < forecast.high_c < 60 and len(forecast.summary) <= 12, forecast

@@ -2,8 +2,9 @@
 //! `minimum` / `maximum` (and the exclusive forms) on a `"type": "number"` while it is written.
 //!
 //! The expression accepts exactly the JSON numbers without exponent whose value lies in the
-//! range (a bounded number is written out in plain decimal), every prefix of one of them and
-//! no dead end: the regex machinery refuses a byte from which no accepted number remains. The
+//! range (a bounded number is written out in plain decimal) with at most 16 digits after the
+//! point (more when a bound has more) and, unbounded above, at most 20 before it, every prefix
+//! of one of them and no dead end: the regex machinery refuses a byte from which no accepted number remains. The
 //! bounds are read as the shortest decimal that round-trips their `f64` (`0.1` is 0.1, not the
 //! binary fraction next to it); `-0` is not written (0 is, when the range holds it).
 //!
@@ -51,6 +52,14 @@ impl Decimal {
         by_int.then_with(|| self.frac.cmp(&other.frac))
     }
 }
+
+/// Most digits after the point (or the bounds' own, when longer): past an `f64`'s 15-17
+/// significant digits more change nothing, and a weak model could spend its whole budget on
+/// them, as on whitespace.
+const MAX_FRACTION_DIGITS: usize = 16;
+
+/// Most integer digits of a number with no upper bound (or the lower bound's, and one more).
+const MAX_INTEGER_DIGITS: usize = 20;
 
 /// A bound: the value and whether it is in the range.
 type Bound = (Decimal, bool);
@@ -142,7 +151,13 @@ fn non_negative(lo: &Bound, hi: Option<&Bound>) -> Option<String> {
 /// with its value `0.s` in `lo ⋈ 0.s ⋈ hi` (`None`: 0 and 1 excluded, the natural limits).
 /// `None` when no fraction fits.
 fn fraction(lo: Option<(&[u8], bool)>, hi: Option<(&[u8], bool)>) -> Option<String> {
-    let (empty, digits) = fraction_digits(lo, hi);
+    let longest = [lo, hi]
+        .iter()
+        .flatten()
+        .map(|(d, _)| d.len())
+        .max()
+        .unwrap_or(0);
+    let (empty, digits) = fraction_digits(lo, hi, MAX_FRACTION_DIGITS.max(longest));
     match (empty, digits) {
         (true, Some(d)) => Some(format!("(?:\\.(?:{d}))?")),
         (true, None) => Some(String::new()),
@@ -154,20 +169,33 @@ fn fraction(lo: Option<(&[u8], bool)>, hi: Option<(&[u8], bool)>) -> Option<Stri
 /// For fraction digits `s` with `lo ⋈ 0.s ⋈ hi` (bounds as fraction digit strings without
 /// trailing zeros): whether the empty `s` (value 0) fits, and an expression for the
 /// non-empty ones (`None`: none fits).
-fn fraction_digits(lo: Option<(&[u8], bool)>, hi: Option<(&[u8], bool)>) -> (bool, Option<String>) {
+fn fraction_digits(
+    lo: Option<(&[u8], bool)>,
+    hi: Option<(&[u8], bool)>,
+    left: usize,
+) -> (bool, Option<String>) {
     // A lower bound 0 included is no bound.
     let lo = lo.filter(|(d, incl)| !(d.is_empty() && *incl));
+    if left == 0 {
+        // No digit may follow: only the value so far, when the bounds let it be.
+        let fits = lo.is_none() && hi.is_none_or(|(h, incl)| !h.is_empty() || incl);
+        return (fits, None);
+    }
     match (lo, hi) {
-        (None, None) => return (true, Some("[0-9]+".into())),
+        (None, None) => return (true, Some(format!("[0-9]{{1,{left}}}"))),
         // Upper bound 0: only zeros, if 0 itself is in.
         (lo, Some((&[], incl))) => {
             return match lo.is_none() && incl {
-                true => (true, Some("0+".into())),
+                true => (true, Some(format!("0{{1,{left}}}"))),
                 false => (false, None),
             };
         }
+        // Above 0: some digit, within `left`, is not a zero.
         (Some((&[], false)), None) => {
-            return (false, Some("0*[1-9][0-9]*".into()));
+            let options: Vec<String> = (0..left)
+                .map(|zeros| format!("0{{{zeros}}}[1-9][0-9]{{0,{}}}", left - 1 - zeros))
+                .collect();
+            return (false, Some(options.join("|")));
         }
         _ => {}
     }
@@ -215,7 +243,7 @@ fn fraction_digits(lo: Option<(&[u8], bool)>, hi: Option<(&[u8], bool)>) -> (boo
         } else {
             format!("[{c}-{last}]")
         };
-        let (rest_empty, rest) = fraction_digits(next_lo, next_hi);
+        let (rest_empty, rest) = fraction_digits(next_lo, next_hi, left - 1);
         let rest = match (rest_empty, rest) {
             (true, Some(r)) => Some(format!("(?:{r})?")),
             (true, None) => Some(String::new()),
@@ -266,7 +294,8 @@ fn integer_range(lo: &[u8], hi: Option<&[u8]>) -> String {
         alternatives.push(format!("(?:{})", same_length(&from, &to)));
     }
     if hi.is_none() {
-        alternatives.push(format!("[1-9][0-9]{{{},}}", lo.len()));
+        let most = MAX_INTEGER_DIGITS.max(lo.len() + 1);
+        alternatives.push(format!("[1-9][0-9]{{{},{}}}", lo.len(), most - 1));
     }
     alternatives.join("|")
 }

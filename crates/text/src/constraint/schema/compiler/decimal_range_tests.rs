@@ -137,3 +137,20 @@ fn the_expression_compiles_for_the_schema() {
     assert!(!regex.is_match(b"1000000"));
     assert!(!regex.is_match(b"-273.151"));
 }
+
+#[test]
+fn digits_are_bounded() {
+    let re = matcher(Some((0.0, true)), Some((1.0, true))).unwrap();
+    assert!(re.is_match(&format!("0.{}", "3".repeat(16))));
+    assert!(!re.is_match(&format!("0.{}", "3".repeat(17))));
+    assert!(re.is_match(&format!("1.{}", "0".repeat(16))));
+    let above = matcher(Some((0.0, false)), None).unwrap();
+    assert!(above.is_match(&format!("0.{}1", "0".repeat(15))));
+    assert!(!above.is_match(&format!("0.{}1", "0".repeat(16))));
+    assert!(above.is_match(&"9".repeat(20)));
+    assert!(!above.is_match(&"9".repeat(21)));
+    // A bound with more digits than that keeps its own.
+    let fine = matcher(Some((0.12345678901234566, true)), None).unwrap();
+    assert!(fine.is_match("0.12345678901234566"));
+    assert!(!fine.is_match("0.12345678901234565"));
+}
