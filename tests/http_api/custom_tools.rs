@@ -13,26 +13,7 @@ use crate::agents::named_events;
 use crate::server::{fixture, post_json, post_stream, start, MODEL_ID};
 
 /// Codex's `apply_patch` grammar.
-const APPLY_PATCH: &str = r#"start: begin_patch hunk+ end_patch
-begin_patch: "*** Begin Patch" LF
-end_patch: "*** End Patch" LF?
-
-hunk: add_hunk | delete_hunk | update_hunk
-add_hunk: "*** Add File: " filename LF add_line+
-delete_hunk: "*** Delete File: " filename LF
-update_hunk: "*** Update File: " filename LF change_move? change?
-
-filename: /(.+)/
-add_line: "+" /(.*)/ LF -> line
-
-change_move: "*** Move to: " filename LF
-change: (change_context | change_line)+ eof_line?
-change_context: ("@@" | "@@ " /(.+)/) LF
-change_line: ("+" | "-" | " ") /(.*)/ LF
-eof_line: "*** End of File" LF
-
-%import common.LF
-"#;
+const APPLY_PATCH: &str = include_str!("../../fixtures/grammars/codex_apply_patch.lark");
 
 /// A bounded grammar: every forced call finishes within the budget.
 const MOVES: &str = "start: move (\", \" move){0,2}\nmove: DIR \" \" DIGIT DIGIT?\nDIR: \"north\" | \"south\" | \"east\"\n%import common.DIGIT";

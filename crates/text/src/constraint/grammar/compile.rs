@@ -6,10 +6,10 @@
 
 use std::collections::HashMap;
 
-use regex_syntax::hir::{Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind};
+use regex_syntax::hir::{Class, ClassUnicode, Hir, HirKind};
 use regex_syntax::utf8::Utf8Sequences;
 
-use super::parse::{parse, Expr, RuleDef};
+use super::parse::{parse, unicode_class, Expr, RuleDef};
 use super::{GrammarError, MAX_GRAMMAR_BYTES};
 
 /// Most elements a compiled grammar may hold (repetitions copy their operand).
@@ -227,16 +227,7 @@ impl Compiler<'_> {
                 out.push(self.anonymous(parent, alts)?);
             }
             Expr::Class { ranges, negated } => {
-                let ranges = ranges.iter().filter_map(|&(lo, hi)| {
-                    Some(ClassUnicodeRange::new(
-                        char::from_u32(lo)?,
-                        char::from_u32(hi)?,
-                    ))
-                });
-                let mut class = ClassUnicode::new(ranges);
-                if *negated {
-                    class.negate();
-                }
+                let class = unicode_class(ranges, *negated);
                 out.push(self.class(&class, parent)?);
             }
             Expr::Repeat { inner, min, max } => {

@@ -34,6 +34,25 @@ pub(super) enum Expr {
     Regex(regex_syntax::hir::Hir),
 }
 
+/// The characters of an [`Expr::Class`].
+pub(super) fn unicode_class(
+    ranges: &[(u32, u32)],
+    negated: bool,
+) -> regex_syntax::hir::ClassUnicode {
+    use regex_syntax::hir::{ClassUnicode, ClassUnicodeRange};
+    let ranges = ranges.iter().filter_map(|&(lo, hi)| {
+        Some(ClassUnicodeRange::new(
+            char::from_u32(lo)?,
+            char::from_u32(hi)?,
+        ))
+    });
+    let mut class = ClassUnicode::new(ranges);
+    if negated {
+        class.negate();
+    }
+    class
+}
+
 /// A parsed rule: its name, where its definition starts and its expression.
 #[derive(Debug, Clone)]
 pub(super) struct RuleDef {

@@ -6,11 +6,9 @@
 
 use std::collections::HashMap;
 
-use regex_syntax::hir::{
-    Capture, Class, ClassUnicode, ClassUnicodeRange, Hir, HirKind, Repetition,
-};
+use regex_syntax::hir::{Capture, Class, Hir, HirKind, Repetition};
 
-use super::parse::{parse, Expr};
+use super::parse::{parse, unicode_class, Expr};
 use super::{GrammarError, MAX_GRAMMAR_BYTES};
 
 /// Most expression nodes the inlined grammar may have (inlining can multiply a grammar's size).
@@ -77,17 +75,7 @@ impl<'a> Inliner<'a> {
             },
             Expr::Literal(bytes) => Hir::literal(bytes.clone()),
             Expr::Class { ranges, negated } => {
-                let ranges = ranges.iter().filter_map(|&(lo, hi)| {
-                    Some(ClassUnicodeRange::new(
-                        char::from_u32(lo)?,
-                        char::from_u32(hi)?,
-                    ))
-                });
-                let mut class = ClassUnicode::new(ranges);
-                if *negated {
-                    class.negate();
-                }
-                Hir::class(Class::Unicode(class))
+                Hir::class(Class::Unicode(unicode_class(ranges, *negated)))
             }
             Expr::Repeat { inner, min, max } => match self.hir(inner)? {
                 Some(sub) => Hir::repetition(Repetition {

@@ -3,26 +3,8 @@ use crate::constraint::grammar::Grammar;
 use crate::constraint::grammar::GrammarStates;
 
 /// Codex's `apply_patch` grammar, as its CLI sends it in a `custom` tool's `format`.
-pub(crate) const APPLY_PATCH: &str = r#"start: begin_patch hunk+ end_patch
-begin_patch: "*** Begin Patch" LF
-end_patch: "*** End Patch" LF?
-
-hunk: add_hunk | delete_hunk | update_hunk
-add_hunk: "*** Add File: " filename LF add_line+
-delete_hunk: "*** Delete File: " filename LF
-update_hunk: "*** Update File: " filename LF change_move? change?
-
-filename: /(.+)/
-add_line: "+" /(.*)/ LF -> line
-
-change_move: "*** Move to: " filename LF
-change: (change_context | change_line)+ eof_line?
-change_context: ("@@" | "@@ " /(.+)/) LF
-change_line: ("+" | "-" | " ") /(.*)/ LF
-eof_line: "*** End of File" LF
-
-%import common.LF
-"#;
+pub(crate) const APPLY_PATCH: &str =
+    include_str!("../../../../../fixtures/grammars/codex_apply_patch.lark");
 
 fn whole(pattern: &str) -> regex::Regex {
     regex::Regex::new(&format!("^(?:{pattern})$")).unwrap()
