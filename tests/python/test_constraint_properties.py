@@ -50,8 +50,10 @@ def bound_pair(rng: random.Random, integer: bool) -> dict:
     return out
 
 
-PATTERNS = [r"^[a-z]{2,5}$", r"^[A-Z][0-9]{3}$", r"^(ab|cd)+$", r"^x-[0-9a-f]{4}$", r"^[0-9]{1,3}(\.[0-9])?$"]
-FORMATS = ["date", "time", "date-time", "uuid", "email", "ipv4"]
+# Each with the length of its shortest match.
+PATTERNS = {r"^[a-z]{2,5}$": 2, r"^[A-Z][0-9]{3}$": 4, r"^(ab|cd)+$": 2, r"^x-[0-9a-f]{4}$": 6,
+            r"^[0-9]{1,3}(\.[0-9])?$": 1}
+FORMATS = {"date": 10, "time": 9, "date-time": 20, "uuid": 36, "email": 5, "ipv4": 7}
 
 
 def scalar(rng: random.Random) -> dict:
@@ -61,10 +63,15 @@ def scalar(rng: random.Random) -> dict:
     if kind == "string":
         lo = rng.randint(0, 4)
         return {"type": "string", "minLength": lo, "maxLength": lo + rng.randint(0, 6)}
-    if kind == "pattern":
-        return {"type": "string", "pattern": rng.choice(PATTERNS)}
-    if kind == "format":
-        return {"type": "string", "format": rng.choice(FORMATS)}
+    if kind in ("pattern", "format"):
+        # Sometimes with a maxLength a little above the shortest match, where the length
+        # limit can cut a text the pattern would go on with.
+        text = rng.choice(list(PATTERNS) if kind == "pattern" else list(FORMATS))
+        out = {"type": "string", kind: text}
+        if rng.random() < 0.5:
+            shortest = PATTERNS.get(text) or FORMATS[text]
+            out["maxLength"] = shortest + rng.randint(0, 6)
+        return out
     if kind == "enum":
         return {"enum": rng.sample(["red", "green", "blue", 1, 2.5, None, True], rng.randint(1, 4))}
     return {"type": "boolean"}

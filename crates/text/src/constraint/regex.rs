@@ -53,6 +53,9 @@ pub struct Regex {
     start: StateID,
     /// Per state (by index): what it allows; states never reached are dead ends.
     kinds: Vec<StateKind>,
+    /// Per state (by index): the fewest characters (UTF-8 lead bytes) to a match; `u32::MAX`
+    /// where none is reachable.
+    chars_to_match: Vec<u32>,
 }
 
 /// Shown by its pattern (the DFA's tables would fill a log).
@@ -130,7 +133,7 @@ impl Regex {
         let start = dfa
             .start_state(&start::Config::new().anchored(Anchored::Yes))
             .map_err(|e| RegexError::Unsupported(format!("the regex cannot be enforced: {e}")))?;
-        let kinds = state_kinds(&dfa, start);
+        let (kinds, chars_to_match) = state_kinds(&dfa, start);
         // Generation writes at least one token: a pattern must allow some non-empty text.
         match kinds[start.as_usize() >> dfa.stride2()] {
             StateKind::DeadEnd => {
@@ -150,6 +153,7 @@ impl Regex {
             dfa,
             start,
             kinds,
+            chars_to_match,
         })
     }
 
@@ -194,6 +198,19 @@ impl Regex {
         self.kinds[state.as_usize() >> self.dfa.stride2()]
     }
 
+    /// The fewest characters that take `state` to a match (0 where the text so far matches).
+    pub(crate) fn chars_to_match(&self, state: &RegexRecognizer) -> u32 {
+        if state.ended {
+            return 0;
+        }
+        self.chars_to_match[state.state.as_usize() >> self.dfa.stride2()]
+    }
+
+    /// The fewest characters of a whole match.
+    pub(crate) fn shortest_match_chars(&self) -> u32 {
+        self.chars_to_match(&RegexRecognizer::start(self))
+    }
+
     /// Whether `text` is one whole match (for tests and callers that check output).
     pub fn is_match(&self, text: &[u8]) -> bool {
         RegexRecognizer::start(self)
@@ -202,9 +219,10 @@ impl Regex {
     }
 }
 
-/// The kind of every state reachable from `start`: forward to find them, then backward from
-/// the matching ones to find those that reach a match.
-fn state_kinds(dfa: &dense::DFA<Vec<u32>>, start: StateID) -> Vec<StateKind> {
+/// The kind of every state reachable from `start` (forward to find them, then backward from
+/// the matching ones to find those that reach a match), and the fewest characters from each
+/// to a match.
+fn state_kinds(dfa: &dense::DFA<Vec<u32>>, start: StateID) -> (Vec<StateKind>, Vec<u32>) {
     let index = |id: StateID| id.as_usize() >> dfa.stride2();
     // Indexes are below the transition table's length over its stride.
     let states = dfa.memory_usage() / 4 / dfa.stride() + 1;
@@ -219,7 +237,9 @@ fn state_kinds(dfa: &dense::DFA<Vec<u32>>, start: StateID) -> Vec<StateKind> {
             if dfa.is_dead_state(next) || dfa.is_quit_state(next) {
                 continue;
             }
-            edges.push((index(state), index(next)));
+            // A byte starts a character unless it continues a UTF-8 sequence.
+            let starts_char = !(0x80..0xC0).contains(&byte);
+            edges.push((index(state), index(next), starts_char));
             if !std::mem::replace(&mut seen[index(next)], true) {
                 queue.push_back(next);
             }
@@ -232,7 +252,7 @@ fn state_kinds(dfa: &dense::DFA<Vec<u32>>, start: StateID) -> Vec<StateKind> {
     let mut reaches: Vec<bool> = kinds.iter().map(|&k| k == StateKind::Terminal).collect();
     loop {
         let mut changed = false;
-        for &(from, to) in &edges {
+        for &(from, to, _) in &edges {
             if reaches[to] && !reaches[from] {
                 reaches[from] = true;
                 changed = true;
@@ -242,7 +262,33 @@ fn state_kinds(dfa: &dense::DFA<Vec<u32>>, start: StateID) -> Vec<StateKind> {
             break;
         }
     }
-    for &(from, to) in &edges {
+    // Fewest characters to a match: shortest paths back from the matching states, where a
+    // byte that continues a character costs nothing (0-1 breadth-first search).
+    let mut chars = vec![u32::MAX; states];
+    let mut into: Vec<Vec<(usize, bool)>> = vec![Vec::new(); states];
+    for &(from, to, starts_char) in &edges {
+        into[to].push((from, starts_char));
+    }
+    let mut queue: VecDeque<usize> = VecDeque::new();
+    for (i, kind) in kinds.iter().enumerate() {
+        if *kind == StateKind::Terminal {
+            chars[i] = 0;
+            queue.push_back(i);
+        }
+    }
+    while let Some(to) = queue.pop_front() {
+        for &(from, starts_char) in &into[to] {
+            let through = chars[to] + u32::from(starts_char);
+            if through < chars[from] {
+                chars[from] = through;
+                match starts_char {
+                    true => queue.push_back(from),
+                    false => queue.push_front(from),
+                }
+            }
+        }
+    }
+    for &(from, to, _) in &edges {
         if reaches[to] {
             kinds[from] = match kinds[from] {
                 StateKind::Terminal | StateKind::Matching => StateKind::Matching,
@@ -250,7 +296,7 @@ fn state_kinds(dfa: &dense::DFA<Vec<u32>>, start: StateID) -> Vec<StateKind> {
             };
         }
     }
-    kinds
+    (kinds, chars)
 }
 
 fn syntax_error(e: regex_syntax::Error) -> RegexError {

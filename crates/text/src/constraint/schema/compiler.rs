@@ -158,6 +158,14 @@ impl<'a> Compiler<'a> {
             }
             (None, None) => return Ok(node),
         };
+        // A pattern whose shortest match is longer than maxLength allows no string at all.
+        let compiled = compiled.and_then(|regex| match &node {
+            Node::String { max, .. } if regex.shortest_match_chars() > *max => Err(format!(
+                "the pattern needs at least {} characters, more than maxLength {max}",
+                regex.shortest_match_chars()
+            )),
+            _ => Ok(regex),
+        });
         match compiled {
             Ok(regex) if self.patterns.len() < usize::from(u16::MAX) => {
                 if let Node::String { pattern, .. } = &mut node {

@@ -25,6 +25,14 @@ fn schemas() -> Vec<Value> {
             json!({"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 1}, "minItems": 2, "maxItems": 3}),
         ),
         object(json!({"anyOf": [{"type": "number", "maximum": -0.5}, {"type": "null"}]})),
+        // A pattern and a length limit together: a text the pattern could go on with but the
+        // limit cuts short is a dead end unless the characters left are counted.
+        object(json!({"type": "string", "format": "email", "maxLength": 12})),
+        object(json!({"type": "string", "pattern": "^(a|bbbbb)(c|dddd)$", "maxLength": 5})),
+        object(
+            json!({"type": "string", "pattern": "^x-[0-9a-f]{4}$", "minLength": 2, "maxLength": 6}),
+        ),
+        object(json!({"type": "string", "pattern": "^(ab|\\n\\n\\n)+$", "maxLength": 4})),
     ]
 }
 

@@ -21,7 +21,10 @@ impl SchemaRecognizer {
             Some(StringByte::Inside(next)) => {
                 let mut pattern = pattern;
                 if let (Some(state), Some(regex)) = (pattern.as_mut(), string_pattern(s, node)) {
-                    if !pattern_byte(state, regex, at, byte) {
+                    // The characters a length limit leaves after this one.
+                    let room = string_bounds(s, node)
+                        .map(|(_, max)| max.saturating_sub(len + u32::from(at == InString::Text)));
+                    if !pattern_byte(state, regex, at, byte, room) {
                         return false;
                     }
                 }
@@ -219,14 +222,26 @@ pub(super) fn string_pattern(s: &Schema, node: NodeId) -> Option<&Regex> {
 
 /// Feeds a string's byte, read in state `at`, to its pattern: characters as they are, escapes
 /// as the character they stand for. A `\u` escape is refused in a string with a pattern (the
-/// character can be written as itself).
-fn pattern_byte(state: &mut RegexRecognizer, regex: &Regex, at: InString, byte: u8) -> bool {
+/// character can be written as itself). With `room` (the characters a length limit leaves after
+/// this one), the pattern must stay matchable within it: without that, a pattern that could go
+/// on would be cut short by the limit, a dead end.
+fn pattern_byte(
+    state: &mut RegexRecognizer,
+    regex: &Regex,
+    at: InString,
+    byte: u8,
+    room: Option<u32>,
+) -> bool {
+    let fits = |next: &RegexRecognizer| room.is_none_or(|r| regex.chars_to_match(next) <= r);
     let decoded = match at {
         // An escape opens only where some escaped character can continue the pattern.
         InString::Text if byte == b'\\' => {
             return [b'"', b'\\', b'/', 0x08, 0x0c, b'\n', b'\r', b'\t']
                 .iter()
-                .any(|&c| state.clone().advance(regex, c))
+                .any(|&c| {
+                    let mut next = *state;
+                    next.advance(regex, c) && fits(&next)
+                })
         }
         InString::Text | InString::Utf8 { .. } => byte,
         InString::Escape => match byte {
@@ -240,5 +255,5 @@ fn pattern_byte(state: &mut RegexRecognizer, regex: &Regex, at: InString, byte: 
         },
         _ => return false,
     };
-    state.advance(regex, decoded)
+    state.advance(regex, decoded) && fits(state)
 }
