@@ -11,8 +11,10 @@ Code and Codex ask for fixed model names (`claude-*`, `gpt-*`), which `--model-a
 it. What each session must show: the client exits successfully and reports no API error, and
 sluice counted its generations as successful. Along the way Claude Code's first request asks
 for more output than the context leaves (its fixed `max_tokens`), reads Anthropic's wording of
-the 400 and retries smaller, and sends a mid-conversation system message; Codex sends tool
-types a local server cannot run (logged and skipped); opencode streams tool-bearing chat.
+the 400 and retries smaller, and sends a mid-conversation system message; Codex (as `gpt-5.5`,
+a model its catalog knows) sends its freeform `apply_patch` custom tool with a Lark grammar,
+which sluice enforces, and tool types a local server cannot run (logged and skipped); opencode
+streams tool-bearing chat.
 
 `scripts/test` installs the pinned CLIs into a cache directory and names it in
 $SLUICE_AGENT_CLIS; without it these tests are skipped, saying why.
@@ -91,7 +93,7 @@ def test_codex_runs_a_session(base_url, tmp_path):
     provider = (f'model_providers.sluice={{name="sluice",base_url="{base_url}/v1",'
                 'wire_api="responses",env_key="SLUICE_KEY"}')
     done = run(["codex", "exec", "--skip-git-repo-check", "-c", "model_provider=sluice",
-                "-c", provider, "-m", "gpt-5-codex", "Say hello."],
+                "-c", provider, "-m", "gpt-5.5", "Say hello."],
                tmp_path / "home", tmp_path / "work",
                {"CODEX_HOME": str(tmp_path / "codex"), "SLUICE_KEY": "sk-local"})
     output = done.stdout + done.stderr
