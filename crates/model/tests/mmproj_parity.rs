@@ -264,9 +264,24 @@ fn a_missing_or_misshapen_tensor_is_named() {
     );
 }
 
+/// An edit of a file's bytes.
+type Edit = fn(&mut Vec<u8>);
+
 #[test]
 fn hostile_metadata_and_truncation_are_errors_not_panics() {
-    let cases: [(&str, fn(&mut Vec<u8>), &str); 6] = [
+    // (scratch file tag, edit of the f16 file's bytes, what the error names)
+    let cases: [(&str, Edit, &str); 7] = [
+        (
+            "type",
+            |b| {
+                // A tensor entry: name, dimension count, dimensions, type.
+                let at = after_string(b, "v.blk.0.attn_q.weight");
+                let dims = u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+                let type_at = at + 4 + 8 * dims;
+                b[type_at..type_at + 4].copy_from_slice(&39u32.to_le_bytes());
+            },
+            "v.blk.0.attn_q.weight",
+        ),
         (
             "image-size",
             |b| {

@@ -97,6 +97,13 @@ impl TensorSource for MmprojSource {
             path: self.path(),
         };
         raw.check_shape(&gguf, expected_shape)?;
+        if raw.ggml_type.block().is_none() {
+            return Err(LoadError::UnsupportedDtype {
+                path: self.path(),
+                tensor: gguf,
+                dtype: raw.ggml_type.name(),
+            });
+        }
         Ok(raw)
     }
 
