@@ -109,6 +109,28 @@ impl SiglipPreprocessor {
         Self::from_config(config, path)
     }
 
+    /// The preparation a llama.cpp projector file (`mmproj-*.gguf`) states: resize to `side`
+    /// square (bilinear), rescale by 1/255, then `(x - mean) / std` per channel; the same
+    /// arithmetic as the equivalent processor config.
+    pub fn square(side: usize, mean: [f32; 3], std: [f32; 3]) -> Result<Self, ConfigError> {
+        let config = ProcessorConfig {
+            size: Size {
+                height: side,
+                width: side,
+            },
+            do_resize: true,
+            resample: BILINEAR,
+            do_rescale: true,
+            rescale_factor: one_255th(),
+            do_normalize: true,
+            image_mean: Some(mean.map(f64::from)),
+            image_std: Some(std.map(f64::from)),
+            do_pan_and_scan: None,
+            do_center_crop: None,
+        };
+        Self::from_config(config, Path::new("<mmproj metadata>"))
+    }
+
     fn from_config(config: ProcessorConfig, path: &Path) -> Result<Self, ConfigError> {
         let unsupported = |what: &str| ConfigError::Unsupported {
             path: PathBuf::from(path),
@@ -230,6 +252,31 @@ mod tests {
             ..p
         };
         assert_eq!(small.pixel_values(&image), [-1.0, 1.0, 0.5 / 127.5]);
+    }
+
+    #[test]
+    fn an_mmproj_files_settings_equal_the_processor_config_they_came_from() {
+        let square = SiglipPreprocessor::square(896, [0.5; 3], [0.5; 3]).unwrap();
+        assert_eq!(square, parse(HUB_GEMMA3, false).unwrap());
+        // CLIP's normalisation, stored as f32 in the file: the same arithmetic as from JSON.
+        let (mean, std) = (
+            [0.481_454_66, 0.457_827_5, 0.408_210_73],
+            [0.268_629_54, 0.261_302_6, 0.275_777_1],
+        );
+        let json = HUB_GEMMA3
+            .replace(
+                r#""image_mean": [0.5, 0.5, 0.5]"#,
+                &format!("\"image_mean\": {mean:?}"),
+            )
+            .replace(
+                r#""image_std": [0.5, 0.5, 0.5]"#,
+                &format!("\"image_std\": {std:?}"),
+            );
+        assert_eq!(
+            SiglipPreprocessor::square(896, mean, std).unwrap(),
+            parse(&json, false).unwrap()
+        );
+        assert!(SiglipPreprocessor::square(0, mean, std).is_err());
     }
 
     #[test]

@@ -92,7 +92,8 @@ impl VisionConfig {
         Ok(config)
     }
 
-    fn check(&self) -> Result<(), String> {
+    /// Checks the sizes against each other (the pooling, the heads, the patches).
+    pub(crate) fn check(&self) -> Result<(), String> {
         let nonzero = [
             self.hidden_size,
             self.intermediate_size,

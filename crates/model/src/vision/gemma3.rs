@@ -10,6 +10,7 @@
 use std::path::Path;
 
 use super::config::VisionConfig;
+use super::mmproj::{mmproj_config, MmprojPreprocessing, MmprojSource};
 use super::projector::Gemma3Projector;
 use super::siglip::SiglipVisionTower;
 use crate::checkpoint::{Checkpoint, TensorSource};
@@ -33,6 +34,9 @@ pub struct Gemma3VisionEncoder {
     config: VisionConfig,
     tower: SiglipVisionTower,
     projector: Gemma3Projector,
+    /// The image preparation an mmproj file states (a model directory states it in its
+    /// processor config instead).
+    preprocessing: Option<MmprojPreprocessing>,
 }
 
 impl Gemma3VisionEncoder {
@@ -49,6 +53,22 @@ impl Gemma3VisionEncoder {
         Self::from_source(&Checkpoint::open(dir)?, config, dtype)
     }
 
+    /// Loads the encoder of llama.cpp's projector file `path` (`mmproj-*.gguf`, projector type
+    /// `gemma3`): settings from its `clip.*` metadata, weights in their stored types (f32, f16,
+    /// q8_0, ...) unless `dtype` asks for another. A file that is not Gemma 3's projector is an
+    /// error naming what it is. [`Self::preprocessing`] gives the file's image preparation.
+    pub fn load_gguf(path: &Path, dtype: Option<WeightDtype>) -> Result<Self, LoadError> {
+        let source = MmprojSource::open(path)?;
+        let (config, preprocessing) =
+            mmproj_config(source.gguf().metadata()).map_err(|message| LoadError::Config {
+                path: path.to_path_buf(),
+                message,
+            })?;
+        let mut encoder = Self::from_source(&source, config, dtype)?;
+        encoder.preprocessing = Some(preprocessing);
+        Ok(encoder)
+    }
+
     /// Loads the encoder described by `config` from `source`.
     pub fn from_source(
         source: &dyn TensorSource,
@@ -63,12 +83,19 @@ impl Gemma3VisionEncoder {
             tower: SiglipVisionTower::load(source, tower_prefix, &config, dtype)?,
             projector: Gemma3Projector::load(source, projector_prefix, &config, dtype)?,
             config,
+            preprocessing: None,
         })
     }
 
     /// The configuration it was loaded with.
     pub fn config(&self) -> &VisionConfig {
         &self.config
+    }
+
+    /// How images are prepared for it, when it was loaded from an mmproj file (resize to
+    /// `image_size` square, bilinear; rescale by 1/255; normalise by `image_mean`, `image_std`).
+    pub fn preprocessing(&self) -> Option<&MmprojPreprocessing> {
+        self.preprocessing.as_ref()
     }
 
     /// `pixel_values: [images, C, S, S]` (the processor's output) → the image embeddings

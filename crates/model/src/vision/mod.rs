@@ -4,7 +4,8 @@
 //! Files: `config.rs` (the vision settings of a config.json), `siglip.rs` (the SigLIP tower:
 //! patch embedding, positions, encoder layers, post-norm), `encoder_layer.rs` (one layer:
 //! bidirectional attention and the GELU MLP), `layer_norm.rs`, `projector.rs` (Gemma 3's pooling,
-//! norm and projection), `gemma3.rs` (the two together, loaded from a checkpoint).
+//! norm and projection), `gemma3.rs` (the two together, loaded from a checkpoint), `mmproj.rs`
+//! (llama.cpp's `mmproj-*.gguf` files: their metadata and tensor names).
 //!
 //! Every step works per row or per image with the kernels' fixed reduction orders, so an image's
 //! embeddings are the same bits alone or in a batch.
@@ -13,8 +14,10 @@ pub mod config;
 pub mod encoder_layer;
 pub mod gemma3;
 pub mod layer_norm;
+pub mod mmproj;
 pub mod projector;
 pub mod siglip;
 
 pub use config::VisionConfig;
 pub use gemma3::Gemma3VisionEncoder;
+pub use mmproj::MmprojPreprocessing;
