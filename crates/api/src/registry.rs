@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use sluice_engine::pool::{ModelLease, ModelPool, ModelStatus, PoolError};
-use sluice_engine::EngineHandle;
+use sluice_engine::{EngineHandle, ImageInput};
 use sluice_text::Tokenizer;
 
 use crate::assemble::TokenTexts;
@@ -63,6 +63,9 @@ pub struct ServedModel {
     /// For a pooled model, keeps it loaded (unevictable) while this value lives; `None` for a
     /// model outside a pool.
     pub lease: Option<ModelLease>,
+    /// Its image encoder, when it takes images (`None`: a text-only model, whose requests
+    /// with images are refused).
+    pub images: Option<Arc<ImageInput>>,
 }
 
 impl ServedModel {
@@ -71,6 +74,7 @@ impl ServedModel {
         ModelLimits {
             max_model_len: self.max_model_len,
             vocab_size: self.tokenizer.vocab_size(),
+            takes_images: self.images.is_some(),
         }
     }
 
@@ -254,6 +258,7 @@ impl ModelRegistry {
                     pooling: model.pooling,
                     task: self.task_of(id),
                     created: unix_seconds(lease.loaded_at()),
+                    images: model.images.clone(),
                     lease: Some(lease),
                 }))
             }
@@ -289,6 +294,7 @@ impl ModelRegistry {
                         max_model_len: model.max_model_len,
                         pooling: model.pooling,
                         created: unix_seconds(loaded_at),
+                        images: model.images.clone(),
                         lease: None,
                     })
                 })

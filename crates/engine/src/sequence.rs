@@ -8,6 +8,7 @@ use crate::block_manager::{BlockManager, BlockTable};
 use crate::constraint::OutputConstraint;
 use crate::fair_share::CallerId;
 use crate::handle::RequestId;
+use crate::images::PromptImages;
 use crate::output::{ChoiceOutput, Ending, OutputText, PendingOutput, TokenPlace};
 use crate::prompt_scoring::PromptScoring;
 use crate::request::{Priority, PromptOutputs, PromptScores, SamplingParams, StopRules};
@@ -110,6 +111,8 @@ pub struct Sequence {
     pub last_token_at: Option<Instant>,
     /// How its draft tokens fared (speculative decoding).
     pub(crate) draft_record: DraftRecord,
+    /// The prompt's images (none for a text prompt), shared by the request's choices.
+    images: Arc<PromptImages>,
 }
 
 impl Sequence {
@@ -139,6 +142,7 @@ impl Sequence {
             first_scheduled_at: None,
             last_token_at: None,
             draft_record: DraftRecord::default(),
+            images: Arc::default(),
         }
     }
 
@@ -146,6 +150,19 @@ impl Sequence {
     pub fn with_caller(mut self, caller: CallerId) -> Self {
         self.caller = caller;
         self
+    }
+
+    /// Takes its prompt's images; the prefix cache scope becomes theirs (see
+    /// [`PromptImages::cache_scope`]).
+    pub fn with_images(mut self, images: Arc<PromptImages>) -> Self {
+        self.cache_salt = images.cache_scope(self.cache_salt);
+        self.images = images;
+        self
+    }
+
+    /// The prompt's images.
+    pub fn images(&self) -> &PromptImages {
+        &self.images
     }
 
     /// Asks for outputs over the prompt (scoring, pooling) besides generated tokens.

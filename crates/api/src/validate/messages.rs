@@ -182,6 +182,7 @@ impl Prompt {
         ValidChatRequest {
             model,
             messages: self.messages,
+            images: Vec::new(),
             tools: self.tools,
             template_kwargs: self.template_kwargs,
             params,

@@ -122,6 +122,7 @@ pub fn validate_responses(
         chat: ValidChatRequest {
             model: req.model,
             messages: Value::Array(messages),
+            images: Vec::new(),
             tools,
             template_kwargs,
             params,

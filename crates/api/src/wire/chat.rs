@@ -70,7 +70,8 @@ pub struct ChatMessage {
 pub enum MessageContent {
     /// Plain text.
     Text(String),
-    /// Typed parts; only `{"type": "text", "text": ...}` is supported.
+    /// Typed parts: `{"type": "text", "text": ...}` and, for a model that takes images,
+    /// `{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}`.
     Parts(Vec<ContentPart>),
 }
 
@@ -82,6 +83,8 @@ pub struct ContentPart {
     pub kind: String,
     /// The text of a "text" part.
     pub text: Option<String>,
+    /// The image of an "image_url" part: `{"url": ..., "detail": ...}`, or the URL alone.
+    pub image_url: Option<serde_json::Value>,
 }
 
 /// A non-streaming chat completion response.

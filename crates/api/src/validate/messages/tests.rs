@@ -7,6 +7,7 @@ use super::*;
 const LIMITS: ModelLimits = ModelLimits {
     max_model_len: 4096,
     vocab_size: 100,
+    takes_images: false,
 };
 
 fn valid(body: Value) -> ValidChatRequest {

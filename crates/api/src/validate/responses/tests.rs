@@ -11,6 +11,7 @@ use crate::validate::tools::ToolChoice;
 const LIMITS: ModelLimits = ModelLimits {
     max_model_len: 4096,
     vocab_size: 100,
+    takes_images: false,
 };
 
 fn request(body: Value) -> ResponsesRequest {
