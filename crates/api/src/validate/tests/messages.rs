@@ -68,7 +68,10 @@ fn image_request(url: &str) -> ChatCompletionRequest {
 fn an_image_to_a_text_only_model_is_refused_naming_the_part() {
     let err = validate_chat(image_request("data:image/png;base64,iVBORw=="), LIMITS).unwrap_err();
     assert!(err.to_string().contains("does not take images"), "{err}");
-    assert_eq!(rejected_param(Err(err)), "messages[0].content[1].image_url");
+    assert_eq!(
+        rejected_param(Err::<(), _>(err)),
+        "messages[0].content[1].image_url"
+    );
 }
 
 #[test]
