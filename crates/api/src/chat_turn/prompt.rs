@@ -211,24 +211,6 @@ fn flatten_image_parts(messages: &mut Value, placeholder: &str) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn image_parts_become_the_placeholder_in_place() {
-        let mut messages = json!([
-            {"role": "system", "content": "plain"},
-            {"role": "user", "content": [{"type": "text", "text": "a "}, {"type": "image"},
-                {"type": "text", "text": " b"}, {"type": "text", "text": "c"}, {"type": "image"}]}
-        ]);
-        flatten_image_parts(&mut messages, "<img>");
-        assert_eq!(messages[0]["content"], "plain");
-        assert_eq!(messages[1]["content"], "a <img> b\nc<img>");
-    }
-}
-
 /// Renders `messages` with the model's chat template; a model without one is a 400, and so is
 /// a template over its render budget (`sluice_text::RenderLimits`: instructions, bytes, time;
 /// the message names the limit). Blocking: call through `off_runtime`.
@@ -262,4 +244,22 @@ pub fn render_chat_text(
             }
             other => ApiError::Internal(other.to_string()),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn image_parts_become_the_placeholder_in_place() {
+        let mut messages = json!([
+            {"role": "system", "content": "plain"},
+            {"role": "user", "content": [{"type": "text", "text": "a "}, {"type": "image"},
+                {"type": "text", "text": " b"}, {"type": "text", "text": "c"}, {"type": "image"}]}
+        ]);
+        flatten_image_parts(&mut messages, "<img>");
+        assert_eq!(messages[0]["content"], "plain");
+        assert_eq!(messages[1]["content"], "a <img> b\nc<img>");
+    }
 }
