@@ -15,12 +15,12 @@ use crate::server::{post_json, post_stream, sse_payloads, start, ServerOptions, 
 const PLAIN_TEMPLATE: &str =
     "{{ bos_token }}{% for message in messages %}{{ message['content'] }}{% endfor %}";
 
-fn fixture_dir() -> PathBuf {
+pub fn fixture_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/models/gemma3-vision")
 }
 
 /// The fixture, copied with [`PLAIN_TEMPLATE`] as its chat template.
-fn vision_model() -> tempfile::TempDir {
+pub fn vision_model() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for entry in std::fs::read_dir(fixture_dir()).unwrap() {
         let entry = entry.unwrap();
@@ -32,7 +32,7 @@ fn vision_model() -> tempfile::TempDir {
     dir
 }
 
-fn serve(dir: &Path) -> ServerOptions {
+pub fn serve(dir: &Path) -> ServerOptions {
     ServerOptions {
         model_dir: Some(dir.to_path_buf()),
         ..ServerOptions::default()
@@ -96,7 +96,7 @@ fn fox(image: &str) -> Vec<Value> {
 }
 
 /// The reference continuation's text, decoded by the fixture's tokenizer.
-fn reference_text(prompt: &str) -> String {
+pub fn reference_text(prompt: &str) -> String {
     let tokenizer = sluice_text::Tokenizer::from_dir(&fixture_dir()).unwrap();
     let ids: Vec<u32> = (reference()[prompt]["greedy_tokens"]
         .as_array()

@@ -11,6 +11,7 @@ use sluice_text::{MaskedSpecials, TextError, Tokenizer};
 use crate::error::ApiError;
 use crate::generation::tokenize_off_runtime_until_gone;
 use crate::registry::ServedModel;
+use crate::validate::images::image_error;
 use crate::validate::{check_prompt_text_fits, ImagePart, ValidChatRequest};
 use crate::AppState;
 
@@ -53,7 +54,7 @@ pub async fn render_and_encode(
             (_, true) => None,
             (Some(input), false) => Some((input, encode_images(input, &images)?)),
             (None, false) => {
-                return Err(ApiError::invalid(
+                return Err(image_error(
                     &images[0].part,
                     "this model does not take images (it has no image encoder); send text only",
                 ))
@@ -74,9 +75,7 @@ pub async fn render_and_encode(
 /// Decodes and encodes each image (or finds it encoded); a bad one is a 400 naming its part.
 fn encode_images(input: &ImageInput, images: &[ImagePart]) -> Result<Vec<EncodedImage>, ApiError> {
     (images.iter())
-        .map(|image| {
-            (input.encode(&image.bytes)).map_err(|e| ApiError::invalid(&image.part, e.to_string()))
-        })
+        .map(|image| (input.encode(&image.bytes)).map_err(|e| image_error(&image.part, e)))
         .collect()
 }
 

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::images::{image_from_url, ImagePart, MAX_IMAGES_PER_REQUEST};
+use super::images::{image_error, image_from_url, ImagePart, MAX_IMAGES_PER_REQUEST};
 use super::metadata::validate_metadata;
 use super::tools::{openai_tool_choice, openai_tools, ToolRequest};
 use super::{validate_shared, ModelLimits, ValidParams, MAX_TOP_LOGPROBS};
@@ -83,14 +83,14 @@ pub fn validate_chat(
 pub fn check_images(images: &[ImagePart], limits: ModelLimits) -> Result<(), ApiError> {
     if let Some(first) = images.first() {
         if !limits.takes_images {
-            return Err(ApiError::invalid(
+            return Err(image_error(
                 &first.part,
                 "this model does not take images (it has no image encoder); send text only",
             ));
         }
     }
     if images.len() > MAX_IMAGES_PER_REQUEST {
-        return Err(ApiError::invalid(
+        return Err(image_error(
             &images[MAX_IMAGES_PER_REQUEST].part,
             format!(
                 "a request may carry at most {MAX_IMAGES_PER_REQUEST} images, got {}",
@@ -176,13 +176,18 @@ pub fn template_messages_with_images(
                 let mut listed = Vec::new();
                 for (j, part) in parts.iter().enumerate() {
                     match (part.kind.as_str(), &part.text) {
+                        ("image_url", _) if images.is_some() && part.decoded.is_some() => {
+                            let taken = images.as_deref_mut().expect("checked");
+                            taken.push(part.decoded.clone().expect("checked"));
+                            listed.push(json!({"type": "image"}));
+                        }
                         ("image_url", _) if images.is_some() => {
                             let at = format!("messages[{i}].content[{j}]");
                             let url = part.image_url.as_ref().and_then(|u| {
                                 u.as_str().or_else(|| u.get("url").and_then(Value::as_str))
                             });
                             let Some(url) = url else {
-                                return Err(ApiError::invalid(
+                                return Err(image_error(
                                     &format!("{at}.image_url"),
                                     "an image_url part needs 'image_url': {\"url\": ...}",
                                 ));

@@ -20,31 +20,34 @@ pub struct ImagePart {
     pub bytes: Arc<[u8]>,
 }
 
+/// A 400 about the image at `part`; the message names it too, for protocols whose errors
+/// carry no parameter (Anthropic's).
+pub fn image_error(part: &str, message: impl std::fmt::Display) -> ApiError {
+    ApiError::invalid(part, format!("{part}: {message}"))
+}
+
 /// The image a URL holds: a `data:` URL's base64 payload. `part` names where it was sent.
 pub fn image_from_url(url: &str, part: &str) -> Result<ImagePart, ApiError> {
     let url = url.trim();
     let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
     if lower.starts_with("http://") || lower.starts_with("https://") {
-        return Err(ApiError::invalid(
+        return Err(image_error(
             part,
             "image URLs are not fetched (this server has no --allowed-media-domains); send the \
              image inline as a data URL: data:image/png;base64,...",
         ));
     }
     let Some(rest) = url.strip_prefix("data:") else {
-        return Err(ApiError::invalid(
+        return Err(image_error(
             part,
             "an image URL must be a data URL: data:image/png;base64,...",
         ));
     };
     let Some((header, payload)) = rest.split_once(',') else {
-        return Err(ApiError::invalid(
-            part,
-            "a data URL needs a ',' before its data",
-        ));
+        return Err(image_error(part, "a data URL needs a ',' before its data"));
     };
     if !header.to_ascii_lowercase().ends_with(";base64") {
-        return Err(ApiError::invalid(
+        return Err(image_error(
             part,
             "an image data URL must be base64: data:image/png;base64,...",
         ));
@@ -55,9 +58,9 @@ pub fn image_from_url(url: &str, part: &str) -> Result<ImagePart, ApiError> {
 /// An image sent as base64 text (Anthropic's `source.data`).
 pub fn image_from_base64(data: &str, part: &str) -> Result<ImagePart, ApiError> {
     let bytes = decode_base64(data)
-        .ok_or_else(|| ApiError::invalid(part, "the image data is not valid base64"))?;
+        .ok_or_else(|| image_error(part, "the image data is not valid base64"))?;
     if bytes.is_empty() {
-        return Err(ApiError::invalid(part, "the image data is empty"));
+        return Err(image_error(part, "the image data is empty"));
     }
     Ok(ImagePart {
         part: part.to_string(),

@@ -85,6 +85,10 @@ pub struct ContentPart {
     pub text: Option<String>,
     /// The image of an "image_url" part: `{"url": ..., "detail": ...}`, or the URL alone.
     pub image_url: Option<serde_json::Value>,
+    /// An image part's bytes, read already by the protocol that made the part (an Anthropic
+    /// image block), with where the client sent them; never from the wire.
+    #[serde(skip)]
+    pub decoded: Option<crate::validate::ImagePart>,
 }
 
 /// A non-streaming chat completion response.
