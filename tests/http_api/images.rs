@@ -306,6 +306,30 @@ async fn bad_images_are_400s_naming_the_part_and_the_server_stays_healthy() {
 }
 
 #[tokio::test]
+async fn the_model_list_says_which_models_take_images() {
+    let dir = vision_model();
+    let server = start(serve(dir.path())).await;
+    let models: Value = reqwest::get(server.url("/v1/models"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        models["data"][0]["input_modalities"],
+        json!(["text", "image"])
+    );
+    let server = start(ServerOptions::default()).await;
+    let models: Value = reqwest::get(server.url("/v1/models"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(models["data"][0]["input_modalities"], json!(["text"]));
+}
+
+#[tokio::test]
 async fn an_image_to_a_text_only_model_is_a_400_naming_the_part() {
     let server = start(ServerOptions::default()).await;
     let (status, answer) = post_json(

@@ -80,7 +80,9 @@ impl ServedModel {
 
     /// The model's `/v1/models` entry.
     pub fn card(&self) -> ModelCard {
-        ModelCard::new(&self.id, self.created, self.max_model_len).with_task(self.task().as_str())
+        ModelCard::new(&self.id, self.created, self.max_model_len)
+            .with_task(self.task().as_str())
+            .with_images(self.images.is_some())
     }
 
     /// What the model is served for: its `--task`, or for `auto` what its files say.
@@ -317,11 +319,15 @@ impl ModelRegistry {
                     .into_iter()
                     .map(|m| {
                         let created = m.loaded_at.map_or(*registered, unix_seconds);
-                        let task = (loaded.iter().find(|l| l.id == m.id))
-                            .map_or(self.task_of(&m.id), |l| l.task());
-                        ModelCard::new(&m.id, created, m.max_model_len)
+                        let served = loaded.iter().find(|l| l.id == m.id);
+                        let task = served.map_or(self.task_of(&m.id), |l| l.task());
+                        let card = ModelCard::new(&m.id, created, m.max_model_len)
                             .with_status(m.status.as_str())
-                            .with_task(task.as_str())
+                            .with_task(task.as_str());
+                        match served {
+                            Some(served) => card.with_images(served.images.is_some()),
+                            None => card,
+                        }
                     })
                     .collect()
             }
