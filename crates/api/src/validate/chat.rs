@@ -179,7 +179,11 @@ pub fn template_messages_with_images(
                         ("image_url", _) if images.is_some() && part.decoded.is_some() => {
                             let taken = images.as_deref_mut().expect("checked");
                             taken.push(part.decoded.clone().expect("checked"));
-                            listed.push(json!({"type": "image"}));
+                            // A Responses input keeps its URL: the stored turn is read again.
+                            listed.push(match part.image_url.as_ref().and_then(Value::as_str) {
+                                Some(url) => json!({"type": "image", "url": url}),
+                                None => json!({"type": "image"}),
+                            });
                         }
                         ("image_url", _) if images.is_some() => {
                             let at = format!("messages[{i}].content[{j}]");

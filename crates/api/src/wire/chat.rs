@@ -76,7 +76,7 @@ pub enum MessageContent {
 }
 
 /// One element of an array `content`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct ContentPart {
     /// Part type, e.g. "text" or "image_url".
     #[serde(rename = "type")]
