@@ -165,6 +165,56 @@ async fn a_chat_image_gives_the_reference_greedy_continuation() {
         .await;
 }
 
+/// The reference's 5 best log-probabilities after the prompt `name`, best first.
+fn reference_top_logprobs(name: &str) -> Vec<f64> {
+    let reference = reference();
+    let logits = reference[name]["logits"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap();
+    let logits: Vec<f64> = (logits.as_array().unwrap().iter())
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    let max = logits.iter().copied().fold(f64::MIN, f64::max);
+    let log_sum = logits.iter().map(|l| (l - max).exp()).sum::<f64>().ln() + max;
+    let mut top: Vec<f64> = logits.iter().map(|l| l - log_sum).collect();
+    top.sort_by(|a, b| b.total_cmp(a));
+    top.truncate(5);
+    top
+}
+
+/// The 5 best log-probabilities a chat answer gives its first token, best first.
+fn top_logprobs(body: &Value) -> Vec<f64> {
+    let top = &body["choices"][0]["logprobs"]["content"][0]["top_logprobs"];
+    (top.as_array()
+        .unwrap_or_else(|| panic!("no top_logprobs in {body}"))
+        .iter())
+    .map(|t| t["logprob"].as_f64().unwrap())
+    .collect()
+}
+
+#[tokio::test]
+async fn the_first_tokens_log_probabilities_are_the_references_and_depend_on_the_image() {
+    let dir = vision_model();
+    let server = start(serve(dir.path())).await;
+    let expected = reference_top_logprobs("prompt");
+    let diff = |body: &Value| {
+        (top_logprobs(body).iter().zip(&expected))
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max)
+    };
+    let mut body = chat(fox("rgb_48x20.png"), 1);
+    body["logprobs"] = json!(true);
+    body["top_logprobs"] = json!(5);
+    let (status, answer) = post_json(&server.base, "/v1/chat/completions", &body).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(diff(&answer) < 1e-4, "{answer}");
+    body["messages"][0]["content"][1] = image_part(&data_url("photo444_64x40.jpg"));
+    let (_, other) = post_json(&server.base, "/v1/chat/completions", &body).await;
+    assert!(diff(&other) > 1e-2, "another image: {other}");
+}
+
 fn cached_tokens(body: &Value) -> u64 {
     body["usage"]["prompt_tokens_details"]["cached_tokens"]
         .as_u64()
@@ -200,6 +250,9 @@ async fn a_seeded_image_request_gives_the_same_tokens_alone_or_beside_text_reque
     let mut image = chat(fox("photo444_64x40.jpg"), 12);
     image["temperature"] = json!(1.0);
     image["seed"] = json!(7);
+    // The sampled tokens are nearly certain; the alternatives' log-probabilities are not.
+    image["logprobs"] = json!(true);
+    image["top_logprobs"] = json!(5);
     let (status, alone) = post_json(&server.base, "/v1/chat/completions", &image).await;
     assert_eq!(status, 200, "{alone}");
     let text = |i: u64| {
@@ -219,6 +272,10 @@ async fn a_seeded_image_request_gives_the_same_tokens_alone_or_beside_text_reque
         assert_eq!(task.await.unwrap().0, 200);
     }
     assert_eq!(content(&beside), content(&alone));
+    assert_eq!(
+        beside["choices"][0]["logprobs"],
+        alone["choices"][0]["logprobs"]
+    );
     server
         .wait_for_metric("vllm:kv_cache_usage_perc", 0.0, Duration::from_secs(10))
         .await;
