@@ -360,6 +360,19 @@ async fn bad_images_are_400s_naming_the_part_and_the_server_stays_healthy() {
     )
     .await;
     assert_eq!(status, 200);
+    // The client's own `<start_of_image>` text is text: it is no image and asks for none.
+    let literal = chat(vec![text_part("a <start_of_image> b")], 2);
+    let (status, answer) = post_json(&server.base, "/v1/chat/completions", &literal).await;
+    assert_eq!(status, 200, "{answer}");
+    let with_image = chat(
+        vec![
+            text_part("a <start_of_image> b"),
+            image_part(&data_url("rgb_48x20.png")),
+        ],
+        2,
+    );
+    let (status, answer) = post_json(&server.base, "/v1/chat/completions", &with_image).await;
+    assert_eq!(status, 200, "{answer}");
 }
 
 #[tokio::test]
