@@ -413,3 +413,14 @@ async fn an_image_to_a_text_only_model_is_a_400_naming_the_part() {
     assert_eq!(param, "messages[0].content[1].image_url");
     assert!(message.contains("does not take images"), "{message}");
 }
+
+#[tokio::test]
+async fn tokenize_counts_an_images_tokens() {
+    let dir = vision_model();
+    let server = start(serve(dir.path())).await;
+    let body = json!({"model": MODEL_ID, "add_generation_prompt": false,
+        "messages": [{"role": "user", "content": fox("rgb_48x20.png")}]});
+    let (status, answer) = post_json(&server.base, "/tokenize", &body).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["tokens"], reference()["prompt"]["input_ids"]);
+}

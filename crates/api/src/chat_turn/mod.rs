@@ -13,8 +13,8 @@ use sluice_text::assistant::{ToolCallFormat, TurnOptions};
 use sluice_text::Tokenizer;
 
 pub use prompt::{
-    encode_chat, encode_chat_with_images, render_and_encode, render_chat_text, Conversation,
-    EncodedPrompt,
+    encode_chat, encode_chat_with_images, encode_images, render_and_encode, render_chat_text,
+    Conversation, EncodedPrompt,
 };
 
 use crate::auth::Caller;

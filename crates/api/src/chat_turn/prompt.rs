@@ -50,16 +50,7 @@ pub async fn render_and_encode(
             add_generation_prompt: true,
             client_gone: Some(client_gone),
         };
-        let images = match (input.as_deref(), images.is_empty()) {
-            (_, true) => None,
-            (Some(input), false) => Some((input, encode_images(input, &images)?)),
-            (None, false) => {
-                return Err(image_error(
-                    &images[0].part,
-                    "this model does not take images (it has no image encoder); send text only",
-                ))
-            }
-        };
+        let images = encode_images(input.as_deref(), &images)?;
         encode_chat_with_images(
             &tokenizer,
             conversation,
@@ -72,11 +63,26 @@ pub async fn render_and_encode(
     .await
 }
 
-/// Decodes and encodes each image (or finds it encoded); a bad one is a 400 naming its part.
-fn encode_images(input: &ImageInput, images: &[ImagePart]) -> Result<Vec<EncodedImage>, ApiError> {
-    (images.iter())
+/// Decodes and encodes each image with the model's `input` (or finds it encoded); a bad one,
+/// or any to a model without an encoder, is a 400 naming its part. `None` for no images.
+/// Blocking: call off the runtime.
+pub fn encode_images<'a>(
+    input: Option<&'a ImageInput>,
+    images: &[ImagePart],
+) -> Result<Option<(&'a ImageInput, Vec<EncodedImage>)>, ApiError> {
+    let Some(first) = images.first() else {
+        return Ok(None);
+    };
+    let Some(input) = input else {
+        return Err(image_error(
+            &first.part,
+            "this model does not take images (it has no image encoder); send text only",
+        ));
+    };
+    let encoded = (images.iter())
         .map(|image| (input.encode(&image.bytes)).map_err(|e| image_error(&image.part, e)))
-        .collect()
+        .collect::<Result<_, _>>()?;
+    Ok(Some((input, encoded)))
 }
 
 /// What a chat template renders.
