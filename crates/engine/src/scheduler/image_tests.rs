@@ -18,6 +18,19 @@ fn image_seq(
     rows: usize,
     hashes: &[u8],
 ) -> Sequence {
+    image_seq_for(id, t0, len, starts, rows, hashes, 2)
+}
+
+/// [`image_seq`] generating `max_tokens` tokens.
+fn image_seq_for(
+    id: SeqId,
+    t0: Instant,
+    len: usize,
+    starts: &[usize],
+    rows: usize,
+    hashes: &[u8],
+    max_tokens: u32,
+) -> Sequence {
     let spans = (starts.iter().zip(hashes))
         .map(|(&start, &hash)| ImageSpan {
             start,
@@ -33,7 +46,7 @@ fn image_seq(
         priority: Priority::Normal,
         arrival: t0,
         prompt: (1..=len as u32).collect(),
-        max_tokens: 2,
+        max_tokens,
     })
     .with_images(Arc::new(images))
 }
@@ -93,5 +106,51 @@ fn a_repeated_image_reuses_blocks_and_another_image_does_not() {
     assert_eq!(run(&mut s, 0, 1), 0);
     assert_eq!(run(&mut s, 1, 1), 12, "the same image: every full block");
     assert_eq!(run(&mut s, 2, 2), 0, "the same tokens, another image");
+    assert_eq!(s.block_manager().num_used_blocks(), 0, "every block freed");
+}
+
+#[test]
+fn a_preempted_image_prompt_is_recomputed_by_the_same_rule() {
+    let t0 = Instant::now();
+    // 6 blocks of 4 for two sequences that need 5 and 6: one is preempted, recomputed later.
+    let mut s = scheduler(6, 4, 6);
+    s.add(simple(0, t0, 4, 16)).unwrap();
+    s.add(image_seq_for(1, t0, 12, &[2], 8, &[1], 12)).unwrap();
+    let (mut preempted, mut image_steps, mut done) = (false, 0, 0);
+    for _ in 0..200 {
+        let out = s.schedule(t0);
+        preempted |= out.preempted.contains(&1);
+        let mut row = 0;
+        for x in &out.scheduled {
+            let start = out.batch.positions[row] as usize;
+            let end = start + x.num_new_tokens;
+            if x.seq_id == 1 && start < 10 && end > 2 {
+                assert!(
+                    end >= 10,
+                    "a chunk {start}..{end} ends inside the image 2..10"
+                );
+                let first = row + start.max(2) - start;
+                assert!(out
+                    .batch
+                    .bidirectional_spans
+                    .contains(&(first..row + 10 - start)));
+                image_steps += 1;
+            }
+            row += x.num_new_tokens + x.draft.len();
+        }
+        for id in feed(&mut s, &out, 9, t0) {
+            s.remove(id);
+            done += 1;
+        }
+        if done == 2 {
+            break;
+        }
+    }
+    assert_eq!(done, 2);
+    assert!(
+        preempted,
+        "the pool is small enough to preempt the image prompt"
+    );
+    assert!(image_steps >= 1);
     assert_eq!(s.block_manager().num_used_blocks(), 0, "every block freed");
 }
