@@ -81,7 +81,8 @@ pub struct Sequence {
     pub priority: Priority,
     /// When the request arrived.
     pub arrival: Instant,
-    /// Scope of the prefix cache (see `GenerationRequest::cache_salt`).
+    /// Scope of the prefix cache (see `GenerationRequest::cache_salt`), folded with the
+    /// prompt's images (see [`Sequence::with_images`]).
     pub cache_salt: Option<u64>,
     /// Who sent it, for fair sharing of seats (see `GenerationRequest::caller`).
     pub caller: CallerId,

@@ -64,7 +64,7 @@ impl Scheduler {
                 continue;
             }
             let start = seq.num_computed_tokens();
-            let more = seq.images().chunk_len(start, already + more) - already;
+            let more = (seq.images().chunk_len(start, already + more)).saturating_sub(already);
             if more == 0 {
                 continue;
             }
