@@ -86,6 +86,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
         priority: Default::default(),
         cache_salt: None,
         caller: None,
+        images: Default::default(),
         prompt_outputs: sluice_engine::PromptOutputs::default(),
     };
     let started = Instant::now();

@@ -10,6 +10,8 @@ mod custom_tools;
 mod errors;
 mod fair_share;
 mod hardening;
+mod images;
+mod images_protocols;
 mod keep_alive;
 mod messages_turns;
 #[path = "../support/metrics.rs"]

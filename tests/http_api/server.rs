@@ -9,7 +9,9 @@ use sluice_api::registry::ModelTask;
 use sluice_api::server::allowed_hosts::AllowedHosts;
 use sluice_api::server::ServeOptions;
 use sluice_api::{ApiConfig, ServedModel};
-use sluice_engine::{Engine, EngineConfig, EngineHandle, Executor, ExecutorError, ModelExecutor};
+use sluice_engine::{
+    Engine, EngineConfig, EngineHandle, Executor, ExecutorError, ImageInput, ModelExecutor,
+};
 use sluice_model::{Batch, KvCache, KvDtype, KvPools, LoadOptions, Logits, Model};
 use sluice_text::Tokenizer;
 
@@ -261,6 +263,11 @@ pub async fn start(options: ServerOptions) -> TestServer {
             ..EngineConfig::default()
         },
     );
+    // A model that takes images gets its encoder, as the loader gives it one.
+    let images =
+        sluice_model::architectures::registry::vision_encoder(&config.architecture).map(|kind| {
+            Arc::new(ImageInput::load(kind, &dir, None, &tokenizer).expect("encoder loads"))
+        });
     let served = |id: String, tokenizer: Arc<Tokenizer>| ServedModel {
         id,
         engine: engine.clone(),
@@ -270,6 +277,7 @@ pub async fn start(options: ServerOptions) -> TestServer {
         task: options.task,
         created: 1_700_000_000,
         lease: None,
+        images: images.clone(),
     };
     let mut models = vec![served(MODEL_ID.to_string(), tokenizer)];
     for (id, tokenizer) in options.extra_models {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use sluice_engine::pool::{ModelLease, ModelPool, ModelStatus, PoolError};
-use sluice_engine::EngineHandle;
+use sluice_engine::{EngineHandle, ImageInput};
 use sluice_text::Tokenizer;
 
 use crate::assemble::TokenTexts;
@@ -63,6 +63,9 @@ pub struct ServedModel {
     /// For a pooled model, keeps it loaded (unevictable) while this value lives; `None` for a
     /// model outside a pool.
     pub lease: Option<ModelLease>,
+    /// Its image encoder, when it takes images (`None`: a text-only model, whose requests
+    /// with images are refused).
+    pub images: Option<Arc<ImageInput>>,
 }
 
 impl ServedModel {
@@ -71,12 +74,15 @@ impl ServedModel {
         ModelLimits {
             max_model_len: self.max_model_len,
             vocab_size: self.tokenizer.vocab_size(),
+            takes_images: self.images.is_some(),
         }
     }
 
     /// The model's `/v1/models` entry.
     pub fn card(&self) -> ModelCard {
-        ModelCard::new(&self.id, self.created, self.max_model_len).with_task(self.task().as_str())
+        ModelCard::new(&self.id, self.created, self.max_model_len)
+            .with_task(self.task().as_str())
+            .with_images(self.images.is_some())
     }
 
     /// What the model is served for: its `--task`, or for `auto` what its files say.
@@ -254,6 +260,7 @@ impl ModelRegistry {
                     pooling: model.pooling,
                     task: self.task_of(id),
                     created: unix_seconds(lease.loaded_at()),
+                    images: model.images.clone(),
                     lease: Some(lease),
                 }))
             }
@@ -289,6 +296,7 @@ impl ModelRegistry {
                         max_model_len: model.max_model_len,
                         pooling: model.pooling,
                         created: unix_seconds(loaded_at),
+                        images: model.images.clone(),
                         lease: None,
                     })
                 })
@@ -311,11 +319,15 @@ impl ModelRegistry {
                     .into_iter()
                     .map(|m| {
                         let created = m.loaded_at.map_or(*registered, unix_seconds);
-                        let task = (loaded.iter().find(|l| l.id == m.id))
-                            .map_or(self.task_of(&m.id), |l| l.task());
-                        ModelCard::new(&m.id, created, m.max_model_len)
+                        let served = loaded.iter().find(|l| l.id == m.id);
+                        let task = served.map_or(self.task_of(&m.id), |l| l.task());
+                        let card = ModelCard::new(&m.id, created, m.max_model_len)
                             .with_status(m.status.as_str())
-                            .with_task(task.as_str())
+                            .with_task(task.as_str());
+                        match served {
+                            Some(served) => card.with_images(served.images.is_some()),
+                            None => card,
+                        }
                     })
                     .collect()
             }

@@ -147,6 +147,7 @@ pub async fn score_prompts(
             priority,
             cache_salt,
             caller,
+            images: Default::default(),
             prompt_outputs: outputs.clone(),
         })
         .collect();

@@ -90,6 +90,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 priority: Default::default(),
                 cache_salt: None,
                 caller: None,
+                images: Default::default(),
                 prompt_outputs: sluice_engine::PromptOutputs::default(),
             })?);
         }

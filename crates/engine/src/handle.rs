@@ -372,6 +372,7 @@ mod tests {
             priority: Default::default(),
             cache_salt: None,
             caller: None,
+            images: Default::default(),
             prompt_outputs: crate::request::PromptOutputs::default(),
         }
     }
@@ -415,6 +416,7 @@ mod tests {
             priority: Default::default(),
             cache_salt: None,
             caller: None,
+            images: Default::default(),
             prompt_outputs: crate::request::PromptOutputs::default(),
         };
         assert_eq!(handle.submit(req).err(), Some(SubmitError::ShutDown));
@@ -436,6 +438,7 @@ mod tests {
             priority: Default::default(),
             cache_salt: None,
             caller: None,
+            images: Default::default(),
             prompt_outputs: crate::request::PromptOutputs::default(),
         };
         let _first = handle.submit(req.clone()).unwrap();

@@ -6,6 +6,8 @@ pub mod engine;
 pub mod executor;
 pub mod fair_share;
 pub mod handle;
+pub mod image_input;
+pub mod images;
 pub mod kv_disk;
 pub mod kv_events;
 pub mod metrics;
@@ -27,6 +29,8 @@ pub use engine::{Engine, EngineConfig};
 pub use executor::{Executor, ExecutorError, ModelExecutor};
 pub use fair_share::{CallerId, FairShareConfig};
 pub use handle::{EngineHandle, RequestId, RequestStream, SubmitError};
+pub use image_input::{EncodedImage, ImageInput, ImagePromptError};
+pub use images::{ImageSpan, ImageSpanError, PromptImages};
 pub use metrics::{
     EngineMetrics, HistogramSnapshot, MetricsSnapshot, SpecDecodeSnapshot, StepTimes,
 };

@@ -3,6 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::images::PromptImages;
+
 pub use sluice_model::Pooling;
 use sluice_text::constraint::{Grammar, Regex, Schema, ToolCallRules};
 use sluice_text::StopSet;
@@ -157,6 +159,9 @@ pub struct GenerationRequest {
     /// anonymous caller). The API derives it from the API key, or from the request's `user`
     /// when the server has one key or none; it is an opaque hash, never the key itself.
     pub caller: Option<u64>,
+    /// The prompt's images: where their soft tokens are and their embeddings (empty for a
+    /// text prompt).
+    pub images: Arc<PromptImages>,
     /// What is computed over the prompt itself (scoring, embeddings); nothing by default.
     pub prompt_outputs: PromptOutputs,
 }

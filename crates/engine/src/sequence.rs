@@ -8,6 +8,7 @@ use crate::block_manager::{BlockManager, BlockTable};
 use crate::constraint::OutputConstraint;
 use crate::fair_share::CallerId;
 use crate::handle::RequestId;
+use crate::images::PromptImages;
 use crate::output::{ChoiceOutput, Ending, OutputText, PendingOutput, TokenPlace};
 use crate::prompt_scoring::PromptScoring;
 use crate::request::{Priority, PromptOutputs, PromptScores, SamplingParams, StopRules};
@@ -80,7 +81,8 @@ pub struct Sequence {
     pub priority: Priority,
     /// When the request arrived.
     pub arrival: Instant,
-    /// Scope of the prefix cache (see `GenerationRequest::cache_salt`).
+    /// Scope of the prefix cache (see `GenerationRequest::cache_salt`), folded with the
+    /// prompt's images (see [`Sequence::with_images`]).
     pub cache_salt: Option<u64>,
     /// Who sent it, for fair sharing of seats (see `GenerationRequest::caller`).
     pub caller: CallerId,
@@ -110,6 +112,8 @@ pub struct Sequence {
     pub last_token_at: Option<Instant>,
     /// How its draft tokens fared (speculative decoding).
     pub(crate) draft_record: DraftRecord,
+    /// The prompt's images (none for a text prompt), shared by the request's choices.
+    images: Arc<PromptImages>,
 }
 
 impl Sequence {
@@ -139,6 +143,7 @@ impl Sequence {
             first_scheduled_at: None,
             last_token_at: None,
             draft_record: DraftRecord::default(),
+            images: Arc::default(),
         }
     }
 
@@ -146,6 +151,19 @@ impl Sequence {
     pub fn with_caller(mut self, caller: CallerId) -> Self {
         self.caller = caller;
         self
+    }
+
+    /// Takes its prompt's images; the prefix cache scope becomes theirs (see
+    /// [`PromptImages::cache_scope`]).
+    pub fn with_images(mut self, images: Arc<PromptImages>) -> Self {
+        self.cache_salt = images.cache_scope(self.cache_salt);
+        self.images = images;
+        self
+    }
+
+    /// The prompt's images.
+    pub fn images(&self) -> &PromptImages {
+        &self.images
     }
 
     /// Asks for outputs over the prompt (scoring, pooling) besides generated tokens.

@@ -52,6 +52,7 @@ fn request(prompt: Vec<u32>, seed: Option<u64>, salt: Option<u64>) -> Generation
         priority: Priority::Normal,
         cache_salt: salt,
         caller: None,
+        images: Default::default(),
         prompt_outputs: PromptOutputs::default(),
     }
 }

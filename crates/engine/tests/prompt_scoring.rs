@@ -60,6 +60,7 @@ fn scoring(prompt: Vec<u32>, outputs: PromptOutputs) -> GenerationRequest {
         priority: Priority::Normal,
         cache_salt: None,
         caller: None,
+        images: Default::default(),
         prompt_outputs: outputs,
     }
 }
@@ -268,6 +269,7 @@ fn echoed_generation_scores_its_prompt_and_still_generates() {
     let prompt = ids(&reference["prompt_ids"]);
     let engine = start("llama", EngineConfig::default());
     let request = GenerationRequest {
+        images: Default::default(),
         prompt_outputs: logprobs_wanted(0),
         ..generation(prompt.clone(), 4)
     };

@@ -53,6 +53,7 @@ fn request(prompt: Vec<u32>, max_tokens: u32, seed: Option<u64>) -> GenerationRe
         priority: Priority::Normal,
         cache_salt: None,
         caller: None,
+        images: Default::default(),
         prompt_outputs: PromptOutputs::default(),
     }
 }

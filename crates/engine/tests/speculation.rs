@@ -128,6 +128,7 @@ fn request(
         priority: Priority::Normal,
         cache_salt: None,
         caller: None,
+        images: Default::default(),
         prompt_outputs: PromptOutputs::default(),
     }
 }

@@ -12,7 +12,10 @@ use sluice_engine::{GenerationRequest, ResponseFormat};
 use sluice_text::assistant::{ToolCallFormat, TurnOptions};
 use sluice_text::Tokenizer;
 
-pub use prompt::{encode_chat, render_and_encode, render_chat_text, Conversation};
+pub use prompt::{
+    encode_chat, encode_chat_with_images, encode_images, render_and_encode, render_chat_text,
+    Conversation, EncodedPrompt,
+};
 
 use crate::auth::Caller;
 use crate::dialect::turn::TurnRenderer;
@@ -110,13 +113,18 @@ pub async fn prepare_turn(
     caller: Option<u64>,
 ) -> Result<PreparedTurn, ApiError> {
     let syntax = OutputSyntax::of(&model.tokenizer, state.config.tool_call_parser.as_deref())?;
-    let (prompt, rendered) = render_and_encode(state, model, valid, caller).await?;
+    let EncodedPrompt {
+        tokens,
+        rendered,
+        images,
+    } = render_and_encode(state, model, valid, caller).await?;
     let mut request = valid.params.request_for(
-        prompt,
+        tokens,
         model.max_model_len,
         "messages",
         state.config.clamp_max_tokens,
     )?;
+    request.images = images;
     let plan = tool_plan(&valid.tools, syntax.tool_format)?;
     if let Some(constraint) = plan.constraint {
         // A forced call replaces a response_format; in auto mode an explicit one wins.

@@ -56,7 +56,7 @@ pub async fn count_tokens(
         let model = state.registry.get_or_default(&mut req.model).await?;
         let valid = validate_count_tokens(req, model.limits())?;
         let fair_share_id = state.fair_share_id(&caller, valid.params.user.as_deref());
-        let (tokens, _) = render_and_encode(&state, &model, &valid, fair_share_id).await?;
+        let tokens = (render_and_encode(&state, &model, &valid, fair_share_id).await?).tokens;
         Ok::<_, ApiError>(
             Json(CountTokensResponse {
                 input_tokens: tokens.len() as u32,

@@ -84,6 +84,7 @@ fn app(api_keys: Vec<String>) -> Router {
         pooling: None,
         task: ModelTask::Auto,
         lease: None,
+        images: None,
     };
     crate::router(
         vec![model],
@@ -326,6 +327,7 @@ fn a_rendered_request_has_vllm_generate_request_fields() {
         priority: Priority::Low,
         cache_salt: Some(7),
         caller: None,
+        images: Default::default(),
         prompt_outputs: Default::default(),
     };
     let stream = Some(ValidStream {

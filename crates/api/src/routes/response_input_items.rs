@@ -175,9 +175,23 @@ fn message_items(message: &Value, items: &mut Vec<Value>) {
         ),
         role => items.push(
             json!({"type": "message", "role": role, "status": "completed",
-            "content": [{"type": "input_text", "text": text}]}),
+            "content": input_content(message)}),
         ),
     }
+}
+
+/// A user or system message's content parts: its text, or (a message with images, whose
+/// content stayed a list) each part in order, an image with the data URL it was sent as.
+fn input_content(message: &Value) -> Value {
+    let Some(parts) = message["content"].as_array() else {
+        let text = message["content"].as_str().unwrap_or_default();
+        return json!([{"type": "input_text", "text": text}]);
+    };
+    let part = |p: &Value| match p["type"].as_str() {
+        Some("image") => json!({"type": "input_image", "detail": "auto", "image_url": p["url"]}),
+        _ => json!({"type": "input_text", "text": p["text"]}),
+    };
+    Value::Array(parts.iter().map(part).collect())
 }
 
 #[cfg(test)]

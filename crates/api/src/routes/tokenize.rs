@@ -4,11 +4,11 @@ use axum::extract::State;
 use axum::{Extension, Json};
 
 use crate::auth::Caller;
-use crate::chat_turn::{encode_chat, Conversation};
+use crate::chat_turn::{encode_chat_with_images, encode_images, Conversation};
 use crate::error::ApiError;
 use crate::extract::OpenAiJson;
 use crate::generation::{off_runtime, tokenize_off_runtime, tokenize_off_runtime_until_gone};
-use crate::validate::chat::{template_kwargs, template_messages};
+use crate::validate::chat::{check_images, template_kwargs, template_messages_with_images};
 use crate::validate::check_token_id;
 use crate::validate::tools::{openai_tools, ToolRequest};
 use crate::wire::tokenize::{
@@ -38,7 +38,12 @@ pub async fn tokenize(
             .await?
         }
         (None, Some(messages)) => {
-            let messages = template_messages(&messages)?;
+            // Images count as the tokens they become (each is encoded, and so cached for
+            // the request that follows).
+            let mut images = Vec::new();
+            let messages = template_messages_with_images(&messages, Some(&mut images))?;
+            check_images(&images, model.limits())?;
+            let input = model.images.clone();
             let add_generation_prompt = req.add_generation_prompt.unwrap_or(true);
             let add_special = req.add_special_tokens.unwrap_or(false);
             // The tools as a chat request's reach the template (validated, in the form
@@ -59,8 +64,16 @@ pub async fn tokenize(
                     add_generation_prompt,
                     client_gone: Some(client_gone),
                 };
-                encode_chat(&tokenizer, conversation, parse_specials, None, add_special)
-                    .map(|(tokens, _)| tokens)
+                let images = encode_images(input.as_deref(), &images)?;
+                let encoded = encode_chat_with_images(
+                    &tokenizer,
+                    conversation,
+                    parse_specials,
+                    None,
+                    add_special,
+                    images,
+                )?;
+                Ok(encoded.tokens)
             })
             .await?
         }

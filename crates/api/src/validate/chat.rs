@@ -2,6 +2,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::images::{image_error, image_from_url, ImagePart, MAX_IMAGES_PER_REQUEST};
 use super::metadata::validate_metadata;
 use super::tools::{openai_tool_choice, openai_tools, ToolRequest};
 use super::{validate_shared, ModelLimits, ValidParams, MAX_TOP_LOGPROBS};
@@ -15,6 +16,9 @@ pub struct ValidChatRequest {
     pub model: String,
     /// `[{role, content, ...}]` ready for `ChatTemplate::render`.
     pub messages: Value,
+    /// The images of the messages, in order (each an `{"type": "image"}` part of its
+    /// message's content).
+    pub images: Vec<ImagePart>,
     /// The functions the model may call and what it must do with them.
     pub tools: ToolRequest,
     /// Extra chat-template variables (a JSON object), from `chat_template_kwargs` and
@@ -30,7 +34,9 @@ pub fn validate_chat(
     limits: ModelLimits,
 ) -> Result<ValidChatRequest, ApiError> {
     validate_metadata(req.metadata.as_ref())?;
-    let messages = template_messages(&req.messages)?;
+    let mut images = Vec::new();
+    let messages = template_messages_with_images(&req.messages, Some(&mut images))?;
+    check_images(&images, limits)?;
     let logprobs = match (req.logprobs.unwrap_or(false), req.top_logprobs) {
         (_, Some(k)) if !(0..=MAX_TOP_LOGPROBS.into()).contains(&k) => {
             return Err(ApiError::invalid(
@@ -66,10 +72,33 @@ pub fn validate_chat(
     Ok(ValidChatRequest {
         model: req.model,
         messages,
+        images,
         tools,
         template_kwargs,
         params,
     })
+}
+
+/// Refuses images to a model that takes none, and more than a request may carry.
+pub fn check_images(images: &[ImagePart], limits: ModelLimits) -> Result<(), ApiError> {
+    if let Some(first) = images.first() {
+        if !limits.takes_images {
+            return Err(image_error(
+                &first.part,
+                "this model does not take images (it has no image encoder); send text only",
+            ));
+        }
+    }
+    if images.len() > MAX_IMAGES_PER_REQUEST {
+        return Err(image_error(
+            &images[MAX_IMAGES_PER_REQUEST].part,
+            format!(
+                "a request may carry at most {MAX_IMAGES_PER_REQUEST} images, got {}",
+                images.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The template variables a request sets: its `chat_template_kwargs`, and for
@@ -110,7 +139,19 @@ pub fn template_kwargs(
 
 /// Turns the wire messages into the list a chat template iterates over: every `content` a
 /// string (text parts joined by newlines), roles checked, `developer` treated as `system`.
+/// Image parts are refused; see [`template_messages_with_images`].
 pub fn template_messages(messages: &[ChatMessage]) -> Result<Value, ApiError> {
+    template_messages_with_images(messages, None)
+}
+
+/// [`template_messages`], with `image_url` parts taken into `images` (in order) when it is
+/// given: a message with images keeps its content as a list of parts, `{"type": "text",
+/// "text": ...}` and `{"type": "image"}`, which the prompt renderer turns into one string
+/// with the model's image placeholder in place (`chat_turn/prompt.rs`).
+pub fn template_messages_with_images(
+    messages: &[ChatMessage],
+    mut images: Option<&mut Vec<ImagePart>>,
+) -> Result<Value, ApiError> {
     if messages.is_empty() {
         return Err(ApiError::invalid("messages", "messages must not be empty"));
     }
@@ -129,12 +170,40 @@ pub fn template_messages(messages: &[ChatMessage]) -> Result<Value, ApiError> {
             }
         };
         let content = match &m.content {
-            Some(MessageContent::Text(t)) => t.clone(),
+            Some(MessageContent::Text(t)) => json!(t),
             Some(MessageContent::Parts(parts)) => {
                 let mut texts = Vec::with_capacity(parts.len());
+                let mut listed = Vec::new();
                 for (j, part) in parts.iter().enumerate() {
                     match (part.kind.as_str(), &part.text) {
-                        ("text", Some(t)) => texts.push(t.as_str()),
+                        ("image_url", _) if images.is_some() && part.decoded.is_some() => {
+                            let taken = images.as_deref_mut().expect("checked");
+                            taken.push(part.decoded.clone().expect("checked"));
+                            // A Responses input keeps its URL: the stored turn is read again.
+                            listed.push(match part.image_url.as_ref().and_then(Value::as_str) {
+                                Some(url) => json!({"type": "image", "url": url}),
+                                None => json!({"type": "image"}),
+                            });
+                        }
+                        ("image_url", _) if images.is_some() => {
+                            let at = format!("messages[{i}].content[{j}]");
+                            let url = part.image_url.as_ref().and_then(|u| {
+                                u.as_str().or_else(|| u.get("url").and_then(Value::as_str))
+                            });
+                            let Some(url) = url else {
+                                return Err(image_error(
+                                    &format!("{at}.image_url"),
+                                    "an image_url part needs 'image_url': {\"url\": ...}",
+                                ));
+                            };
+                            let taken = images.as_deref_mut().expect("checked");
+                            taken.push(image_from_url(url, &format!("{at}.image_url"))?);
+                            listed.push(json!({"type": "image"}));
+                        }
+                        ("text", Some(t)) => {
+                            texts.push(t.as_str());
+                            listed.push(json!({"type": "text", "text": t}));
+                        }
                         ("text", None) => {
                             return Err(ApiError::invalid(
                                 &format!("messages[{i}].content[{j}].text"),
@@ -149,9 +218,13 @@ pub fn template_messages(messages: &[ChatMessage]) -> Result<Value, ApiError> {
                         }
                     }
                 }
-                texts.join("\n")
+                if listed.len() > texts.len() {
+                    Value::Array(listed)
+                } else {
+                    json!(texts.join("\n"))
+                }
             }
-            None if role == "assistant" && m.tool_calls.is_some() => String::new(),
+            None if role == "assistant" && m.tool_calls.is_some() => json!(""),
             None => {
                 return Err(ApiError::invalid(
                     &format!("messages[{i}].content"),
@@ -161,7 +234,7 @@ pub fn template_messages(messages: &[ChatMessage]) -> Result<Value, ApiError> {
         };
         let mut msg = Map::new();
         msg.insert("role".into(), json!(role));
-        msg.insert("content".into(), json!(content));
+        msg.insert("content".into(), content);
         if let Some(name) = &m.name {
             msg.insert("name".into(), json!(name));
         }

@@ -7,15 +7,21 @@
 //! message's `reasoning_content`. A failed tool result (`is_error`) reaches the template as
 //! `Error: ` followed by its content, since templates have no field for it. A `system` message
 //! inside `messages` (Anthropic's mid-conversation instructions, right after a user turn) is a
-//! system message at its place in the conversation.
+//! system message at its place in the conversation. A user message's `image` blocks (base64
+//! sources) are image parts in their place among its text (`messages/image_block.rs`).
 
 use serde_json::{json, Map, Value};
 
-use super::chat::{template_messages, ValidChatRequest};
+mod image_block;
+
+use image_block::{image_part, text_part};
+
+use super::chat::{check_images, template_messages_with_images, ValidChatRequest};
+use super::images::ImagePart;
 use super::tools::{function_spec, ToolChoice, ToolRequest, ToolSpec};
 use super::{validate_shared, ModelLimits};
 use crate::error::ApiError;
-use crate::wire::chat::{ChatMessage, MessageContent};
+use crate::wire::chat::{ChatMessage, ContentPart, MessageContent};
 use crate::wire::messages::{
     AnthropicContent, AnthropicMessage, CountTokensRequest, MessagesRequest,
 };
@@ -51,6 +57,7 @@ pub fn validate_messages(
     let params = validate_shared(options, req.max_tokens, "max_tokens", None, limits)
         .map_err(rename_stop)
         .map_err(|e| e.with_param_renamed("response_format", format_field))?;
+    check_images(&prompt.images, limits)?;
     Ok(prompt.into_request(req.model, params))
 }
 
@@ -127,12 +134,14 @@ pub fn validate_count_tokens(
         None,
         limits,
     )?;
+    check_images(&prompt.images, limits)?;
     Ok(prompt.into_request(req.model, params))
 }
 
 /// What a template renders: messages, tools, variables.
 struct Prompt {
     messages: Value,
+    images: Vec<ImagePart>,
     tools: ToolRequest,
     template_kwargs: Option<Value>,
 }
@@ -171,8 +180,10 @@ impl Prompt {
         }
         let specs = anthropic_tools(tools)?;
         let tools = tool_request(tool_choice, specs)?;
+        let mut images = Vec::new();
         Ok(Prompt {
-            messages: template_messages(&chat)?,
+            messages: template_messages_with_images(&chat, Some(&mut images))?,
+            images,
             tools,
             template_kwargs: thinking_kwargs(thinking)?,
         })
@@ -182,6 +193,7 @@ impl Prompt {
         ValidChatRequest {
             model,
             messages: self.messages,
+            images: self.images,
             tools: self.tools,
             template_kwargs: self.template_kwargs,
             params,
@@ -217,6 +229,8 @@ fn chat_messages(
         }
         AnthropicContent::Blocks(blocks) => blocks,
     };
+    // A user turn with images keeps its blocks' order as chat parts.
+    let mut parts: Vec<ContentPart> = Vec::new();
     let mut texts = Vec::new();
     let mut thinking = Vec::new();
     let mut calls = Vec::new();
@@ -229,7 +243,12 @@ fn chat_messages(
             )
         };
         match block.kind.as_str() {
-            "text" => texts.push(required(&block.text, &at, "text")?.to_string()),
+            "text" => {
+                let text = required(&block.text, &at, "text")?;
+                texts.push(text.to_string());
+                parts.push(text_part(text));
+            }
+            "image" if role == "user" => parts.push(image_part(block, &at)?),
             "tool_use" if role == "assistant" => {
                 let arguments = match &block.input {
                     Some(input @ Value::Object(_)) => input.to_string(),
@@ -276,10 +295,7 @@ fn chat_messages(
             "image" | "document" => {
                 return Err(ApiError::invalid(
                     &format!("{at}.type"),
-                    format!(
-                        "{} blocks are not supported: this server serves text-only models",
-                        block.kind
-                    ),
+                    format!("a {role} message cannot hold a {} block", block.kind),
                 ))
             }
             other => {
@@ -295,6 +311,11 @@ fn chat_messages(
             tool_calls: (!calls.is_empty()).then_some(Value::Array(calls)),
             reasoning_content: (!thinking.is_empty()).then(|| thinking.join("\n")),
             ..text_message(role, texts.join("\n"))
+        });
+    } else if parts.len() > texts.len() {
+        out.push(ChatMessage {
+            content: Some(MessageContent::Parts(parts)),
+            ..text_message(role, String::new())
         });
     } else if !texts.is_empty() || blocks.is_empty() {
         out.push(text_message(role, texts.join("\n")));

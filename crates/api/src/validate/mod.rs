@@ -5,6 +5,7 @@
 pub mod chat;
 pub mod completion;
 mod custom_tools;
+pub mod images;
 pub mod messages;
 pub mod metadata;
 pub mod responses;
@@ -23,8 +24,11 @@ use crate::error::ApiError;
 use crate::wire::number::WholeNumber;
 use crate::wire::{GenerationOptions, ResponseFormatField, StopField};
 
-pub use chat::{template_messages, validate_chat, ValidChatRequest};
+pub use chat::{
+    check_images, template_messages, template_messages_with_images, validate_chat, ValidChatRequest,
+};
 pub use completion::{validate_completion, PromptInput, ValidCompletionRequest};
+pub use images::ImagePart;
 pub use scoring::{
     validate_embeddings, validate_rerank, validate_score, ValidEmbeddingRequest, ValidRerankRequest,
 };
@@ -48,6 +52,8 @@ pub struct ModelLimits {
     pub max_model_len: usize,
     /// Number of token ids; every id a client sends must be below it.
     pub vocab_size: usize,
+    /// Whether its prompts may hold images (it has an image encoder).
+    pub takes_images: bool,
 }
 
 /// How a validated request is streamed.
@@ -445,6 +451,7 @@ impl ValidParams {
             // Set by the handler, which knows the caller.
             cache_salt: None,
             caller: None,
+            images: Default::default(),
             prompt_outputs: sluice_engine::PromptOutputs {
                 logprobs: self.prompt_logprobs,
                 ..Default::default()

@@ -7,8 +7,13 @@
 
 use serde_json::{json, Value};
 
-use super::chat::{template_kwargs, template_messages, ValidChatRequest};
+mod input_image;
+
+use input_image::{has_images, input_parts, stored_images};
+
+use super::chat::{check_images, template_kwargs, template_messages_with_images, ValidChatRequest};
 use super::custom_tools::{custom_arguments, custom_spec};
+use super::images::ImagePart;
 use super::metadata::validate_metadata;
 use super::tools::{function_spec, openai_tool_choice, ToolRequest, ToolSpec};
 use super::{validate_shared, ModelLimits};
@@ -80,7 +85,9 @@ pub fn validate_responses(
         None => Vec::new(),
     };
     let input_start = conversation.len();
-    conversation.extend(rendered(&new)?);
+    let mut images = stored_images(&conversation, "previous_response_id")?;
+    conversation.extend(rendered(&new, Some(&mut images))?);
+    check_images(&images, limits)?;
     if conversation.is_empty() {
         return Err(ApiError::invalid("input", "input must not be empty"));
     }
@@ -122,6 +129,7 @@ pub fn validate_responses(
         chat: ValidChatRequest {
             model: req.model,
             messages: Value::Array(messages),
+            images,
             tools,
             template_kwargs,
             params,
@@ -144,16 +152,19 @@ fn previous_conversation(previous: &StoredResponse) -> Result<Vec<Value>, ApiErr
         .ok_or_else(|| internal("input"))?;
     let output: Vec<InputItem> =
         serde_json::from_value(previous.output.clone()).map_err(|_| internal("output"))?;
-    conversation.extend(rendered(&chat_messages(&output, "previous output")?)?);
+    conversation.extend(rendered(&chat_messages(&output, "previous output")?, None)?);
     Ok(conversation)
 }
 
-/// Chat messages in template form (none for none).
-fn rendered(messages: &[ChatMessage]) -> Result<Vec<Value>, ApiError> {
+/// Chat messages in template form (none for none), their images taken into `images`.
+fn rendered(
+    messages: &[ChatMessage],
+    images: Option<&mut Vec<ImagePart>>,
+) -> Result<Vec<Value>, ApiError> {
     if messages.is_empty() {
         return Ok(Vec::new());
     }
-    match template_messages(messages)? {
+    match template_messages_with_images(messages, images)? {
         Value::Array(list) => Ok(list),
         _ => unreachable!("template_messages returns a list"),
     }
@@ -186,10 +197,17 @@ pub fn chat_messages(items: &[InputItem], field: &str) -> Result<Vec<ChatMessage
                     }
                     None => return Err(ApiError::invalid(&at("role"), "a message needs a role")),
                 };
-                let text = content_text(item.content.as_ref(), &at("content"))?;
+                let content = match item.content.as_ref() {
+                    Some(Value::Array(parts))
+                        if role == "user" && has_images(item.content.as_ref()) =>
+                    {
+                        MessageContent::Parts(input_parts(parts, &at("content"))?)
+                    }
+                    content => MessageContent::Text(content_text(content, &at("content"))?),
+                };
                 out.push(ChatMessage {
                     role: role.into(),
-                    content: Some(MessageContent::Text(text)),
+                    content: Some(content),
                     reasoning_content: if role == "assistant" {
                         reasoning.take()
                     } else {

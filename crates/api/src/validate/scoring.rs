@@ -163,6 +163,7 @@ mod tests {
     const LIMITS: ModelLimits = ModelLimits {
         max_model_len: 64,
         vocab_size: 100,
+        takes_images: false,
     };
 
     fn embeddings(body: Value) -> Result<ValidEmbeddingRequest, ApiError> {

@@ -70,18 +70,25 @@ pub struct ChatMessage {
 pub enum MessageContent {
     /// Plain text.
     Text(String),
-    /// Typed parts; only `{"type": "text", "text": ...}` is supported.
+    /// Typed parts: `{"type": "text", "text": ...}` and, for a model that takes images,
+    /// `{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}`.
     Parts(Vec<ContentPart>),
 }
 
 /// One element of an array `content`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 pub struct ContentPart {
     /// Part type, e.g. "text" or "image_url".
     #[serde(rename = "type")]
     pub kind: String,
     /// The text of a "text" part.
     pub text: Option<String>,
+    /// The image of an "image_url" part: `{"url": ..., "detail": ...}`, or the URL alone.
+    pub image_url: Option<serde_json::Value>,
+    /// An image part's bytes, read already by the protocol that made the part (an Anthropic
+    /// image block), with where the client sent them; never from the wire.
+    #[serde(skip)]
+    pub decoded: Option<crate::validate::ImagePart>,
 }
 
 /// A non-streaming chat completion response.

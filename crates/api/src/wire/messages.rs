@@ -131,6 +131,9 @@ pub struct ContentBlock {
     pub thinking: Option<String>,
     /// A thinking block's signature (not checked here).
     pub signature: Option<String>,
+    /// An image block's source: `{"type": "base64", "media_type", "data"}` or
+    /// `{"type": "url", "url"}`.
+    pub source: Option<Value>,
 }
 
 /// Anthropic's error envelope: `{"type": "error", "error": {"type", "message"}}`.

@@ -24,6 +24,10 @@ pub struct ModelCard {
     /// whose files decide and that is not loaded yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<String>,
+    /// sluice's extension, in OpenRouter's words: what a prompt may hold, `["text"]` or
+    /// `["text", "image"]`; absent for a pooled model not loaded yet (its files decide).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_modalities: Option<Vec<String>>,
 }
 
 /// The `GET /v1/models` body.
@@ -47,7 +51,18 @@ impl ModelCard {
             max_model_len,
             status: None,
             task: None,
+            input_modalities: None,
         }
+    }
+
+    /// The card saying whether the model's prompts may hold images.
+    pub fn with_images(mut self, takes_images: bool) -> Self {
+        let mut modalities = vec!["text".to_string()];
+        if takes_images {
+            modalities.push("image".into());
+        }
+        self.input_modalities = Some(modalities);
+        self
     }
 
     /// The card with what the model is served for (`generate`, `embed`, `score`, `auto`).

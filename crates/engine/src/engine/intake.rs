@@ -61,7 +61,7 @@ impl EngineLoop {
                 cache_salt: request.cache_salt,
             });
             // The prompt is the same for every choice: the first one scores it.
-            let seq = seq.with_caller(request.caller);
+            let seq = (seq.with_caller(request.caller)).with_images(Arc::clone(&request.images));
             let seq = if choice == 0 {
                 seq.with_prompt_outputs(request.prompt_outputs.clone())
             } else {

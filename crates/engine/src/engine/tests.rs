@@ -29,6 +29,7 @@ pub(super) fn request(prompt: Vec<u32>, seed: u64, max_tokens: u32) -> Generatio
         priority: Priority::Normal,
         cache_salt: None,
         caller: None,
+        images: Default::default(),
         prompt_outputs: crate::request::PromptOutputs::default(),
     }
 }
@@ -327,6 +328,7 @@ fn prompt_logprobs_score_each_position_from_its_own_history_and_skip_the_prefix_
             max_tokens: 0,
             ..StopRules::default()
         },
+        images: Default::default(),
         prompt_outputs: crate::request::PromptOutputs {
             logprobs: Some(2),
             ..Default::default()

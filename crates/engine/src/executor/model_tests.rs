@@ -78,6 +78,7 @@ fn request(prompt: Vec<u32>, sampling: SamplingParams, max_tokens: u32) -> Gener
         priority: Priority::Normal,
         cache_salt: None,
         caller: None,
+        images: Default::default(),
         prompt_outputs: crate::request::PromptOutputs::default(),
     }
 }

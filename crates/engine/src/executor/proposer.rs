@@ -27,6 +27,12 @@ pub trait Proposer: std::fmt::Debug {
 
     /// `seq` is gone (finished, cancelled or preempted): forget anything kept for it.
     fn release(&mut self, _seq: SeqId) {}
+
+    /// Whether it drafts well for a prompt with images. A proposer reading only token ids
+    /// does (prompt lookup); a draft model would read the images' soft tokens as text.
+    fn drafts_for_images(&self) -> bool {
+        true
+    }
 }
 
 /// Prompt lookup: finds the latest earlier occurrence of the sequence's last `n` tokens (the

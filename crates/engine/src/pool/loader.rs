@@ -21,6 +21,7 @@ use super::kv_sizing::{KvCacheMemory, KvShape};
 use crate::engine::{Engine, EngineConfig};
 use crate::executor::ModelExecutor;
 use crate::handle::EngineHandle;
+use crate::image_input::ImageInput;
 use crate::kv_disk::{DiskCache, DiskCacheError};
 use crate::kv_events::{KvEventPublisher, KvEventSink};
 
@@ -37,6 +38,9 @@ pub struct LoadedModel {
     pub memory_bytes: usize,
     /// The pooling its sentence-transformers files name, when it has them (an embedder).
     pub pooling: Option<sluice_model::Pooling>,
+    /// Its image encoder, when its architecture takes images (see
+    /// `registry::ArchitectureSpec::vision`); `None` for a text-only model.
+    pub images: Option<Arc<ImageInput>>,
 }
 
 /// Why a model could not be loaded.
@@ -285,10 +289,19 @@ impl ModelLoader for DirectoryLoader {
                 remedy,
             });
         }
+        // An architecture that takes images has its encoder in the same directory (a GGUF
+        // file's projector is a separate file, not read yet).
+        let vision = sluice_model::architectures::registry::vision_encoder(&config.architecture)
+            .filter(|_| files.gguf_metadata().is_none());
+        let images = match vision {
+            Some(kind) => Some(Arc::new(ImageInput::load(kind, dir, dtype, &tokenizer)?)),
+            None => None,
+        };
         let kv_bytes = self.kv_bytes(&files);
         let draft = self.load_draft(&tokenizer, kv.num_blocks() * s.block_size)?;
         let draft_bytes = draft.as_ref().map_or(0, |d| d.memory_bytes);
-        let memory_bytes = model.weight_bytes() + kv_bytes + draft_bytes;
+        let image_bytes = images.as_ref().map_or(0, |i| i.weight_bytes());
+        let memory_bytes = model.weight_bytes() + kv_bytes + draft_bytes + image_bytes;
         let window_blocks = kv.pools().window().map_or(0, |w| w.num_blocks);
         tracing::info!(
             model = %dir.display(),
@@ -353,6 +366,7 @@ impl ModelLoader for DirectoryLoader {
             max_model_len,
             memory_bytes,
             pooling,
+            images,
         })
     }
 }

@@ -152,3 +152,29 @@ fn a_kv_budget_below_two_blocks_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn a_model_that_takes_images_loads_its_encoder_and_counts_it() {
+    for dtype in [WeightDtype::F32, WeightDtype::F16] {
+        let loader = loader(dtype);
+        let estimate = loader.estimate_bytes(&fixture("gemma3-vision")).unwrap();
+        let loaded = loader.load(&fixture("gemma3-vision")).unwrap();
+        loaded.engine.shutdown();
+        let images = loaded.images.as_ref().expect("an image encoder");
+        assert_eq!(images.tokens_per_image(), 16);
+        // The estimate counts the vision tower's tensors by shape as it counts a text
+        // model's; the tower's own layout differs a little in f16 (1 KiB of 1.3 MB here).
+        let off = estimate.abs_diff(loaded.memory_bytes);
+        assert!(
+            off * 1000 < estimate,
+            "{dtype:?}: {estimate} vs {}",
+            loaded.memory_bytes
+        );
+        if dtype == WeightDtype::F32 {
+            assert_eq!(estimate, loaded.memory_bytes);
+        }
+    }
+    let text_only = loader(WeightDtype::F32).load(&fixture("llama")).unwrap();
+    text_only.engine.shutdown();
+    assert!(text_only.images.is_none());
+}

@@ -106,6 +106,7 @@ impl ModelLoader for FakeLoader {
             max_model_len: 64,
             memory_bytes: Self::bytes(dir),
             pooling: None,
+            images: None,
         })
     }
 }

@@ -44,8 +44,8 @@ impl Scheduler {
                     step.quotas.spend(caller, num_new);
                     step.admitted.insert(id);
                     step.seqs.push((id, num_new));
-                    step.tokens -= num_new;
-                    step.prompt_tokens -= num_new;
+                    step.tokens = step.tokens.saturating_sub(num_new);
+                    step.prompt_tokens = step.prompt_tokens.saturating_sub(num_new);
                     scheduled += num_new;
                 }
                 Admission::Rejected => {
@@ -199,6 +199,7 @@ impl Scheduler {
         let salt = seq.cache_salt;
         let cached = self.blocks.num_reusable_tokens(lookup, shared, salt);
         let num_new = (total - cached).min(budget).min(row_cap(seq));
+        let num_new = seq.images().chunk_len(cached, num_new);
         if !self
             .blocks
             .can_allocate(lookup, cached + num_new, shared, salt)
@@ -208,11 +209,22 @@ impl Scheduler {
         // A block the lower tier offered may fail to read: the table then reuses less, and the
         // sequence computes from where its reused prefix really ends.
         let target = cached + num_new;
-        let Ok(table) = self.blocks.allocate(lookup, target, shared, salt) else {
+        let Ok(mut table) = self.blocks.allocate(lookup, target, shared, salt) else {
             return Admission::NoBlocks;
         };
         let (cached, lower) = (table.num_cached_tokens(), table.num_lower_tokens());
         let num_new = target - cached.min(target);
+        // Less reused than offered: the chunk starts earlier and may now end inside an image.
+        let num_new = match seq.images().chunk_len(cached, num_new) {
+            0 => 0,
+            fixed if fixed > num_new => {
+                if self.blocks.append(&mut table, cached + fixed).is_err() {
+                    return Admission::NoBlocks;
+                }
+                fixed
+            }
+            fixed => fixed,
+        };
         let seq = self.seqs.get_mut(&id).expect("exists");
         self.waiting.remove(seq.priority, seq.arrival, id);
         if seq.first_scheduled_at.is_none() {

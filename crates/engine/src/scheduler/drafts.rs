@@ -26,7 +26,8 @@ impl Scheduler {
             let seq = &self.seqs[&id];
             let samples = !seq.scores_only() && num_new == seq.num_uncomputed_tokens();
             tokens_out += usize::from(samples);
-            if !samples || num_new != 1 || !seq.sampling().speculative {
+            let images_refused = !seq.images().is_empty() && !speculator.drafts_for_images();
+            if !samples || num_new != 1 || !seq.sampling().speculative || images_refused {
                 continue;
             }
             let room = draft_room(seq, self.config.max_model_len);

@@ -336,6 +336,8 @@ impl Scheduler {
                 i += 1;
                 continue;
             }
+            // An image's rows are computed together, even past the budget.
+            let num_new = seq.images().chunk_len(seq.num_computed_tokens(), num_new);
             let target = seq.num_computed_tokens() + num_new;
             let table = seq.blocks.as_ref().expect("running sequence holds blocks");
             if self.blocks.can_append(table, target) {
@@ -343,9 +345,9 @@ impl Scheduler {
                 let table = seq.blocks.as_mut().expect("running sequence holds blocks");
                 self.blocks.append(table, target).expect("checked");
                 step.seqs.push((id, num_new));
-                step.tokens -= num_new;
+                step.tokens = step.tokens.saturating_sub(num_new);
                 if prefilling {
-                    step.prompt_tokens -= num_new;
+                    step.prompt_tokens = step.prompt_tokens.saturating_sub(num_new);
                     step.quotas.spend(seq.caller, num_new);
                     step.deferred_prompt_tokens += left_to_others;
                 }
@@ -378,6 +380,7 @@ impl Scheduler {
             out.batch
                 .push_sequence_tables(&tokens, start, table.tables(), block_size, false);
             let batch = &mut out.batch;
+            seq.images().push_rows(batch, start, num_new, token_start);
             let prompt_rows = seq.prompt_scoring().map(|scoring| {
                 let (logprob_positions, hidden_positions) = scoring.rows(start, num_new);
                 let rows = PromptRows {

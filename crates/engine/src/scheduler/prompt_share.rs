@@ -63,6 +63,11 @@ impl Scheduler {
             if more == 0 {
                 continue;
             }
+            let start = seq.num_computed_tokens();
+            let more = (seq.images().chunk_len(start, already + more)).saturating_sub(already);
+            if more == 0 {
+                continue;
+            }
             let target = seq.num_computed_tokens() + already + more;
             let seq = self.seqs.get_mut(&id).expect("running sequence exists");
             let table = seq.blocks.as_mut().expect("running sequence holds blocks");
@@ -73,8 +78,8 @@ impl Scheduler {
                 Some(p) => step.seqs[p].1 += more,
                 None => step.seqs.push((id, more)),
             }
-            step.tokens -= more;
-            step.prompt_tokens -= more;
+            step.tokens = step.tokens.saturating_sub(more);
+            step.prompt_tokens = step.prompt_tokens.saturating_sub(more);
             given += more;
         }
         given

@@ -467,3 +467,6 @@ fn a_run_of_tokens_is_appended_at_once_and_computed_in_the_next_step() {
     assert_eq!(s.remove(0).unwrap().output().len(), 10);
     assert_eq!(s.block_manager().num_used_blocks(), 0);
 }
+
+#[path = "image_tests.rs"]
+mod image_tests;

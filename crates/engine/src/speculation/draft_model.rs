@@ -220,6 +220,10 @@ impl Proposer for DraftModel {
     fn release(&mut self, seq: SeqId) {
         self.seqs.remove(&seq);
     }
+
+    fn drafts_for_images(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

@@ -162,6 +162,12 @@ impl Speculator {
             .collect()
     }
 
+    /// Whether sequences whose prompt has images may speculate (see
+    /// [`Proposer::drafts_for_images`]).
+    pub(crate) fn drafts_for_images(&self) -> bool {
+        self.proposer.drafts_for_images()
+    }
+
     /// A sequence left the running set: the proposer forgets it.
     pub(crate) fn release(&mut self, seq: SeqId) {
         self.proposer.release(seq);

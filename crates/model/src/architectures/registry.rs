@@ -38,6 +38,16 @@ pub struct ArchitectureSpec {
     pub moe: Option<MoeSpec>,
     /// The GGUF files it is loaded from, if any.
     pub gguf: Option<GgufSpec>,
+    /// The encoder of the images its prompts take; `None` for a text-only architecture.
+    pub vision: Option<VisionEncoderKind>,
+}
+
+/// Which image encoder an architecture's checkpoints carry beside the language model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VisionEncoderKind {
+    /// Gemma 3's SigLIP tower and projector (`vision::Gemma3VisionEncoder`): a fixed number of
+    /// soft tokens per image between `<start_of_image>` and `<end_of_image>`.
+    Gemma3,
 }
 
 /// The GGUF files an architecture is loaded from.
@@ -76,6 +86,7 @@ const fn dense(hf_name: &'static str, load: LoadFn) -> ArchitectureSpec {
         config: ConfigSpec::PLAIN,
         moe: None,
         gguf: None,
+        vision: None,
     }
 }
 
@@ -126,6 +137,7 @@ const TABLE: [ArchitectureSpec; 11] = [
             text_config_defaults: Some(GEMMA3_TEXT_DEFAULTS),
             ..GEMMA3_CONFIG
         },
+        vision: Some(VisionEncoderKind::Gemma3),
         ..dense("Gemma3ForConditionalGeneration", gemma3_vision::load)
     },
     ArchitectureSpec {
@@ -216,6 +228,12 @@ pub const SUPPORTED_ARCHITECTURES: [&str; TABLE.len()] = {
 /// The architecture `config.json` names `name`, if sluice implements it.
 pub fn by_hf_name(name: &str) -> Option<&'static ArchitectureSpec> {
     ARCHITECTURES.iter().find(|a| a.hf_name == name)
+}
+
+/// The image encoder of the architecture `config.json` names `name`; `None` for a text-only
+/// architecture or a name the table does not list.
+pub fn vision_encoder(name: &str) -> Option<VisionEncoderKind> {
+    by_hf_name(name).and_then(|a| a.vision)
 }
 
 /// The architecture a GGUF file whose `general.architecture` is `name` is loaded as: the one

@@ -337,6 +337,7 @@ fn a_stored_response_continues_into_the_next_request() {
     let limits = ModelLimits {
         max_model_len: 4096,
         vocab_size: 10,
+        takes_images: false,
     };
     let valid = validate_responses(first, limits, None).unwrap();
     let meta = response_meta("m");

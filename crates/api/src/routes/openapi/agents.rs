@@ -91,11 +91,17 @@ pub(super) fn add_agents(doc: &mut Value) {
         "type": {"type": "string", "enum": ["input_text", "output_text", "text"]},
         "text": {"type": "string"}}});
     let text = json!({"oneOf": [{"type": "string"}, {"type": "array", "items": text_part}]});
+    let input_image = json!({"type": "object", "required": ["type", "image_url"],
+        "description": "an image in a user message, for a model whose input_modalities include image: a data URL; other URLs are not fetched",
+        "properties": {"type": {"const": "input_image"}, "image_url": {"type": "string"},
+            "detail": {"type": "string"}}});
+    let message_content = json!({"oneOf": [{"type": "string"},
+        {"type": "array", "items": {"oneOf": [text_part, input_image]}}]});
     let input_item = json!({"oneOf": [
         {"type": "object", "required": ["role", "content"], "properties": {
             "type": {"const": "message"},
             "role": {"type": "string", "enum": ["user", "system", "developer", "assistant"]},
-            "content": text}},
+            "content": message_content}},
         {"type": "object", "required": ["type", "call_id", "name"], "properties": {
             "type": {"const": "function_call"}, "call_id": {"type": "string"},
             "name": {"type": "string"}, "arguments": {"type": "string"}}},
@@ -112,8 +118,17 @@ pub(super) fn add_agents(doc: &mut Value) {
     let anthropic_tool = json!({"type": "object", "required": ["name", "input_schema"], "properties": {
         "name": {"type": "string", "minLength": 1}, "description": {"type": "string"},
         "input_schema": {"type": "object"}}});
+    let anthropic_image = json!({"type": "object", "required": ["type", "source"],
+        "description": "an image in a user message, for a model whose input_modalities include image; url sources are not fetched",
+        "properties": {"type": {"const": "image"}, "source": {"type": "object", "required": ["type"],
+            "properties": {"type": {"type": "string", "enum": ["base64", "url"]},
+                "media_type": {"type": "string"}, "data": {"type": "string"}, "url": {"type": "string"}}}}});
+    let anthropic_content = json!({"oneOf": [{"type": "string"}, {"type": "array", "items": {"oneOf": [
+        {"type": "object", "required": ["type", "text"], "properties": {
+            "type": {"const": "text"}, "text": {"type": "string"}}},
+        anthropic_image]}}]});
     let anthropic_message = json!({"type": "object", "required": ["role", "content"], "properties": {
-        "role": {"type": "string", "enum": ["user", "assistant"]}, "content": anthropic_text}});
+        "role": {"type": "string", "enum": ["user", "assistant"]}, "content": anthropic_content}});
     let messages_properties = json!({
         "model": {"type": ["string", "null"], "description": "a served model name; absent or null: the default model"},
         "messages": {"type": "array", "minItems": 1, "items": anthropic_message},

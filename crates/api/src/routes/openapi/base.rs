@@ -78,6 +78,19 @@ pub(super) fn base_document() -> Value {
             "required": ["logprob", "rank", "decoded_token"],
             "properties": {"logprob": {"type": ["number", "null"]}, "rank": {"type": "integer", "minimum": 1},
                 "decoded_token": {"type": "string"}}}}]}});
+    let input_modalities = json!({"type": "array", "items": {"type": "string", "enum": ["text", "image"]},
+        "description": "what a prompt may hold; absent for a pooled model not loaded yet"});
+    // A chat message's content: a string, or text and (for a model that takes images)
+    // image parts.
+    let chat_content = json!({"oneOf": [{"type": "string"}, {"type": "array", "items": {"oneOf": [
+        {"type": "object", "required": ["type", "text"],
+            "properties": {"type": {"const": "text"}, "text": {"type": "string"}}},
+        {"type": "object", "required": ["type", "image_url"],
+            "description": "an image, for a model whose input_modalities include image: a data URL (data:image/png;base64,...); other URLs are not fetched",
+            "properties": {"type": {"const": "image_url"}, "image_url": {"oneOf": [
+                {"type": "string"},
+                {"type": "object", "required": ["url"], "properties": {
+                    "url": {"type": "string"}, "detail": {"type": "string"}}}]}}}]}}]});
     json!({
         "openapi": "3.1.0",
         "info": {"title": "sluice", "version": env!("CARGO_PKG_VERSION"),
@@ -141,9 +154,7 @@ pub(super) fn base_document() -> Value {
                                   "tool_calls": {"type": "array"}}}],
                     "properties": {
                     "role": {"type": "string", "enum": ["system", "developer", "user", "assistant", "tool"]},
-                    "content": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "object",
-                        "required": ["type", "text"],
-                        "properties": {"type": {"const": "text"}, "text": {"type": "string"}}}}]},
+                    "content": chat_content,
                     "name": {"type": "string"}, "tool_calls": {"type": "array"}, "tool_call_id": {"type": "string"}}},
                 "ChatCompletionRequest": {"type": "object", "required": ["messages"],
                     "properties": with_properties(sampling_properties(), json!({
@@ -205,7 +216,8 @@ pub(super) fn base_document() -> Value {
                     "owned_by": {"type": "string"}, "root": {"type": "string"}, "max_model_len": {"type": "integer"},
                     "status": {"type": "string", "enum": ["loaded", "loading", "unloading", "unloaded"]},
                     "task": {"type": "string", "enum": ["auto", "generate", "embed", "score"],
-                        "description": "what the model is served for (--task); auto until an auto model is loaded"}}},
+                        "description": "what the model is served for (--task); auto until an auto model is loaded"},
+                    "input_modalities": input_modalities}},
                 "ModelList": {"type": "object", "properties": {"object": {"const": "list"},
                     "data": {"type": "array", "items": {"$ref": "#/components/schemas/Model"}}}},
                 "AdminModel": {"type": "object", "properties": {

@@ -118,6 +118,7 @@ mod tests {
                 priority: Priority::Normal,
                 cache_salt: None,
                 caller: None,
+                images: Default::default(),
                 prompt_outputs: Default::default(),
             },
             None,

@@ -7,6 +7,7 @@ use super::*;
 const LIMITS: ModelLimits = ModelLimits {
     max_model_len: 4096,
     vocab_size: 100,
+    takes_images: false,
 };
 
 fn valid(body: Value) -> ValidChatRequest {
@@ -76,7 +77,17 @@ fn unsupported_blocks_and_roles_name_their_field() {
     let cases = [
         (
             json!({"role": "user", "content": [{"type": "image", "source": {}}]}),
+            "messages[0].content[0].source.type",
+        ),
+        (
+            json!({"role": "assistant", "content": [{"type": "image", "source": {}}]}),
             "messages[0].content[0].type",
+        ),
+        (
+            // A well-formed image, to a text-only model.
+            json!({"role": "user", "content": [{"type": "image", "source": {"type": "base64",
+                "media_type": "image/png", "data": "iVBORw=="}}]}),
+            "messages[0].content[0].source.data",
         ),
         (
             json!({"role": "user", "content": [{"type": "document", "source": {}}]}),

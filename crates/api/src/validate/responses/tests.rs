@@ -11,6 +11,7 @@ use crate::validate::tools::ToolChoice;
 const LIMITS: ModelLimits = ModelLimits {
     max_model_len: 4096,
     vocab_size: 100,
+    takes_images: false,
 };
 
 fn request(body: Value) -> ResponsesRequest {
@@ -116,6 +117,22 @@ fn bad_items_name_their_field() {
         ),
         (
             json!([{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]),
+            "input[0].content[0].image_url",
+        ),
+        (
+            // A well-formed image, to a text-only model.
+            json!([{"role": "user", "content": [{"type": "input_image",
+                "image_url": "data:image/png;base64,iVBORw=="}]}]),
+            "input[0].content[0].image_url",
+        ),
+        (
+            json!([{"role": "user", "content": [{"type": "input_image", "image_url": "x"},
+                {"type": "input_file"}]}]),
+            "input[0].content[0].image_url",
+        ),
+        (
+            json!([{"role": "assistant", "content": [{"type": "input_image",
+                "image_url": "data:image/png;base64,iVBORw=="}]}]),
             "input[0].content[0].type",
         ),
         (json!([{"role": "tool", "content": "x"}]), "input[0].role"),

@@ -44,13 +44,53 @@ fn text_parts_are_joined_and_other_parts_rejected() {
     assert_eq!(v.messages[1]["content"], "a\nb");
     assert_eq!(v.messages[3]["tool_call_id"], "c1");
     let req: ChatCompletionRequest = serde_json::from_value(json!({"model": "m", "messages": [
-        {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}
+        {"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}
     ]}))
     .unwrap();
     assert_eq!(
         rejected_param(validate_chat(req, LIMITS)),
         "messages[0].content[0].type"
     );
+}
+
+fn image_request(url: &str) -> ChatCompletionRequest {
+    serde_json::from_value(json!({"model": "m", "messages": [
+        {"role": "user", "content": [
+            {"type": "text", "text": "what is"},
+            {"type": "image_url", "image_url": {"url": url}},
+            {"type": "text", "text": "this?"}
+        ]}
+    ]}))
+    .unwrap()
+}
+
+#[test]
+fn an_image_to_a_text_only_model_is_refused_naming_the_part() {
+    let err = validate_chat(image_request("data:image/png;base64,iVBORw=="), LIMITS).unwrap_err();
+    assert!(err.to_string().contains("does not take images"), "{err}");
+    assert_eq!(
+        rejected_param(Err::<(), _>(err)),
+        "messages[0].content[1].image_url"
+    );
+}
+
+#[test]
+fn an_image_part_stays_a_part_in_its_place() {
+    let limits = ModelLimits {
+        takes_images: true,
+        ..LIMITS
+    };
+    let v = validate_chat(image_request("data:image/png;base64,iVBORw=="), limits).unwrap();
+    assert_eq!(
+        v.messages[0]["content"],
+        json!([{"type": "text", "text": "what is"}, {"type": "image"},
+               {"type": "text", "text": "this?"}])
+    );
+    assert_eq!(v.images.len(), 1);
+    assert_eq!(v.images[0].part, "messages[0].content[1].image_url");
+    assert_eq!(&v.images[0].bytes[..], &[0x89, b'P', b'N', b'G']);
+    let remote = validate_chat(image_request("https://example.com/cat.png"), limits);
+    assert_eq!(rejected_param(remote), "messages[0].content[1].image_url");
 }
 
 #[test]

@@ -17,6 +17,7 @@ use crate::wire::completion::CompletionRequest;
 pub(super) const LIMITS: ModelLimits = ModelLimits {
     max_model_len: 64,
     vocab_size: 100,
+    takes_images: false,
 };
 
 pub(super) fn chat(extra: serde_json::Value) -> Result<ValidChatRequest, ApiError> {

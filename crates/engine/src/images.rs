@@ -1,0 +1,165 @@
+//! A prompt's images as the engine sees them: each image's run of soft tokens (prompt
+//! positions) and the embeddings the model reads there, owned by the sequence.
+//!
+//! Two rules follow from the model (see docs/model.md#images-in-the-language-model):
+//! - **chunking**: a step that computes any uncached row of an image's run computes all of the
+//!   run's uncached rows, since they attend to each other ([`PromptImages::chunk_len`] cuts a
+//!   chunk before the run, or stretches it to the run's end when it starts inside one);
+//! - **prefix cache**: blocks of a prompt with images are reused only by prompts with the same
+//!   images in the same order ([`PromptImages::cache_scope`] folds the images' content hashes
+//!   into the cache scope, so two different images never share a block).
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use sluice_model::Batch;
+use thiserror::Error;
+
+/// One image of a prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageSpan {
+    /// Prompt position of its first soft token.
+    pub start: usize,
+    /// Its embeddings, `[soft tokens, hidden]` row-major: one row per soft token.
+    pub embeddings: Arc<[f32]>,
+    /// Hash of the image's content (the encoded bytes), which scopes the prefix cache.
+    pub content_hash: [u8; 32],
+}
+
+/// Why a prompt's images do not fit it.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ImageSpanError {
+    /// An image's embeddings are not whole rows of `hidden`.
+    #[error("image {index}: {values} values are not whole rows of {hidden}")]
+    PartialRow {
+        /// Which image.
+        index: usize,
+        /// Values it has.
+        values: usize,
+        /// Row width.
+        hidden: usize,
+    },
+    /// Images overlap or are out of order.
+    #[error("image {index} starts at {start}, inside or before the previous image")]
+    Unordered {
+        /// Which image.
+        index: usize,
+        /// Where it starts.
+        start: usize,
+    },
+}
+
+/// The images of one prompt, in prompt order; empty for a text prompt.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PromptImages {
+    spans: Vec<ImageSpan>,
+    /// Width of an embedding row (the text model's hidden size).
+    hidden: usize,
+}
+
+impl PromptImages {
+    /// Images at the given positions, checked to be ordered, apart and made of whole rows.
+    pub fn new(spans: Vec<ImageSpan>, hidden: usize) -> Result<Self, ImageSpanError> {
+        let mut end = 0;
+        for (index, span) in spans.iter().enumerate() {
+            let values = span.embeddings.len();
+            if hidden == 0 || values == 0 || values % hidden != 0 {
+                return Err(ImageSpanError::PartialRow {
+                    index,
+                    values,
+                    hidden,
+                });
+            }
+            if span.start < end {
+                let start = span.start;
+                return Err(ImageSpanError::Unordered { index, start });
+            }
+            end = span.start + values / hidden;
+        }
+        Ok(PromptImages { spans, hidden })
+    }
+
+    /// True for a prompt without images.
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// The images, in prompt order.
+    pub fn spans(&self) -> &[ImageSpan] {
+        &self.spans
+    }
+
+    /// Prompt positions of each image's soft tokens.
+    pub fn runs(&self) -> impl Iterator<Item = Range<usize>> + '_ {
+        (self.spans.iter()).map(|s| s.start..s.start + s.embeddings.len() / self.hidden)
+    }
+
+    /// Soft tokens over all images.
+    pub fn num_tokens(&self) -> usize {
+        self.runs().map(|r| r.len()).sum()
+    }
+
+    /// How many of the tokens from position `start` a step computes when the budget allows
+    /// `wanted` (> 0): `wanted`, unless its end falls inside an image's run, which is then
+    /// left whole to a later step (the chunk ends before the run) or, when the chunk starts
+    /// inside the run (a prefix-cache hit ended there), taken whole past the budget.
+    pub fn chunk_len(&self, start: usize, wanted: usize) -> usize {
+        let end = start + wanted;
+        if wanted == 0 {
+            return 0;
+        }
+        for run in self.runs() {
+            if run.start < end && end < run.end {
+                return if run.start > start {
+                    run.start - start
+                } else {
+                    run.end - start
+                };
+            }
+        }
+        wanted
+    }
+
+    /// Gives the model the embeddings of the image rows among positions
+    /// `start..start + len`, computed at batch rows from `first_row` on, with each image's
+    /// rows attending to each other. A run the chunk holds part of must end in it
+    /// ([`PromptImages::chunk_len`]).
+    pub fn push_rows(&self, batch: &mut Batch, start: usize, len: usize, first_row: usize) {
+        let end = start + len;
+        for (span, run) in self.spans.iter().zip(self.runs()) {
+            if run.end <= start || run.start >= end {
+                continue;
+            }
+            debug_assert!(run.end <= end, "a chunk ends inside an image");
+            let first = run.start.max(start);
+            let values = &span.embeddings[(first - run.start) * self.hidden..];
+            batch.push_bidirectional_image(first_row + first - start, values, self.hidden);
+        }
+    }
+
+    /// The prefix-cache scope of a prompt with these images under the request's scope
+    /// `salt`: `salt` itself for a text prompt, else a scope of the salt and every image's
+    /// content hash and position, so only the same images at the same places share blocks.
+    pub fn cache_scope(&self, salt: Option<u64>) -> Option<u64> {
+        if self.spans.is_empty() {
+            return salt;
+        }
+        let mut hasher = Sha256::new();
+        hasher.update(b"sluice.kv.images.v1");
+        match salt {
+            Some(salt) => hasher.update([&[1u8][..], &salt.to_le_bytes()].concat()),
+            None => hasher.update([0u8]),
+        }
+        for span in &self.spans {
+            hasher.update((span.start as u64).to_le_bytes());
+            hasher.update(span.content_hash);
+        }
+        let digest = hasher.finalize();
+        Some(u64::from_le_bytes(digest[..8].try_into().expect("8 bytes")))
+    }
+}
+
+#[cfg(test)]
+#[path = "images_tests.rs"]
+mod tests;

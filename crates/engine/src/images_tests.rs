@@ -1,0 +1,71 @@
+use super::*;
+
+/// Images of `len` soft tokens at `starts`, hidden size 2, the hash from the start.
+fn images(starts: &[usize], len: usize) -> PromptImages {
+    let spans = (starts.iter())
+        .map(|&start| ImageSpan {
+            start,
+            embeddings: (0..len * 2).map(|v| (start * 100 + v) as f32).collect(),
+            content_hash: [start as u8; 32],
+        })
+        .collect();
+    PromptImages::new(spans, 2).unwrap()
+}
+
+#[test]
+fn a_chunk_ending_inside_an_image_stops_before_it() {
+    let images = images(&[10], 4);
+    assert_eq!(images.chunk_len(0, 12), 10);
+    assert_eq!(images.chunk_len(0, 10), 10);
+    assert_eq!(images.chunk_len(0, 14), 14);
+    assert_eq!(images.chunk_len(0, 11), 10);
+    assert_eq!(images.chunk_len(14, 1), 1);
+}
+
+#[test]
+fn a_chunk_starting_inside_an_image_takes_the_rest_of_it() {
+    let images = images(&[10], 4);
+    // From the image's first row, or a cache hit that ended inside it.
+    assert_eq!(images.chunk_len(10, 1), 4);
+    assert_eq!(images.chunk_len(12, 1), 2);
+    assert_eq!(images.chunk_len(12, 5), 5);
+}
+
+#[test]
+fn only_the_images_rows_in_the_chunk_are_given_to_the_batch() {
+    let images = images(&[2, 10], 4);
+    let mut batch = Batch::default();
+    batch.push_sequence(&[0; 20], 0, vec![0, 1, 2, 3, 4], 4, false);
+    images.push_rows(&mut batch, 0, 14, 0);
+    assert_eq!(batch.bidirectional_spans, vec![2..6, 10..14]);
+    // A chunk that starts at the second image's third row, placed at batch row 5.
+    let mut batch = Batch::default();
+    batch.push_sequence(&[0; 9], 0, vec![0, 1, 2, 3, 4], 4, false);
+    images.push_rows(&mut batch, 12, 4, 5);
+    assert_eq!(batch.bidirectional_spans, vec![5..7]);
+    assert_eq!(batch.input_embeddings.rows, vec![5, 6]);
+    assert_eq!(batch.input_embeddings.values[0], 1004.0);
+}
+
+#[test]
+fn different_images_or_places_scope_the_cache_apart() {
+    assert_eq!(PromptImages::default().cache_scope(Some(3)), Some(3));
+    assert_eq!(PromptImages::default().cache_scope(None), None);
+    let a = images(&[10], 4).cache_scope(None);
+    assert!(a.is_some());
+    assert_eq!(images(&[10], 4).cache_scope(None), a);
+    assert_ne!(images(&[11], 4).cache_scope(None), a);
+    assert_ne!(images(&[10], 4).cache_scope(Some(1)), a);
+}
+
+#[test]
+fn overlapping_or_ragged_images_are_refused() {
+    let span = |start, values: usize| ImageSpan {
+        start,
+        embeddings: vec![0.0; values].into(),
+        content_hash: [0; 32],
+    };
+    assert!(PromptImages::new(vec![span(0, 4), span(1, 4)], 2).is_err());
+    assert!(PromptImages::new(vec![span(0, 3)], 2).is_err());
+    assert!(PromptImages::new(vec![span(0, 4), span(2, 4)], 2).is_ok());
+}

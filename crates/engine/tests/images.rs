@@ -1,0 +1,205 @@
+//! Prompts with images through the engine, against the Gemma 3 vision fixture's reference
+//! (fixtures/models/gemma3-vision): the image files encoded by `ImageInput`, the prompt
+//! chunked around the images by a small token budget, or resumed from a prefix-cache hit that
+//! ends inside an image, give transformers' greedy tokens; every block returns.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::Value;
+use sluice_engine::{
+    Engine, EngineConfig, EngineHandle, Event, FinishReason, GenerationRequest, ImageInput,
+    ModelExecutor, Priority, PromptImages, PromptOutputs, RequestStream, SamplingParams, StopRules,
+};
+use sluice_model::architectures::registry::{vision_encoder, VisionEncoderKind};
+use sluice_model::{KvCache, KvDtype, LoadOptions, Model};
+use sluice_text::Tokenizer;
+
+fn fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/models/gemma3-vision")
+}
+
+struct Served {
+    engine: EngineHandle,
+    images: ImageInput,
+}
+
+/// The fixture's engine with `num_blocks` blocks of `block_size` tokens and a step budget of
+/// `budget` tokens, and its image input.
+fn start(block_size: usize, num_blocks: usize, budget: usize) -> Served {
+    let dir = fixture();
+    let model = Model::load(&dir, &LoadOptions::default()).expect("fixture model loads");
+    let kind = vision_encoder(&model.config().architecture).expect("takes images");
+    assert_eq!(kind, VisionEncoderKind::Gemma3);
+    let tokenizer = Arc::new(Tokenizer::from_dir(&dir).expect("fixture tokenizer loads"));
+    let images = ImageInput::load(kind, &dir, None, &tokenizer).expect("encoder loads");
+    let kv = KvCache::new(model.config(), KvDtype::F32, block_size, num_blocks);
+    let config = EngineConfig {
+        max_model_len: model.config().max_position_embeddings,
+        max_num_batched_tokens: budget,
+        ..EngineConfig::default()
+    };
+    let engine = Engine::start(Box::new(ModelExecutor::new(model, kv)), tokenizer, config);
+    Served { engine, images }
+}
+
+/// A prompt of the reference (`prompt` or `two_images`): its ids and its images' file names,
+/// the greedy tokens transformers gave, and the log-probabilities of every token after the
+/// prompt.
+fn reference(name: &str) -> (Vec<u32>, Vec<String>, Vec<u32>, Vec<f32>) {
+    let text = std::fs::read_to_string(fixture().join("reference.json")).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let ids = |k: &str| {
+        (v[name][k].as_array().unwrap().iter())
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect::<Vec<_>>()
+    };
+    let images = (v[name]["images"].as_array().unwrap().iter())
+        .map(|x| x.as_str().unwrap().to_string())
+        .collect();
+    let greedy = ids("greedy_tokens");
+    let logits = v[name]["logits"].as_array().unwrap().last().unwrap();
+    let logits: Vec<f64> = (logits.as_array().unwrap().iter())
+        .map(|x| x.as_f64().unwrap())
+        .collect();
+    let max = logits.iter().copied().fold(f64::MIN, f64::max);
+    let log_sum = logits.iter().map(|l| (l - max).exp()).sum::<f64>().ln() + max;
+    let logprobs = logits.iter().map(|l| (l - log_sum) as f32).collect();
+    (ids("input_ids"), images, greedy, logprobs)
+}
+
+/// transformers' logits are kept to 5 decimals; the model crate's parity is 1.3e-5.
+const TOLERANCE: f32 = 1e-4;
+
+/// Alternatives compared after the prompt: the sampled token is nearly certain (its
+/// log-probability about 0 whatever the image), the runners-up are not.
+const TOP: u32 = 5;
+
+/// Largest difference between the top alternatives after the prompt and the reference's
+/// log-probabilities of the same tokens.
+fn top_diff(top: &[(u32, f32)], reference: &[f32]) -> f32 {
+    assert_eq!(top.len(), TOP as usize);
+    (top.iter())
+        .map(|&(id, logprob)| (logprob - reference[id as usize]).abs())
+        .fold(0.0, f32::max)
+}
+
+fn prompt_images(served: &Served, prompt: &[u32], files: &[String]) -> Arc<PromptImages> {
+    let encoded = (files.iter())
+        .map(|f| {
+            let bytes = std::fs::read(fixture().join("images").join(f)).unwrap();
+            served.images.encode(&bytes).unwrap()
+        })
+        .collect();
+    Arc::new(served.images.prompt_images(prompt, encoded).unwrap())
+}
+
+fn request(prompt: Vec<u32>, images: Arc<PromptImages>, max_tokens: u32) -> GenerationRequest {
+    GenerationRequest {
+        prompt_tokens: prompt,
+        n: 1,
+        sampling: SamplingParams {
+            logprobs: Some(TOP),
+            ..SamplingParams::default()
+        },
+        stop: StopRules {
+            max_tokens,
+            ignore_eos: true,
+            ..StopRules::default()
+        },
+        priority: Priority::Normal,
+        cache_salt: None,
+        caller: None,
+        images,
+        prompt_outputs: PromptOutputs::default(),
+    }
+}
+
+/// What a request gave.
+struct Output {
+    tokens: Vec<u32>,
+    /// The top alternatives to the first token.
+    first_top: Vec<(u32, f32)>,
+    /// Prompt tokens read from the prefix cache.
+    cached: u32,
+}
+
+fn tokens_of(mut stream: RequestStream) -> Output {
+    let (mut tokens, mut cached, mut logprobs) = (Vec::new(), 0, Vec::new());
+    while let Some(event) = stream.blocking_recv() {
+        match event {
+            Event::Delta {
+                token_ids,
+                logprobs: l,
+                ..
+            } => {
+                tokens.extend(token_ids);
+                logprobs.extend(l.into_iter().map(|l| l.top));
+            }
+            Event::Finished { reason, error, .. } => {
+                assert_eq!(reason, FinishReason::Length, "{error:?}")
+            }
+            Event::Scheduled {
+                cached_prompt_tokens,
+                ..
+            } => cached = cached_prompt_tokens,
+            Event::Prompt { .. } => {}
+        }
+    }
+    Output {
+        tokens,
+        first_top: logprobs.swap_remove(0),
+        cached,
+    }
+}
+
+#[test]
+fn prompts_chunked_around_their_images_give_the_reference_greedy_tokens() {
+    // 8 tokens a step: the first image's 16 rows (9..25) are computed in one step past it.
+    let served = start(4, 64, 8);
+    for name in ["prompt", "two_images"] {
+        let (prompt, files, greedy, after_prompt) = reference(name);
+        let images = prompt_images(&served, &prompt, &files);
+        let stream = (served.engine)
+            .submit(request(prompt.clone(), images, greedy.len() as u32))
+            .unwrap();
+        let out = tokens_of(stream);
+        assert_eq!(out.tokens, greedy, "{name}");
+        let diff = top_diff(&out.first_top, &after_prompt);
+        assert!(diff < TOLERANCE, "{name}: logprobs off by {diff}");
+        // The check sees the image: another one moves the logprob far past the tolerance.
+        let other = vec!["photo444_64x40.jpg".to_string(); files.len()];
+        let images = prompt_images(&served, &prompt, &other);
+        let stream = (served.engine).submit(request(prompt, images, 1)).unwrap();
+        let diff = top_diff(&tokens_of(stream).first_top, &after_prompt);
+        assert!(
+            diff > 100.0 * TOLERANCE,
+            "{name}: another image moved it {diff}"
+        );
+    }
+    assert_eq!(served.engine.metrics().snapshot().kv_blocks_used, 0);
+    served.engine.shutdown();
+}
+
+#[test]
+fn a_cache_hit_ending_inside_an_image_computes_the_rest_of_it_and_matches() {
+    let served = start(16, 16, 256);
+    let (prompt, files, greedy, after_prompt) = reference("prompt");
+    // The prompt up to the image's end (the run is 9..25): its one full block, 0..16, ends
+    // inside the image.
+    let short = prompt[..26].to_vec();
+    let images = prompt_images(&served, &short, &files);
+    let stream = served.engine.submit(request(short, images, 1)).unwrap();
+    tokens_of(stream);
+    let images = prompt_images(&served, &prompt, &files);
+    let stream = (served.engine)
+        .submit(request(prompt, images, greedy.len() as u32))
+        .unwrap();
+    let out = tokens_of(stream);
+    assert_eq!(out.cached, 16, "the hit ends inside the image");
+    assert_eq!(out.tokens, greedy);
+    let diff = top_diff(&out.first_top, &after_prompt);
+    assert!(diff < TOLERANCE, "logprobs off by {diff}");
+    assert_eq!(served.engine.metrics().snapshot().kv_blocks_used, 0);
+    served.engine.shutdown();
+}
