@@ -412,6 +412,11 @@ impl EngineLoop {
                 }
             }
         }
+        // Newly scheduled requests hear so before their first forward pass, which for a long
+        // prompt is the longest wait (a Messages stream opens with `message_start` then).
+        if !out.first_scheduled.is_empty() {
+            self.deliver_events();
+        }
         for &id in &out.rejected {
             self.collect_finished(id, now);
         }
