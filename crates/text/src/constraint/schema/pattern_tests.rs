@@ -103,7 +103,11 @@ fn a_pattern_beside_an_enforced_format_is_refused_strictly_and_wins_relaxed() {
 fn a_pattern_longer_than_max_length_is_an_error() {
     let schema = json!({"type": "object", "properties": {"n": {"type": "string", "format": "uuid", "maxLength": 20}}});
     let err = Schema::compile(&schema).unwrap_err();
-    assert!(err.to_string().contains("at least 36 characters, more than maxLength 20"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("at least 36 characters, more than maxLength 20"),
+        "{err}"
+    );
     let (_, ignored) = Schema::compile_relaxed(&schema).unwrap();
     assert_eq!(ignored, ["#/properties/n/format"]);
     let fits = json!({"type": "object", "properties": {"n": {"type": "string", "pattern": "^a{3}$", "maxLength": 3}}});
