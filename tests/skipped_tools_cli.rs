@@ -1,5 +1,5 @@
 //! Tools a local server cannot offer the model (hosted tools such as `web_search`, Codex's
-//! freeform `custom` tools, Anthropic's server tools) are skipped without failing the request,
+//! `namespace` tools, Anthropic's server tools) are skipped without failing the request,
 //! and the real binary logs which ones, so an operator sees why a client's tool is never called.
 
 use std::time::Duration;
@@ -36,6 +36,7 @@ async fn skipped_tools_are_named_in_the_log_and_the_request_still_answers() {
         json!({"input": "hi", "max_output_tokens": 2, "tools": [
             function,
             {"type": "web_search_preview"},
+            {"type": "namespace", "name": "multi_agent_v1", "tools": [function.clone()]},
             {"type": "custom", "name": "apply_patch",
              "format": {"type": "grammar", "syntax": "lark", "definition": "start: \"x\""}}]}),
     )
@@ -44,8 +45,10 @@ async fn skipped_tools_are_named_in_the_log_and_the_request_still_answers() {
     let line = logs.wait_for("skipping tools", WAIT);
     assert!(
         line.contains("responses")
-            && line.contains("apply_patch (custom)")
-            && line.contains("web_search_preview"),
+            && line.contains("multi_agent_v1 (namespace)")
+            && line.contains("web_search_preview")
+            // Custom tools reach the model (as functions of one string).
+            && !line.contains("apply_patch"),
         "{line}"
     );
     let status = post(
