@@ -10,15 +10,17 @@
 //! system message at its place in the conversation. A user message's `image` blocks (base64
 //! sources) are image parts in their place among its text (`messages/image_block.rs`).
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 mod image_block;
+mod tools;
 
 use image_block::{image_part, text_part};
+use tools::{anthropic_tools, tool_request};
 
 use super::chat::{check_images, template_messages_with_images, ValidChatRequest};
 use super::images::ImagePart;
-use super::tools::{function_spec, ToolChoice, ToolRequest, ToolSpec};
+use super::tools::ToolRequest;
 use super::{validate_shared, ModelLimits};
 use crate::error::ApiError;
 use crate::wire::chat::{ChatMessage, ContentPart, MessageContent};
@@ -371,109 +373,6 @@ fn result_text(parts: &[Value], field: &str) -> Result<String, ApiError> {
         }
     }
     Ok(texts.join("\n"))
-}
-
-/// Anthropic `tools`: `{name, description, input_schema}` client tools; server tools (a
-/// `type` other than `custom`) are skipped, as hosted tools are in the OpenAI dialects.
-fn anthropic_tools(tools: Option<&Value>) -> Result<Vec<ToolSpec>, ApiError> {
-    let Some(tools) = tools else {
-        return Ok(Vec::new());
-    };
-    let Value::Array(list) = tools else {
-        return Err(ApiError::invalid("tools", "tools must be a list"));
-    };
-    let mut out = Vec::with_capacity(list.len());
-    let mut skipped = Vec::new();
-    for (i, tool) in list.iter().enumerate() {
-        let kind = tool.get("type").and_then(Value::as_str).unwrap_or("custom");
-        if kind != "custom" {
-            skipped.push(super::tools::skipped_tool(kind, tool));
-            continue;
-        }
-        // Anthropic requires a JSON Schema object for a client tool's input.
-        if !matches!(tool.get("input_schema"), Some(Value::Object(_))) {
-            return Err(ApiError::invalid(
-                &format!("tools[{i}].input_schema"),
-                "a client tool needs input_schema, a JSON Schema object",
-            ));
-        }
-        if !matches!(
-            tool.get("description"),
-            None | Some(Value::Null | Value::String(_))
-        ) {
-            return Err(ApiError::invalid(
-                &format!("tools[{i}].description"),
-                "description must be a string",
-            ));
-        }
-        let mut function = Map::new();
-        for (from, to) in [
-            ("name", "name"),
-            ("description", "description"),
-            ("input_schema", "parameters"),
-        ] {
-            if let Some(v) = tool.get(from).filter(|v| !v.is_null()) {
-                function.insert(to.into(), v.clone());
-            }
-        }
-        out.push(function_spec(
-            &Value::Object(function),
-            &format!("tools[{i}]"),
-        )?);
-    }
-    super::tools::log_skipped_tools("messages", &skipped);
-    Ok(out)
-}
-
-/// Anthropic `tool_choice`: `auto`, `any` (some call), `tool` (that one), `none`;
-/// `disable_parallel_tool_use` allows one call at most.
-fn tool_request(choice: Option<&Value>, tools: Vec<ToolSpec>) -> Result<ToolRequest, ApiError> {
-    let field = "tool_choice";
-    let kind = match choice {
-        None | Some(Value::Null) => None,
-        Some(c) => Some(c.get("type").and_then(Value::as_str).ok_or_else(|| {
-            ApiError::invalid(field, "tool_choice must be an object with a 'type'")
-        })?),
-    };
-    let choice_value = choice.cloned().unwrap_or(Value::Null);
-    let choice = match kind {
-        None if tools.is_empty() => ToolChoice::None,
-        None | Some("auto") => ToolChoice::Auto,
-        Some("any") => ToolChoice::Required,
-        Some("none") => ToolChoice::None,
-        Some("tool") => match choice_value.get("name").and_then(Value::as_str) {
-            Some(name) => ToolChoice::Named(name.to_string()),
-            None => {
-                return Err(ApiError::invalid(
-                    field,
-                    "a 'tool' tool_choice needs a name",
-                ))
-            }
-        },
-        Some(other) => {
-            return Err(ApiError::invalid(
-                field,
-                format!("tool_choice type must be auto, any, tool or none; got '{other}'"),
-            ))
-        }
-    };
-    let disable_parallel = match choice_value.get("disable_parallel_tool_use") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(disable)) => *disable,
-        Some(other) => {
-            return Err(ApiError::invalid(
-                field,
-                format!("tool_choice.disable_parallel_tool_use must be a boolean, got {other}"),
-            ))
-        }
-    };
-    let request = ToolRequest {
-        tools,
-        choice,
-        parallel: !disable_parallel,
-    };
-    request.check(field)?;
-    Ok(request)
 }
 
 /// `thinking`: `enabled` (or `adaptive`) turns the template's thinking on; `disabled`, or no

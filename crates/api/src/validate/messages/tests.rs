@@ -3,6 +3,7 @@
 use serde_json::{json, Value};
 
 use super::*;
+use crate::validate::tools::ToolChoice;
 
 const LIMITS: ModelLimits = ModelLimits {
     max_model_len: 4096,

@@ -10,7 +10,7 @@ use super::formats;
 use super::relax::relax_root;
 use super::rules::*;
 use super::vocabulary::{has_type, ANNOTATIONS, KEYWORDS};
-use bounds::{count_bounds, int_range, real_range, string_node, RANGE_KEYWORDS};
+use bounds::{count_bounds, int_range, string_node, RANGE_KEYWORDS};
 
 mod bounds;
 mod decimal_range;
@@ -176,46 +176,6 @@ impl<'a> Compiler<'a> {
             _ if self.relaxed => self.ignored.push(at),
             Ok(_) => return Err(SchemaError::at(&at, "the schema has too many patterns")),
             Err(e) => return Err(SchemaError::at(&at, e)),
-        }
-        Ok(node)
-    }
-
-    /// A non-integer number: its range keywords as an expression over the digits
-    /// ([`decimal_range`]), kept with the patterns.
-    fn number(
-        &mut self,
-        map: &serde_json::Map<String, Value>,
-        path: &str,
-    ) -> Result<Node, SchemaError> {
-        let mut node = Node::Number {
-            integer: false,
-            range: IntRange::ANY,
-            decimal: None,
-        };
-        if !RANGE_KEYWORDS.iter().any(|k| map.contains_key(*k)) {
-            return Ok(node);
-        }
-        let compiled = real_range(map, path).and_then(|(min, max)| {
-            let pattern = decimal_range::decimal_range_regex(min, max).ok_or_else(|| {
-                SchemaError::at(path, "no number lies between the schema's bounds")
-            })?;
-            Regex::compile(&pattern).map_err(|e| SchemaError::at(path, e.to_string()))
-        });
-        match compiled {
-            Ok(regex) if self.patterns.len() < usize::from(u16::MAX) => {
-                if let Node::Number { decimal, .. } = &mut node {
-                    *decimal = Some(self.patterns.len() as u16);
-                }
-                self.patterns.push(Arc::new(regex));
-            }
-            // Relaxed (tool arguments): left out and reported, as other keywords.
-            _ if self.relaxed => {
-                let ranged = RANGE_KEYWORDS.iter().filter(|k| map.contains_key(**k));
-                self.ignored
-                    .extend(ranged.map(|key| format!("{path}/{key}")));
-            }
-            Ok(_) => return Err(SchemaError::at(path, "the schema has too many patterns")),
-            Err(e) => return Err(e),
         }
         Ok(node)
     }

@@ -1,11 +1,15 @@
-//! The bounds a schema puts on scalar values: an integer's range (`minimum`, `maximum` and their
-//! exclusive forms) and a string's length (`minLength`, `maxLength`), read into the nodes the
+//! The bounds a schema puts on scalar values: a number's range (`minimum`, `maximum` and their
+//! exclusive forms; an integer's as an `IntRange`, another number's as the expression of
+//! `decimal_range.rs`) and a string's length (`minLength`, `maxLength`), read into the nodes the
 //! recognizer checks them with.
+
+use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::super::super::regex::Regex;
 use super::super::rules::*;
-use super::decimal_range;
+use super::{decimal_range, Compiler};
 
 /// The keywords bounding a number's value.
 pub(super) const RANGE_KEYWORDS: [&str; 4] =
@@ -130,4 +134,46 @@ pub(super) fn count_bounds(
         ));
     }
     Ok((min, max))
+}
+
+impl Compiler<'_> {
+    /// A non-integer number: its range keywords as an expression over the digits
+    /// ([`decimal_range`]), kept with the patterns.
+    pub(super) fn number(
+        &mut self,
+        map: &serde_json::Map<String, Value>,
+        path: &str,
+    ) -> Result<Node, SchemaError> {
+        let mut node = Node::Number {
+            integer: false,
+            range: IntRange::ANY,
+            decimal: None,
+        };
+        if !RANGE_KEYWORDS.iter().any(|k| map.contains_key(*k)) {
+            return Ok(node);
+        }
+        let compiled = real_range(map, path).and_then(|(min, max)| {
+            let pattern = decimal_range::decimal_range_regex(min, max).ok_or_else(|| {
+                SchemaError::at(path, "no number lies between the schema's bounds")
+            })?;
+            Regex::compile(&pattern).map_err(|e| SchemaError::at(path, e.to_string()))
+        });
+        match compiled {
+            Ok(regex) if self.patterns.len() < usize::from(u16::MAX) => {
+                if let Node::Number { decimal, .. } = &mut node {
+                    *decimal = Some(self.patterns.len() as u16);
+                }
+                self.patterns.push(Arc::new(regex));
+            }
+            // Relaxed (tool arguments): left out and reported, as other keywords.
+            _ if self.relaxed => {
+                let ranged = RANGE_KEYWORDS.iter().filter(|k| map.contains_key(**k));
+                self.ignored
+                    .extend(ranged.map(|key| format!("{path}/{key}")));
+            }
+            Ok(_) => return Err(SchemaError::at(path, "the schema has too many patterns")),
+            Err(e) => return Err(e),
+        }
+        Ok(node)
+    }
 }
