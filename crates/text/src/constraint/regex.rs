@@ -56,6 +56,9 @@ pub struct Regex {
     /// Per state (by index): the fewest characters (UTF-8 lead bytes) to a match; `u32::MAX`
     /// where none is reachable.
     chars_to_match: Vec<u32>,
+    /// Per state (by index): the most characters a path to a match can take; `u32::MAX` where
+    /// there is no bound (a loop on the way) or no match.
+    most_chars_to_match: Vec<u32>,
 }
 
 /// Shown by its pattern (the DFA's tables would fill a log).
@@ -133,7 +136,7 @@ impl Regex {
         let start = dfa
             .start_state(&start::Config::new().anchored(Anchored::Yes))
             .map_err(|e| RegexError::Unsupported(format!("the regex cannot be enforced: {e}")))?;
-        let (kinds, chars_to_match) = state_kinds(&dfa, start);
+        let (kinds, chars_to_match, most_chars_to_match) = state_kinds(&dfa, start);
         // Generation writes at least one token: a pattern must allow some non-empty text.
         match kinds[start.as_usize() >> dfa.stride2()] {
             StateKind::DeadEnd => {
@@ -154,6 +157,7 @@ impl Regex {
             start,
             kinds,
             chars_to_match,
+            most_chars_to_match,
         })
     }
 
@@ -206,6 +210,19 @@ impl Regex {
         self.chars_to_match[state.state.as_usize() >> self.dfa.stride2()]
     }
 
+    /// The most characters that take `state` to a match (`u32::MAX`: no bound).
+    pub(crate) fn most_chars_to_match(&self, state: &RegexRecognizer) -> u32 {
+        if state.ended {
+            return 0;
+        }
+        self.most_chars_to_match[state.state.as_usize() >> self.dfa.stride2()]
+    }
+
+    /// The most characters of a whole match (`u32::MAX`: no bound).
+    pub(crate) fn longest_match_chars(&self) -> u32 {
+        self.most_chars_to_match(&RegexRecognizer::start(self))
+    }
+
     /// The fewest characters of a whole match.
     pub(crate) fn shortest_match_chars(&self) -> u32 {
         self.chars_to_match(&RegexRecognizer::start(self))
@@ -222,7 +239,7 @@ impl Regex {
 /// The kind of every state reachable from `start` (forward to find them, then backward from
 /// the matching ones to find those that reach a match), and the fewest characters from each
 /// to a match.
-fn state_kinds(dfa: &dense::DFA<Vec<u32>>, start: StateID) -> (Vec<StateKind>, Vec<u32>) {
+fn state_kinds(dfa: &dense::DFA<Vec<u32>>, start: StateID) -> (Vec<StateKind>, Vec<u32>, Vec<u32>) {
     let index = |id: StateID| id.as_usize() >> dfa.stride2();
     // Indexes are below the transition table's length over its stride.
     let states = dfa.memory_usage() / 4 / dfa.stride() + 1;
@@ -288,6 +305,35 @@ fn state_kinds(dfa: &dense::DFA<Vec<u32>>, start: StateID) -> (Vec<StateKind>, V
             }
         }
     }
+    // Most characters to a match: longest paths among the states that reach one, finished from
+    // the matching ends backwards; a state on or before a loop never finishes (no bound).
+    let mut most = vec![u32::MAX; states];
+    let mut best = vec![0u32; states];
+    let mut waiting = vec![0usize; states];
+    for &(from, to, _) in &edges {
+        if reaches[from] && reaches[to] {
+            waiting[from] += 1;
+        }
+    }
+    let mut done: Vec<usize> = (0..states)
+        .filter(|&i| reaches[i] && waiting[i] == 0)
+        .collect();
+    for &i in &done {
+        most[i] = 0;
+    }
+    while let Some(to) = done.pop() {
+        for &(from, starts_char) in &into[to] {
+            if !reaches[from] {
+                continue;
+            }
+            best[from] = best[from].max(most[to].saturating_add(u32::from(starts_char)));
+            waiting[from] -= 1;
+            if waiting[from] == 0 {
+                most[from] = best[from];
+                done.push(from);
+            }
+        }
+    }
     for &(from, to, _) in &edges {
         if reaches[to] {
             kinds[from] = match kinds[from] {
@@ -296,7 +342,7 @@ fn state_kinds(dfa: &dense::DFA<Vec<u32>>, start: StateID) -> (Vec<StateKind>, V
             };
         }
     }
-    (kinds, chars)
+    (kinds, chars, most)
 }
 
 fn syntax_error(e: regex_syntax::Error) -> RegexError {

@@ -158,11 +158,16 @@ impl<'a> Compiler<'a> {
             }
             (None, None) => return Ok(node),
         };
-        // A pattern whose shortest match is longer than maxLength allows no string at all.
+        // A pattern whose matches are all longer than maxLength, or all shorter than
+        // minLength, allows no string at all.
         let compiled = compiled.and_then(|regex| match &node {
             Node::String { max, .. } if regex.shortest_match_chars() > *max => Err(format!(
                 "the pattern needs at least {} characters, more than maxLength {max}",
                 regex.shortest_match_chars()
+            )),
+            Node::String { min, .. } if regex.longest_match_chars() < *min => Err(format!(
+                "the pattern allows at most {} characters, fewer than minLength {min}",
+                regex.longest_match_chars()
             )),
             _ => Ok(regex),
         });

@@ -110,6 +110,13 @@ fn a_pattern_longer_than_max_length_is_an_error() {
     );
     let (_, ignored) = Schema::compile_relaxed(&schema).unwrap();
     assert_eq!(ignored, ["#/properties/n/format"]);
+    let short = json!({"type": "object", "properties": {"n": {"type": "string", "pattern": "^[a-z]{2,4}$", "minLength": 5}}});
+    let err = Schema::compile(&short).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("at most 4 characters, fewer than minLength 5"),
+        "{err}"
+    );
     let fits = json!({"type": "object", "properties": {"n": {"type": "string", "pattern": "^a{3}$", "maxLength": 3}}});
     assert!(Schema::compile(&fits).is_ok());
 }

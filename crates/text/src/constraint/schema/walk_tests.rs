@@ -33,6 +33,11 @@ fn schemas() -> Vec<Value> {
             json!({"type": "string", "pattern": "^x-[0-9a-f]{4}$", "minLength": 2, "maxLength": 6}),
         ),
         object(json!({"type": "string", "pattern": "^(ab|\\n\\n\\n)+$", "maxLength": 4})),
+        // ... and a pattern that must end before minLength on one branch.
+        object(json!({"type": "string", "pattern": "^(a|bbbb)c?$", "minLength": 3})),
+        object(
+            json!({"type": "string", "pattern": "^[0-9]{1,2}(-[0-9]{3})?$", "minLength": 4, "maxLength": 6}),
+        ),
     ]
 }
 

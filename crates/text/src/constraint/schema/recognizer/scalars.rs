@@ -21,10 +21,13 @@ impl SchemaRecognizer {
             Some(StringByte::Inside(next)) => {
                 let mut pattern = pattern;
                 if let (Some(state), Some(regex)) = (pattern.as_mut(), string_pattern(s, node)) {
-                    // The characters a length limit leaves after this one.
-                    let room = string_bounds(s, node)
-                        .map(|(_, max)| max.saturating_sub(len + u32::from(at == InString::Text)));
-                    if !pattern_byte(state, regex, at, byte, room) {
+                    // The characters the length bounds leave after this one: room for at
+                    // most so many, and a need for at least so many.
+                    let after = len + u32::from(at == InString::Text);
+                    let bounds = string_bounds(s, node);
+                    let room = bounds.map(|(_, max)| max.saturating_sub(after));
+                    let need = bounds.map_or(0, |(min, _)| min.saturating_sub(after));
+                    if !pattern_byte(state, regex, at, byte, (room, need)) {
                         return false;
                     }
                 }
@@ -222,17 +225,21 @@ pub(super) fn string_pattern(s: &Schema, node: NodeId) -> Option<&Regex> {
 
 /// Feeds a string's byte, read in state `at`, to its pattern: characters as they are, escapes
 /// as the character they stand for. A `\u` escape is refused in a string with a pattern (the
-/// character can be written as itself). With `room` (the characters a length limit leaves after
-/// this one), the pattern must stay matchable within it: without that, a pattern that could go
-/// on would be cut short by the limit, a dead end.
+/// character can be written as itself). With `room` (the most characters a length limit
+/// leaves after this one) and `need` (the fewest), the pattern must stay matchable within them:
+/// without that, a pattern that could go on would be cut short by `maxLength`, or one that must
+/// end would end before `minLength`, a dead end either way.
 fn pattern_byte(
     state: &mut RegexRecognizer,
     regex: &Regex,
     at: InString,
     byte: u8,
-    room: Option<u32>,
+    (room, need): (Option<u32>, u32),
 ) -> bool {
-    let fits = |next: &RegexRecognizer| room.is_none_or(|r| regex.chars_to_match(next) <= r);
+    let fits = |next: &RegexRecognizer| {
+        room.is_none_or(|r| regex.chars_to_match(next) <= r)
+            && regex.most_chars_to_match(next) >= need
+    };
     let decoded = match at {
         // An escape opens only where some escaped character can continue the pattern.
         InString::Text if byte == b'\\' => {
