@@ -227,8 +227,13 @@ pub fn l2_normalised(mut v: Vec<f32>) -> Vec<f32> {
 /// Standard base64 (RFC 4648, padded) of `floats` as little-endian bytes: OpenAI's
 /// `encoding_format: "base64"`.
 pub fn base64_f32_le(floats: &[f32]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let bytes: Vec<u8> = floats.iter().flat_map(|f| f.to_le_bytes()).collect();
+    base64(&bytes)
+}
+
+/// Standard base64 (RFC 4648) with padding.
+pub fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let b = [

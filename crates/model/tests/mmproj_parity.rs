@@ -3,36 +3,13 @@
 //! the same image features as the safetensors checkpoint and as transformers, batch invariance,
 //! and clear errors for files that are not Gemma 3's projector or are broken.
 
-use std::collections::BTreeMap;
+mod common;
+
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use common::vision::{fixture, max_error, reference};
 use sluice_model::kernels::matmul::WeightDtype;
 use sluice_model::vision::{Gemma3VisionEncoder, MmprojPreprocessing};
-
-#[derive(Deserialize)]
-struct Reference {
-    images: BTreeMap<String, ImageReference>,
-}
-
-#[derive(Deserialize)]
-struct ImageReference {
-    /// The processor's pixel values are `(level - 127.5) / 127.5` in f32 of these.
-    pixel_levels: Vec<u8>,
-    features: Vec<f32>,
-}
-
-impl ImageReference {
-    fn pixel_values(&self) -> Vec<f32> {
-        (self.pixel_levels.iter())
-            .map(|&l| (f32::from(l) - 127.5) / 127.5)
-            .collect()
-    }
-}
-
-fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/models/gemma3-vision")
-}
 
 fn gguf(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -42,19 +19,6 @@ fn gguf(name: &str) -> PathBuf {
 
 const F16: &str = "mmproj-gemma3-vision-f16.gguf";
 const Q8_0: &str = "mmproj-gemma3-vision-q8_0.gguf";
-
-fn reference() -> Reference {
-    let text = std::fs::read_to_string(fixture().join("reference.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-/// The largest `|a - b| / max(1, |b|)`.
-fn max_error(ours: &[f32], expected: &[f32]) -> f32 {
-    assert_eq!(ours.len(), expected.len());
-    (ours.iter().zip(expected))
-        .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
-        .fold(0.0, f32::max)
-}
 
 /// The worst error of `encoder` over the fixture images, against the safetensors encoder's
 /// features and against transformers' (reference.json).

@@ -2,51 +2,12 @@
 //! `get_image_features` on the tiny random-weight fixture (fixtures/models/gemma3-vision, made by
 //! scripts/make_vision_fixtures.py), and batch invariance.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+mod common;
 
-use serde::Deserialize;
+use common::vision::{fixture, max_error, reference};
 use sluice_model::checkpoint::{Checkpoint, RawTensor, TensorSource};
 use sluice_model::vision::{Gemma3VisionEncoder, VisionConfig};
 use sluice_model::LoadError;
-
-#[derive(Deserialize)]
-struct Reference {
-    images: BTreeMap<String, ImageReference>,
-}
-
-#[derive(Deserialize)]
-struct ImageReference {
-    /// The processor's pixel values are `(level - 127.5) / 127.5` in f32 of these.
-    pixel_levels: Vec<u8>,
-    features_shape: Vec<usize>,
-    features: Vec<f32>,
-}
-
-impl ImageReference {
-    fn pixel_values(&self) -> Vec<f32> {
-        (self.pixel_levels.iter())
-            .map(|&l| (f32::from(l) - 127.5) / 127.5)
-            .collect()
-    }
-}
-
-fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/models/gemma3-vision")
-}
-
-fn reference() -> Reference {
-    let text = std::fs::read_to_string(fixture().join("reference.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-/// The largest `|a - b| / max(1, |b|)`.
-fn max_error(ours: &[f32], expected: &[f32]) -> f32 {
-    assert_eq!(ours.len(), expected.len());
-    (ours.iter().zip(expected))
-        .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
-        .fold(0.0, f32::max)
-}
 
 /// The reference features are f32 computations rounded to 7 decimals; ours sum in other orders
 /// (the packed matmul's fused multiply-adds against PyTorch's blocked GEMMs, our softmax's

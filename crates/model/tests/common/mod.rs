@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod vision;
+
 use std::path::PathBuf;
 
 use serde::Deserialize;
