@@ -32,8 +32,8 @@ pub struct Gemma3Projector {
 }
 
 impl Gemma3Projector {
-    /// Loads `{prefix}mm_soft_emb_norm.weight` and `{prefix}mm_input_projection_weight`.
-    /// `norm_includes_one`: the norm weight is stored with the one already added.
+    /// Loads `{prefix}mm_soft_emb_norm.weight` and `{prefix}mm_input_projection_weight`; the
+    /// norm weight is read as stored where `source` says the one is already added (mmproj files).
     pub fn load(
         source: &dyn TensorSource,
         prefix: &str,
