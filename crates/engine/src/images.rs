@@ -5,15 +5,17 @@
 //! - **chunking**: a step that computes any uncached row of an image's run computes all of the
 //!   run's uncached rows, since they attend to each other ([`PromptImages::chunk_len`] cuts a
 //!   chunk before the run, or stretches it to the run's end when it starts inside one);
-//! - **prefix cache**: blocks of a prompt with images are reused only by prompts with the same
-//!   images in the same order ([`PromptImages::cache_scope`] folds the images' content hashes
-//!   into the cache scope, so two different images never share a block).
+//! - **prefix cache**: a block holding an image's soft tokens is keyed by the image's content
+//!   hash ([`PromptImages::cache_keys`]), so two different images never share a block, and the
+//!   same image at the same place after the same tokens hits (the next turn of a chat), whatever
+//!   images follow it.
 
 use std::ops::Range;
 use std::sync::Arc;
 
-use sha2::{Digest, Sha256};
 use sluice_model::Batch;
+
+use crate::block_manager::{CacheKeys, KeySpan};
 use thiserror::Error;
 
 /// One image of a prompt.
@@ -138,25 +140,17 @@ impl PromptImages {
         }
     }
 
-    /// The prefix-cache scope of a prompt with these images under the request's scope
-    /// `salt`: `salt` itself for a text prompt, else a scope of the salt and every image's
-    /// content hash and position, so only the same images at the same places share blocks.
-    pub fn cache_scope(&self, salt: Option<u64>) -> Option<u64> {
-        if self.spans.is_empty() {
-            return salt;
-        }
-        let mut hasher = Sha256::new();
-        hasher.update(b"sluice.kv.images.v1");
-        match salt {
-            Some(salt) => hasher.update([&[1u8][..], &salt.to_le_bytes()].concat()),
-            None => hasher.update([0u8]),
-        }
-        for span in &self.spans {
-            hasher.update((span.start as u64).to_le_bytes());
-            hasher.update(span.content_hash);
-        }
-        let digest = hasher.finalize();
-        Some(u64::from_le_bytes(digest[..8].try_into().expect("8 bytes")))
+    /// The prefix-cache keys of a prompt with these images under scope `salt`: each image's
+    /// soft tokens are keyed by its content hash, so blocks holding them are found only for the
+    /// same image at the same place after the same tokens ([`CacheKeys`]).
+    pub fn cache_keys(&self, salt: Option<u64>) -> CacheKeys {
+        let spans = (self.runs().zip(&self.spans))
+            .map(|(positions, span)| KeySpan {
+                positions,
+                key: span.content_hash,
+            })
+            .collect();
+        CacheKeys::new(salt, spans)
     }
 }
 

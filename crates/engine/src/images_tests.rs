@@ -1,4 +1,5 @@
 use super::*;
+use crate::block_manager::CacheKeys;
 
 /// Images of `len` soft tokens at `starts`, hidden size 2, the hash from the start.
 fn images(starts: &[usize], len: usize) -> PromptImages {
@@ -48,14 +49,31 @@ fn only_the_images_rows_in_the_chunk_are_given_to_the_batch() {
 }
 
 #[test]
-fn different_images_or_places_scope_the_cache_apart() {
-    assert_eq!(PromptImages::default().cache_scope(Some(3)), Some(3));
-    assert_eq!(PromptImages::default().cache_scope(None), None);
-    let a = images(&[10], 4).cache_scope(None);
-    assert!(a.is_some());
-    assert_eq!(images(&[10], 4).cache_scope(None), a);
-    assert_ne!(images(&[11], 4).cache_scope(None), a);
-    assert_ne!(images(&[10], 4).cache_scope(Some(1)), a);
+fn blocks_holding_an_image_are_keyed_by_it_and_text_blocks_are_not() {
+    let (bs, tokens) = (4, [5u32; 4]);
+    let text = PromptImages::default().cache_keys(Some(3));
+    assert_eq!(text, CacheKeys::from(Some(3)));
+    // One image of 4 soft tokens at positions 10..14: blocks 2 (8..12) and 3 (12..16).
+    let a = images(&[10], 4).cache_keys(None);
+    let plain = PromptImages::default().cache_keys(None);
+    let root = a.root();
+    let key = |keys: &CacheKeys, i| keys.child(root, i, bs, &tokens);
+    for i in [0, 1, 4] {
+        assert_eq!(key(&a, i), key(&plain, i), "block {i} holds no image token");
+    }
+    for i in [2, 3] {
+        assert_ne!(key(&a, i), key(&plain, i), "block {i} holds the image");
+        assert_eq!(key(&images(&[10], 4).cache_keys(None), i), key(&a, i));
+        assert_ne!(key(&images(&[11], 4).cache_keys(None), i), key(&a, i));
+    }
+    // A second image later leaves the first image's blocks as they were.
+    let two = images(&[10, 20], 4).cache_keys(None);
+    assert_eq!(key(&two, 2), key(&a, 2));
+    assert_ne!(key(&two, 5), key(&a, 5));
+    assert_eq!(
+        images(&[10], 4).cache_keys(Some(1)).root(),
+        CacheKeys::from(Some(1)).root()
+    );
 }
 
 #[test]

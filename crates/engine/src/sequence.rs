@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::block_manager::{BlockManager, BlockTable};
+use crate::block_manager::{BlockManager, BlockTable, CacheKeys};
 use crate::constraint::OutputConstraint;
 use crate::fair_share::CallerId;
 use crate::handle::RequestId;
@@ -81,9 +81,9 @@ pub struct Sequence {
     pub priority: Priority,
     /// When the request arrived.
     pub arrival: Instant,
-    /// Scope of the prefix cache (see `GenerationRequest::cache_salt`), folded with the
-    /// prompt's images (see [`Sequence::with_images`]).
-    pub cache_salt: Option<u64>,
+    /// What its blocks' prefix-cache keys are computed under: the scope (see
+    /// `GenerationRequest::cache_salt`) and the prompt's images (see [`Sequence::with_images`]).
+    pub cache_keys: CacheKeys,
     /// Who sent it, for fair sharing of seats (see `GenerationRequest::caller`).
     pub caller: CallerId,
     /// Fair sharing has passed it over at least once (counted once in the metrics).
@@ -126,7 +126,7 @@ impl Sequence {
             choice: spec.choice,
             priority: spec.priority,
             arrival: spec.arrival,
-            cache_salt: spec.cache_salt,
+            cache_keys: CacheKeys::from(spec.cache_salt),
             caller: None,
             deferred_by_fair_share: false,
             prompt_len: spec.prompt.len(),
@@ -153,10 +153,10 @@ impl Sequence {
         self
     }
 
-    /// Takes its prompt's images; the prefix cache scope becomes theirs (see
-    /// [`PromptImages::cache_scope`]).
+    /// Takes its prompt's images; blocks holding their tokens are keyed by them (see
+    /// [`PromptImages::cache_keys`]).
     pub fn with_images(mut self, images: Arc<PromptImages>) -> Self {
-        self.cache_salt = images.cache_scope(self.cache_salt);
+        self.cache_keys = images.cache_keys(self.cache_keys.salt);
         self.images = images;
         self
     }

@@ -1,7 +1,8 @@
 //! Prompts with images through the engine, against the Gemma 3 vision fixture's reference
 //! (fixtures/models/gemma3-vision): the image files encoded by `ImageInput`, the prompt
 //! chunked around the images by a small token budget, or resumed from a prefix-cache hit that
-//! ends inside an image, give transformers' greedy tokens; every block returns.
+//! ends inside an image, give transformers' greedy tokens; the next turn of a conversation
+//! reuses the blocks of the images it repeats; every block returns.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -200,6 +201,44 @@ fn a_cache_hit_ending_inside_an_image_computes_the_rest_of_it_and_matches() {
     assert_eq!(out.tokens, greedy);
     let diff = top_diff(&out.first_top, &after_prompt);
     assert!(diff < TOLERANCE, "logprobs off by {diff}");
+    assert_eq!(served.engine.metrics().snapshot().kv_blocks_used, 0);
+    served.engine.shutdown();
+}
+
+#[test]
+fn the_next_turn_reuses_the_blocks_of_the_same_image_and_only_those() {
+    let (block, served) = (4, start(4, 64, 256));
+    let (prompt, files, greedy, after_prompt) = reference("two_images");
+    let both = prompt_images(&served, &prompt, &files);
+    let runs: Vec<_> = both.runs().collect();
+    // Turn one: the conversation up to just after the first image, that image alone.
+    let first_turn = prompt[..runs[0].end + 1].to_vec();
+    let images = prompt_images(&served, &first_turn, &files[..1]);
+    tokens_of(
+        served
+            .engine
+            .submit(request(first_turn.clone(), images, 1))
+            .unwrap(),
+    );
+    // Turn two adds text and a second image: every full block of turn one is found (a cache
+    // scope folded from all of a prompt's images would have found none).
+    let stream = (served.engine)
+        .submit(request(prompt.clone(), both, greedy.len() as u32))
+        .unwrap();
+    let out = tokens_of(stream);
+    assert_eq!(out.cached as usize, first_turn.len() / block * block);
+    assert!(
+        out.cached as usize > runs[0].end - block,
+        "past the first image"
+    );
+    assert_eq!(out.tokens, greedy);
+    let diff = top_diff(&out.first_top, &after_prompt);
+    assert!(diff < TOLERANCE, "logprobs off by {diff}");
+    // Another first image: only the blocks wholly before it are shared.
+    let other = ["rgba_40x30.png".to_string(), files[1].clone()];
+    let images = prompt_images(&served, &prompt, &other);
+    let out = tokens_of(served.engine.submit(request(prompt, images, 1)).unwrap());
+    assert_eq!(out.cached as usize, runs[0].start / block * block);
     assert_eq!(served.engine.metrics().snapshot().kv_blocks_used, 0);
     served.engine.shutdown();
 }

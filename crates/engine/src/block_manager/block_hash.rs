@@ -11,8 +11,9 @@
 //!   cache_salt`);
 //! - a block: `"sluice.kv.block.v1"`, the parent's key as a `u64` (the root's for the first
 //!   block), the number of token ids as a `u32`, each token id as a `u32`, then the length of the
-//!   block's extra keys as a `u32` and their bytes (empty today; an adapter's or an image's id
-//!   will go there, so blocks computed under them never match plain ones).
+//!   block's extra keys as a `u32` and their bytes (empty for a text block; for a block holding an
+//!   image's tokens, the image's content hash and offsets, see `cache_keys.rs`; so blocks
+//!   computed under extra keys never match plain ones).
 //!
 //! A hit still compares the stored parent and tokens, so a 64-bit collision costs a miss, never a
 //! wrong token. Changing this encoding changes every key: bump the `v1` tags when doing so.

@@ -8,7 +8,7 @@ use sluice_model::{FULL_GROUP, RELEASED_BLOCK};
 use super::reuse::{longest, Reuse, Source};
 use super::table::GroupBlocks;
 use super::tier::BlockBytes;
-use super::{BlockHash, BlockManager, SharedPrefix};
+use super::{BlockHash, BlockManager, CacheKeys, SharedPrefix};
 
 /// Lower-tier blocks that failed to read during one allocation: `(group, key)`.
 pub(super) type Unreadable = HashSet<(usize, BlockHash)>;
@@ -22,12 +22,12 @@ impl BlockManager {
         &self,
         tokens: &[u32],
         shared: Option<SharedPrefix<'_>>,
-        salt: Option<u64>,
+        keys: &CacheKeys,
         unreadable: &Unreadable,
     ) -> Reuse {
         let limit = tokens.len().saturating_sub(1) / self.block_size;
         let span = |g: usize, n: usize| self.groups[g].policy.hit_span(n, self.block_size);
-        let cached = self.cached(&tokens[..limit * self.block_size], salt, unreadable);
+        let cached = self.cached(&tokens[..limit * self.block_size], keys, unreadable);
         let mut best = longest(&cached, span);
         if let Some(s) = shared {
             let n = s.num_blocks.min(limit).min(s.table.block_ids().len());
@@ -46,12 +46,12 @@ impl BlockManager {
     }
 
     /// Per group, where the block at each logical index of the full blocks of `tokens` (the
-    /// chain from `salt`'s root) can be had: its pool, else the lower tier; as far as the full
+    /// chain of `keys`) can be had: its pool, else the lower tier; as far as the full
     /// group's run of hits goes.
     fn cached(
         &self,
         tokens: &[u32],
-        salt: Option<u64>,
+        keys: &CacheKeys,
         unreadable: &Unreadable,
     ) -> Vec<Vec<Option<Source>>> {
         let mut present = vec![Vec::new(); self.groups.len()];
@@ -63,9 +63,9 @@ impl BlockManager {
             (!unreadable.contains(&(g, key)) && tier.contains(g, key))
                 .then_some(Source::Lower { key, parent })
         };
-        let mut parent = BlockHash::root(salt);
-        for chunk in tokens.chunks_exact(self.block_size) {
-            let key = parent.child(chunk, &[]);
+        let mut parent = keys.root();
+        for (i, chunk) in tokens.chunks_exact(self.block_size).enumerate() {
+            let key = keys.child(parent, i, self.block_size, chunk);
             for (g, group) in self.groups.iter().enumerate() {
                 let found = group.pool.borrow().find(key, parent, chunk);
                 let source = found.map(Source::Pool).or_else(|| lower(g, key, parent));
@@ -86,11 +86,11 @@ impl BlockManager {
         &self,
         tokens: &[u32],
         shared: Option<SharedPrefix<'_>>,
-        salt: Option<u64>,
+        keys: &CacheKeys,
     ) -> (Reuse, HashMap<(usize, BlockHash), BlockBytes>) {
         let mut unreadable = Unreadable::new();
         'find: loop {
-            let reuse = self.reusable(tokens, shared, salt, &unreadable);
+            let reuse = self.reusable(tokens, shared, keys, &unreadable);
             let mut read = HashMap::new();
             for (g, (first_held, sources)) in reuse.groups.iter().enumerate() {
                 for (i, source) in (*first_held..).zip(sources) {

@@ -18,6 +18,7 @@
 //! [`KvEvent`], drained by the engine once a step.
 
 mod block_hash;
+mod cache_keys;
 mod events;
 mod lookup;
 mod policy;
@@ -33,6 +34,7 @@ use sluice_model::{KvPools, KvSpan, FULL_GROUP, RELEASED_BLOCK};
 use thiserror::Error;
 
 pub use block_hash::{cache_scope, BlockHash};
+pub use cache_keys::{CacheKeys, KeySpan};
 use events::EventSink;
 pub use events::KvEvent;
 use policy::{policy_for, GroupPolicy};
@@ -222,15 +224,15 @@ impl BlockManager {
     }
 
     /// Leading tokens of `tokens` a new table would reuse (cache hit, lower-tier hit or
-    /// sibling prefix). `salt` scopes the prefix cache: blocks registered under one salt are
+    /// sibling prefix). `keys` scope the prefix cache: blocks registered under one scope are
     /// never found under another (see [`BlockManager::allocate`]).
     pub fn num_reusable_tokens(
         &self,
         tokens: &[u32],
         shared: Option<SharedPrefix<'_>>,
-        salt: Option<u64>,
+        keys: impl Into<CacheKeys>,
     ) -> usize {
-        self.reusable(tokens, shared, salt, &Default::default())
+        self.reusable(tokens, shared, &keys.into(), &Default::default())
             .num_blocks
             * self.block_size
     }
@@ -242,9 +244,9 @@ impl BlockManager {
         tokens: &[u32],
         num_tokens: usize,
         shared: Option<SharedPrefix<'_>>,
-        salt: Option<u64>,
+        keys: impl Into<CacheKeys>,
     ) -> bool {
-        let reuse = self.reusable(tokens, shared, salt, &Default::default());
+        let reuse = self.reusable(tokens, shared, &keys.into(), &Default::default());
         let needed = self.fresh_for_new(&reuse, num_tokens);
         self.check_room(Some(&reuse), |_| needed).is_ok()
     }
@@ -254,17 +256,19 @@ impl BlockManager {
     /// Blocks found in the lower tier are read now; one that fails to read shortens the reused
     /// prefix to the blocks before it (see [`BlockTable::num_cached_tokens`]).
     ///
-    /// `salt` is the root of the table's chain of block keys: the prefix cache finds blocks
-    /// only for a sequence with the same salt, so callers with different salts (API keys)
-    /// cannot learn from cache hits what the others sent.
+    /// `keys` are what the table's chain of block keys is computed under: its root is the
+    /// scope's salt, so the prefix cache finds blocks only for a sequence with the same salt and
+    /// callers with different salts (API keys) cannot learn from cache hits what the others
+    /// sent; blocks holding an image's tokens are keyed by the image too ([`CacheKeys`]).
     pub fn allocate(
         &mut self,
         tokens: &[u32],
         num_tokens: usize,
         shared: Option<SharedPrefix<'_>>,
-        salt: Option<u64>,
+        keys: impl Into<CacheKeys>,
     ) -> Result<BlockTable, OutOfBlocks> {
-        let (reuse, mut read) = self.reusable_and_read(tokens, shared, salt);
+        let keys = keys.into();
+        let (reuse, mut read) = self.reusable_and_read(tokens, shared, &keys);
         let num_tokens = num_tokens.max(reuse.num_blocks * self.block_size);
         let needed = self.fresh_for_new(&reuse, num_tokens);
         self.check_room(Some(&reuse), |_| needed)?;
@@ -315,9 +319,10 @@ impl BlockManager {
         let registered = last.and_then(|b| self.full_pool().blocks[b as usize].cached.clone());
         let (num_registered, last_key) = match registered {
             Some(content) => (num_blocks, content.key),
-            None => (0, BlockHash::root(salt)),
+            None => (0, keys.root()),
         };
         Ok(BlockTable {
+            keys,
             groups,
             num_registered,
             last_key,
@@ -371,7 +376,7 @@ impl BlockManager {
             while table.num_registered < full {
                 let i = table.num_registered;
                 let parent = table.last_key;
-                let key = parent.child(&tokens[i * bs..(i + 1) * bs], &[]);
+                let key = (table.keys).child(parent, i, bs, &tokens[i * bs..(i + 1) * bs]);
                 filled.push((i, parent, key));
                 table.last_key = key;
                 table.num_registered += 1;

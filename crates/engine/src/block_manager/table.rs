@@ -6,6 +6,7 @@ use std::rc::Rc;
 use sluice_model::{KvGroupId, FULL_GROUP, RELEASED_BLOCK};
 
 use super::block_hash::BlockHash;
+use super::cache_keys::CacheKeys;
 use super::pool::BlockPool;
 use super::BlockId;
 
@@ -90,6 +91,8 @@ impl Drop for GroupBlocks {
 #[derive(Debug)]
 pub struct BlockTable {
     pub(super) groups: Vec<GroupBlocks>,
+    /// What its chain of block keys is computed under.
+    pub(super) keys: CacheKeys,
     /// Leading full-group blocks whose content was registered (or found) in the prefix cache.
     pub(super) num_registered: usize,
     /// Key of the last registered block, the parent of the next one (the chain's root before

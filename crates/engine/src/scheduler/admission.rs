@@ -196,20 +196,20 @@ impl Scheduler {
             true => (&[][..], None),
             false => (seq.tokens(), shared),
         };
-        let salt = seq.cache_salt;
-        let cached = self.blocks.num_reusable_tokens(lookup, shared, salt);
+        let keys = &seq.cache_keys;
+        let cached = (self.blocks).num_reusable_tokens(lookup, shared, keys.clone());
         let num_new = (total - cached).min(budget).min(row_cap(seq));
         let num_new = seq.images().chunk_len(cached, num_new);
         if !self
             .blocks
-            .can_allocate(lookup, cached + num_new, shared, salt)
+            .can_allocate(lookup, cached + num_new, shared, keys.clone())
         {
             return Admission::NoBlocks;
         }
         // A block the lower tier offered may fail to read: the table then reuses less, and the
         // sequence computes from where its reused prefix really ends.
         let target = cached + num_new;
-        let Ok(mut table) = self.blocks.allocate(lookup, target, shared, salt) else {
+        let Ok(mut table) = self.blocks.allocate(lookup, target, shared, keys.clone()) else {
             return Admission::NoBlocks;
         };
         let (cached, lower) = (table.num_cached_tokens(), table.num_lower_tokens());
