@@ -5,11 +5,13 @@
 //! patch embedding, positions, encoder layers, post-norm), `encoder_layer.rs` (one layer:
 //! bidirectional attention and the GELU MLP), `layer_norm.rs`, `projector.rs` (Gemma 3's pooling,
 //! norm and projection), `gemma3.rs` (the two together, loaded from a checkpoint), `mmproj.rs`
-//! (llama.cpp's `mmproj-*.gguf` files: their metadata and tensor names).
+//! (llama.cpp's `mmproj-*.gguf` files: their metadata and tensor names), `attention.rs` (the
+//! bidirectional attention within spans that both encoders' layers share).
 //!
 //! Every step works per row or per image with the kernels' fixed reduction orders, so an image's
 //! embeddings are the same bits alone or in a batch.
 
+mod attention;
 pub mod config;
 pub mod encoder_layer;
 pub mod gemma3;
