@@ -8,6 +8,12 @@
 //! (llama.cpp's `mmproj-*.gguf` files: their metadata and tensor names), `attention.rs` (the
 //! bidirectional attention within spans that both encoders' layers share).
 //!
+//! Qwen2.5-VL (`qwen2_5_vl/`): [`Qwen2_5VisionEncoder`] (`load`, `from_source`,
+//! `image_features(patches, grid_thw)`) over `config.rs` ([`Qwen2_5VisionConfig`]), `layout.rs`
+//! (rotary positions, window order and attention spans), `block.rs` (a block: RMS norms, 2D
+//! rotary attention, SwiGLU MLP) and `merger.rs` (the patch merger). Its input is
+//! `sluice-vision`'s `Qwen2VlPreprocessor` patches.
+//!
 //! Every step works per row or per image with the kernels' fixed reduction orders, so an image's
 //! embeddings are the same bits alone or in a batch.
 
@@ -18,8 +24,11 @@ pub mod gemma3;
 pub mod layer_norm;
 pub mod mmproj;
 pub mod projector;
+pub mod qwen2_5_vl;
 pub mod siglip;
 
 pub use config::VisionConfig;
 pub use gemma3::Gemma3VisionEncoder;
 pub use mmproj::MmprojPreprocessing;
+pub use qwen2_5_vl::config::Qwen2_5VisionConfig;
+pub use qwen2_5_vl::Qwen2_5VisionEncoder;
