@@ -3,7 +3,7 @@
 //! ([`SiglipPreprocessor`]: resize, rescale, normalise, channel-first f32, for Gemma 3;
 //! [`Qwen2VlPreprocessor`]: [`smart_resize`] to the pixel budget, bicubic, normalise, flattened
 //! patches and their [`GridThw`], for Qwen2-VL and Qwen2.5-VL), and where the image's tokens go
-//! in the prompt ([`Gemma3ImagePrompt`]; a Qwen2-VL image is `<|vision_start|>`, then
+//! in the prompt ([`Gemma3ImagePrompt`]; [`Qwen2VlImagePrompt`]: `<|vision_start|>`, then
 //! [`GridThw::tokens`] `<|image_pad|>` tokens, then `<|vision_end|>`).
 //!
 //! ```text
@@ -25,5 +25,5 @@ pub mod resize;
 pub use decode::{decode, DecodeLimits, RgbImage, SUPPORTED_FORMATS};
 pub use error::{ConfigError, ImageError};
 pub use preprocess::SiglipPreprocessor;
-pub use prompt::Gemma3ImagePrompt;
+pub use prompt::{Gemma3ImagePrompt, Qwen2VlImagePrompt};
 pub use qwen2_vl::{smart_resize, GridThw, ImagePatches, Qwen2VlPreprocessor};

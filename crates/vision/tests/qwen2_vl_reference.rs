@@ -5,11 +5,23 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use sluice_vision::{decode, DecodeLimits, GridThw, Qwen2VlPreprocessor};
+use sluice_vision::{decode, DecodeLimits, GridThw, Qwen2VlImagePrompt, Qwen2VlPreprocessor};
 
 #[derive(Deserialize)]
 struct Reference {
     images: BTreeMap<String, ImageReference>,
+    prompt: PromptReference,
+    two_images: PromptReference,
+}
+
+/// A chat-templated prompt as `Qwen2_5_VLProcessor` expanded and tokenized it.
+#[derive(Deserialize)]
+struct PromptReference {
+    text: String,
+    images: Vec<String>,
+    input_ids: Vec<u32>,
+    mm_token_type_ids: Vec<u32>,
+    image_grid_thw: Vec<[usize; 3]>,
 }
 
 #[derive(Deserialize)]
@@ -153,6 +165,58 @@ fn patches_from_the_reference_levels_normalise_as_the_processor_does() {
             .enumerate()
         {
             assert_eq!(a.to_bits(), b.to_bits(), "{name}[{i}]: {a} vs {b}");
+        }
+    }
+}
+
+#[test]
+fn expanded_prompts_tokenize_to_the_processors_ids() {
+    let processor = processor();
+    let prompt = Qwen2VlImagePrompt::from_model_dir(&fixture()).unwrap();
+    let tokenizer = tokenizers::Tokenizer::from_file(fixture().join("tokenizer.json")).unwrap();
+    assert_eq!(
+        tokenizer.token_to_id(&prompt.image_token),
+        Some(prompt.image_token_id)
+    );
+    assert_eq!(
+        tokenizer.token_to_id("<|vision_start|>"),
+        Some(prompt.vision_start_token_id)
+    );
+    assert_eq!(
+        tokenizer.token_to_id("<|vision_end|>"),
+        Some(prompt.vision_end_token_id)
+    );
+    let reference = reference();
+    for expected in [&reference.prompt, &reference.two_images] {
+        let mut tokens = Vec::new();
+        for (name, &[t, h, w]) in expected.images.iter().zip(&expected.image_grid_thw) {
+            let bytes = std::fs::read(fixture().join("images").join(name)).unwrap();
+            let image = decode(&bytes, DecodeLimits::default()).unwrap();
+            let grid = processor.grid(image.width, image.height).unwrap();
+            assert_eq!(grid, GridThw { t, h, w }, "{name}");
+            tokens.push(grid.tokens(processor.merge_size));
+        }
+        let text = prompt
+            .expand(&expected.text, &tokens)
+            .expect("one pad per image");
+        let ids = tokenizer.encode(text, true).unwrap().get_ids().to_vec();
+        assert_eq!(ids, expected.input_ids);
+        // The image tokens are exactly the positions the processor marks as image (type 1),
+        // each run right after a vision start and before a vision end.
+        let marked: Vec<u32> = (ids.iter())
+            .map(|&id| u32::from(id == prompt.image_token_id))
+            .collect();
+        assert_eq!(marked, expected.mm_token_type_ids);
+        let starts: Vec<usize> = (ids.iter().enumerate())
+            .filter(|(_, &id)| id == prompt.vision_start_token_id)
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(starts.len(), tokens.len());
+        for (&start, &n) in starts.iter().zip(&tokens) {
+            assert!(ids[start + 1..=start + n]
+                .iter()
+                .all(|&id| id == prompt.image_token_id));
+            assert_eq!(ids[start + n + 1], prompt.vision_end_token_id);
         }
     }
 }
