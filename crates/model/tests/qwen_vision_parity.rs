@@ -5,11 +5,8 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-
+use common::qwen_vision::{fixture, reference, QwenImageReference};
 use common::vision::max_error;
-use serde::Deserialize;
 use sluice_model::checkpoint::{Checkpoint, RawTensor, TensorSource};
 use sluice_model::vision::{Qwen2_5VisionConfig, Qwen2_5VisionEncoder};
 use sluice_model::LoadError;
@@ -22,47 +19,6 @@ use sluice_vision::{decode, DecodeLimits, Qwen2VlPreprocessor};
 /// features by up to 1.15, so the windows are exercised.)
 const TOLERANCE: f32 = 3e-5;
 
-#[derive(Deserialize)]
-struct Reference {
-    images: BTreeMap<String, ImageReference>,
-}
-
-#[derive(Deserialize)]
-struct ImageReference {
-    resized_height: usize,
-    resized_width: usize,
-    image_grid_thw: [usize; 3],
-    /// `[3, H, W]`: the processor's resized image.
-    resized_levels: Vec<u8>,
-    features_shape: [usize; 2],
-    features: Vec<f32>,
-}
-
-fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/models/qwen2_5-vl")
-}
-
-fn reference() -> Reference {
-    let text = std::fs::read_to_string(fixture().join("reference.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-/// The processor's `pixel_values` for an image: its resized levels normalised and patchified
-/// (checked bit for bit against the processor in sluice-vision's tests).
-fn pixel_values(image: &ImageReference) -> Vec<f32> {
-    let processor = Qwen2VlPreprocessor::from_model_dir(&fixture()).unwrap();
-    let plane = image.resized_levels.len() / 3;
-    let levels = &image.resized_levels;
-    let interleaved: Vec<u8> = (0..plane)
-        .flat_map(|i| [levels[i], levels[plane + i], levels[2 * plane + i]])
-        .collect();
-    let patches =
-        processor.patches_from_levels(&interleaved, image.resized_height, image.resized_width);
-    let [t, h, w] = image.image_grid_thw;
-    assert_eq!((patches.grid.t, patches.grid.h, patches.grid.w), (t, h, w));
-    patches.values
-}
-
 #[test]
 fn image_features_match_transformers_for_every_fixture_image() {
     let encoder = Qwen2_5VisionEncoder::load(&fixture(), None).expect("load");
@@ -74,7 +30,7 @@ fn image_features_match_transformers_for_every_fixture_image() {
     assert_eq!(config.window_tokens(), 2);
     let mut worst = 0f32;
     for (name, image) in reference().images {
-        let features = encoder.image_features(&pixel_values(&image), &[image.image_grid_thw]);
+        let features = encoder.image_features(&image.pixel_values(), &[image.image_grid_thw]);
         assert_eq!(
             features.len(),
             image.features_shape[0] * image.features_shape[1]
@@ -94,8 +50,11 @@ fn image_features_match_transformers_for_every_fixture_image() {
 #[test]
 fn an_image_has_the_same_bits_alone_and_in_a_batch() {
     let encoder = Qwen2_5VisionEncoder::load(&fixture(), None).unwrap();
-    let images: Vec<ImageReference> = reference().images.into_values().collect();
-    let values: Vec<Vec<f32>> = images.iter().map(pixel_values).collect();
+    let images: Vec<QwenImageReference> = reference().images.into_values().collect();
+    let values: Vec<Vec<f32>> = images
+        .iter()
+        .map(QwenImageReference::pixel_values)
+        .collect();
     let grids: Vec<[usize; 3]> = images.iter().map(|i| i.image_grid_thw).collect();
     let batched = encoder.image_features(&values.concat(), &grids);
     let mut start = 0;
@@ -135,7 +94,7 @@ fn the_hub_and_the_model_prefixed_layouts_load_the_same_weights() {
     let text = std::fs::read_to_string(fixture().join("config.json")).unwrap();
     let config = Qwen2_5VisionConfig::from_json(&text).unwrap();
     let image = reference().images.into_values().next().unwrap();
-    let pixels = pixel_values(&image);
+    let pixels = image.pixel_values();
     let expected = Qwen2_5VisionEncoder::load(&fixture(), None)
         .unwrap()
         .image_features(&pixels, &[image.image_grid_thw]);

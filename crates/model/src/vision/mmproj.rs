@@ -77,6 +77,18 @@ impl MmprojSource {
     fn path(&self) -> PathBuf {
         self.model.path().to_path_buf()
     }
+
+    /// The tensor the file names `gguf`, as stored (other projectors' sources map their own
+    /// names onto it).
+    pub(crate) fn raw_gguf(&self, gguf: &str) -> Option<RawTensor<'_>> {
+        let (info, bytes) = self.model.tensor(gguf)?;
+        Some(RawTensor {
+            ggml_type: info.ggml_type,
+            shape: info.shape(),
+            bytes: Cow::Borrowed(bytes),
+            path: self.path(),
+        })
+    }
 }
 
 impl TensorSource for MmprojSource {

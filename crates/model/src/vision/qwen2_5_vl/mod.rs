@@ -14,7 +14,8 @@
 //! ```
 //!
 //! Checkpoint layouts: tensors under `visual.` (the hub's, and what transformers 5 saves) or
-//! `model.visual.` (transformers 5's module names). Config: `config.rs`.
+//! `model.visual.` (transformers 5's module names), or llama.cpp's projector file (`mmproj.rs`).
+//! Config: `config.rs`.
 //!
 //! Each image runs on its own rows with the kernels' fixed reduction orders (attention spans
 //! never cross images; every matrix product works row by row), so an image's embeddings are the
@@ -24,6 +25,7 @@ pub mod block;
 pub mod config;
 pub mod layout;
 pub mod merger;
+pub mod mmproj;
 
 use std::ops::Range;
 use std::path::Path;
@@ -32,11 +34,13 @@ use block::{RotaryTables, VisionBlock};
 use config::Qwen2_5VisionConfig;
 use layout::ImageLayout;
 use merger::PatchMerger;
+use mmproj::{qwen_mmproj_config, QwenMmprojSource};
 
 use crate::checkpoint::{Checkpoint, TensorSource};
 use crate::error::LoadError;
 use crate::kernels::matmul::{PackedMatrix, WeightDtype};
 use crate::layers::weights::target_format;
+use crate::vision::mmproj::MmprojSource;
 
 /// Where checkpoints put the vision transformer, most common first.
 const PREFIXES: [&str; 2] = ["visual.", "model.visual."];
@@ -63,6 +67,21 @@ impl Qwen2_5VisionEncoder {
         let config = Qwen2_5VisionConfig::from_json(&text)
             .map_err(|message| LoadError::Config { path, message })?;
         Self::from_source(&Checkpoint::open(dir)?, config, dtype)
+    }
+
+    /// Loads the encoder of llama.cpp's projector file `path` (`mmproj-*.gguf`, projector type
+    /// `qwen2.5vl_merger`): settings from its `clip.*` metadata (the window is llama.cpp's 112
+    /// pixels, see `mmproj.rs`), weights in their stored types unless `dtype` asks for another.
+    /// Images are prepared as for the checkpoint (`Qwen2VlPreprocessor` with the model's
+    /// `preprocessor_config.json`); the file states only the mean and std.
+    pub fn load_gguf(path: &Path, dtype: Option<WeightDtype>) -> Result<Self, LoadError> {
+        let file = MmprojSource::open(path)?;
+        let config =
+            qwen_mmproj_config(file.gguf().metadata()).map_err(|message| LoadError::Config {
+                path: path.to_path_buf(),
+                message,
+            })?;
+        Self::from_source(&QwenMmprojSource::new(file), config, dtype)
     }
 
     /// Loads the encoder described by `config` from `source`.
