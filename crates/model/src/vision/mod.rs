@@ -8,11 +8,12 @@
 //! (llama.cpp's `mmproj-*.gguf` files: their metadata and tensor names), `attention.rs` (the
 //! bidirectional attention within spans that both encoders' layers share).
 //!
-//! Qwen2.5-VL (`qwen2_5_vl/`): [`Qwen2_5VisionEncoder`] (`load`, `from_source`,
+//! Qwen2.5-VL (`qwen2_5_vl/`): [`Qwen2_5VisionEncoder`] (`load`, `load_gguf`, `from_source`,
 //! `image_features(patches, grid_thw)`) over `config.rs` ([`Qwen2_5VisionConfig`]), `layout.rs`
 //! (rotary positions, window order and attention spans), `block.rs` (a block: RMS norms, 2D
-//! rotary attention, SwiGLU MLP) and `merger.rs` (the patch merger). Its input is
-//! `sluice-vision`'s `Qwen2VlPreprocessor` patches.
+//! rotary attention, SwiGLU MLP), `merger.rs` (the patch merger) and `mmproj.rs` (llama.cpp's
+//! `qwen2.5vl_merger` projector files). Its input is `sluice-vision`'s `Qwen2VlPreprocessor`
+//! patches.
 //!
 //! Every step works per row or per image with the kernels' fixed reduction orders, so an image's
 //! embeddings are the same bits alone or in a batch.
