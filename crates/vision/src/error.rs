@@ -26,6 +26,15 @@ pub enum ImageError {
         /// The limit on either side.
         max_side: u32,
     },
+    /// The image is too thin for a processor that keeps the aspect ratio (Qwen2-VL's refuses
+    /// one side over 200 times the other, and a side that resizes to nothing).
+    #[error("the image is {width}x{height} pixels; its aspect ratio is beyond what the model's processor accepts (200:1)")]
+    AspectRatio {
+        /// Columns.
+        width: u32,
+        /// Rows.
+        height: u32,
+    },
 }
 
 /// Why a processor configuration cannot be used.

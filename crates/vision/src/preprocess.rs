@@ -4,9 +4,8 @@
 //!
 //! Equal bit for bit to transformers' default `Gemma3ImageProcessor` (the torchvision backend;
 //! see [`crate::resize`] for the resize): the uint8 image is resized, then rescale and normalise
-//! are fused as that backend fuses them, `(level - mean') / std'` in f32 with
-//! `mean' = mean · (1 / rescale_factor)` and `std' = std · (1 / rescale_factor)` each rounded to
-//! f32 (for Gemma 3's mean = std = 0.5: `(level - 127.5) / 127.5`).
+//! are fused as that backend fuses them (see `normalize.rs`; for Gemma 3's mean = std = 0.5:
+//! `(level - 127.5) / 127.5` in f32).
 
 use std::path::{Path, PathBuf};
 
@@ -14,6 +13,7 @@ use serde::Deserialize;
 
 use crate::decode::RgbImage;
 use crate::error::ConfigError;
+use crate::normalize::LevelMap;
 use crate::resize::resize_bilinear_antialias;
 
 /// PIL's number for bilinear resampling, the only filter implemented.
@@ -67,10 +67,8 @@ pub struct SiglipPreprocessor {
     pub height: usize,
     /// Output columns.
     pub width: usize,
-    /// `level · scale` per channel, when rescaling without normalising.
-    rescale: Option<f32>,
-    /// `(level - mean) / std` per channel (the rescale factor folded in when both are on).
-    normalize: Option<([f32; 3], [f32; 3])>,
+    /// Rescale and normalise.
+    levels: LevelMap,
 }
 
 impl SiglipPreprocessor {
@@ -154,30 +152,18 @@ impl SiglipPreprocessor {
         if config.size.height == 0 || config.size.width == 0 {
             return Err(unsupported("an empty size"));
         }
-        let to_f32 = |v: [f64; 3]| v.map(|x| x as f32);
-        let normalize = match (config.do_normalize, config.image_mean, config.image_std) {
-            (false, _, _) => None,
-            (true, Some(mean), Some(std)) => {
-                let (mut mean, mut std) = (to_f32(mean), to_f32(std));
-                if config.do_rescale {
-                    // The torchvision backend folds the rescale into mean and std (f32 products).
-                    let inverse = (1.0 / config.rescale_factor) as f32;
-                    mean = mean.map(|m| m * inverse);
-                    std = std.map(|s| s * inverse);
-                }
-                Some((mean, std))
-            }
-            (true, _, _) => {
-                return Err(unsupported("do_normalize without image_mean and image_std"))
-            }
-        };
-        let rescale =
-            (config.do_rescale && normalize.is_none()).then_some(config.rescale_factor as f32);
+        let levels = LevelMap::new(
+            config.do_rescale,
+            config.rescale_factor,
+            config.do_normalize,
+            config.image_mean,
+            config.image_std,
+        )
+        .map_err(unsupported)?;
         Ok(Self {
             height: config.size.height,
             width: config.size.width,
-            rescale,
-            normalize,
+            levels,
         })
     }
 
@@ -211,12 +197,8 @@ impl SiglipPreprocessor {
             (self.width, self.height),
         );
         for c in 0..3 {
-            let levels = resized.iter().skip(c).step_by(3).map(|&v| f32::from(v));
-            match (self.normalize, self.rescale) {
-                (Some((mean, std)), _) => out.extend(levels.map(|v| (v - mean[c]) / std[c])),
-                (None, Some(scale)) => out.extend(levels.map(|v| v * scale)),
-                (None, None) => out.extend(levels),
-            }
+            let levels = resized.iter().skip(c).step_by(3);
+            out.extend(levels.map(|&v| self.levels.apply(c, v)));
         }
     }
 }
@@ -242,7 +224,7 @@ mod tests {
     fn the_hub_gemma3_config_normalises_levels_to_minus_one_to_one() {
         let p = parse(HUB_GEMMA3, false).unwrap();
         assert_eq!((p.height, p.width), (896, 896));
-        assert_eq!(p.normalize, Some(([127.5; 3], [127.5; 3])));
+        assert_eq!(p.levels.normalization(), Some(([127.5; 3], [127.5; 3])));
         let nested = format!(r#"{{"image_processor": {HUB_GEMMA3}, "image_seq_length": 256}}"#);
         assert_eq!(parse(&nested, true).unwrap(), p);
         let image = RgbImage::new(1, 1, vec![0, 255, 128]).unwrap();

@@ -1,16 +1,19 @@
-//! Antialiased bilinear resizing of 8-bit images, equal bit for bit to what transformers' default
-//! Gemma 3 / SigLIP processor produces.
+//! Antialiased bilinear and bicubic resizing of 8-bit images, equal bit for bit to what
+//! transformers' default Gemma 3 / SigLIP (bilinear) and Qwen2-VL (bicubic) processors produce.
 //!
 //! transformers 5 picks the torchvision backend of an image processor when torchvision is
-//! installed (`Gemma3ImageProcessor`; `Gemma3ImageProcessorPil` only without it). That backend
-//! resizes the uint8 tensor with `torchvision.transforms.v2.functional.resize(bilinear,
-//! antialias=True)`, which on AVX2/AVX-512 and arm64 CPUs keeps it uint8 and calls torch's
-//! antialiased bilinear interpolation for uint8 (a port of Pillow-SIMD's resampler). Its
-//! arithmetic, reproduced here:
+//! installed (`Gemma3ImageProcessor`, `Qwen2VLImageProcessor`; the `*Pil` classes only without
+//! it). That backend resizes the uint8 tensor with `torchvision.transforms.v2.functional.resize(
+//! bilinear or bicubic, antialias=True)`, which keeps it uint8 and calls torch's antialiased
+//! interpolation for uint8 (a port of Pillow-SIMD's resampler) for bilinear on AVX2/AVX-512 and
+//! arm64 CPUs and for bicubic on every CPU. Its arithmetic, reproduced here:
 //!
-//! - per axis, `scale = in / out` (f64); the triangle filter is stretched by `scale` when
-//!   shrinking (support `scale`, taps weighted at `(j + xmin - center + 0.5) / scale`) and
-//!   support 1 when enlarging; `center = scale · (i + 0.5)`, taps
+//! - the filter: bilinear's triangle (`1 - |x|` within 1), or bicubic's Keys kernel with
+//!   `a = -0.5` as PIL's (`((a + 2)|x| - (a + 3))x² + 1` within 1, `a(|x|³ - 5x² + 8|x| - 4)`
+//!   within 2), whose negative lobes can overshoot, hence the clamps below;
+//! - per axis, `scale = in / out` (f64); the filter is stretched by `scale` when shrinking
+//!   (support `radius · scale`, taps weighted at `(j + xmin - center + 0.5) / scale`) and
+//!   support `radius` when enlarging; `center = scale · (i + 0.5)`, taps
 //!   `xmin = max(⌊center - support + 0.5⌋, 0)` up to `⌊center + support + 0.5⌋` (exclusive, at most
 //!   `in`); weights are normalised to sum to one, in f64;
 //! - the weights become int16 with `precision` fraction bits, the largest (at most 22) for which
@@ -20,10 +23,47 @@
 //! - the horizontal pass runs first, rounding to uint8, then the vertical pass over its rows;
 //!   an axis whose size does not change is not resampled.
 //!
-//! The PIL backend uses the same filter with 22-bit weights, so it differs by at most one level
-//! (the fixture records it per image). Where torchvision takes its float path (x86 CPUs without
-//! AVX2) its results may differ by a level too; the uint8 path is the one it takes on the CPUs
-//! servers run.
+//! The PIL backend uses the same filters with 22-bit weights, so it differs by at most one level
+//! (the fixtures record it per image). Where torchvision takes its float path for bilinear (x86
+//! CPUs without AVX2) its results may differ by a level too; the uint8 path is the one it takes
+//! on the CPUs servers run.
+
+/// The resampling filter of an antialiased resize.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Filter {
+    /// The triangle filter, radius 1 (PIL's `BILINEAR`, 2).
+    Bilinear,
+    /// Keys' cubic convolution with `a = -0.5`, radius 2 (PIL's `BICUBIC`, 3).
+    Bicubic,
+}
+
+impl Filter {
+    /// The filter's reach in input pixels at scale one.
+    fn radius(self) -> f64 {
+        match self {
+            Filter::Bilinear => 1.0,
+            Filter::Bicubic => 2.0,
+        }
+    }
+
+    fn weight(self, x: f64) -> f64 {
+        let x = x.abs();
+        match self {
+            Filter::Bilinear if x < 1.0 => 1.0 - x,
+            Filter::Bicubic => {
+                const A: f64 = -0.5;
+                if x < 1.0 {
+                    ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
+                } else if x < 2.0 {
+                    (((x - 5.0) * x + 8.0) * x - 4.0) * A
+                } else {
+                    0.0
+                }
+            }
+            Filter::Bilinear => 0.0,
+        }
+    }
+}
 
 /// The taps of one output position: the first input index and one weight per tap.
 #[derive(Debug, Clone)]
@@ -40,22 +80,14 @@ struct AxisWeights {
 }
 
 impl AxisWeights {
-    fn new(input: usize, output: usize) -> Self {
+    fn new(input: usize, output: usize, filter: Filter) -> Self {
         let scale = input as f64 / output as f64;
         let (support, inverse) = if scale >= 1.0 {
-            (scale, 1.0 / scale)
+            (filter.radius() * scale, 1.0 / scale)
         } else {
-            (1.0, 1.0)
+            (filter.radius(), 1.0)
         };
         let max_taps = support.ceil() as i64 * 2 + 1;
-        let triangle = |x: f64| {
-            let x = x.abs();
-            if x < 1.0 {
-                1.0 - x
-            } else {
-                0.0
-            }
-        };
         let mut largest = 0f64;
         let float_taps: Vec<(usize, Vec<f64>)> = (0..output)
             .map(|i| {
@@ -65,7 +97,7 @@ impl AxisWeights {
                 let end = ((center + support + 0.5) as i64).min(input as i64);
                 let count = (end - start).clamp(0, max_taps);
                 let mut weights: Vec<f64> = (0..count)
-                    .map(|j| triangle(((j + start) as f64 - center + 0.5) * inverse))
+                    .map(|j| filter.weight(((j + start) as f64 - center + 0.5) * inverse))
                     .collect();
                 let total: f64 = weights.iter().sum();
                 if total != 0.0 {
@@ -112,16 +144,28 @@ impl AxisWeights {
 }
 
 /// Resizes an interleaved `[height, width, channels]` uint8 image to `[out_height, out_width,
-/// channels]` (see the module documentation for the arithmetic).
+/// channels]` with the triangle filter (see the module documentation for the arithmetic).
 pub fn resize_bilinear_antialias(
+    pixels: &[u8],
+    size: (usize, usize),
+    channels: usize,
+    out_size: (usize, usize),
+) -> Vec<u8> {
+    resize_antialias(pixels, size, channels, out_size, Filter::Bilinear)
+}
+
+/// Resizes an interleaved `[height, width, channels]` uint8 image to `[out_height, out_width,
+/// channels]` with `filter` (see the module documentation for the arithmetic).
+pub fn resize_antialias(
     pixels: &[u8],
     (width, height): (usize, usize),
     channels: usize,
     (out_width, out_height): (usize, usize),
+    filter: Filter,
 ) -> Vec<u8> {
     assert_eq!(pixels.len(), width * height * channels, "pixel count");
     assert!(out_width > 0 && out_height > 0, "empty output");
-    let horizontal = (width != out_width).then(|| AxisWeights::new(width, out_width));
+    let horizontal = (width != out_width).then(|| AxisWeights::new(width, out_width, filter));
     let stride = out_width * channels;
     let mut row_out = Vec::with_capacity(stride);
     // One input row resized horizontally (or as it is when the width stays).
@@ -141,7 +185,7 @@ pub fn resize_bilinear_antialias(
         rows.for_each(|row| resized_row(row, &mut out));
         return out;
     }
-    let vertical = AxisWeights::new(height, out_height);
+    let vertical = AxisWeights::new(height, out_height, filter);
     // The vertical pass accumulates each horizontally resized row into the output rows whose
     // taps cover it, as soon as it is made: the integer sums equal the two-pass result, and
     // memory stays at the output's size whatever the input's aspect ratio (a 1 × 30,000,000
@@ -209,9 +253,10 @@ mod tests {
         (w, h): (usize, usize),
         ch: usize,
         (ow, oh): (usize, usize),
+        filter: Filter,
     ) -> Vec<u8> {
-        let horizontal = resize_bilinear_antialias(pixels, (w, h), ch, (ow, h));
-        let axis = AxisWeights::new(h, oh);
+        let horizontal = resize_antialias(pixels, (w, h), ch, (ow, h), filter);
+        let axis = AxisWeights::new(h, oh, filter);
         let stride = ow * ch;
         let mut out = Vec::new();
         for taps in &axis.taps {
@@ -237,28 +282,54 @@ mod tests {
                     (state >> 16) as u8
                 })
                 .collect();
-            assert_eq!(
-                resize_bilinear_antialias(&pixels, size, 3, out),
-                two_pass(&pixels, size, 3, out),
-                "{size:?} -> {out:?}"
-            );
+            for filter in [Filter::Bilinear, Filter::Bicubic] {
+                assert_eq!(
+                    resize_antialias(&pixels, size, 3, out, filter),
+                    two_pass(&pixels, size, 3, out, filter),
+                    "{size:?} -> {out:?} {filter:?}"
+                );
+            }
         }
     }
 
     #[test]
     fn weights_of_every_output_sum_to_one_in_fixed_point() {
-        for (input, output) in [(48, 32), (20, 32), (1000, 7), (3, 64), (33, 32)] {
-            let axis = AxisWeights::new(input, output);
+        let sizes = [(48, 32), (20, 32), (1000, 7), (3, 64), (33, 32)];
+        for ((input, output), filter) in
+            (sizes.into_iter()).flat_map(|size| [(size, Filter::Bilinear), (size, Filter::Bicubic)])
+        {
+            let axis = AxisWeights::new(input, output, filter);
             assert!(axis.precision > 13 && axis.precision <= 22);
             for taps in &axis.taps {
                 let sum: i32 = taps.weights.iter().map(|&w| i32::from(w)).sum();
                 let one = 1i32 << axis.precision;
                 assert!(
                     (sum - one).abs() <= taps.weights.len() as i32,
-                    "{input}->{output}"
+                    "{input}->{output} {filter:?}"
                 );
                 assert!(taps.start + taps.weights.len() <= input);
             }
         }
+    }
+
+    #[test]
+    fn bicubic_keeps_a_constant_and_clamps_its_overshoot() {
+        let flat = vec![200u8; 9 * 6 * 3];
+        for size in [(4, 3), (20, 13), (9, 1)] {
+            let out = resize_antialias(&flat, (9, 6), 3, size, Filter::Bicubic);
+            assert!(out.iter().all(|&v| v == 200), "{size:?}");
+        }
+        // An edge enlarged: the negative lobes undershoot and overshoot it...
+        let edge = [100u8, 100, 100, 200, 200, 200];
+        let out = resize_antialias(&edge, (6, 1), 1, (18, 1), Filter::Bicubic);
+        assert!(
+            out.iter().any(|&v| v < 100) && out.iter().any(|&v| v > 200),
+            "{out:?}"
+        );
+        // ...and past 0 and 255 they are clamped, not wrapped: the output stays monotone.
+        let edge = [0u8, 0, 0, 255, 255, 255];
+        let out = resize_antialias(&edge, (6, 1), 1, (18, 1), Filter::Bicubic);
+        assert!(out.windows(2).all(|w| w[0] <= w[1]), "{out:?}");
+        assert_eq!((out[0], out[17]), (0, 255));
     }
 }

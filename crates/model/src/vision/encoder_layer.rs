@@ -6,17 +6,16 @@
 //! h += fc2(gelu_tanh(fc1(layer_norm2(h))))
 //! ```
 //!
-//! Attention runs per image, head and query row, each with the kernels' fixed reduction orders
-//! (scores, softmax, weighted sum), so an image's output never depends on the other images of
-//! the batch.
+//! Attention runs per image, head and query row (`attention.rs`), so an image's output never
+//! depends on the other images of the batch.
 
 use rayon::prelude::*;
 
+use super::attention::span_attention;
 use super::layer_norm::LayerNorm;
 use crate::checkpoint::TensorSource;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
-use crate::kernels::vector::{best_ops, VectorOps};
 use crate::layers::linear::Linear;
 use crate::layers::mlp::gelu_tanh;
 
@@ -79,7 +78,7 @@ impl EncoderLayer {
         let mut normed = vec![0f32; hidden.len()];
         self.layer_norm1.forward(hidden, &mut normed);
         let qkv = self.qkv.forward(&normed, rows);
-        let attended = self.attention(&qkv, rows, patches);
+        let attended = self.attention(&qkv, patches);
         self.out_proj.forward_add(&attended, rows, hidden);
 
         self.layer_norm2.forward(hidden, &mut normed);
@@ -91,40 +90,12 @@ impl EncoderLayer {
     }
 
     /// Softmax attention of every row to every row of its image: `qkv: [rows, 3 · hidden]` →
-    /// `[rows, hidden]`, scores scaled by `head_dim^-½`.
-    fn attention(&self, qkv: &[f32], rows: usize, patches: usize) -> Vec<f32> {
-        let (h, heads) = (self.shape.hidden, self.shape.heads);
-        let d = h / heads;
-        let scale = (d as f32).powf(-0.5);
-        let ops = best_ops(d);
-        let mut out = vec![0f32; rows * h];
-        out.par_chunks_mut(h)
-            .enumerate()
-            .for_each(|(row, out_row)| {
-                let first = row / patches * patches;
-                let mut scores = vec![0f32; patches];
-                let mut offsets = vec![0usize; patches];
-                for head in 0..heads {
-                    let q = &qkv[row * 3 * h + head * d..][..d];
-                    for (j, offset) in offsets.iter_mut().enumerate() {
-                        *offset = (first + j) * 3 * h + h + head * d;
-                    }
-                    ops.group_scores(q, d, qkv, &offsets, scale, &mut scores);
-                    let max = ops.max_finite(&scores).unwrap_or(0.0);
-                    let sum = ops.exp_sum(&mut scores, max);
-                    let inverse = 1.0 / sum;
-                    scores.iter_mut().for_each(|s| *s *= inverse);
-                    offsets.iter_mut().for_each(|o| *o += h);
-                    ops.group_weighted_sum(
-                        &scores,
-                        qkv,
-                        &offsets,
-                        d,
-                        &mut out_row[head * d..][..d],
-                    );
-                }
-            });
-        out
+    /// `[rows, hidden]`.
+    fn attention(&self, qkv: &[f32], patches: usize) -> Vec<f32> {
+        span_attention(qkv, self.shape.hidden, self.shape.heads, |row| {
+            let first = row / patches * patches;
+            first..first + patches
+        })
     }
 
     /// Bytes of weights.

@@ -1,7 +1,8 @@
 //! llama.cpp's projector files (`mmproj-*.gguf`, written by `convert_hf_to_gguf.py --mmproj`):
 //! the vision tower and projector of a multimodal model, apart from its language model's GGUF.
 //!
-//! Only Gemma 3's (`clip.projector_type = gemma3`) is read. Its settings come from `clip.*`
+//! Gemma 3's (`clip.projector_type = gemma3`) is read here; Qwen2.5-VL's maps its own names
+//! onto the same file reader in `qwen2_5_vl/mmproj.rs`. Gemma 3's settings come from `clip.*`
 //! metadata ([`mmproj_config`]); its tensors are answered to the Hugging Face names the
 //! safetensors loader asks for ([`MmprojSource`], names in [`gguf_name`]), so one loader
 //! (`Gemma3VisionEncoder::from_source`) builds both. Layouts match Hugging Face's once ggml's
@@ -76,6 +77,18 @@ impl MmprojSource {
 
     fn path(&self) -> PathBuf {
         self.model.path().to_path_buf()
+    }
+
+    /// The tensor the file names `gguf`, as stored (other projectors' sources map their own
+    /// names onto it).
+    pub(crate) fn raw_gguf(&self, gguf: &str) -> Option<RawTensor<'_>> {
+        let (info, bytes) = self.model.tensor(gguf)?;
+        Some(RawTensor {
+            ggml_type: info.ggml_type,
+            shape: info.shape(),
+            bytes: Cow::Borrowed(bytes),
+            path: self.path(),
+        })
     }
 }
 

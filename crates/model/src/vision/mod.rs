@@ -5,19 +5,31 @@
 //! patch embedding, positions, encoder layers, post-norm), `encoder_layer.rs` (one layer:
 //! bidirectional attention and the GELU MLP), `layer_norm.rs`, `projector.rs` (Gemma 3's pooling,
 //! norm and projection), `gemma3.rs` (the two together, loaded from a checkpoint), `mmproj.rs`
-//! (llama.cpp's `mmproj-*.gguf` files: their metadata and tensor names).
+//! (llama.cpp's `mmproj-*.gguf` files: their metadata and tensor names), `attention.rs` (the
+//! bidirectional attention within spans that both encoders' layers share).
+//!
+//! Qwen2.5-VL (`qwen2_5_vl/`): [`Qwen2_5VisionEncoder`] (`load`, `load_gguf`, `from_source`,
+//! `image_features(patches, grid_thw)`) over `config.rs` ([`Qwen2_5VisionConfig`]), `layout.rs`
+//! (rotary positions, window order and attention spans), `block.rs` (a block: RMS norms, 2D
+//! rotary attention, SwiGLU MLP), `merger.rs` (the patch merger) and `mmproj.rs` (llama.cpp's
+//! `qwen2.5vl_merger` projector files). Its input is `sluice-vision`'s `Qwen2VlPreprocessor`
+//! patches.
 //!
 //! Every step works per row or per image with the kernels' fixed reduction orders, so an image's
 //! embeddings are the same bits alone or in a batch.
 
+mod attention;
 pub mod config;
 pub mod encoder_layer;
 pub mod gemma3;
 pub mod layer_norm;
 pub mod mmproj;
 pub mod projector;
+pub mod qwen2_5_vl;
 pub mod siglip;
 
 pub use config::VisionConfig;
 pub use gemma3::Gemma3VisionEncoder;
 pub use mmproj::MmprojPreprocessing;
+pub use qwen2_5_vl::config::Qwen2_5VisionConfig;
+pub use qwen2_5_vl::Qwen2_5VisionEncoder;

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod qwen_vision;
 pub mod vision;
 
 use std::path::PathBuf;
