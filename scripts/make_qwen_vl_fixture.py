@@ -12,10 +12,11 @@ several windows (some of them partial). `out_hidden_size` is the text hidden siz
 Text: hidden 64, 2 layers, 4 heads / 2 KV heads (head dim 16), `mrope_section` [2, 3, 3] (sums to
 head_dim / 2), the tokenizer of fixtures/models/qwen2 with Qwen2.5-VL's vision tokens added.
 
-Weights are saved as bf16, as the hub's Qwen2.5-VL checkpoints are, in transformers 5's layout
-(`model.visual.*`, `model.language_model.*`, `lm_head.*`) with config.json as transformers 5
-writes it (nested `text_config` / `vision_config`); the references come from that checkpoint loaded
-back in f32.
+Weights are saved as bf16, as the hub's Qwen2.5-VL checkpoints are. transformers 5.24 keeps its
+modules as `model.visual.*` and `model.language_model.*` but saves them under the hub's names
+(`visual.*`, `model.layers.*`, `model.embed_tokens.*`, `lm_head.*`); config.json is as transformers
+5 writes it (nested `text_config` / `vision_config`, `rope_parameters`). The references come from
+that checkpoint loaded back in f32.
 
 The tokenizer adds `<|vision_start|>`, `<|vision_end|>`, `<|vision_pad|>`, `<|image_pad|>`,
 `<|video_pad|>` (ids 512..516, in the order of the real tokenizer's 151652..151656); config.json
