@@ -7,9 +7,10 @@
 //! causally, as every other token: transformers' text model builds its plain causal mask
 //! whatever the tokens are, so an image needs no bidirectional span.
 //!
-//! Layouts: transformers 5 saves the module tree, `model.language_model.*` and
-//! `lm_head.weight` (the vision tower under `model.visual.*`); the hub's checkpoints keep the
-//! text model as `model.*` beside `visual.*` and `lm_head.weight`. A tied head (the 3B's) is the
+//! Layouts: the hub's checkpoints keep the text model as `model.*` beside `visual.*` and
+//! `lm_head.weight`, and transformers 5.24 saves those names too (its modules are
+//! `model.language_model.*` and `model.visual.*`, renamed on save); a save of the module tree as
+//! it is (transformers 4.52 to 4.57) has `model.language_model.*`. A tied head (the 3B's) is the
 //! embedding whatever the layout.
 
 use super::language_model::{TextModel, TextModelLayout};
@@ -20,14 +21,15 @@ use crate::decoder::Decoder;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
 
-/// Where a checkpoint keeps the text model's `model.*` tensors and its `lm_head.weight`.
+/// Where a checkpoint keeps the text model's `model.*` tensors and its `lm_head.weight`, most
+/// common first.
 const LAYOUTS: [TextModelLayout; 2] = [
     TextModelLayout {
-        model: "model.language_model.",
+        model: "model.",
         head: "lm_head.weight",
     },
     TextModelLayout {
-        model: "model.",
+        model: "model.language_model.",
         head: "lm_head.weight",
     },
 ];
