@@ -171,6 +171,9 @@ impl Batch {
             let pos = first_position + i;
             self.token_ids.push(t);
             self.positions.push(pos as u32);
+            if !self.mrope_positions.is_empty() {
+                self.mrope_positions.push([pos as u32; 3]);
+            }
             for (slots, table) in self.slot_mappings.iter_mut().zip(&tables) {
                 slots.push(slot(table, pos, block_size) as u32);
             }
@@ -201,8 +204,8 @@ impl Batch {
 
     /// Gives the rows `first_row..first_row + positions.len()` these multimodal rotary
     /// positions (a Qwen2.5-VL sequence with images: `crate::mrope::MropePositions::rows`). The
-    /// batch's other rows keep `[p, p, p]`, `p` their `positions` entry, so push every sequence
-    /// first.
+    /// batch's other rows, and those of sequences pushed later, take `[p, p, p]`, `p` their
+    /// `positions` entry.
     pub fn set_mrope_positions(&mut self, first_row: usize, positions: &[[u32; 3]]) {
         if self.mrope_positions.is_empty() {
             self.mrope_positions = self.positions.iter().map(|&p| [p; 3]).collect();
@@ -281,15 +284,23 @@ mod tests {
     }
 
     #[test]
-    fn mrope_positions_default_every_other_row_to_its_position() {
+    fn rows_without_mrope_positions_take_their_position_in_every_component() {
         let mut b = Batch::default();
         b.push_sequence(&[1, 2], 5, vec![0, 1], 4, true);
         b.push_sequence(&[3, 4, 5], 0, vec![2], 4, true);
         assert!(b.mrope_positions.is_empty());
         b.set_mrope_positions(3, &[[1, 2, 3], [1, 2, 4]]);
+        b.push_sequence(&[6], 9, vec![3, 4, 5], 4, true);
         assert_eq!(
             b.mrope_positions,
-            [[5, 5, 5], [6, 6, 6], [0, 0, 0], [1, 2, 3], [1, 2, 4]]
+            [
+                [5, 5, 5],
+                [6, 6, 6],
+                [0, 0, 0],
+                [1, 2, 3],
+                [1, 2, 4],
+                [9, 9, 9]
+            ]
         );
     }
 

@@ -269,8 +269,9 @@ fn chunks_cut_anywhere_give_the_same_bits() {
     }
 }
 
-/// An image prompt's rows get the same bits alone and in a batch after a text sequence, whose
-/// rows then take `[p, p, p]` (and the text the same bits as alone).
+/// An image prompt's rows get the same bits alone and in a batch before or after a text
+/// sequence, whose rows take `[p, p, p]` (pushed after the image's positions were set, too), and
+/// the text the same bits as alone.
 #[test]
 fn an_image_prompt_has_the_same_bits_beside_a_text_sequence() {
     let (model, reference) = (model(), reference());
@@ -287,24 +288,35 @@ fn an_image_prompt_has_the_same_bits_beside_a_text_sequence() {
         model.forward(&batch, &mut kv).unwrap().data
     };
     let hidden = model.config().hidden_size;
-    let mut kv = cache(&model);
-    let mut pool = BlockPool::new(kv.num_blocks());
-    let mut batch = Batch::default();
-    Sequence::new(text.clone()).schedule(text.len(), &mut pool, &mut batch);
-    let offset = batch.num_tokens();
-    Sequence::new(prompt.input_ids.clone()).schedule(n, &mut pool, &mut batch);
-    for (run, values) in prompt.image_runs().iter().zip(prompt.features(&reference)) {
-        (batch.input_embeddings).push_run(offset + run.start, values, hidden);
-    }
     let mrope = prompt.mrope(reference.merge_size);
-    batch.set_mrope_positions(offset, &mrope.rows(0, n));
-    batch.logits_indices = (0..text.len()).chain(offset..offset + n).collect();
-    let out = model.forward(&batch, &mut kv).unwrap();
-    assert!(out.data[..text.len() * out.vocab_size] == text_alone[..]);
-    let rows: Vec<Vec<f32>> = (text.len()..text.len() + n)
-        .map(|r| out.row(r).to_vec())
-        .collect();
-    assert!(rows == alone);
+    for text_first in [true, false] {
+        let mut kv = cache(&model);
+        let mut pool = BlockPool::new(kv.num_blocks());
+        let mut batch = Batch::default();
+        if text_first {
+            Sequence::new(text.clone()).schedule(text.len(), &mut pool, &mut batch);
+        }
+        let offset = batch.num_tokens();
+        Sequence::new(prompt.input_ids.clone()).schedule(n, &mut pool, &mut batch);
+        for (run, values) in prompt.image_runs().iter().zip(prompt.features(&reference)) {
+            (batch.input_embeddings).push_run(offset + run.start, values, hidden);
+        }
+        batch.set_mrope_positions(offset, &mrope.rows(0, n));
+        if !text_first {
+            Sequence::new(text.clone()).schedule(text.len(), &mut pool, &mut batch);
+        }
+        let text_rows = if text_first { 0 } else { n };
+        batch.logits_indices = (offset..offset + n)
+            .chain(text_rows..text_rows + text.len())
+            .collect();
+        let out = model.forward(&batch, &mut kv).unwrap();
+        let rows: Vec<Vec<f32>> = (0..n).map(|r| out.row(r).to_vec()).collect();
+        assert!(rows == alone, "image prompt, text first: {text_first}");
+        assert!(
+            out.data[n * out.vocab_size..] == text_alone[..],
+            "text first: {text_first}"
+        );
+    }
 }
 
 /// The fixture's tensors (the hub's names, `model.layers.*`) under the module tree's
