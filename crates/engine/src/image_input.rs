@@ -91,6 +91,12 @@ impl ImageInput {
         };
         let encoder = match kind {
             VisionEncoderKind::Gemma3 => Gemma3VisionEncoder::load(dir, dtype)?,
+            VisionEncoderKind::Qwen2_5Vl => {
+                return Err(LoadError::Config {
+                    path: dir.to_path_buf(),
+                    message: "Qwen2.5-VL's vision encoder is not wired into the engine yet".into(),
+                })
+            }
         };
         let preprocessor = SiglipPreprocessor::from_model_dir(dir).map_err(config_error)?;
         let prompt = Gemma3ImagePrompt::from_model_dir(dir).map_err(config_error)?;

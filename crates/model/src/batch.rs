@@ -79,6 +79,12 @@ pub struct Batch {
     /// within its layer's sliding window. Each span lies in one sequence's rows of this batch,
     /// so the engine must never split such a run across prefill chunks. Usually empty.
     pub bidirectional_spans: Vec<Range<usize>>,
+    /// Multimodal RoPE (Qwen2.5-VL): each token's `[temporal, height, width]` rotary position,
+    /// `[num_tokens]`, or empty when every component of every token is its `positions` entry
+    /// (text). Only the rotation reads these; cache slots, causality and windows follow
+    /// `positions`. A model whose RoPE takes one position ignores them. Set with
+    /// [`Batch::set_mrope_positions`].
+    pub mrope_positions: Vec<[u32; 3]>,
 }
 
 /// Embeddings that replace rows' token embeddings: row `rows[i]` of the batch starts the
@@ -165,6 +171,9 @@ impl Batch {
             let pos = first_position + i;
             self.token_ids.push(t);
             self.positions.push(pos as u32);
+            if !self.mrope_positions.is_empty() {
+                self.mrope_positions.push([pos as u32; 3]);
+            }
             for (slots, table) in self.slot_mappings.iter_mut().zip(&tables) {
                 slots.push(slot(table, pos, block_size) as u32);
             }
@@ -191,6 +200,17 @@ impl Batch {
     /// The slot of each token in the full group's pool.
     pub fn slot_mapping(&self) -> &[u32] {
         self.slots(FULL_GROUP)
+    }
+
+    /// Gives the rows `first_row..first_row + positions.len()` these multimodal rotary
+    /// positions (a Qwen2.5-VL sequence with images: `crate::mrope::MropePositions::rows`). The
+    /// batch's other rows, and those of sequences pushed later, take `[p, p, p]`, `p` their
+    /// `positions` entry.
+    pub fn set_mrope_positions(&mut self, first_row: usize, positions: &[[u32; 3]]) {
+        if self.mrope_positions.is_empty() {
+            self.mrope_positions = self.positions.iter().map(|&p| [p; 3]).collect();
+        }
+        self.mrope_positions[first_row..][..positions.len()].copy_from_slice(positions);
     }
 
     /// Gemma 3's image rows: the `values.len() / hidden` rows from `first_row` on take `values`
@@ -261,6 +281,27 @@ mod tests {
         // A group the sequences carry no table for is addressed through the full group's.
         assert_eq!(b.slots(2), b.slots(0));
         assert_eq!(b.seqs[0].table(2), [5, 2]);
+    }
+
+    #[test]
+    fn rows_without_mrope_positions_take_their_position_in_every_component() {
+        let mut b = Batch::default();
+        b.push_sequence(&[1, 2], 5, vec![0, 1], 4, true);
+        b.push_sequence(&[3, 4, 5], 0, vec![2], 4, true);
+        assert!(b.mrope_positions.is_empty());
+        b.set_mrope_positions(3, &[[1, 2, 3], [1, 2, 4]]);
+        b.push_sequence(&[6], 9, vec![3, 4, 5], 4, true);
+        assert_eq!(
+            b.mrope_positions,
+            [
+                [5, 5, 5],
+                [6, 6, 6],
+                [0, 0, 0],
+                [1, 2, 3],
+                [1, 2, 4],
+                [9, 9, 9]
+            ]
+        );
     }
 
     #[test]

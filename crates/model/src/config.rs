@@ -97,6 +97,10 @@ pub struct RopeConfig {
     /// How many leading features of each head rotate, when not all of them
     /// (`partial_rotary_factor`, GGUF `rope.dimension_count`); the rest pass through.
     pub rotary_dim: Option<usize>,
+    /// Multimodal RoPE (Qwen2-VL, Qwen2.5-VL: `mrope_section`): the `rotary_dim / 2` frequency
+    /// pairs split into three runs of these lengths, rotated by a token's temporal, height and
+    /// width position respectively (`Batch::mrope_positions`); `None` for one position.
+    pub mrope_section: Option<[usize; 3]>,
 }
 
 /// Everything the runtime needs from a model directory's configuration files.

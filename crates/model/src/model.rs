@@ -130,6 +130,10 @@ impl Model {
         if batch.positions.len() != n {
             return inconsistent(format!("{n} tokens, {} positions", batch.positions.len()));
         }
+        let mrope = batch.mrope_positions.len();
+        if mrope != 0 && mrope != n {
+            return inconsistent(format!("{n} tokens, {mrope} multimodal rotary positions"));
+        }
         let groups = &kv.pools().groups;
         let tables = batch.slot_mappings.len();
         if n > 0 && (tables == 0 || tables > groups.len()) {

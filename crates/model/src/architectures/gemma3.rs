@@ -126,11 +126,13 @@ mod tests {
             theta: 1_000_000.0,
             scaling: RopeScaling::Linear { factor: 8.0 },
             rotary_dim: None,
+            mrope_section: None,
         };
         let local = RopeConfig {
             theta: 10_000.0,
             scaling: RopeScaling::Default,
             rotary_dim: None,
+            mrope_section: None,
         };
         assert_eq!(plan.layers[2].rope, global);
         assert_eq!(plan.layers[0].rope, local);

@@ -11,7 +11,8 @@
 //! (`model.*`). A tied head (Gemma 3's) is the embedding whatever the layout.
 
 use super::gemma3;
-use crate::checkpoint::{RawTensor, TensorSource};
+use super::language_model::{TextModel, TextModelLayout};
+use crate::checkpoint::TensorSource;
 use crate::config::ModelConfig;
 use crate::decoder::Decoder;
 use crate::error::LoadError;
@@ -40,55 +41,13 @@ pub fn load(
     config: &ModelConfig,
     dtype: Option<WeightDtype>,
 ) -> Result<Decoder, LoadError> {
-    let layout = (LAYOUTS.iter())
-        .find(|l| source.contains(&format!("{}embed_tokens.weight", l.model)))
-        .unwrap_or(&LAYOUTS[0]);
-    gemma3::load(&TextModel { source, layout }, config, dtype)
-}
-
-/// The prefixes of one checkpoint layout.
-#[derive(Debug)]
-struct TextModelLayout {
-    /// Stands for a text checkpoint's `model.`.
-    model: &'static str,
-    /// Stands for a text checkpoint's `lm_head.weight`.
-    head: &'static str,
-}
-
-/// A multimodal checkpoint seen as a text checkpoint: the decoder asks for `model.*` and
-/// `lm_head.weight` and gets the text model's tensors.
-struct TextModel<'a> {
-    source: &'a dyn TensorSource,
-    layout: &'a TextModelLayout,
-}
-
-impl TextModel<'_> {
-    fn name(&self, name: &str) -> String {
-        match name.strip_prefix("model.") {
-            Some(rest) => format!("{}{rest}", self.layout.model),
-            None if name == "lm_head.weight" => self.layout.head.to_owned(),
-            None => name.to_owned(),
-        }
-    }
-}
-
-impl TensorSource for TextModel<'_> {
-    fn raw(&self, name: &str, expected_shape: &[usize]) -> Result<RawTensor<'_>, LoadError> {
-        self.source.raw(&self.name(name), expected_shape)
-    }
-
-    fn contains(&self, name: &str) -> bool {
-        self.source.contains(&self.name(name))
-    }
-
-    fn norm_weights_include_one(&self) -> bool {
-        self.source.norm_weights_include_one()
-    }
+    gemma3::load(&TextModel::detect(source, &LAYOUTS), config, dtype)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::architectures::language_model::tests::{mapped, Names};
     use crate::config::{LayerType, RopeScaling, WeightCapacity};
 
     /// google/gemma-3-4b-it's config.json (written by transformers 4.50): the text model's
@@ -134,37 +93,17 @@ mod tests {
 
     #[test]
     fn text_names_map_into_each_layout() {
-        struct Nothing;
-        impl TensorSource for Nothing {
-            fn raw(&self, name: &str, _: &[usize]) -> Result<RawTensor<'_>, LoadError> {
-                Err(LoadError::MissingTensor {
-                    path: Default::default(),
-                    tensor: name.into(),
-                })
-            }
-            fn contains(&self, _: &str) -> bool {
-                false
-            }
-        }
-        let names = |layout| {
-            let view = TextModel {
-                source: &Nothing,
-                layout,
-            };
-            [
-                view.name("model.layers.0.self_attn.q_proj.weight"),
-                view.name("lm_head.weight"),
-            ]
-        };
+        let hub = Names(&["language_model.model.embed_tokens.weight"]);
         assert_eq!(
-            names(&LAYOUTS[0]),
+            mapped(&hub, &LAYOUTS),
             [
                 "language_model.model.layers.0.self_attn.q_proj.weight",
                 "language_model.lm_head.weight"
             ]
         );
+        let module_tree = Names(&["model.language_model.embed_tokens.weight"]);
         assert_eq!(
-            names(&LAYOUTS[1]),
+            mapped(&module_tree, &LAYOUTS),
             [
                 "model.language_model.layers.0.self_attn.q_proj.weight",
                 "lm_head.weight"

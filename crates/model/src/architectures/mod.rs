@@ -8,12 +8,14 @@
 
 pub mod gemma3;
 pub mod gemma3_vision;
+mod language_model;
 pub mod llama;
 pub mod mistral;
 pub mod mixtral;
 pub mod olmoe;
 pub mod phi3;
 pub mod qwen2;
+pub mod qwen2_5_vl;
 pub mod qwen2_moe;
 pub mod qwen3;
 pub mod qwen3_moe;

@@ -12,7 +12,8 @@ use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
 
 use super::{
-    gemma3, gemma3_vision, llama, mistral, mixtral, olmoe, phi3, qwen2, qwen2_moe, qwen3, qwen3_moe,
+    gemma3, gemma3_vision, llama, mistral, mixtral, olmoe, phi3, qwen2, qwen2_5_vl, qwen2_moe,
+    qwen3, qwen3_moe,
 };
 
 /// Builds an architecture's decoder from a checkpoint (each architecture file's `load`).
@@ -48,6 +49,10 @@ pub enum VisionEncoderKind {
     /// Gemma 3's SigLIP tower and projector (`vision::Gemma3VisionEncoder`): a fixed number of
     /// soft tokens per image between `<start_of_image>` and `<end_of_image>`.
     Gemma3,
+    /// Qwen2.5-VL's vision transformer and patch merger: one `<|image_pad|>` token per merged
+    /// patch between `<|vision_start|>` and `<|vision_end|>`, as many as the image's size
+    /// gives; its tokens take multimodal RoPE positions (`crate::mrope`).
+    Qwen2_5Vl,
 }
 
 /// The GGUF files an architecture is loaded from.
@@ -118,9 +123,16 @@ const GEMMA3_TEXT_DEFAULTS: &str = r#"{"vocab_size": 262208, "hidden_size": 2304
     "rms_norm_eps": 1e-6, "tie_word_embeddings": true, "bos_token_id": 2, "eos_token_id": 1,
     "sliding_window": 4096}"#;
 
+/// How Qwen2's configs read.
+const QWEN2_CONFIG: ConfigSpec = ConfigSpec {
+    window: SlidingWindow::OptIn,
+    attention_bias: AttentionBias::QkvOnly,
+    ..ConfigSpec::PLAIN
+};
+
 /// Every architecture, by Hugging Face name. To add one, write its file in `architectures/` and
 /// a row here.
-const TABLE: [ArchitectureSpec; 11] = [
+const TABLE: [ArchitectureSpec; 12] = [
     ArchitectureSpec {
         config: GEMMA3_CONFIG,
         // llama.cpp: local RoPE base `rope.freq_base_swa` (else 10000), layer pattern
@@ -176,17 +188,25 @@ const TABLE: [ArchitectureSpec; 11] = [
         ..dense("Phi3ForCausalLM", phi3::load)
     },
     ArchitectureSpec {
-        config: ConfigSpec {
-            window: SlidingWindow::OptIn,
-            attention_bias: AttentionBias::QkvOnly,
-            ..ConfigSpec::PLAIN
-        },
+        config: QWEN2_CONFIG,
         gguf: Some(GgufSpec::plain("qwen2")),
         ..dense("Qwen2ForCausalLM", qwen2::load)
     },
     ArchitectureSpec {
         moe: FOLLOWS_NORM_TOPK_PROB,
         ..dense("Qwen2MoeForCausalLM", qwen2_moe::load)
+    },
+    // The language model alone; images enter as embeddings with multimodal RoPE positions.
+    // (llama.cpp's `qwen2vl` files are not read yet.)
+    ArchitectureSpec {
+        config: ConfigSpec {
+            // `Qwen2_5_VLTextConfig`'s base and `Qwen2_5_VLRotaryEmbedding`'s split.
+            rope_theta: 1_000_000.0,
+            mrope_section: Some([16, 24, 24]),
+            ..QWEN2_CONFIG
+        },
+        vision: Some(VisionEncoderKind::Qwen2_5Vl),
+        ..dense("Qwen2_5_VLForConditionalGeneration", qwen2_5_vl::load)
     },
     ArchitectureSpec {
         config: ConfigSpec {

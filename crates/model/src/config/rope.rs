@@ -67,6 +67,8 @@ pub(super) fn parse_rope(
     let params = parameters.or(present(&raw.rope_scaling));
     let mut global = rope_from(params.as_ref(), raw.rope_theta, global_theta, raw)?;
     global.rotary_dim = rotary_dim(params.as_ref(), raw, head_dim)?;
+    let pairs = global.rotary_dim.unwrap_or(head_dim) / 2;
+    global.mrope_section = mrope_section(params.as_ref(), spec, pairs)?;
     if let RopeScaling::LongRope(long) = &global.scaling {
         let pairs = global.rotary_dim.unwrap_or(head_dim) / 2;
         if long.short_factor.len() != pairs || long.long_factor.len() != pairs {
@@ -83,6 +85,7 @@ pub(super) fn parse_rope(
         theta,
         scaling: RopeScaling::Default,
         rotary_dim: None,
+        mrope_section: None,
     });
     Ok((global, local))
 }
@@ -106,6 +109,7 @@ fn rope_from(
             theta,
             scaling: RopeScaling::Default,
             rotary_dim: None,
+            mrope_section: None,
         });
     };
     let rope_type = params
@@ -132,12 +136,16 @@ fn rope_from(
         },
         // Phi-3's 4.x configs call it `su`; transformers reads both as `longrope`.
         "longrope" | "su" => RopeScaling::LongRope(longrope(params, raw)?),
+        // Qwen2-VL's 4.x configs name their multimodal RoPE `mrope`: default frequencies, with
+        // the `mrope_section` split read beside them.
+        "mrope" => RopeScaling::Default,
         other => return Err(format!("unsupported rope_type `{other}`")),
     };
     Ok(RopeConfig {
         theta,
         scaling,
         rotary_dim: None,
+        mrope_section: None,
     })
 }
 
@@ -180,6 +188,38 @@ fn longrope(params: &Value, raw: &RawConfig) -> Result<LongRope, String> {
         original_max_position_embeddings: original,
         attention_factor: attention_factor as f32,
     })
+}
+
+/// Multimodal RoPE's split of the `pairs` frequency pairs into temporal, height and width runs:
+/// `mrope_section` of the RoPE parameters (4.x `rope_scaling`, 5.x `rope_parameters`), else the
+/// architecture's default. The runs must cover the pairs exactly, as transformers' split of the
+/// frequencies requires.
+fn mrope_section(
+    params: Option<&Value>,
+    spec: &ConfigSpec,
+    pairs: usize,
+) -> Result<Option<[usize; 3]>, String> {
+    let section = match params.and_then(|p| p.get("mrope_section")) {
+        None | Some(Value::Null) => spec.mrope_section,
+        Some(given) => {
+            let runs: Option<Vec<usize>> = (given.as_array().into_iter().flatten())
+                .map(|v| v.as_u64().and_then(|n| usize::try_from(n).ok()))
+                .collect();
+            match runs.as_deref() {
+                Some(&[t, h, w]) => Some([t, h, w]),
+                _ => return Err(format!("mrope_section {given} must be three counts")),
+            }
+        }
+    };
+    match section {
+        Some(runs) if runs.iter().try_fold(0usize, |a, &r| a.checked_add(r)) != Some(pairs) => {
+            Err(format!(
+                "mrope_section {runs:?} must add up to the {pairs} rotary frequency pairs \
+                 (half the rotated features of a head)"
+            ))
+        }
+        section => Ok(section),
+    }
 }
 
 /// The rotated features of each head when `partial_rotary_factor` (in the RoPE parameters, or

@@ -27,6 +27,10 @@ pub struct ConfigSpec {
     /// `text_config`: the text config class's defaults (a JSON object), for the fields the
     /// nested object leaves out, as the hub's checkpoints do.
     pub text_config_defaults: Option<&'static str>,
+    /// Multimodal RoPE's split of the frequency pairs when the RoPE parameters state no
+    /// `mrope_section` (Qwen2.5-VL's rotary embedding falls back to `[16, 24, 24]`); `None`
+    /// for an architecture whose RoPE takes one position.
+    pub mrope_section: Option<[usize; 3]>,
 }
 
 impl ConfigSpec {
@@ -39,6 +43,7 @@ impl ConfigSpec {
         attention_bias: AttentionBias::FromConfig,
         query_pre_attn_scalar: None,
         text_config_defaults: None,
+        mrope_section: None,
     };
 
     /// The layer pattern when neither `layer_types` nor `sliding_window_pattern` is given: every

@@ -159,6 +159,7 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
                 .map_or(default, as_written),
             scaling: RopeScaling::Default,
             rotary_dim,
+            mrope_section: None,
         }),
         None => None,
     };
@@ -315,6 +316,7 @@ fn rope_config(meta: &Metadata, arch: &str, model: &GgufModel) -> Result<RopeCon
         theta,
         scaling,
         rotary_dim: None,
+        mrope_section: None,
     })
 }
 
