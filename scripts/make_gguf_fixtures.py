@@ -55,6 +55,8 @@ QUANTIZED = {
 # query_pre_attn_scalar 24 have no GGUF keys (llama.cpp assumes 6 and head_dim); gemma3-p6 is
 # the convertible one.
 UNCONVERTIBLE = {"qwen3-moe", "gemma3"}
+# Multimodal fixtures: their language model and projector files come from make_mmproj_fixtures.py.
+MULTIMODAL = {"gemma3-vision", "qwen2_5-vl"}
 
 
 def llama_bin() -> Path:
@@ -128,7 +130,7 @@ def main() -> None:
         write_moe_quant_model()
     for name in sorted(p.name for p in MODELS.iterdir()):
         out = OUT / f"{name}-f16.gguf"
-        if name in UNCONVERTIBLE:
+        if name in UNCONVERTIBLE or name in MULTIMODAL:
             continue
         if name in (QUANT_MODEL, MOE_QUANT_MODEL) or "--force" in sys.argv or not out.exists():
             convert(MODELS / name, out, "f16")

@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Writes the GGUF conversion of fixtures/models/gemma3-vision with llama.cpp's own converter:
+"""Writes the GGUF conversion of the multimodal fixtures with llama.cpp's own converter, as users
+get them: the language model and, with `--mmproj`, the image encoder's projector file.
+
+fixtures/models/gemma3-vision:
 
 - `fixtures/gguf/gemma3-vision-f16.gguf`: the language model (`gemma3` architecture), as users
   run it with llama-server beside an mmproj file. It is not the checkpoint's text model: the
@@ -18,9 +21,21 @@ converter's name map does not know; the hub's checkpoints say `vision_tower.visi
 The conversion runs on a temporary copy whose tensors are renamed to the hub's layout (values
 untouched), which is what users convert.
 
+fixtures/models/qwen2_5-vl (hub layout already: `model.*`, `visual.*`, `lm_head.weight`):
+
+- `fixtures/gguf/qwen2_5-vl-{f16,q8_0}.gguf`: the language model, `general.architecture =
+  qwen2vl`, the M-RoPE split as `qwen2vl.rope.dimension_sections` (the config's three runs
+  padded with a 0 to four), Q/K rows as the checkpoint has them (no permutation), no
+  `vocab_size` key. bf16 weights are exact in f16 but some subnormals (off by at most 3e-8, in
+  `output`, `ffn_down`); the q8_0 file is llama-quantize's Q8_0 of the
+  f16 one (norms and biases stay f32), as gemma3-p6's is.
+- `fixtures/gguf/mmproj-qwen2_5-vl-f16.gguf`: the vision transformer and merger,
+  `clip.projector_type = qwen2.5vl_merger` (see docs/model.md for its keys and tensor names).
+
 Usage: /work/bench-venv/bin/python scripts/make_mmproj_fixtures.py
-(needs torch, transformers, safetensors and the llama.cpp source that ../shared/peers/
-llama-server.sh unpacks; ../shared/peers/to-gguf.py runs the converter)
+(needs torch, transformers, safetensors, the llama.cpp source and `llama-quantize` that
+../shared/peers/llama-server.sh unpacks and builds; ../shared/peers/to-gguf.py runs the
+converter)
 """
 
 import shutil
@@ -33,6 +48,7 @@ from safetensors.torch import load_file, save_file
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "fixtures" / "models" / "gemma3-vision"
+QWEN_VL = ROOT / "fixtures" / "models" / "qwen2_5-vl"
 OUT = ROOT / "fixtures" / "gguf"
 PEERS = ROOT.parent / "shared" / "peers"
 if not PEERS.exists():
@@ -62,6 +78,14 @@ def convert(model_dir: Path, out: Path, outtype: str, *extra: str) -> None:
     print(f"{out.relative_to(ROOT)}: {out.stat().st_size} bytes")
 
 
+def quantize(base: Path, out: Path, qtype: str) -> None:
+    """llama-quantize's `qtype` preset of `base`."""
+    bins = subprocess.run([str(PEERS / "llama-server.sh")], check=True, capture_output=True, text=True)
+    quantize = Path(bins.stdout.strip().splitlines()[-1]) / "llama-quantize"
+    subprocess.run([str(quantize), str(base), str(out), qtype], check=True, capture_output=True)
+    print(f"{out.relative_to(ROOT)}: {out.stat().st_size} bytes")
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -69,6 +93,9 @@ def main() -> None:
         convert(copy, OUT / "gemma3-vision-f16.gguf", "f16")
         for outtype in ["f16", "q8_0"]:
             convert(copy, OUT / f"mmproj-gemma3-vision-{outtype}.gguf", outtype, "--mmproj")
+    convert(QWEN_VL, OUT / "qwen2_5-vl-f16.gguf", "f16")
+    quantize(OUT / "qwen2_5-vl-f16.gguf", OUT / "qwen2_5-vl-q8_0.gguf", "Q8_0")
+    convert(QWEN_VL, OUT / "mmproj-qwen2_5-vl-f16.gguf", "f16", "--mmproj")
 
 
 if __name__ == "__main__":

@@ -7,152 +7,13 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::ops::Range;
-
-use common::{argmax, cache, fixture_dir, BlockPool, Sequence};
-use serde::Deserialize;
+use common::qwen2_5_vl::{greedy_continuation, max_diff, reference, run_prompt, FIXTURE};
+use common::{cache, fixture_dir, BlockPool, Sequence};
 use sluice_model::checkpoint::{Checkpoint, RawTensor, TensorSource};
-use sluice_model::{
-    prompt_positions, Batch, KvCache, LoadError, LoadOptions, Model, ModelConfig, MropePositions,
-    PromptImage,
-};
-
-const FIXTURE: &str = "qwen2_5-vl";
-
-#[derive(Deserialize)]
-struct Reference {
-    merge_size: usize,
-    images: BTreeMap<String, ImageReference>,
-    prompt: PromptReference,
-    two_images: PromptReference,
-}
-
-#[derive(Deserialize)]
-struct ImageReference {
-    /// `[tokens, text hidden]`: `get_image_features`' output for this image alone.
-    features: Vec<f32>,
-}
-
-/// A prompt as `Qwen2_5_VLProcessor` expanded it, and what transformers computed from it.
-#[derive(Deserialize)]
-struct PromptReference {
-    images: Vec<String>,
-    input_ids: Vec<u32>,
-    /// 1 at the `<|image_pad|>` tokens.
-    mm_token_type_ids: Vec<u32>,
-    image_grid_thw: Vec<[usize; 3]>,
-    /// `[3, prompt_len]`: `get_rope_index`'s temporal, height and width positions.
-    position_ids: [Vec<u32>; 3],
-    rope_deltas: i64,
-    /// `[prompt_len, vocab]`.
-    logits: Vec<Vec<f32>>,
-    greedy_tokens: Vec<u32>,
-}
-
-impl PromptReference {
-    /// Each image's `<|image_pad|>` rows, in order.
-    fn image_runs(&self) -> Vec<Range<usize>> {
-        let mut runs: Vec<Range<usize>> = Vec::new();
-        for (i, &t) in self.mm_token_type_ids.iter().enumerate() {
-            match runs.last_mut() {
-                Some(run) if t == 1 && run.end == i => run.end = i + 1,
-                _ if t == 1 => runs.push(i..i + 1),
-                _ => {}
-            }
-        }
-        runs
-    }
-
-    fn prompt_images(&self) -> Vec<PromptImage> {
-        (self.image_runs().iter().zip(&self.image_grid_thw))
-            .map(|(run, &grid_thw)| PromptImage {
-                start: run.start,
-                grid_thw,
-            })
-            .collect()
-    }
-
-    fn mrope(&self, merge: usize) -> MropePositions {
-        MropePositions::new(self.input_ids.len(), &self.prompt_images(), merge).unwrap()
-    }
-
-    /// The features of its images, in order, `[image tokens, hidden]` each.
-    fn features<'a>(&self, reference: &'a Reference) -> Vec<&'a [f32]> {
-        (self.images.iter())
-            .map(|name| reference.images[name].features.as_slice())
-            .collect()
-    }
-}
-
-fn reference() -> Reference {
-    let text = std::fs::read_to_string(fixture_dir(FIXTURE).join("reference.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
+use sluice_model::{prompt_positions, Batch, LoadError, LoadOptions, Model, ModelConfig};
 
 fn model() -> Model {
     Model::load(&fixture_dir(FIXTURE), &LoadOptions::default()).expect("load the text model")
-}
-
-/// The prompt's logits at every row, fed in chunks ending at `cuts` (the last at the prompt's
-/// end), each chunk with its image rows' features and its rows' 3-D positions; and the cache and
-/// sequence to continue from. `positions: false` leaves out the 3-D positions (plain RoPE by
-/// token index).
-struct Run {
-    logits: Vec<Vec<f32>>,
-    kv: KvCache,
-    pool: BlockPool,
-    seq: Sequence,
-}
-
-fn run_prompt(
-    model: &Model,
-    reference: &Reference,
-    prompt: &PromptReference,
-    cuts: &[usize],
-    positions: bool,
-) -> Run {
-    let hidden = model.config().hidden_size;
-    let mrope = prompt.mrope(reference.merge_size);
-    let features = prompt.features(reference);
-    let runs = prompt.image_runs();
-    let mut kv = cache(model);
-    let mut pool = BlockPool::new(kv.num_blocks());
-    let mut seq = Sequence::new(prompt.input_ids.clone());
-    let mut logits = Vec::new();
-    for &end in cuts {
-        let start = seq.num_computed;
-        let mut batch = Batch::default();
-        seq.schedule(end - start, &mut pool, &mut batch);
-        batch.logits_indices = (0..end - start).collect();
-        for (run, values) in runs.iter().zip(&features) {
-            // The part of the image in this chunk.
-            let (first, last) = (run.start.max(start), run.end.min(end));
-            if first < last {
-                let rows = &values[(first - run.start) * hidden..(last - run.start) * hidden];
-                batch.input_embeddings.push_run(first - start, rows, hidden);
-            }
-        }
-        if positions {
-            batch.set_mrope_positions(0, &mrope.rows(start, end - start));
-        }
-        let out = model.forward(&batch, &mut kv).unwrap();
-        logits.extend((0..out.rows()).map(|r| out.row(r).to_vec()));
-    }
-    Run {
-        logits,
-        kv,
-        pool,
-        seq,
-    }
-}
-
-/// Largest `|ours - transformers|` over every position's logits.
-fn max_diff(ours: &[Vec<f32>], expected: &[Vec<f32>]) -> f32 {
-    assert_eq!(ours.len(), expected.len());
-    (ours.iter().zip(expected))
-        .flat_map(|(a, b)| a.iter().zip(b).map(|(a, b)| (a - b).abs()))
-        .fold(0.0, f32::max)
 }
 
 /// transformers runs in f32 with its own summation orders; the references keep 5 decimals of the
@@ -224,25 +85,7 @@ fn prompts_with_images_give_transformers_logits() {
 fn greedy_continuations_decode_at_index_plus_rope_delta() {
     let (model, reference) = (model(), reference());
     for prompt in [&reference.prompt, &reference.two_images] {
-        let n = prompt.input_ids.len();
-        let mrope = prompt.mrope(reference.merge_size);
-        let Run {
-            logits,
-            mut kv,
-            mut pool,
-            mut seq,
-        } = run_prompt(&model, &reference, prompt, &[n], true);
-        let mut generated = vec![argmax(logits.last().unwrap())];
-        while generated.len() < prompt.greedy_tokens.len() {
-            let index = seq.tokens.len();
-            seq.tokens.push(*generated.last().unwrap());
-            let mut batch = Batch::default();
-            seq.schedule(1, &mut pool, &mut batch);
-            let position = (index as i64 + prompt.rope_deltas) as u32;
-            assert_eq!(mrope.rows(index, 1), [[position; 3]]);
-            batch.set_mrope_positions(0, &mrope.rows(index, 1));
-            generated.push(argmax(model.forward(&batch, &mut kv).unwrap().row(0)));
-        }
+        let generated = greedy_continuation(&model, &reference, prompt);
         assert_eq!(generated, prompt.greedy_tokens);
     }
 }

@@ -197,7 +197,6 @@ const TABLE: [ArchitectureSpec; 12] = [
         ..dense("Qwen2MoeForCausalLM", qwen2_moe::load)
     },
     // The language model alone; images enter as embeddings with multimodal RoPE positions.
-    // (llama.cpp's `qwen2vl` files are not read yet.)
     ArchitectureSpec {
         config: ConfigSpec {
             // `Qwen2_5_VLTextConfig`'s base and `Qwen2_5_VLRotaryEmbedding`'s split.
@@ -205,6 +204,12 @@ const TABLE: [ArchitectureSpec; 12] = [
             mrope_section: Some([16, 24, 24]),
             ..QWEN2_CONFIG
         },
+        // llama.cpp's `qwen2vl` files (Qwen2-VL's and Qwen2.5-VL's language model): the split as
+        // `rope.dimension_sections`; Q/K rows as the checkpoint's, since llama.cpp's multimodal
+        // RoPE rotates halves as transformers does (the converter permutes `llama` files only).
+        // The image encoder is a separate projector file (`clip.projector_type` `qwen2vl_merger`
+        // or `qwen2.5vl_merger`).
+        gguf: Some(GgufSpec::plain("qwen2vl")),
         vision: Some(VisionEncoderKind::Qwen2_5Vl),
         ..dense("Qwen2_5_VLForConditionalGeneration", qwen2_5_vl::load)
     },

@@ -14,11 +14,15 @@
 //! from `attention.sliding_window_pattern` (else the registry's), and scales scores by
 //! `head_dim^-½` (the converter writes no `query_pre_attn_scalar`).
 //!
+//! Multimodal RoPE (`qwen2vl`, an architecture whose [`ConfigSpec::mrope_section`] says its
+//! RoPE takes three positions): the runs come from `rope.dimension_sections`, see
+//! [`mrope_section`].
+//!
 //! [`GgufSpec::renormalize_experts`]: crate::architectures::registry::GgufSpec::renormalize_experts
 
 use sluice_gguf::{GgufModel, Metadata};
 
-use crate::architectures::registry::{self, SlidingWindow};
+use crate::architectures::registry::{self, ConfigSpec, SlidingWindow};
 use crate::config::{
     LayerType, LongRope, ModelConfig, MoeConfig, RopeConfig, RopeScaling, SizeClaims,
     WeightCapacity,
@@ -193,6 +197,7 @@ pub fn config_from_gguf(model: &GgufModel) -> Result<ModelConfig, String> {
         hidden_activation: quirks.activation,
         rope: RopeConfig {
             rotary_dim,
+            mrope_section: mrope_section(meta, arch, &quirks, rotary_dim.unwrap_or(head_dim) / 2)?,
             ..rope_config(meta, arch, model)?
         },
         tie_word_embeddings: !has("output.weight"),
@@ -320,6 +325,38 @@ fn rope_config(meta: &Metadata, arch: &str, model: &GgufModel) -> Result<RopeCon
     })
 }
 
+/// Multimodal RoPE's temporal, height and width runs of the `pairs` frequency pairs, for an
+/// architecture whose RoPE takes three positions (`None` for any other):
+/// `{arch}.rope.dimension_sections`, which llama.cpp's converter writes as the config's
+/// `mrope_section` padded with zeros to four numbers, and which llama.cpp requires. llama.cpp
+/// turns pair `i` by the position of the run that `i mod (sum of the runs)` falls in, consecutive
+/// runs as transformers' split; its fourth run would turn by a fourth position, which sluice does
+/// not have. So the file must state three runs covering the pairs exactly (the check
+/// `config.json`'s `mrope_section` gets) and a fourth of zero.
+fn mrope_section(
+    meta: &Metadata,
+    arch: &str,
+    spec: &ConfigSpec,
+    pairs: usize,
+) -> Result<Option<[usize; 3]>, String> {
+    if spec.mrope_section.is_none() {
+        return Ok(None);
+    }
+    let key = format!("{arch}.rope.dimension_sections");
+    let sections = (meta.i64_array(&key).map_err(|e| e.to_string())?)
+        .ok_or_else(|| format!("metadata key `{key}` is missing"))?;
+    let runs: Option<Vec<usize>> = sections.iter().map(|&s| usize::try_from(s).ok()).collect();
+    let covered =
+        |runs: [usize; 3]| runs.iter().try_fold(0usize, |a, &r| a.checked_add(r)) == Some(pairs);
+    match runs.as_deref() {
+        Some(&[t, h, w] | &[t, h, w, 0]) if covered([t, h, w]) => Ok(Some([t, h, w])),
+        _ => Err(format!(
+            "{key} {sections:?} must be three runs adding up to the {pairs} rotary frequency \
+             pairs (half the rotated features of a head), then 0"
+        )),
+    }
+}
+
 /// An f32 metadata value as the decimal the converter was given (`1e-5`, not the f32 nearest
 /// to it widened, `9.9999997e-6`): the shortest decimal that rounds to the same f32.
 fn as_written(value: f64) -> f64 {
@@ -339,6 +376,7 @@ mod tests {
         U32(u32),
         U64(u64),
         Str(&'static str),
+        I32s(&'static [i32]),
     }
 
     fn string(s: &str) -> Vec<u8> {
@@ -390,6 +428,12 @@ mod tests {
                     out.extend(8u32.to_le_bytes());
                     out.extend(string(s));
                 }
+                Meta::I32s(values) => {
+                    out.extend(9u32.to_le_bytes());
+                    out.extend(5u32.to_le_bytes());
+                    out.extend((values.len() as u64).to_le_bytes());
+                    values.iter().for_each(|v| out.extend(v.to_le_bytes()));
+                }
             }
         }
         let mut offset = 0u64;
@@ -432,7 +476,7 @@ mod tests {
         assert_eq!(
             config("unknown", "gpt2", &[]).unwrap_err(),
             "unsupported GGUF architecture `gpt2` (supported: gemma3, llama, olmoe, phi3, qwen2, \
-             qwen3, qwen3moe)"
+             qwen2vl, qwen3, qwen3moe)"
         );
     }
 
@@ -498,6 +542,44 @@ mod tests {
             (qwen3.query_pre_attn_scalar, qwen3.rope_local),
             (None, None)
         );
+    }
+
+    #[test]
+    fn qwen2vl_files_take_the_three_runs_of_the_padded_sections() {
+        // Heads of 4 features: 2 frequency pairs.
+        let sections = |values| [("rope.dimension_sections", Meta::I32s(values))];
+        let vl = config("qwen2vl", "qwen2vl", &sections(&[1, 1, 0, 0])).unwrap();
+        assert_eq!(vl.architecture, "Qwen2_5_VLForConditionalGeneration");
+        assert_eq!(vl.rope.mrope_section, Some([1, 1, 0]));
+        assert_eq!(
+            vl.rope.theta, 10_000.0,
+            "the file's base, else llama.cpp's default"
+        );
+        assert_eq!(vl.sliding_window, None);
+        let three = config("qwen2vl-3", "qwen2vl", &sections(&[0, 1, 1])).unwrap();
+        assert_eq!(three.rope.mrope_section, Some([0, 1, 1]));
+        // llama.cpp requires the key; sluice has no fourth position, and the runs must cover
+        // the pairs.
+        assert_eq!(
+            config("qwen2vl-none", "qwen2vl", &[]).unwrap_err(),
+            "metadata key `qwen2vl.rope.dimension_sections` is missing"
+        );
+        for (tag, bad) in [
+            ("fourth", &[1, 0, 0, 1][..]),
+            ("short", &[1, 0, 0, 0]),
+            ("long", &[1, 1, 1, 0]),
+            ("negative", &[-1, 3, 0, 0]),
+            ("five", &[1, 1, 0, 0, 0]),
+        ] {
+            let err = config(&format!("qwen2vl-{tag}"), "qwen2vl", &sections(bad)).unwrap_err();
+            assert!(
+                err.contains("must be three runs adding up to the 2"),
+                "{tag}: {err}"
+            );
+        }
+        // A text model's RoPE takes one position, whatever the file says.
+        let qwen2 = config("qwen2-sections", "qwen2", &sections(&[1, 1, 0, 0])).unwrap();
+        assert_eq!(qwen2.rope.mrope_section, None);
     }
 
     #[test]

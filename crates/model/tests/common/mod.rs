@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod qwen2_5_vl;
 pub mod qwen_vision;
 pub mod vision;
 
