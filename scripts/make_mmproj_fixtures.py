@@ -29,8 +29,9 @@ fixtures/models/qwen2_5-vl (hub layout already: `model.*`, `visual.*`, `lm_head.
   `vocab_size` key. bf16 weights are exact in f16 but some subnormals (off by at most 3e-8, in
   `output`, `ffn_down`); the q8_0 file is llama-quantize's Q8_0 of the
   f16 one (norms and biases stay f32), as gemma3-p6's is.
-- `fixtures/gguf/mmproj-qwen2_5-vl-f16.gguf`: the vision transformer and merger,
-  `clip.projector_type = qwen2.5vl_merger` (see docs/model.md for its keys and tensor names).
+- its projector files `mmproj-qwen2_5-vl-{f16,q8_0}.gguf` are made by
+  scripts/make_qwen_mmproj_fixture.py (`clip.projector_type = qwen2.5vl_merger`; see
+  docs/model.md for their keys and tensor names).
 
 Usage: /work/bench-venv/bin/python scripts/make_mmproj_fixtures.py
 (needs torch, transformers, safetensors, the llama.cpp source and `llama-quantize` that
@@ -95,7 +96,6 @@ def main() -> None:
             convert(copy, OUT / f"mmproj-gemma3-vision-{outtype}.gguf", outtype, "--mmproj")
     convert(QWEN_VL, OUT / "qwen2_5-vl-f16.gguf", "f16")
     quantize(OUT / "qwen2_5-vl-f16.gguf", OUT / "qwen2_5-vl-q8_0.gguf", "Q8_0")
-    convert(QWEN_VL, OUT / "mmproj-qwen2_5-vl-f16.gguf", "f16", "--mmproj")
 
 
 if __name__ == "__main__":
