@@ -13,10 +13,10 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use sluice_model::Batch;
+use sluice_model::{Batch, MropeError, MropePositions, PromptImage};
+use thiserror::Error;
 
 use crate::block_manager::{CacheKeys, KeySpan};
-use thiserror::Error;
 
 /// One image of a prompt.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,12 +52,26 @@ pub enum ImageSpanError {
     },
 }
 
+/// How a family's language model reads a prompt's image rows.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum ImageLayout {
+    /// An image's rows attend to each other both ways; positions are the token indices
+    /// (Gemma 3).
+    #[default]
+    Bidirectional,
+    /// Causal attention over image rows as over text; every row of the sequence (prompt and
+    /// generated tokens) takes a 3-D rotary position laid out by the images' grids
+    /// (Qwen2.5-VL's multimodal RoPE).
+    Mrope(MropePositions),
+}
+
 /// The images of one prompt, in prompt order; empty for a text prompt.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PromptImages {
     spans: Vec<ImageSpan>,
     /// Width of an embedding row (the text model's hidden size).
     hidden: usize,
+    layout: ImageLayout,
 }
 
 impl PromptImages {
@@ -79,7 +93,36 @@ impl PromptImages {
             }
             end = span.start + values / hidden;
         }
-        Ok(PromptImages { spans, hidden })
+        Ok(PromptImages {
+            spans,
+            hidden,
+            layout: ImageLayout::Bidirectional,
+        })
+    }
+
+    /// The same images read causally with 3-D rotary positions: `grids[i]` is image i's patch
+    /// grid `[t, h, w]` before merging `spatial_merge_size` x `spatial_merge_size` patches
+    /// into one token, and `prompt_len` the prompt's length.
+    pub fn with_mrope(
+        mut self,
+        prompt_len: usize,
+        grids: &[[usize; 3]],
+        spatial_merge_size: usize,
+    ) -> Result<Self, MropeError> {
+        let images: Vec<PromptImage> = (self.spans.iter().zip(grids))
+            .map(|(span, &grid_thw)| PromptImage {
+                start: span.start,
+                grid_thw,
+            })
+            .collect();
+        let positions = MropePositions::new(prompt_len, &images, spatial_merge_size)?;
+        self.layout = ImageLayout::Mrope(positions);
+        Ok(self)
+    }
+
+    /// How the language model reads the image rows.
+    pub fn layout(&self) -> &ImageLayout {
+        &self.layout
     }
 
     /// True for a prompt without images.
@@ -125,10 +168,11 @@ impl PromptImages {
 
     /// Gives the model the embeddings of the image rows among positions
     /// `start..start + len`, computed at batch rows from `first_row` on, with each image's
-    /// rows attending to each other. A run the chunk holds part of must end in it
-    /// ([`PromptImages::chunk_len`]).
+    /// rows attending to each other where the layout says so. A run the chunk holds part of
+    /// must end in it ([`PromptImages::chunk_len`]).
     pub fn push_rows(&self, batch: &mut Batch, start: usize, len: usize, first_row: usize) {
         let end = start + len;
+        let bidirectional = self.layout == ImageLayout::Bidirectional;
         for (span, run) in self.spans.iter().zip(self.runs()) {
             if run.end <= start || run.start >= end {
                 continue;
@@ -136,7 +180,20 @@ impl PromptImages {
             debug_assert!(run.end <= end, "a chunk ends inside an image");
             let first = run.start.max(start);
             let values = &span.embeddings[(first - run.start) * self.hidden..];
-            batch.push_bidirectional_image(first_row + first - start, values, self.hidden);
+            let row = first_row + first - start;
+            match bidirectional {
+                true => batch.push_bidirectional_image(row, values, self.hidden),
+                false => batch.input_embeddings.push_run(row, values, self.hidden),
+            }
+        }
+    }
+
+    /// Gives the model the rotary positions of the sequence's rows `start..start + rows`
+    /// (prompt, generated and draft tokens alike), at batch rows from `first_row` on, where
+    /// the layout has positions of its own; nothing otherwise.
+    pub fn push_positions(&self, batch: &mut Batch, start: usize, rows: usize, first_row: usize) {
+        if let ImageLayout::Mrope(positions) = &self.layout {
+            batch.set_mrope_positions(first_row, &positions.rows(start, rows));
         }
     }
 

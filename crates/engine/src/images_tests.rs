@@ -87,3 +87,35 @@ fn overlapping_or_ragged_images_are_refused() {
     assert!(PromptImages::new(vec![span(0, 3)], 2).is_err());
     assert!(PromptImages::new(vec![span(0, 4), span(2, 4)], 2).is_ok());
 }
+
+#[test]
+fn a_multimodal_rope_layout_reads_images_causally_and_positions_every_row() {
+    // One image of 4 tokens at 10..14 from a 4x4 patch grid merged 2x2: a 2x2 token grid, so
+    // the tokens after it sit 2 positions past the image's start instead of 4.
+    let images = images(&[10], 4).with_mrope(20, &[[1, 4, 4]], 2).unwrap();
+    let mut batch = Batch::default();
+    batch.push_sequence(&[0; 16], 0, vec![0, 1, 2, 3], 4, false);
+    images.push_rows(&mut batch, 0, 16, 0);
+    images.push_positions(&mut batch, 0, 16, 0);
+    assert!(
+        batch.bidirectional_spans.is_empty(),
+        "causal over the image"
+    );
+    assert_eq!(batch.input_embeddings.rows, vec![10, 11, 12, 13]);
+    assert_eq!(batch.mrope_positions[9], [9, 9, 9]);
+    assert_eq!(
+        &batch.mrope_positions[10..14],
+        &[[10, 10, 10], [10, 10, 11], [10, 11, 10], [10, 11, 11]]
+    );
+    assert_eq!(batch.mrope_positions[14], [12, 12, 12]);
+    // A decode row past the prompt keeps the offset.
+    let mut decode = Batch::default();
+    decode.push_sequence(&[0], 25, vec![0, 1, 2, 3, 4, 5, 6], 4, false);
+    images.push_positions(&mut decode, 25, 1, 0);
+    assert_eq!(decode.mrope_positions, vec![[23, 23, 23]]);
+    // Gemma's layout sets no positions.
+    let mut plain = Batch::default();
+    plain.push_sequence(&[0; 4], 0, vec![0], 4, false);
+    super::PromptImages::default().push_positions(&mut plain, 0, 4, 0);
+    assert!(plain.mrope_positions.is_empty());
+}

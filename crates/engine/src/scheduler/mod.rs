@@ -381,6 +381,8 @@ impl Scheduler {
                 .push_sequence_tables(&tokens, start, table.tables(), block_size, false);
             let batch = &mut out.batch;
             seq.images().push_rows(batch, start, num_new, token_start);
+            seq.images()
+                .push_positions(batch, start, tokens.len(), token_start);
             let prompt_rows = seq.prompt_scoring().map(|scoring| {
                 let (logprob_positions, hidden_positions) = scoring.rows(start, num_new);
                 let rows = PromptRows {
