@@ -3,11 +3,18 @@
 //! with those embeddings ([`ImageInput::prompt_images`]).
 //!
 //! ```text
-//! bytes ─decode(limits)─► RGB ─SiglipPreprocessor─► pixels ─Gemma3VisionEncoder─► [N, hidden]
+//! bytes ─decode(limits)─► RGB ─ImageEncoder::encode─► [tokens, hidden] (+ grid)
 //! ```
+//!
+//! What differs between model families (how an image is prepared and encoded, how many tokens
+//! it takes, the placeholder text and its expansion, the image token) is an [`ImageEncoder`]:
+//! one file per family in this folder (`gemma3.rs`). What does not (decoding with limits, the
+//! cache of encoded images, pairing token runs with images) lives here, once.
 //!
 //! Each image is encoded once: embeddings are kept by the hash of the image's bytes, so the
 //! same image sent again (the next turn of a conversation) costs a lookup.
+
+mod gemma3;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -15,13 +22,14 @@ use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 use sluice_model::architectures::registry::VisionEncoderKind;
-use sluice_model::vision::Gemma3VisionEncoder;
 use sluice_model::{LoadError, WeightDtype};
 use sluice_text::Tokenizer;
-use sluice_vision::{decode, DecodeLimits, Gemma3ImagePrompt, ImageError, SiglipPreprocessor};
+use sluice_vision::{decode, DecodeLimits, ImageError, RgbImage};
 use thiserror::Error;
 
 use crate::images::{ImageSpan, PromptImages};
+
+pub use gemma3::Gemma3Images;
 
 /// Encoded images kept for reuse, most recent last.
 const CACHED_IMAGES: usize = 64;
@@ -31,8 +39,58 @@ const CACHED_IMAGES: usize = 64;
 pub struct EncodedImage {
     /// SHA-256 of the image's bytes.
     pub content_hash: [u8; 32],
-    /// `[soft tokens, hidden]` row-major.
+    /// Soft tokens the image takes in the prompt (rows of `embeddings`).
+    pub tokens: usize,
+    /// `[tokens, hidden]` row-major.
     pub embeddings: Arc<[f32]>,
+    /// The grid its tokens cover, for a family whose language model lays positions out by it
+    /// (`None` for Gemma 3).
+    pub grid: Option<ImageGrid>,
+}
+
+/// The (time, height, width) grid of an image's tokens, as a language model with
+/// multi-dimensional positions (Qwen2.5-VL's 3-D RoPE) reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageGrid {
+    /// Frames (1 for a still image).
+    pub t: usize,
+    /// Rows.
+    pub h: usize,
+    /// Columns.
+    pub w: usize,
+}
+
+/// What a family's encoder makes of one decoded image.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageFeatures {
+    /// `[tokens, hidden]` row-major, `hidden` being [`ImageEncoder::embedding_width`].
+    pub embeddings: Vec<f32>,
+    /// The grid of its tokens, where the family has one.
+    pub grid: Option<ImageGrid>,
+}
+
+/// One family of image encoders: how a decoded image becomes embeddings and how a rendered
+/// prompt makes room for them. A new family is a new file in this folder implementing it,
+/// plus its [`VisionEncoderKind`] arm in [`ImageInput::load`].
+pub trait ImageEncoder: Send + Sync {
+    /// Which family it is.
+    fn kind(&self) -> VisionEncoderKind;
+    /// The text that marks where an image goes in a rendered prompt (`<start_of_image>`).
+    fn placeholder(&self) -> &str;
+    /// `rendered` with its placeholders expanded to their images' tokens (the i-th placeholder
+    /// to `images[i]`, whose token counts may differ), and how many placeholders it held.
+    fn expand(&self, rendered: &str, images: &[EncodedImage]) -> (String, usize);
+    /// The token each image embedding row takes the place of.
+    fn image_token_id(&self) -> u32;
+    /// Soft tokens per image where every image takes the same number; `None` where it depends
+    /// on the image.
+    fn tokens_per_image(&self) -> Option<usize>;
+    /// Width of an embedding row (the language model's hidden size).
+    fn embedding_width(&self) -> usize;
+    /// Bytes of the encoder's weights.
+    fn weight_bytes(&self) -> usize;
+    /// Prepares and encodes one decoded image. Blocking.
+    fn encode(&self, image: &RgbImage) -> ImageFeatures;
 }
 
 /// Why a prompt's images do not match its image tokens.
@@ -47,23 +105,20 @@ pub enum ImagePromptError {
         /// Images sent.
         sent: usize,
     },
-    /// A run of image tokens is not one image long.
+    /// A run of image tokens is not as long as its image.
     #[error("an image in the prompt has {found} image tokens, expected {expected}")]
     RunLength {
         /// Tokens in the run.
         found: usize,
-        /// Tokens per image.
+        /// Tokens the image takes.
         expected: usize,
     },
 }
 
-/// The image side of a model that takes images.
+/// The image side of a model that takes images: its family's [`ImageEncoder`], the decode
+/// limits and the encoded images kept for reuse.
 pub struct ImageInput {
-    kind: VisionEncoderKind,
-    encoder: Gemma3VisionEncoder,
-    preprocessor: SiglipPreprocessor,
-    prompt: Gemma3ImagePrompt,
-    image_token_id: u32,
+    family: Box<dyn ImageEncoder>,
     limits: DecodeLimits,
     cache: Mutex<EncodedCache>,
 }
@@ -71,13 +126,22 @@ pub struct ImageInput {
 impl std::fmt::Debug for ImageInput {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ImageInput")
-            .field("kind", &self.kind)
-            .field("tokens_per_image", &self.prompt.tokens_per_image)
+            .field("kind", &self.family.kind())
+            .field("tokens_per_image", &self.family.tokens_per_image())
             .finish_non_exhaustive()
     }
 }
 
 impl ImageInput {
+    /// Image input through `family`'s encoder.
+    pub fn new(family: Box<dyn ImageEncoder>) -> Self {
+        ImageInput {
+            family,
+            limits: DecodeLimits::default(),
+            cache: Mutex::new(EncodedCache::default()),
+        }
+    }
+
     /// Loads the encoder of `kind` and its processor settings from the model directory `dir`.
     pub fn load(
         kind: VisionEncoderKind,
@@ -85,57 +149,37 @@ impl ImageInput {
         dtype: Option<WeightDtype>,
         tokenizer: &Tokenizer,
     ) -> Result<Self, LoadError> {
-        let config_error = |e: sluice_vision::ConfigError| LoadError::Config {
-            path: dir.to_path_buf(),
-            message: e.to_string(),
+        let family: Box<dyn ImageEncoder> = match kind {
+            VisionEncoderKind::Gemma3 => Box::new(Gemma3Images::load(dir, dtype, tokenizer)?),
         };
-        let encoder = match kind {
-            VisionEncoderKind::Gemma3 => Gemma3VisionEncoder::load(dir, dtype)?,
-        };
-        let preprocessor = SiglipPreprocessor::from_model_dir(dir).map_err(config_error)?;
-        let prompt = Gemma3ImagePrompt::from_model_dir(dir).map_err(config_error)?;
-        let image_token_id =
-            tokenizer
-                .token_to_id(&prompt.image_token)
-                .ok_or_else(|| LoadError::Config {
-                    path: dir.to_path_buf(),
-                    message: format!("the tokenizer has no image token {}", prompt.image_token),
-                })?;
-        Ok(ImageInput {
-            kind,
-            encoder,
-            preprocessor,
-            prompt,
-            image_token_id,
-            limits: DecodeLimits::default(),
-            cache: Mutex::new(EncodedCache::default()),
-        })
+        Ok(Self::new(family))
     }
 
     /// Which encoder it runs.
     pub fn kind(&self) -> VisionEncoderKind {
-        self.kind
+        self.family.kind()
     }
 
     /// The text that marks where an image goes in a rendered prompt (`<start_of_image>`).
     pub fn placeholder(&self) -> &str {
-        &self.prompt.boi_token
+        self.family.placeholder()
     }
 
-    /// A rendered prompt with every placeholder expanded to the image's tokens, and how many
-    /// there were.
-    pub fn expand(&self, rendered: &str) -> (String, usize) {
-        self.prompt.expand(rendered)
+    /// A rendered prompt with every placeholder expanded to its image's tokens (`images` in
+    /// order), and how many placeholders there were.
+    pub fn expand(&self, rendered: &str, images: &[EncodedImage]) -> (String, usize) {
+        self.family.expand(rendered, images)
     }
 
-    /// Soft tokens per image.
-    pub fn tokens_per_image(&self) -> usize {
-        self.prompt.tokens_per_image
+    /// Soft tokens per image where the family's count is fixed; `None` where it depends on
+    /// the image.
+    pub fn tokens_per_image(&self) -> Option<usize> {
+        self.family.tokens_per_image()
     }
 
     /// Bytes of the encoder's weights.
     pub fn weight_bytes(&self) -> usize {
-        self.encoder.bytes()
+        self.family.weight_bytes()
     }
 
     /// Decodes, preprocesses and encodes one image (or finds it encoded already). Blocking:
@@ -146,32 +190,33 @@ impl ImageInput {
             return Ok(found);
         }
         let image = decode(bytes, self.limits)?;
-        let pixels = self.preprocessor.pixel_values(&image);
-        let embeddings: Arc<[f32]> = self.encoder.image_features(&pixels, 1).into();
+        let features = self.family.encode(&image);
         let encoded = EncodedImage {
             content_hash,
-            embeddings,
+            tokens: features.embeddings.len() / self.family.embedding_width(),
+            embeddings: features.embeddings.into(),
+            grid: features.grid,
         };
         (self.cache.lock().expect("not poisoned")).insert(encoded.clone());
         Ok(encoded)
     }
 
-    /// Pairs the runs of image tokens in a tokenized prompt with `images`, in order.
+    /// Pairs the runs of image tokens in a tokenized prompt with `images`, in order; each run
+    /// must be as long as its image.
     pub fn prompt_images(
         &self,
         prompt: &[u32],
         images: Vec<EncodedImage>,
     ) -> Result<PromptImages, ImagePromptError> {
-        let runs = token_runs(prompt, self.image_token_id);
+        let runs = token_runs(prompt, self.family.image_token_id());
         if runs.len() != images.len() {
             let (found, sent) = (runs.len(), images.len());
             return Err(ImagePromptError::CountMismatch { found, sent });
         }
-        let expected = self.prompt.tokens_per_image;
         let mut spans = Vec::with_capacity(images.len());
         for (run, image) in runs.into_iter().zip(images) {
-            if run.len() != expected {
-                let found = run.len();
+            if run.len() != image.tokens {
+                let (found, expected) = (run.len(), image.tokens);
                 return Err(ImagePromptError::RunLength { found, expected });
             }
             spans.push(ImageSpan {
@@ -180,7 +225,7 @@ impl ImageInput {
                 content_hash: image.content_hash,
             });
         }
-        let hidden = self.encoder.config().text_hidden_size;
+        let hidden = self.family.embedding_width();
         Ok(PromptImages::new(spans, hidden).expect("runs are ordered, embeddings whole rows"))
     }
 }
@@ -201,27 +246,22 @@ fn token_runs(tokens: &[u32], token: u32) -> Vec<std::ops::Range<usize>> {
 /// The most recently encoded images, by content hash.
 #[derive(Default)]
 struct EncodedCache {
-    by_hash: HashMap<[u8; 32], Arc<[f32]>>,
+    by_hash: HashMap<[u8; 32], EncodedImage>,
     order: VecDeque<[u8; 32]>,
 }
 
 impl EncodedCache {
     fn get(&mut self, hash: &[u8; 32]) -> Option<EncodedImage> {
-        let embeddings = Arc::clone(self.by_hash.get(hash)?);
+        let found = self.by_hash.get(hash)?.clone();
         self.order.retain(|h| h != hash);
         self.order.push_back(*hash);
-        Some(EncodedImage {
-            content_hash: *hash,
-            embeddings,
-        })
+        Some(found)
     }
 
     fn insert(&mut self, image: EncodedImage) {
-        if (self.by_hash)
-            .insert(image.content_hash, image.embeddings)
-            .is_none()
-        {
-            self.order.push_back(image.content_hash);
+        let hash = image.content_hash;
+        if self.by_hash.insert(hash, image).is_none() {
+            self.order.push_back(hash);
         }
         while self.order.len() > CACHED_IMAGES {
             let oldest = self.order.pop_front().expect("not empty");
@@ -245,7 +285,9 @@ mod tests {
         let mut cache = EncodedCache::default();
         let image = |n: u8| EncodedImage {
             content_hash: [n; 32],
+            tokens: 1,
             embeddings: vec![f32::from(n)].into(),
+            grid: None,
         };
         for n in 0..=CACHED_IMAGES as u8 {
             cache.insert(image(n));
