@@ -29,7 +29,10 @@ pub use engine::{Engine, EngineConfig};
 pub use executor::{Executor, ExecutorError, ModelExecutor};
 pub use fair_share::{CallerId, FairShareConfig};
 pub use handle::{EngineHandle, RequestId, RequestStream, SubmitError};
-pub use image_input::{EncodedImage, ImageInput, ImagePromptError};
+pub use image_input::{
+    EncodedImage, ImageEncoder, ImageFeatures, ImageGrid, ImageInput, ImagePromptError,
+    PromptLayout,
+};
 pub use images::{ImageLayout, ImageSpan, ImageSpanError, PromptImages};
 pub use metrics::{
     EngineMetrics, HistogramSnapshot, MetricsSnapshot, SpecDecodeSnapshot, StepTimes,

@@ -1,5 +1,6 @@
-//! Prompts with images through the engine, against the Gemma 3 vision fixture's reference
-//! (fixtures/models/gemma3-vision): the image files encoded by `ImageInput`, the prompt
+//! Prompts with images through the engine, against the references of the Gemma 3 and
+//! Qwen2.5-VL vision fixtures (fixtures/models/gemma3-vision, qwen2_5-vl): the image files
+//! encoded by `ImageInput`, the prompt
 //! chunked around the images by a small token budget, or resumed from a prefix-cache hit that
 //! ends inside an image, give transformers' greedy tokens; the next turn of a conversation
 //! reuses the blocks of the images it repeats; every block returns.
@@ -16,22 +17,41 @@ use sluice_model::architectures::registry::{vision_encoder, VisionEncoderKind};
 use sluice_model::{KvCache, KvDtype, LoadOptions, Model};
 use sluice_text::Tokenizer;
 
-fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/models/gemma3-vision")
+const GEMMA: &str = "gemma3-vision";
+const QWEN: &str = "qwen2_5-vl";
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/models")
+        .join(name)
 }
 
 struct Served {
     engine: EngineHandle,
     images: ImageInput,
+    fixture: &'static str,
 }
 
-/// The fixture's engine with `num_blocks` blocks of `block_size` tokens and a step budget of
-/// `budget` tokens, and its image input.
+/// The Gemma 3 fixture's engine with `num_blocks` blocks of `block_size` tokens and a step
+/// budget of `budget` tokens, and its image input.
 fn start(block_size: usize, num_blocks: usize, budget: usize) -> Served {
-    let dir = fixture();
+    start_fixture(GEMMA, block_size, num_blocks, budget)
+}
+
+fn start_fixture(
+    name: &'static str,
+    block_size: usize,
+    num_blocks: usize,
+    budget: usize,
+) -> Served {
+    let dir = fixture(name);
     let model = Model::load(&dir, &LoadOptions::default()).expect("fixture model loads");
     let kind = vision_encoder(&model.config().architecture).expect("takes images");
-    assert_eq!(kind, VisionEncoderKind::Gemma3);
+    let expected = match name {
+        GEMMA => VisionEncoderKind::Gemma3,
+        _ => VisionEncoderKind::Qwen2_5Vl,
+    };
+    assert_eq!(kind, expected);
     let tokenizer = Arc::new(Tokenizer::from_dir(&dir).expect("fixture tokenizer loads"));
     let images = ImageInput::load(kind, &dir, None, &tokenizer).expect("encoder loads");
     let kv = KvCache::new(model.config(), KvDtype::F32, block_size, num_blocks);
@@ -41,14 +61,22 @@ fn start(block_size: usize, num_blocks: usize, budget: usize) -> Served {
         ..EngineConfig::default()
     };
     let engine = Engine::start(Box::new(ModelExecutor::new(model, kv)), tokenizer, config);
-    Served { engine, images }
+    Served {
+        engine,
+        images,
+        fixture: name,
+    }
 }
 
 /// A prompt of the reference (`prompt` or `two_images`): its ids and its images' file names,
 /// the greedy tokens transformers gave, and the log-probabilities of every token after the
 /// prompt.
 fn reference(name: &str) -> (Vec<u32>, Vec<String>, Vec<u32>, Vec<f32>) {
-    let text = std::fs::read_to_string(fixture().join("reference.json")).unwrap();
+    reference_of(GEMMA, name)
+}
+
+fn reference_of(fixture_name: &str, name: &str) -> (Vec<u32>, Vec<String>, Vec<u32>, Vec<f32>) {
+    let text = std::fs::read_to_string(fixture(fixture_name).join("reference.json")).unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
     let ids = |k: &str| {
         (v[name][k].as_array().unwrap().iter())
@@ -88,7 +116,7 @@ fn top_diff(top: &[(u32, f32)], reference: &[f32]) -> f32 {
 fn prompt_images(served: &Served, prompt: &[u32], files: &[String]) -> Arc<PromptImages> {
     let encoded = (files.iter())
         .map(|f| {
-            let bytes = std::fs::read(fixture().join("images").join(f)).unwrap();
+            let bytes = std::fs::read(fixture(served.fixture).join("images").join(f)).unwrap();
             served.images.encode(&bytes).unwrap()
         })
         .collect();
@@ -101,6 +129,7 @@ fn request(prompt: Vec<u32>, images: Arc<PromptImages>, max_tokens: u32) -> Gene
         n: 1,
         sampling: SamplingParams {
             logprobs: Some(TOP),
+            temperature: 0.0,
             ..SamplingParams::default()
         },
         stop: StopRules {
@@ -242,3 +271,48 @@ fn the_next_turn_reuses_the_blocks_of_the_same_image_and_only_those() {
     assert_eq!(served.engine.metrics().snapshot().kv_blocks_used, 0);
     served.engine.shutdown();
 }
+
+#[test]
+fn qwen_prompts_give_the_reference_greedy_tokens_alone_and_among_others() {
+    // 8 tokens a step: the prompt is chunked around and through its images.
+    let served = start_fixture(QWEN, 4, 128, 8);
+    for name in ["prompt", "two_images"] {
+        let (prompt, files, greedy, after_prompt) = reference_of(QWEN, name);
+        let images = prompt_images(&served, &prompt, &files);
+        let alone = (served.engine)
+            .submit(request(prompt.clone(), images.clone(), greedy.len() as u32))
+            .unwrap();
+        let out = tokens_of(alone);
+        assert_eq!(out.tokens, greedy, "{name}");
+        let diff = top_diff(&out.first_top, &after_prompt);
+        assert!(diff < TOLERANCE, "{name}: logprobs off by {diff}");
+        // Among a text prompt and another image prompt, in one batch: the same tokens.
+        let (other, other_files, ..) = reference_of(QWEN, "prompt");
+        let other_images = prompt_images(&served, &other, &other_files);
+        let text: Vec<u32> = (0..40).map(|i| 10 + i % 300).collect();
+        let streams = [
+            (served.engine).submit(request(text, Default::default(), 8)),
+            (served.engine).submit(request(prompt.clone(), images, greedy.len() as u32)),
+            (served.engine).submit(request(other, other_images, 8)),
+        ];
+        let outs: Vec<Output> = streams.into_iter().map(|s| tokens_of(s.unwrap())).collect();
+        assert_eq!(outs[1].tokens, greedy, "{name} among others");
+        assert_eq!(
+            outs[1].first_top, out.first_top,
+            "{name}: the same bits in a batch"
+        );
+    }
+    // The next turn reuses the image's blocks and still decodes at the right positions.
+    let (prompt, files, greedy, _) = reference_of(QWEN, "two_images");
+    let images = prompt_images(&served, &prompt, &files);
+    let out = tokens_of(
+        (served.engine)
+            .submit(request(prompt, images, greedy.len() as u32))
+            .unwrap(),
+    );
+    assert!(out.cached > 0, "the same prompt again hits");
+    assert_eq!(out.tokens, greedy);
+    assert_eq!(served.engine.metrics().snapshot().kv_blocks_used, 0);
+    served.engine.shutdown();
+}
+

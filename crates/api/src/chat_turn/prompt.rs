@@ -147,7 +147,7 @@ pub fn encode_chat_with_images(
     }
     let mut text = render_chat_text(tokenizer, &conversation)?;
     if let Some((input, encoded)) = &images {
-        let (expanded, count) = input.expand(&text);
+        let (expanded, count) = input.expand(&text, encoded);
         if count != encoded.len() {
             return Err(ApiError::invalid(
                 "messages",

@@ -161,7 +161,7 @@ fn a_model_that_takes_images_loads_its_encoder_and_counts_it() {
         let loaded = loader.load(&fixture("gemma3-vision")).unwrap();
         loaded.engine.shutdown();
         let images = loaded.images.as_ref().expect("an image encoder");
-        assert_eq!(images.tokens_per_image(), 16);
+        assert_eq!(images.tokens_per_image(), Some(16));
         // The estimate counts the vision tower's tensors by shape as it counts a text
         // model's; the tower's own layout differs a little in f16 (1 KiB of 1.3 MB here).
         let off = estimate.abs_diff(loaded.memory_bytes);

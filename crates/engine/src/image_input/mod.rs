@@ -1,0 +1,339 @@
+//! A served model's image input: the bytes of an image to the embeddings its prompt carries
+//! into the engine ([`ImageInput::encode`]), and a tokenized prompt's image soft tokens paired
+//! with those embeddings ([`ImageInput::prompt_images`]).
+//!
+//! ```text
+//! bytes ─decode(limits)─► RGB ─ImageEncoder::encode─► [tokens, hidden] (+ grid)
+//! ```
+//!
+//! What differs between model families (how an image is prepared and encoded, how many tokens
+//! it takes, the placeholder text and its expansion, the image token) is an [`ImageEncoder`]:
+//! one file per family in this folder (`gemma3.rs`). What does not (decoding with limits, the
+//! cache of encoded images, pairing token runs with images) lives here, once.
+//!
+//! Each image is encoded once: embeddings are kept by the hash of the image's bytes, so the
+//! same image sent again (the next turn of a conversation) costs a lookup.
+
+mod gemma3;
+mod qwen2_5_vl;
+
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use sha2::{Digest, Sha256};
+use sluice_model::architectures::registry::VisionEncoderKind;
+use sluice_model::{LoadError, WeightDtype};
+use sluice_text::Tokenizer;
+use sluice_vision::{decode, DecodeLimits, ImageError, RgbImage};
+use thiserror::Error;
+
+use crate::images::{ImageSpan, PromptImages};
+
+pub use gemma3::Gemma3Images;
+pub use qwen2_5_vl::Qwen2_5VlImages;
+
+/// Encoded images kept for reuse, most recent last.
+const CACHED_IMAGES: usize = 64;
+
+/// One image, encoded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodedImage {
+    /// SHA-256 of the image's bytes.
+    pub content_hash: [u8; 32],
+    /// Soft tokens the image takes in the prompt (rows of `embeddings`).
+    pub tokens: usize,
+    /// `[tokens, hidden]` row-major.
+    pub embeddings: Arc<[f32]>,
+    /// The grid its tokens cover, for a family whose language model lays positions out by it
+    /// (`None` for Gemma 3).
+    pub grid: Option<ImageGrid>,
+}
+
+/// The (time, height, width) grid of an image's tokens, as a language model with
+/// multi-dimensional positions (Qwen2.5-VL's 3-D RoPE) reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageGrid {
+    /// Frames (1 for a still image).
+    pub t: usize,
+    /// Rows.
+    pub h: usize,
+    /// Columns.
+    pub w: usize,
+}
+
+/// What a family's encoder makes of one decoded image.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageFeatures {
+    /// `[tokens, hidden]` row-major, `hidden` being [`ImageEncoder::embedding_width`].
+    pub embeddings: Vec<f32>,
+    /// The grid of its tokens, where the family has one.
+    pub grid: Option<ImageGrid>,
+}
+
+/// One family of image encoders: how a decoded image becomes embeddings and how a rendered
+/// prompt makes room for them. A new family is a new file in this folder implementing it,
+/// plus its [`VisionEncoderKind`] arm in [`ImageInput::load`].
+pub trait ImageEncoder: Send + Sync {
+    /// Which family it is.
+    fn kind(&self) -> VisionEncoderKind;
+    /// The text that marks where an image goes in a rendered prompt (`<start_of_image>`).
+    fn placeholder(&self) -> &str;
+    /// `rendered` with its placeholders expanded to their images' tokens (the i-th placeholder
+    /// to `images[i]`, whose token counts may differ), and how many placeholders it held.
+    fn expand(&self, rendered: &str, images: &[EncodedImage]) -> (String, usize);
+    /// The token each image embedding row takes the place of.
+    fn image_token_id(&self) -> u32;
+    /// Soft tokens per image where every image takes the same number; `None` where it depends
+    /// on the image.
+    fn tokens_per_image(&self) -> Option<usize>;
+    /// Width of an embedding row (the language model's hidden size).
+    fn embedding_width(&self) -> usize;
+    /// Bytes of the encoder's weights.
+    fn weight_bytes(&self) -> usize;
+    /// Prepares and encodes one decoded image. Blocking.
+    /// Prepares and encodes one decoded image (an image the processor cannot take, such as
+    /// one too thin to resize, is an error). Blocking.
+    fn encode(&self, image: &RgbImage) -> Result<ImageFeatures, ImageError>;
+    /// How the language model reads the image rows.
+    fn layout(&self) -> PromptLayout {
+        PromptLayout::Bidirectional
+    }
+}
+
+/// How a family's language model reads a prompt's image rows (see [`crate::ImageLayout`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptLayout {
+    /// Each image's rows attend to each other both ways (Gemma 3).
+    Bidirectional,
+    /// Causal rows at 3-D rotary positions laid out by each image's patch grid, merged
+    /// `spatial_merge_size` x `spatial_merge_size` into tokens (Qwen2.5-VL).
+    Mrope {
+        /// Patches per token along each side.
+        spatial_merge_size: usize,
+    },
+}
+
+/// Why a prompt's images do not match its image tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ImagePromptError {
+    /// The rendered prompt holds a different number of images than the request sent (a chat
+    /// template that drops image parts, or writes its own placeholders).
+    #[error("the prompt holds {found} images but the request sent {sent}")]
+    CountMismatch {
+        /// Image token runs in the prompt.
+        found: usize,
+        /// Images sent.
+        sent: usize,
+    },
+    /// A run of image tokens is not as long as its image.
+    #[error("an image in the prompt has {found} image tokens, expected {expected}")]
+    RunLength {
+        /// Tokens in the run.
+        found: usize,
+        /// Tokens the image takes.
+        expected: usize,
+    },
+    /// The images' positions cannot be laid out (an image without its grid, or runs where the
+    /// model's position rule cannot place them).
+    #[error("the images cannot be placed in the prompt: {0}")]
+    Layout(String),
+}
+
+/// The image side of a model that takes images: its family's [`ImageEncoder`], the decode
+/// limits and the encoded images kept for reuse.
+pub struct ImageInput {
+    family: Box<dyn ImageEncoder>,
+    limits: DecodeLimits,
+    cache: Mutex<EncodedCache>,
+}
+
+impl std::fmt::Debug for ImageInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImageInput")
+            .field("kind", &self.family.kind())
+            .field("tokens_per_image", &self.family.tokens_per_image())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ImageInput {
+    /// Image input through `family`'s encoder.
+    pub fn new(family: Box<dyn ImageEncoder>) -> Self {
+        ImageInput {
+            family,
+            limits: DecodeLimits::default(),
+            cache: Mutex::new(EncodedCache::default()),
+        }
+    }
+
+    /// Loads the encoder of `kind` and its processor settings from the model directory `dir`.
+    pub fn load(
+        kind: VisionEncoderKind,
+        dir: &Path,
+        dtype: Option<WeightDtype>,
+        tokenizer: &Tokenizer,
+    ) -> Result<Self, LoadError> {
+        let family: Box<dyn ImageEncoder> = match kind {
+            VisionEncoderKind::Gemma3 => Box::new(Gemma3Images::load(dir, dtype, tokenizer)?),
+            VisionEncoderKind::Qwen2_5Vl => Box::new(Qwen2_5VlImages::load(dir, dtype, tokenizer)?),
+        };
+        Ok(Self::new(family))
+    }
+
+    /// Which encoder it runs.
+    pub fn kind(&self) -> VisionEncoderKind {
+        self.family.kind()
+    }
+
+    /// The text that marks where an image goes in a rendered prompt (`<start_of_image>`).
+    pub fn placeholder(&self) -> &str {
+        self.family.placeholder()
+    }
+
+    /// A rendered prompt with every placeholder expanded to its image's tokens (`images` in
+    /// order), and how many placeholders there were.
+    pub fn expand(&self, rendered: &str, images: &[EncodedImage]) -> (String, usize) {
+        self.family.expand(rendered, images)
+    }
+
+    /// Soft tokens per image where the family's count is fixed; `None` where it depends on
+    /// the image.
+    pub fn tokens_per_image(&self) -> Option<usize> {
+        self.family.tokens_per_image()
+    }
+
+    /// Bytes of the encoder's weights.
+    pub fn weight_bytes(&self) -> usize {
+        self.family.weight_bytes()
+    }
+
+    /// Decodes, preprocesses and encodes one image (or finds it encoded already). Blocking:
+    /// call off the async runtime.
+    pub fn encode(&self, bytes: &[u8]) -> Result<EncodedImage, ImageError> {
+        let content_hash: [u8; 32] = Sha256::digest(bytes).into();
+        if let Some(found) = self.cache.lock().expect("not poisoned").get(&content_hash) {
+            return Ok(found);
+        }
+        let image = decode(bytes, self.limits)?;
+        let features = self.family.encode(&image)?;
+        let encoded = EncodedImage {
+            content_hash,
+            tokens: features.embeddings.len() / self.family.embedding_width(),
+            embeddings: features.embeddings.into(),
+            grid: features.grid,
+        };
+        (self.cache.lock().expect("not poisoned")).insert(encoded.clone());
+        Ok(encoded)
+    }
+
+    /// Pairs the runs of image tokens in a tokenized prompt with `images`, in order; each run
+    /// must be as long as its image.
+    pub fn prompt_images(
+        &self,
+        prompt: &[u32],
+        images: Vec<EncodedImage>,
+    ) -> Result<PromptImages, ImagePromptError> {
+        let runs = token_runs(prompt, self.family.image_token_id());
+        if runs.len() != images.len() {
+            let (found, sent) = (runs.len(), images.len());
+            return Err(ImagePromptError::CountMismatch { found, sent });
+        }
+        let mut spans = Vec::with_capacity(images.len());
+        let mut grids = Vec::with_capacity(images.len());
+        for (run, image) in runs.into_iter().zip(images) {
+            if run.len() != image.tokens {
+                let (found, expected) = (run.len(), image.tokens);
+                return Err(ImagePromptError::RunLength { found, expected });
+            }
+            grids.extend(image.grid);
+            spans.push(ImageSpan {
+                start: run.start,
+                embeddings: image.embeddings,
+                content_hash: image.content_hash,
+            });
+        }
+        let hidden = self.family.embedding_width();
+        let images =
+            PromptImages::new(spans, hidden).expect("runs are ordered, embeddings whole rows");
+        match self.family.layout() {
+            PromptLayout::Bidirectional => Ok(images),
+            PromptLayout::Mrope { spatial_merge_size } => {
+                let grid = |g: &ImageGrid| [g.t, g.h, g.w];
+                let grids: Vec<[usize; 3]> = grids.iter().map(grid).collect();
+                (images.with_mrope(prompt.len(), &grids, spatial_merge_size))
+                    .map_err(|e| ImagePromptError::Layout(e.to_string()))
+            }
+        }
+    }
+}
+
+/// The maximal runs of `token` in `tokens`.
+fn token_runs(tokens: &[u32], token: u32) -> Vec<std::ops::Range<usize>> {
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    for (i, &t) in tokens.iter().enumerate() {
+        match runs.last_mut() {
+            Some(run) if t == token && run.end == i => run.end = i + 1,
+            _ if t == token => runs.push(i..i + 1),
+            _ => {}
+        }
+    }
+    runs
+}
+
+/// The most recently encoded images, by content hash.
+#[derive(Default)]
+struct EncodedCache {
+    by_hash: HashMap<[u8; 32], EncodedImage>,
+    order: VecDeque<[u8; 32]>,
+}
+
+impl EncodedCache {
+    fn get(&mut self, hash: &[u8; 32]) -> Option<EncodedImage> {
+        let found = self.by_hash.get(hash)?.clone();
+        self.order.retain(|h| h != hash);
+        self.order.push_back(*hash);
+        Some(found)
+    }
+
+    fn insert(&mut self, image: EncodedImage) {
+        let hash = image.content_hash;
+        if self.by_hash.insert(hash, image).is_none() {
+            self.order.push_back(hash);
+        }
+        while self.order.len() > CACHED_IMAGES {
+            let oldest = self.order.pop_front().expect("not empty");
+            self.by_hash.remove(&oldest);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_of_the_image_token_are_found_in_order() {
+        assert_eq!(token_runs(&[1, 9, 9, 2, 9, 3], 9), vec![1..3, 4..5]);
+        assert!(token_runs(&[1, 2], 9).is_empty());
+    }
+
+    #[test]
+    fn the_cache_keeps_the_most_recent_images() {
+        let mut cache = EncodedCache::default();
+        let image = |n: u8| EncodedImage {
+            content_hash: [n; 32],
+            tokens: 1,
+            embeddings: vec![f32::from(n)].into(),
+            grid: None,
+        };
+        for n in 0..=CACHED_IMAGES as u8 {
+            cache.insert(image(n));
+            // Touching the first keeps it.
+            assert!(cache.get(&[0; 32]).is_some());
+        }
+        assert!(cache.get(&[1; 32]).is_none());
+        assert_eq!(cache.get(&[2; 32]), Some(image(2)));
+        assert_eq!(cache.by_hash.len(), CACHED_IMAGES);
+    }
+}
