@@ -107,13 +107,18 @@ pub struct ServeArgs {
     /// address, any name otherwise.
     #[arg(long = "allowed-hosts", value_delimiter = ',')]
     pub allowed_hosts: Vec<String>,
-    /// Fetch image URLs (`http`, `https`) whose host is one of these (names or IP addresses,
-    /// matched exactly; redirects only to them too); repeatable or comma-separated. Default:
-    /// none, and an image URL is a 400 (send images inline as data URLs).
-    #[arg(long = "allowed-media-domains", value_delimiter = ',')]
+    /// Fetch `http` image URLs whose host is one of these (names or IP addresses, matched
+    /// exactly; redirects only to them too); repeatable or comma-separated. An `https` URL is a
+    /// 400: this build has no TLS. Default: none, and an image URL is a 400 (send images inline
+    /// as data URLs).
+    #[arg(
+        long = "allowed-media-domains",
+        value_name = "HOST",
+        value_delimiter = ','
+    )]
     pub allowed_media_domains: Vec<String>,
     /// Seconds one image fetch may take in all (redirects and body included).
-    #[arg(long, default_value_t = 5.0, value_parser = parse_seconds)]
+    #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = parse_seconds)]
     pub media_fetch_timeout: f64,
     /// MiB one fetched image may have; a larger one is a 400 (reading stops there).
     #[arg(long, value_name = "MIB", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=4096))]
