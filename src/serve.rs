@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use sluice_api::lifecycle::gate::gated;
 use sluice_api::lifecycle::Lifecycle;
+use sluice_api::media::MediaFetchConfig;
 use sluice_api::registry::ModelTask;
 use sluice_api::server::allowed_hosts::AllowedHosts;
 use sluice_api::server::ServeOptions;
@@ -106,6 +107,22 @@ pub struct ServeArgs {
     /// address, any name otherwise.
     #[arg(long = "allowed-hosts", value_delimiter = ',')]
     pub allowed_hosts: Vec<String>,
+    /// Fetch `http` image URLs whose host is one of these (names or IP addresses, matched
+    /// exactly; redirects only to them too); repeatable or comma-separated. An `https` URL is a
+    /// 400: this build has no TLS. Default: none, and an image URL is a 400 (send images inline
+    /// as data URLs).
+    #[arg(
+        long = "allowed-media-domains",
+        value_name = "HOST",
+        value_delimiter = ','
+    )]
+    pub allowed_media_domains: Vec<String>,
+    /// Seconds one image fetch may take in all (redirects and body included).
+    #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = parse_seconds)]
+    pub media_fetch_timeout: f64,
+    /// MiB one fetched image may have; a larger one is a 400 (reading stops there).
+    #[arg(long, value_name = "MIB", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub media_fetch_max_mib: u64,
     /// Tokenize special-token text inside chat messages into control tokens (the old,
     /// injectable behaviour: a user could write a system turn). Off by default.
     #[arg(long)]
@@ -351,6 +368,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         stored_response_bytes_per_key: (args.responses_store_mib_per_key << 20) as usize,
         liveness_timeout: Duration::from_secs_f64(args.liveness_timeout),
         clamp_max_tokens: args.clamp_max_tokens,
+        media: MediaFetchConfig {
+            allowed_domains: (args.allowed_media_domains.iter())
+                .map(|d| d.trim().to_string())
+                .filter(|d| !d.is_empty())
+                .collect(),
+            timeout: Duration::from_secs_f64(args.media_fetch_timeout),
+            max_bytes: (args.media_fetch_max_mib << 20) as usize,
+        },
         ..defaults
     };
     let retry_after_secs = config.retry_after_secs;

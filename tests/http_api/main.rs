@@ -11,6 +11,7 @@ mod errors;
 mod fair_share;
 mod hardening;
 mod images;
+mod images_by_url;
 mod images_protocols;
 mod keep_alive;
 mod messages_turns;

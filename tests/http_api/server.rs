@@ -145,6 +145,8 @@ pub struct ServerOptions {
     pub stream_keep_alive: Duration,
     /// `--speculative`.
     pub speculation: Option<sluice_engine::speculation::SpeculationConfig>,
+    /// `--allowed-media-domains` and the image fetch limits.
+    pub media: sluice_api::media::MediaFetchConfig,
 }
 
 impl Default for ServerOptions {
@@ -174,6 +176,7 @@ impl Default for ServerOptions {
             clamp_max_tokens: false,
             stream_keep_alive: sluice_api::state::STREAM_KEEP_ALIVE,
             speculation: None,
+            media: Default::default(),
         }
     }
 }
@@ -298,6 +301,7 @@ pub async fn start(options: ServerOptions) -> TestServer {
         stored_response_bytes_per_key: options.stored_response_bytes.1,
         clamp_max_tokens: options.clamp_max_tokens,
         stream_keep_alive: options.stream_keep_alive,
+        media: options.media,
         ..ApiConfig::default()
     };
     let registry = sluice_api::registry::ModelRegistry::new(models).with_names(options.model_names);

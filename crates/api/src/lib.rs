@@ -17,6 +17,7 @@ pub mod error;
 pub mod extract;
 pub mod generation;
 pub mod lifecycle;
+pub mod media;
 pub mod model_names;
 pub mod prometheus;
 pub mod registry;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::auth::Caller;
 use crate::lifecycle::Lifecycle;
+use crate::media::{MediaFetchConfig, MediaFetcher};
 use crate::registry::ModelRegistry;
 use crate::responses_store::ResponseStore;
 use crate::tokenizing::TokenizingSlots;
@@ -63,6 +64,8 @@ pub struct ApiConfig {
     /// content: clients such as Claude Code give up on a stream with no event for 300 s, which
     /// a long prompt's prefill can take, and SSE comments do not count.
     pub stream_keep_alive: Duration,
+    /// Which image URLs are fetched (`--allowed-media-domains`) and each fetch's limits.
+    pub media: MediaFetchConfig,
 }
 
 /// Default of [`ApiConfig::stream_keep_alive`].
@@ -89,6 +92,7 @@ impl Default for ApiConfig {
             liveness_timeout: Duration::from_secs(300),
             clamp_max_tokens: false,
             stream_keep_alive: STREAM_KEEP_ALIVE,
+            media: MediaFetchConfig::default(),
         }
     }
 }
@@ -110,6 +114,8 @@ pub struct AppState {
     pub responses: Arc<ResponseStore>,
     /// Starting, serving or draining, and the API requests in flight (the health probes).
     pub lifecycle: Arc<Lifecycle>,
+    /// Fetches image URLs from the allowed hosts (`config.media`).
+    pub media: Arc<MediaFetcher>,
 }
 
 impl AppState {
@@ -142,6 +148,7 @@ impl AppState {
                         config.stored_response_bytes_per_key,
                     ),
             ),
+            media: Arc::new(MediaFetcher::new(config.media.clone())),
             config: Arc::new(config),
             fair_share_hasher: Default::default(),
         }

@@ -1,7 +1,7 @@
 // Conversations kept in this browser's local storage, with export to and import from a JSON
 // file. A conversation: {id, title, created, updated, model, parent?, messages: [{role,
-// content, reasoning?, stats?}]}. Editing an earlier message branches: a new conversation with
-// the messages before it, so the original stays as it was.
+// content, images? (data URLs), reasoning?, stats?}]}. Editing an earlier message branches: a
+// new conversation with the messages before it, so the original stays as it was.
 
 const STORAGE = "sluice.conversations";
 const FORMAT = "sluice.conversations.v1";

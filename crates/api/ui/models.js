@@ -21,7 +21,19 @@ export function statusOf(id) {
   return m ? m.status || "loaded" : "unknown";
 }
 
-/** Re-reads /v1/models and redraws the picker, keeping the selection. */
+/** What the prompts of `id` may hold (`["text", "image"]`), or null while that is unknown
+ * (a pooled model not loaded yet: its files decide). */
+export function inputModalities(id) {
+  const m = models.find((x) => x.id === id);
+  return m && m.input_modalities ? m.input_modalities : null;
+}
+
+/** Whether `id` is known to take images. */
+export function takesImages(id) {
+  return (inputModalities(id) || []).includes("image");
+}
+
+/** Re-reads /v1/models (the picker then fires a `listed` event) and redraws the picker, keeping the selection. */
 export async function refreshModels() {
   const list = await request("/v1/models");
   models = list.data;
@@ -31,6 +43,7 @@ export async function refreshModels() {
     h("option", { value: m.id }, `${m.id} (${m.status || "loaded"})`)));
   if (models.some((m) => m.id === keep)) select.value = keep;
   showStatus();
+  select.dispatchEvent(new Event("listed"));
   return models;
 }
 

@@ -2,6 +2,7 @@
 // folded away, stop / regenerate / edit-and-branch, sampling parameters and per-reply speed.
 
 import { stream, ApiError } from "./api.js";
+import { initAttachments, messageContent, takeAttachments, thumbnails } from "./attachments.js";
 import * as store from "./conversations.js";
 import { $, h, download, formatSeconds } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
@@ -122,6 +123,7 @@ function messageBody(m) {
       h("summary", {}, `Reasoning (${reasoning.split(/\s+/).filter(Boolean).length} words)`),
       renderMarkdown(reasoning)));
   }
+  body.append(thumbnails(m.images) || "");
   body.append(m.role === "assistant" ? renderMarkdown(answer) : h("p", { style: "white-space:pre-wrap;margin:0" }, answer));
   return body;
 }
@@ -166,7 +168,7 @@ function edit(index) {
   area.value = m.content;
   const save = () => {
     const conv = store.branch(current, index);
-    conv.messages.push({ role: "user", content: area.value });
+    conv.messages.push({ role: "user", content: area.value, ...(m.images ? { images: m.images } : {}) });
     conversations.unshift(conv);
     select(conv);
     persist();
@@ -194,7 +196,7 @@ async function generate() {
   }
   const system = $("system").value.trim();
   body.messages = [...(system ? [{ role: "system", content: system }] : []),
-    ...conv.messages.map((m) => ({ role: m.role, content: m.content }))];
+    ...conv.messages.map((m) => ({ role: m.role, content: messageContent(m) }))];
   conv.model = model;
   const reply = { role: "assistant", content: "", reasoning: "", stats: { model } };
   conv.messages.push(reply);
@@ -256,9 +258,11 @@ async function generate() {
 function send(event) {
   event.preventDefault();
   const text = $("prompt").value;
-  if (!text.trim() || running) return;
-  if (!current.messages.length) current.title = store.titleFrom(text);
-  current.messages.push({ role: "user", content: text });
+  const hasImages = $("attachments").childElementCount > 0;
+  if ((!text.trim() && !hasImages) || running) return;
+  if (!current.messages.length) current.title = store.titleFrom(text || "Image");
+  const images = takeAttachments();
+  current.messages.push({ role: "user", content: text, ...(images.length ? { images } : {}) });
   $("prompt").value = "";
   generate();
 }
@@ -269,6 +273,7 @@ export async function initPlayground() {
   conversations = store.loadAll();
   current = conversations[0] || null;
   initModelPicker(() => {});
+  initAttachments();
   await refreshModels().catch((e) => console.warn("models:", e.message));
   if (!current) current = newConversation();
   renderList();

@@ -23,6 +23,9 @@ pub async fn create_chat_completion(
 ) -> Result<Response, ApiError> {
     let model = state.registry.get_or_default(&mut req.model).await?;
     model.check_serves("generation")?;
+    (state.media)
+        .fetch_chat_images(&mut req.messages, model.limits().takes_images)
+        .await?;
     let valid = validate_chat(req, model.limits())?;
     let n = valid.params.n as usize;
     let include_usage = valid.params.stream.is_some_and(|s| s.include_usage);

@@ -28,6 +28,9 @@ pub async fn create_message(
         let model = state.registry.get_or_default(&mut req.model).await?;
         model.check_serves("generation")?;
         let thinking = thinking_enabled(req.thinking.as_ref());
+        (state.media)
+            .fetch_message_images(&mut req.messages, model.limits().takes_images)
+            .await?;
         let valid = validate_messages(req, model.limits())?;
         let meta = message_meta(&model.id);
         generate_turn(
@@ -54,6 +57,9 @@ pub async fn count_tokens(
     let run = async {
         let OpenAiJson(mut req) = req?;
         let model = state.registry.get_or_default(&mut req.model).await?;
+        (state.media)
+            .fetch_message_images(&mut req.messages, model.limits().takes_images)
+            .await?;
         let valid = validate_count_tokens(req, model.limits())?;
         let fair_share_id = state.fair_share_id(&caller, valid.params.user.as_deref());
         let tokens = (render_and_encode(&state, &model, &valid, fair_share_id).await?).tokens;

@@ -31,6 +31,9 @@ pub async fn render_chat_completion(
     let model = state.registry.resolve(model.as_deref()).await?;
     model.check_serves("generation")?;
     request.model = model.id.clone();
+    (state.media)
+        .fetch_chat_images(&mut request.messages, model.limits().takes_images)
+        .await?;
     let valid = validate_chat(request, model.limits())?;
     let fair_share_id = state.fair_share_id(&caller, valid.params.user.as_deref());
     let prepared = prepare_turn(&state, &model, &valid, fair_share_id).await?;

@@ -35,6 +35,9 @@ pub async fn create_response(
         ),
         None => None,
     };
+    (state.media)
+        .fetch_response_images(&mut req, model.limits().takes_images)
+        .await?;
     let valid = validate_responses(req, model.limits(), previous.as_ref())?;
     if valid.echo.store {
         check_storable(&state, &valid, caller.key)?;

@@ -37,7 +37,10 @@ pub async fn tokenize(
             })
             .await?
         }
-        (None, Some(messages)) => {
+        (None, Some(mut messages)) => {
+            (state.media)
+                .fetch_chat_images(&mut messages, model.limits().takes_images)
+                .await?;
             // Images count as the tokens they become (each is encoded, and so cached for
             // the request that follows).
             let mut images = Vec::new();

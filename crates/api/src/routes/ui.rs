@@ -43,6 +43,11 @@ const ASSETS: &[Asset] = &[
     ),
     asset("models.js", JS, include_str!("../../ui/models.js")),
     asset("playground.js", JS, include_str!("../../ui/playground.js")),
+    asset(
+        "attachments.js",
+        JS,
+        include_str!("../../ui/attachments.js"),
+    ),
     asset("raw.js", JS, include_str!("../../ui/raw.js")),
     asset("prometheus.js", JS, include_str!("../../ui/prometheus.js")),
     asset("chart.js", JS, include_str!("../../ui/chart.js")),

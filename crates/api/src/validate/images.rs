@@ -1,7 +1,8 @@
 //! Images in a request: where each came from (the part, for error messages) and its bytes,
-//! read from a `data:` URL or base64 text. Nothing is fetched: an `http(s)` URL is refused,
-//! since fetching needs an allow-list of hosts (`--allowed-media-domains`) sluice does not have
-//! yet.
+//! read from a `data:` URL or base64 text. Nothing is fetched here: the URLs of hosts in
+//! `--allowed-media-domains` were fetched and replaced by data URLs before validation
+//! ([`crate::media`]); an `http(s)` URL still here is refused, since the server has no
+//! allow-list.
 
 use std::sync::Arc;
 
@@ -26,7 +27,8 @@ pub fn image_error(part: &str, message: impl std::fmt::Display) -> ApiError {
     ApiError::invalid(part, format!("{part}: {message}"))
 }
 
-/// The image a URL holds: a `data:` URL's base64 payload. `part` names where it was sent.
+/// The image a URL holds: a `data:` URL's base64 payload (an allowed `http(s)` URL is one
+/// by now). `part` names where it was sent.
 pub fn image_from_url(url: &str, part: &str) -> Result<ImagePart, ApiError> {
     let url = url.trim();
     let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();

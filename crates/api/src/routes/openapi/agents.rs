@@ -92,7 +92,7 @@ pub(super) fn add_agents(doc: &mut Value) {
         "text": {"type": "string"}}});
     let text = json!({"oneOf": [{"type": "string"}, {"type": "array", "items": text_part}]});
     let input_image = json!({"type": "object", "required": ["type", "image_url"],
-        "description": "an image in a user message, for a model whose input_modalities include image: a data URL; other URLs are not fetched",
+        "description": "an image in a user message, for a model whose input_modalities include image: a data URL, or an http(s) URL of a host in --allowed-media-domains",
         "properties": {"type": {"const": "input_image"}, "image_url": {"type": "string"},
             "detail": {"type": "string"}}});
     let message_content = json!({"oneOf": [{"type": "string"},
@@ -119,7 +119,7 @@ pub(super) fn add_agents(doc: &mut Value) {
         "name": {"type": "string", "minLength": 1}, "description": {"type": "string"},
         "input_schema": {"type": "object"}}});
     let anthropic_image = json!({"type": "object", "required": ["type", "source"],
-        "description": "an image in a user message, for a model whose input_modalities include image; url sources are not fetched",
+        "description": "an image in a user message, for a model whose input_modalities include image; a url source is fetched only from a host in --allowed-media-domains",
         "properties": {"type": {"const": "image"}, "source": {"type": "object", "required": ["type"],
             "properties": {"type": {"type": "string", "enum": ["base64", "url"]},
                 "media_type": {"type": "string"}, "data": {"type": "string"}, "url": {"type": "string"}}}}});

@@ -86,7 +86,7 @@ pub(super) fn base_document() -> Value {
         {"type": "object", "required": ["type", "text"],
             "properties": {"type": {"const": "text"}, "text": {"type": "string"}}},
         {"type": "object", "required": ["type", "image_url"],
-            "description": "an image, for a model whose input_modalities include image: a data URL (data:image/png;base64,...); other URLs are not fetched",
+            "description": "an image, for a model whose input_modalities include image: a data URL (data:image/png;base64,...), or an http(s) URL of a host in --allowed-media-domains (fetched before the request is queued)",
             "properties": {"type": {"const": "image_url"}, "image_url": {"oneOf": [
                 {"type": "string"},
                 {"type": "object", "required": ["url"], "properties": {

@@ -1,6 +1,7 @@
 //! Anthropic `image` blocks: `{"type": "image", "source": {"type": "base64", "media_type":
-//! "image/png", "data": "..."}}`, or a `url` source (refused: nothing is fetched), as the chat
-//! content part the rest of the pipeline takes.
+//! "image/png", "data": "..."}}`, or a `url` source (a data URL, or an `http(s)` URL of an
+//! allowed host, fetched into one already: [`crate::media`]), as the chat content part the rest
+//! of the pipeline takes.
 
 use serde_json::Value;
 
@@ -35,7 +36,7 @@ pub(super) fn image_part(block: &ContentBlock, at: &str) -> Result<ContentPart, 
             return Err(image_error(
                 &format!("{at}.source.type"),
                 format!(
-                    "an image source must be base64 (or a url, not fetched); got '{}'",
+                    "an image source must be base64 or url; got '{}'",
                     other.unwrap_or("(missing)")
                 ),
             ))

@@ -59,7 +59,9 @@ pub(super) fn input_parts(parts: &[Value], field: &str) -> Result<Vec<ContentPar
 }
 
 /// The images of a stored conversation (template-form messages whose image parts kept their
-/// URL), in order; read again, they are named by `param`.
+/// URL), in order; read again, they are named by `param`. Each is a data URL: an `http(s)`
+/// image was fetched and replaced by one before its turn was validated, so a later turn sees
+/// the bytes that turn saw, never a second fetch.
 pub(super) fn stored_images(
     conversation: &[Value],
     param: &str,
