@@ -13,6 +13,7 @@ mod hardening;
 mod images;
 mod images_by_url;
 mod images_protocols;
+mod images_qwen;
 mod keep_alive;
 mod messages_turns;
 #[path = "../support/metrics.rs"]
