@@ -64,6 +64,9 @@ pub struct GgufSpec {
     /// For a mixture of experts: whether llama.cpp renormalises the top-k routing weights (its
     /// graph's `norm_w`; the converter writes no `norm_topk_prob`).
     pub renormalize_experts: bool,
+    /// The image encoder a llama.cpp projector file (`mmproj-*.gguf`) served beside these
+    /// files adds; `None` where the language model takes no images.
+    pub mmproj: Option<VisionEncoderKind>,
 }
 
 impl GgufSpec {
@@ -74,6 +77,7 @@ impl GgufSpec {
             permuted_qk: false,
             gemma_norms: false,
             renormalize_experts: false,
+            mmproj: None,
         }
     }
 }
@@ -125,8 +129,11 @@ const TABLE: [ArchitectureSpec; 11] = [
         config: GEMMA3_CONFIG,
         // llama.cpp: local RoPE base `rope.freq_base_swa` (else 10000), layer pattern
         // `attention.sliding_window_pattern` (else every 6th layer global).
+        // llama.cpp writes Gemma 3's language model as a `gemma3` file and its vision tower
+        // and projector as an mmproj file of projector type `gemma3`.
         gguf: Some(GgufSpec {
             gemma_norms: true,
+            mmproj: Some(VisionEncoderKind::Gemma3),
             ..GgufSpec::plain("gemma3")
         }),
         ..dense("Gemma3ForCausalLM", gemma3::load)
@@ -234,6 +241,13 @@ pub fn by_hf_name(name: &str) -> Option<&'static ArchitectureSpec> {
 /// architecture or a name the table does not list.
 pub fn vision_encoder(name: &str) -> Option<VisionEncoderKind> {
     by_hf_name(name).and_then(|a| a.vision)
+}
+
+/// The image encoder an mmproj file adds to a GGUF model whose config names the architecture
+/// `name` (`Gemma3ForCausalLM` for a `gemma3` file); `None` for a language model that takes no
+/// images.
+pub fn mmproj_encoder(name: &str) -> Option<VisionEncoderKind> {
+    by_hf_name(name).and_then(|a| a.gguf).and_then(|g| g.mmproj)
 }
 
 /// The architecture a GGUF file whose `general.architecture` is `name` is loaded as: the one
