@@ -494,3 +494,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 fn parse_tool_call_parser(name: &str) -> Result<String, String> {
     sluice_text::assistant::ToolCallFormat::from_name(name).map(|_| name.to_string())
 }
+
+#[cfg(test)]
+#[path = "serve_tests.rs"]
+mod tests;
