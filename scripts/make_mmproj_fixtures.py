@@ -8,7 +8,8 @@ fixtures/models/gemma3-vision:
   run it with llama-server beside an mmproj file. It is not the checkpoint's text model: the
   fixture's sliding pattern 2 and `query_pre_attn_scalar` 24 have no GGUF keys (llama.cpp
   assumes a pattern of 6 and `head_dim`), the reason fixtures/models/gemma3 is not converted
-  either. Tests use it for loading and pairing only, never for logits.
+  either. Serving tests compare it against the fixture directory with its config saying what
+  the GGUF means (both layers sliding, `query_pre_attn_scalar` 16).
 - `fixtures/gguf/mmproj-gemma3-vision-{f16,q8_0}.gguf`: the vision tower and projector
   (`--mmproj`, `clip.projector_type = gemma3`). The converter keeps some tensors in a fixed type
   whatever the outtype: the patch and position embeddings in f32 (q8_0) or f16/f32 (f16),

@@ -35,8 +35,9 @@ pub fn default_model_id(path: &Path) -> String {
 
 /// The models to offer: each `--model` (named by `--served-model-name` in order, else by its
 /// folder or file stem), then every folder of each `--models-dir` that holds a `config.json`
-/// and every `.gguf` file in it (a split set once), sorted by path, less those whose config
-/// cannot be read (logged as errors).
+/// and every `.gguf` file in it (a split set once; projector files are not models) and every
+/// folder holding one GGUF model (served under the folder's name), sorted by path, less those
+/// whose config cannot be read (logged as errors).
 /// `pinned` names the models never to unload; each must be one of them.
 pub fn model_specs(
     models: &[PathBuf],
@@ -52,6 +53,12 @@ pub fn model_specs(
     );
     let mut specs: Vec<ModelSpec> = Vec::new();
     for (i, dir) in models.iter().enumerate() {
+        anyhow::ensure!(
+            !ModelFiles::is_mmproj(dir),
+            "--model {}: a projector file (the image half of a GGUF model); give the language \
+             model's GGUF as --model and this as --mmproj",
+            dir.display()
+        );
         anyhow::ensure!(
             ModelFiles::is_model(dir),
             "--model {}: neither a directory with a config.json nor a .gguf file",
@@ -71,12 +78,15 @@ pub fn model_specs(
     for parent in models_dirs {
         let entries = std::fs::read_dir(parent)
             .with_context(|| format!("--models-dir {}", parent.display()))?;
-        let mut dirs: Vec<PathBuf> = entries
+        let mut dirs: Vec<(String, PathBuf)> = entries
             .filter_map(Result::ok)
             .map(|e| e.path())
-            .filter(|p| ModelFiles::is_model(p))
+            .filter_map(|p| match ModelFiles::is_model(&p) {
+                true => Some((default_model_id(&p), p)),
+                false => gguf_folder_model(&p).map(|gguf| (default_model_id(&p), gguf)),
+            })
             .collect();
-        dirs.sort();
+        dirs.sort_by(|a, b| a.1.cmp(&b.1));
         anyhow::ensure!(
             !dirs.is_empty(),
             "--models-dir {}: it holds no .gguf file and no folder with a config.json",
@@ -85,7 +95,7 @@ pub fn model_specs(
         // A folder of downloads may hold a hostile or broken file: it is left out (and named
         // in the log) rather than keeping the others from being served.
         let found = dirs.len();
-        dirs.retain(|dir| match ModelFiles::config_at(dir) {
+        dirs.retain(|(_, dir)| match ModelFiles::config_at(dir) {
             Ok(_) => true,
             Err(err) => {
                 tracing::error!(model = %dir.display(), error = %err, "not served: its config cannot be read");
@@ -97,9 +107,9 @@ pub fn model_specs(
             "--models-dir {}: none of its {found} models has a config that can be read (logged above)",
             parent.display()
         );
-        for dir in dirs {
+        for (id, dir) in dirs {
             specs.push(ModelSpec {
-                id: default_model_id(&dir),
+                id,
                 dir,
                 pinned: false,
             });
@@ -113,6 +123,21 @@ pub fn model_specs(
         spec.pinned = true;
     }
     Ok(specs)
+}
+
+/// The GGUF model of a folder without a config.json that holds exactly one (a split set once),
+/// beside projector files or not: llama.cpp's router layout for a multimodal or split model.
+fn gguf_folder_model(folder: &Path) -> Option<PathBuf> {
+    if !folder.is_dir() || folder.join("config.json").exists() {
+        return None;
+    }
+    let mut models = std::fs::read_dir(folder)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| ModelFiles::is_gguf(p) && ModelFiles::is_model(p));
+    let only = models.next()?;
+    models.next().is_none().then_some(only)
 }
 
 /// The names clients may use beyond the served ids: the names after the first in each
@@ -236,6 +261,35 @@ mod tests {
         let ids: Vec<&str> = specs.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(ids[0], "llama-f16");
         assert!(ids.contains(&"qwen3-f16"), "{ids:?}");
+    }
+
+    #[test]
+    fn projector_files_are_not_models_and_a_folder_of_one_gguf_is_served_under_its_name() {
+        let gguf = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/gguf");
+        let models = tempfile::tempdir().unwrap();
+        let link = |from: &str, to: &Path| std::os::unix::fs::symlink(gguf.join(from), to).unwrap();
+        // llama.cpp's router layout: a folder per multimodal model.
+        let folder = models.path().join("gemma-vision");
+        std::fs::create_dir(&folder).unwrap();
+        link(
+            "gemma3-vision-f16.gguf",
+            &folder.join("gemma3-vision-f16.gguf"),
+        );
+        link(
+            "mmproj-gemma3-vision-f16.gguf",
+            &folder.join("mmproj-F16.gguf"),
+        );
+        link("llama-f16.gguf", &models.path().join("llama-f16.gguf"));
+        link(
+            "mmproj-gemma3-vision-q8_0.gguf",
+            &models.path().join("mmproj-q8_0.gguf"),
+        );
+        let specs = model_specs(&[], &[], &[models.path().to_path_buf()], &[]).unwrap();
+        let ids: Vec<&str> = specs.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["gemma-vision", "llama-f16"]);
+        assert_eq!(specs[0].dir, folder.join("gemma3-vision-f16.gguf"));
+        let err = model_specs(&[gguf.join("mmproj-gemma3-vision-f16.gguf")], &[], &[], &[]);
+        assert!(err.unwrap_err().to_string().contains("--mmproj"));
     }
 
     #[test]

@@ -26,13 +26,51 @@ use crate::launch::{bundled_model_dir, default_max_memory_bytes, model_names, mo
 /// How long a load waits for busy models to go idle when only they stand in its way.
 const LOAD_WAIT_FOR_IDLE: Duration = Duration::from_secs(30);
 
+/// `loader` with each `--mmproj` as the projector file of the `--model` at its place; a
+/// projector for a model that is not a GGUF file, or with no model, is an error.
+fn with_projectors(
+    mut loader: DirectoryLoader,
+    models: &[PathBuf],
+    mmproj: &[PathBuf],
+) -> anyhow::Result<DirectoryLoader> {
+    anyhow::ensure!(
+        mmproj.len() <= models.len(),
+        "{} --mmproj given for {} --model: a projector file is the image half of a GGUF \
+         language model, named with --model",
+        mmproj.len(),
+        models.len()
+    );
+    for (model, projector) in models.iter().zip(mmproj) {
+        anyhow::ensure!(
+            sluice_model::ModelFiles::is_gguf(model),
+            "--mmproj {}: --model {} is not a GGUF file (a model directory carries its own \
+             image encoder)",
+            projector.display(),
+            model.display()
+        );
+        anyhow::ensure!(
+            sluice_model::ModelFiles::is_mmproj(projector) && projector.is_file(),
+            "--mmproj {}: not a projector file (mmproj*.gguf)",
+            projector.display()
+        );
+        loader = loader.with_projector(model.clone(), projector.clone());
+    }
+    Ok(loader)
+}
+
 /// Flags of `sluice serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// A Hugging Face model directory; repeat to serve several. Defaults to the bundled model
-    /// when neither --model nor --models-dir is given.
+    /// A Hugging Face model directory or a GGUF file; repeat to serve several. Defaults to the
+    /// bundled model when neither --model nor --models-dir is given.
     #[arg(long = "model")]
     pub models: Vec<PathBuf>,
+    /// llama.cpp's projector file (`mmproj-*.gguf`) of a GGUF --model, for its images (one per
+    /// --model, in order; llama-server's `--mmproj`). Without it, a projector file beside the
+    /// model's GGUF is used: the one `mmproj*.gguf` in a folder of one model, else
+    /// `mmproj-NAME.gguf` beside `NAME.gguf`.
+    #[arg(long = "mmproj")]
+    pub mmproj: Vec<PathBuf>,
     /// The id clients use for the model (one per --model, in order); more names after commas
     /// (`--served-model-name qwen,gpt-4o-mini`) also reach it.
     #[arg(long = "served-model-name")]
@@ -50,8 +88,10 @@ pub struct ServeArgs {
     /// several and no default, such a request is a 400).
     #[arg(long = "default-model")]
     pub default_model: Option<String>,
-    /// A folder of model directories: each one holding a config.json is served under its
-    /// folder name. Repeatable.
+    /// A folder of models: each folder in it holding a config.json is served under its folder
+    /// name, each GGUF file under its stem, each folder holding one GGUF model (and its
+    /// `mmproj*.gguf`, llama.cpp's router layout) under its folder name. Projector files are
+    /// not models. Repeatable.
     #[arg(long = "models-dir")]
     pub models_dirs: Vec<PathBuf>,
     /// Load this model at start (repeatable). With a single model and no --preload, that model
@@ -344,7 +384,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let kv_disk = settings.kv_disk.clone();
     let kv_events = args.kv_events.start()?;
     settings.kv_events = (kv_events.clone()).map(|p| p as Arc<dyn KvEventPublisher>);
-    let loader = DirectoryLoader::new(settings);
+    let loader = with_projectors(DirectoryLoader::new(settings), &models, &args.mmproj)?;
     let pool = ModelPool::new(specs, Arc::new(loader), budget)?;
     tracing::info!(
         models = ?pool.ids(),
@@ -479,3 +519,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 fn parse_tool_call_parser(name: &str) -> Result<String, String> {
     sluice_text::assistant::ToolCallFormat::from_name(name).map(|_| name.to_string())
 }
+
+#[cfg(test)]
+#[path = "serve_tests.rs"]
+mod tests;

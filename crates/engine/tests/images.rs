@@ -315,4 +315,3 @@ fn qwen_prompts_give_the_reference_greedy_tokens_alone_and_among_others() {
     assert_eq!(served.engine.metrics().snapshot().kv_blocks_used, 0);
     served.engine.shutdown();
 }
-

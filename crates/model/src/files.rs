@@ -37,11 +37,24 @@ impl ModelFiles {
             && !path.is_dir()
     }
 
+    /// Whether `path` names llama.cpp's projector file of a multimodal model (a `.gguf` file
+    /// whose name starts with `mmproj`, as llama.cpp's converter and router name them): the
+    /// image half of a GGUF language model, not a model.
+    pub fn is_mmproj(path: &Path) -> bool {
+        Self::is_gguf(path)
+            && path.file_name().is_some_and(|n| {
+                let name = n.to_string_lossy();
+                (name.get(..6)).is_some_and(|head| head.eq_ignore_ascii_case("mmproj"))
+            })
+    }
+
     /// Whether `path` holds a model sluice can open: a directory with a `config.json`, or a
-    /// `.gguf` file (of a split set, only the first part counts, so a set is one model).
+    /// `.gguf` file (of a split set, only the first part counts, so a set is one model) that
+    /// is not a projector file ([`Self::is_mmproj`]).
     pub fn is_model(path: &Path) -> bool {
         if Self::is_gguf(path) {
             return path.is_file()
+                && !Self::is_mmproj(path)
                 && sluice_gguf::split_parts(path).is_none_or(|parts| parts[0] == path);
         }
         path.join("config.json").is_file()

@@ -42,6 +42,41 @@ impl Gemma3Images {
         Self::new(encoder, preprocessor, prompt, tokenizer, dir)
     }
 
+    /// Loads the encoder and its image settings from llama.cpp's projector file `path`
+    /// (projector type `gemma3`). The prompt's tokens are Gemma 3's own, which llama.cpp's
+    /// converter keeps in the language model's vocabulary (`tokenizer`); the soft tokens per
+    /// image follow from the file's image and patch sizes.
+    pub fn load_mmproj(
+        path: &Path,
+        dtype: Option<WeightDtype>,
+        tokenizer: &Tokenizer,
+    ) -> Result<Self, LoadError> {
+        let encoder = Gemma3VisionEncoder::load_gguf(path, dtype)?;
+        let error = |message: String| LoadError::Config {
+            path: path.to_path_buf(),
+            message,
+        };
+        let p = encoder
+            .preprocessing()
+            .expect("an mmproj file states its preprocessing");
+        let preprocessor = SiglipPreprocessor::square(p.image_size, p.image_mean, p.image_std)
+            .map_err(|e| error(e.to_string()))?;
+        let prompt = Gemma3ImagePrompt {
+            boi_token: "<start_of_image>".to_string(),
+            eoi_token: "<end_of_image>".to_string(),
+            image_token: "<image_soft_token>".to_string(),
+            tokens_per_image: encoder.config().mm_tokens_per_image,
+        };
+        for token in [&prompt.boi_token, &prompt.eoi_token] {
+            if tokenizer.token_to_id(token).is_none() {
+                return Err(error(format!(
+                    "the language model's vocabulary has no {token}: it is not Gemma 3's"
+                )));
+            }
+        }
+        Self::new(encoder, preprocessor, prompt, tokenizer, path)
+    }
+
     fn new(
         encoder: Gemma3VisionEncoder,
         preprocessor: SiglipPreprocessor,

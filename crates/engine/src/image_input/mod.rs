@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 use sluice_model::architectures::registry::VisionEncoderKind;
+use sluice_model::vision::mmproj::MmprojSource;
 use sluice_model::{LoadError, WeightDtype};
 use sluice_text::Tokenizer;
 use sluice_vision::{decode, DecodeLimits, ImageError, RgbImage};
@@ -181,6 +182,46 @@ impl ImageInput {
         Ok(Self::new(family))
     }
 
+    /// Loads the image encoder of a GGUF language model from llama.cpp's projector file `path`
+    /// (`mmproj-*.gguf`): the family its `clip.projector_type` names, which must be `kind`
+    /// (what the language model's architecture takes) and project to `text_hidden` (the
+    /// language model's hidden size); image settings from the file, the prompt's tokens from
+    /// `tokenizer` (the GGUF vocabulary).
+    pub fn load_mmproj(
+        path: &Path,
+        kind: VisionEncoderKind,
+        text_hidden: usize,
+        dtype: Option<WeightDtype>,
+        tokenizer: &Tokenizer,
+    ) -> Result<Self, LoadError> {
+        let error = |message: String| LoadError::Config {
+            path: path.to_path_buf(),
+            message,
+        };
+        let found = projector_family(path)?;
+        if found != kind {
+            return Err(error(format!(
+                "the projector is {found:?}'s, the language model takes {kind:?}'s images"
+            )));
+        }
+        let family: Box<dyn ImageEncoder> = match kind {
+            VisionEncoderKind::Gemma3 => {
+                Box::new(Gemma3Images::load_mmproj(path, dtype, tokenizer)?)
+            }
+            VisionEncoderKind::Qwen2_5Vl => {
+                Box::new(Qwen2_5VlImages::load_mmproj(path, dtype, tokenizer)?)
+            }
+        };
+        if family.embedding_width() != text_hidden {
+            return Err(error(format!(
+                "the projector's output is {} wide, the language model's hidden size is \
+                 {text_hidden}: this mmproj file belongs to another model",
+                family.embedding_width()
+            )));
+        }
+        Ok(Self::new(family))
+    }
+
     /// Which encoder it runs.
     pub fn kind(&self) -> VisionEncoderKind {
         self.family.kind()
@@ -265,6 +306,33 @@ impl ImageInput {
                     .map_err(|e| ImagePromptError::Layout(e.to_string()))
             }
         }
+    }
+}
+
+/// The family of the projector file `path`, from its `clip.projector_type`.
+fn projector_family(path: &Path) -> Result<VisionEncoderKind, LoadError> {
+    let source = MmprojSource::open(path)?;
+    let metadata = source.gguf().metadata();
+    let error = |message: String| LoadError::Config {
+        path: path.to_path_buf(),
+        message,
+    };
+    let text = |key: &str| metadata.str(key).ok().flatten();
+    if text("general.architecture") != Some("clip") {
+        return Err(error(format!(
+            "not an mmproj file: general.architecture is `{}`, a projector file says `clip`",
+            text("general.architecture").unwrap_or("(none)")
+        )));
+    }
+    let projector = text("clip.vision.projector_type").or(text("clip.projector_type"));
+    match projector {
+        Some("gemma3") => Ok(VisionEncoderKind::Gemma3),
+        Some("qwen2.5vl_merger") => Ok(VisionEncoderKind::Qwen2_5Vl),
+        other => Err(error(format!(
+            "projector type `{}` is not served (mmproj projector types sluice reads: gemma3, \
+             qwen2.5vl_merger)",
+            other.unwrap_or("(none)")
+        ))),
     }
 }
 

@@ -13,6 +13,7 @@
 use std::path::Path;
 
 use sluice_model::architectures::registry::VisionEncoderKind;
+use sluice_model::vision::mmproj::MmprojSource;
 use sluice_model::vision::Qwen2_5VisionEncoder;
 use sluice_model::{LoadError, WeightDtype};
 use sluice_text::Tokenizer;
@@ -72,6 +73,69 @@ impl Qwen2_5VlImages {
         }
         Ok(Self {
             placeholder: format!("{start}{pad}{end}"),
+            encoder,
+            preprocessor,
+            prompt,
+        })
+    }
+}
+
+impl Qwen2_5VlImages {
+    /// Loads the encoder from llama.cpp's projector file `path` (`clip.projector_type =
+    /// qwen2.5vl_merger`). The file states the patch size, merge and normalisation but not the
+    /// processor's pixel budget: images are resized as the Hugging Face processor's defaults
+    /// for Qwen2.5-VL say (bicubic, between 56 x 56 and 12,845,056 pixels). The prompt's tokens
+    /// come from `tokenizer` (the GGUF vocabulary).
+    pub fn load_mmproj(
+        path: &Path,
+        dtype: Option<WeightDtype>,
+        tokenizer: &Tokenizer,
+    ) -> Result<Self, LoadError> {
+        let error = |message: String| LoadError::Config {
+            path: path.to_path_buf(),
+            message,
+        };
+        let encoder = Qwen2_5VisionEncoder::load_gguf(path, dtype)?;
+        let source = MmprojSource::open(path)?;
+        let metadata = source.gguf().metadata();
+        let channels = |key: &str| {
+            let values = metadata.f32_array(key).ok().flatten();
+            values
+                .filter(|v| v.len() == 3 && v.iter().all(|x| x.is_finite()))
+                .ok_or_else(|| error(format!("{key} is not three numbers")))
+        };
+        let c = encoder.config();
+        let (mean, std) = (
+            channels("clip.vision.image_mean")?,
+            channels("clip.vision.image_std")?,
+        );
+        let settings = format!(
+            r#"{{"patch_size": {}, "merge_size": {}, "temporal_patch_size": {},
+                "image_mean": {mean:?}, "image_std": {std:?},
+                "min_pixels": {}, "max_pixels": {}}}"#,
+            c.patch_size,
+            c.spatial_merge_size,
+            c.temporal_patch_size,
+            56 * 56,
+            12_845_056
+        );
+        let preprocessor = Qwen2VlPreprocessor::from_json(&settings, false, path)
+            .map_err(|e| error(e.to_string()))?;
+        let id = |token: &str| {
+            (tokenizer.token_to_id(token)).ok_or_else(|| {
+                error(format!(
+                    "the language model's vocabulary has no {token}: it is not Qwen2.5-VL's"
+                ))
+            })
+        };
+        let prompt = Qwen2VlImagePrompt {
+            image_token: "<|image_pad|>".to_string(),
+            image_token_id: id("<|image_pad|>")?,
+            vision_start_token_id: id("<|vision_start|>")?,
+            vision_end_token_id: id("<|vision_end|>")?,
+        };
+        Ok(Self {
+            placeholder: "<|vision_start|><|image_pad|><|vision_end|>".to_string(),
             encoder,
             preprocessor,
             prompt,

@@ -5,19 +5,22 @@
 //! crate's matmul and attention kernels call `par_iter` without building a pool of their own), so
 //! several loaded models share one set of compute threads instead of oversubscribing the CPU.
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use sluice_model::architectures::registry::{mmproj_encoder, vision_encoder};
 use sluice_model::{
-    KvCache, KvDemand, KvDtype, KvLayout, KvPools, LoadOptions, Model, ModelConfig, ModelFiles,
-    WeightDtype,
+    KvCache, KvDemand, KvDtype, KvLayout, KvPools, LoadError, LoadOptions, Model, ModelConfig,
+    ModelFiles, WeightDtype,
 };
 use sluice_text::Tokenizer;
 use thiserror::Error;
 
 use super::budget::gib;
 use super::kv_sizing::{KvCacheMemory, KvShape};
+use super::projector::projector_beside;
 use crate::engine::{Engine, EngineConfig};
 use crate::executor::ModelExecutor;
 use crate::handle::EngineHandle;
@@ -115,11 +118,13 @@ pub struct LoadSettings {
     pub kv_events: Option<Arc<dyn KvEventPublisher>>,
 }
 
-/// Loads Hugging Face model directories (config, safetensors, tokenizer) with one set of
-/// [`LoadSettings`].
+/// Loads Hugging Face model directories (config, safetensors, tokenizer) and GGUF files (with
+/// their projector files, for images) with one set of [`LoadSettings`].
 #[derive(Debug, Clone)]
 pub struct DirectoryLoader {
     settings: LoadSettings,
+    /// The projector file named for a GGUF model (`--mmproj`), by the model's path.
+    projectors: HashMap<PathBuf, PathBuf>,
     /// What the `--speculative draft:PATH` model adds to every model's memory, read once.
     draft: std::sync::OnceLock<Option<super::draft::DraftFootprint>>,
 }
@@ -129,8 +134,69 @@ impl DirectoryLoader {
     pub fn new(settings: LoadSettings) -> Self {
         DirectoryLoader {
             settings,
+            projectors: HashMap::new(),
             draft: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The loader with `mmproj` as the projector file of the GGUF model at `model` (rather than
+    /// one found beside it).
+    pub fn with_projector(mut self, model: PathBuf, mmproj: PathBuf) -> Self {
+        self.projectors.insert(model, mmproj);
+        self
+    }
+
+    /// The projector file of the GGUF model at `path`, whose config names `architecture`: the
+    /// one named for it, else, for an architecture that takes images, one found beside it
+    /// (`projector.rs`).
+    pub fn projector(&self, path: &Path, architecture: &str) -> Option<PathBuf> {
+        if let Some(named) = self.projectors.get(path) {
+            return Some(named.clone());
+        }
+        mmproj_encoder(architecture)?;
+        projector_beside(path)
+    }
+
+    /// The image input of a loaded model: a directory's own encoder where its architecture
+    /// takes images; a GGUF file's from its projector file, if it has one.
+    fn image_input(
+        &self,
+        path: &Path,
+        files: &ModelFiles,
+        config: &ModelConfig,
+        tokenizer: &Tokenizer,
+    ) -> Result<Option<ImageInput>, LoadError> {
+        let dtype = self.settings.dtype;
+        if files.gguf_metadata().is_none() {
+            return vision_encoder(&config.architecture)
+                .map(|kind| ImageInput::load(kind, path, dtype, tokenizer))
+                .transpose();
+        }
+        let Some(mmproj) = self.projector(path, &config.architecture) else {
+            return Ok(None);
+        };
+        let kind = mmproj_encoder(&config.architecture).ok_or_else(|| LoadError::Config {
+            path: mmproj.clone(),
+            message: format!(
+                "the language model {} ({}) takes no images: a projector file cannot serve it",
+                path.display(),
+                config.architecture
+            ),
+        })?;
+        tracing::info!(model = %path.display(), projector = %mmproj.display(), "image encoder from its projector file");
+        let input = ImageInput::load_mmproj(&mmproj, kind, config.hidden_size, dtype, tokenizer)?;
+        Ok(Some(input))
+    }
+
+    /// Bytes the projector file of a GGUF model adds (its size on disk: its tensors are kept
+    /// in their stored types unless `--dtype` says otherwise).
+    fn projector_bytes(&self, path: &Path, files: &ModelFiles) -> usize {
+        if files.gguf_metadata().is_none() {
+            return 0;
+        }
+        (self.projector(path, &files.config().architecture))
+            .and_then(|p| std::fs::metadata(p).ok())
+            .map_or(0, |m| m.len() as usize)
     }
 
     /// The footprint of the draft model the settings name, read from its files once.
@@ -245,7 +311,8 @@ impl ModelLoader for DirectoryLoader {
         let files = ModelFiles::open(path)?;
         let tokens = self.kv_pools_of(&files).num_blocks() * self.settings.block_size;
         let draft_bytes = self.draft().map_or(0, |d| d.bytes(tokens));
-        Ok(files.loaded_bytes(self.settings.dtype) + self.kv_bytes(&files) + draft_bytes)
+        let weights = files.loaded_bytes(self.settings.dtype) + self.projector_bytes(path, &files);
+        Ok(weights + self.kv_bytes(&files) + draft_bytes)
     }
 
     fn load(&self, dir: &Path) -> Result<LoadedModel, ModelLoadError> {
@@ -289,14 +356,9 @@ impl ModelLoader for DirectoryLoader {
                 remedy,
             });
         }
-        // An architecture that takes images has its encoder in the same directory (a GGUF
-        // file's projector is a separate file, not read yet).
-        let vision = sluice_model::architectures::registry::vision_encoder(&config.architecture)
-            .filter(|_| files.gguf_metadata().is_none());
-        let images = match vision {
-            Some(kind) => Some(Arc::new(ImageInput::load(kind, dir, dtype, &tokenizer)?)),
-            None => None,
-        };
+        let images = self
+            .image_input(dir, &files, &config, &tokenizer)?
+            .map(Arc::new);
         let kv_bytes = self.kv_bytes(&files);
         let draft = self.load_draft(&tokenizer, kv.num_blocks() * s.block_size)?;
         let draft_bytes = draft.as_ref().map_or(0, |d| d.memory_bytes);

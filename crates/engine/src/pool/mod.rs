@@ -25,6 +25,7 @@ pub mod budget;
 mod draft;
 pub mod kv_sizing;
 pub mod loader;
+mod projector;
 mod state;
 mod transitions;
 

@@ -69,6 +69,9 @@ pub struct GgufSpec {
     /// For a mixture of experts: whether llama.cpp renormalises the top-k routing weights (its
     /// graph's `norm_w`; the converter writes no `norm_topk_prob`).
     pub renormalize_experts: bool,
+    /// The image encoder a llama.cpp projector file (`mmproj-*.gguf`) served beside these
+    /// files adds; `None` where the language model takes no images.
+    pub mmproj: Option<VisionEncoderKind>,
 }
 
 impl GgufSpec {
@@ -79,6 +82,7 @@ impl GgufSpec {
             permuted_qk: false,
             gemma_norms: false,
             renormalize_experts: false,
+            mmproj: None,
         }
     }
 }
@@ -137,8 +141,11 @@ const TABLE: [ArchitectureSpec; 12] = [
         config: GEMMA3_CONFIG,
         // llama.cpp: local RoPE base `rope.freq_base_swa` (else 10000), layer pattern
         // `attention.sliding_window_pattern` (else every 6th layer global).
+        // llama.cpp writes Gemma 3's language model as a `gemma3` file and its vision tower
+        // and projector as an mmproj file of projector type `gemma3`.
         gguf: Some(GgufSpec {
             gemma_norms: true,
+            mmproj: Some(VisionEncoderKind::Gemma3),
             ..GgufSpec::plain("gemma3")
         }),
         ..dense("Gemma3ForCausalLM", gemma3::load)
@@ -207,9 +214,12 @@ const TABLE: [ArchitectureSpec; 12] = [
         // llama.cpp's `qwen2vl` files (Qwen2-VL's and Qwen2.5-VL's language model): the split as
         // `rope.dimension_sections`; Q/K rows as the checkpoint's, since llama.cpp's multimodal
         // RoPE rotates halves as transformers does (the converter permutes `llama` files only).
-        // The image encoder is a separate projector file (`clip.projector_type` `qwen2vl_merger`
-        // or `qwen2.5vl_merger`).
-        gguf: Some(GgufSpec::plain("qwen2vl")),
+        // The image encoder is a separate projector file (`clip.projector_type`
+        // `qwen2.5vl_merger`; Qwen2-VL's `qwen2vl_merger` is not served).
+        gguf: Some(GgufSpec {
+            mmproj: Some(VisionEncoderKind::Qwen2_5Vl),
+            ..GgufSpec::plain("qwen2vl")
+        }),
         vision: Some(VisionEncoderKind::Qwen2_5Vl),
         ..dense("Qwen2_5_VLForConditionalGeneration", qwen2_5_vl::load)
     },
@@ -259,6 +269,13 @@ pub fn by_hf_name(name: &str) -> Option<&'static ArchitectureSpec> {
 /// architecture or a name the table does not list.
 pub fn vision_encoder(name: &str) -> Option<VisionEncoderKind> {
     by_hf_name(name).and_then(|a| a.vision)
+}
+
+/// The image encoder an mmproj file adds to a GGUF model whose config names the architecture
+/// `name` (`Gemma3ForCausalLM` for a `gemma3` file); `None` for a language model that takes no
+/// images.
+pub fn mmproj_encoder(name: &str) -> Option<VisionEncoderKind> {
+    by_hf_name(name).and_then(|a| a.gguf).and_then(|g| g.mmproj)
 }
 
 /// The architecture a GGUF file whose `general.architecture` is `name` is loaded as: the one
