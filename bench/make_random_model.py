@@ -169,14 +169,15 @@ def filler_word(index):
         index -= 1
 
 
-def build_tokenizer(vocab_size):
-    """A byte-level BPE whose vocabulary has exactly `vocab_size` ids, every one decodable."""
+def build_tokenizer(vocab_size, special_tokens=SPECIAL_TOKENS):
+    """A byte-level BPE whose vocabulary has exactly `vocab_size` ids, every one decodable; the
+    special tokens take the first ids, in order."""
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=min(TRAINED_VOCAB, vocab_size),
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=list(special_tokens),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )

@@ -2,32 +2,80 @@
 //! span (its image for SigLIP and Qwen2.5-VL's full-attention blocks, its window for Qwen2.5-VL's
 //! window blocks), no mask inside a span.
 //!
-//! Runs per query row and head, each with the kernels' fixed reduction orders (scores, softmax,
-//! weighted sum), so a row's output depends only on its span's rows, never on the other images
-//! of the batch.
+//! A span of at least [`MATMUL_MIN_ROWS`] rows (an image's thousands of patches) runs as two
+//! matrix products per head on the f32 tile kernels: the scores of a block of query rows against
+//! every key (`Q·Kᵀ`, the keys packed as a weight matrix), a softmax per row, then `P·V` (the
+//! values packed transposed). A smaller span (a window of a few dozen rows) runs per query row
+//! with the vector kernels. Either way each row's output comes from fixed reduction orders over
+//! its own span's rows, so it never depends on the other images of the batch.
 
 use std::ops::Range;
 
 use rayon::prelude::*;
 
+use crate::kernels::matmul::{PackedMatrix, WeightDtype};
 use crate::kernels::vector::{best_ops, VectorOps};
 
+/// Spans at least this long run as matrix products (below it, packing the keys and values
+/// costs more than it saves).
+const MATMUL_MIN_ROWS: usize = 128;
+
+/// Query rows whose scores are held at once (`QUERY_BLOCK × span` floats).
+const QUERY_BLOCK: usize = 512;
+
 /// `qkv: [rows, 3 · hidden]` (q, k, v side by side, each `[heads, head_dim]`) → `[rows, hidden]`,
-/// scores scaled by `head_dim^-½`; `span(row)` is the range of rows that `row` attends to.
+/// scores scaled by `head_dim^-½`; `span(row)` is the range of rows that `row` attends to (the
+/// rows of a span attend to the span itself).
 pub(crate) fn span_attention(
     qkv: &[f32],
     hidden: usize,
     heads: usize,
     span: impl Fn(usize) -> Range<usize> + Sync,
 ) -> Vec<f32> {
-    let d = hidden / heads;
     let rows = qkv.len() / (3 * hidden);
+    let mut out = vec![0f32; rows * hidden];
+    let mut row = 0;
+    while row < rows {
+        let keys = span(row);
+        let own = keys.start == row && keys.end > row && keys.end <= rows;
+        if own && keys.len() >= MATMUL_MIN_ROWS {
+            matmul_span(qkv, hidden, heads, keys.clone(), &mut out);
+            row = keys.end;
+            continue;
+        }
+        // Rows up to the next span that runs as products, one query row at a time.
+        let mut end = row + 1;
+        while end < rows {
+            let next = span(end);
+            if next.start == end && next.len() >= MATMUL_MIN_ROWS {
+                break;
+            }
+            end += 1;
+        }
+        per_row(qkv, hidden, heads, row..end, &span, &mut out);
+        row = end;
+    }
+    out
+}
+
+/// The rows `rows` of the output, each query row attending to its span with the vector kernels.
+fn per_row(
+    qkv: &[f32],
+    hidden: usize,
+    heads: usize,
+    rows: Range<usize>,
+    span: &(impl Fn(usize) -> Range<usize> + Sync),
+    out: &mut [f32],
+) {
+    let d = hidden / heads;
     let scale = (d as f32).powf(-0.5);
     let ops = best_ops(d);
-    let mut out = vec![0f32; rows * hidden];
-    out.par_chunks_mut(hidden)
+    let first = rows.start;
+    out[rows.start * hidden..rows.end * hidden]
+        .par_chunks_mut(hidden)
         .enumerate()
-        .for_each(|(row, out_row)| {
+        .for_each(|(i, out_row)| {
+            let row = first + i;
             let keys = span(row);
             let mut scores = vec![0f32; keys.len()];
             let mut offsets = vec![0usize; keys.len()];
@@ -37,13 +85,105 @@ pub(crate) fn span_attention(
                     *offset = key * 3 * hidden + hidden + head * d;
                 }
                 ops.group_scores(q, d, qkv, &offsets, scale, &mut scores);
-                let max = ops.max_finite(&scores).unwrap_or(0.0);
-                let sum = ops.exp_sum(&mut scores, max);
-                let inverse = 1.0 / sum;
-                scores.iter_mut().for_each(|s| *s *= inverse);
+                softmax(ops, &mut scores);
                 offsets.iter_mut().for_each(|o| *o += hidden);
                 ops.group_weighted_sum(&scores, qkv, &offsets, d, &mut out_row[head * d..][..d]);
             }
         });
-    out
+}
+
+/// The rows of `span`, which attend to `span` itself, as matrix products per head.
+fn matmul_span(qkv: &[f32], hidden: usize, heads: usize, span: Range<usize>, out: &mut [f32]) {
+    let d = hidden / heads;
+    let n = span.len();
+    let scale = (d as f32).powf(-0.5);
+    let ops = best_ops(d);
+    let column = |row: usize, part: usize, head: usize| {
+        &qkv[row * 3 * hidden + part * hidden + head * d..][..d]
+    };
+    for head in 0..heads {
+        // Keys as the rows of a weight matrix [n, d]; values transposed, [d, n].
+        let mut k = Vec::with_capacity(n * d);
+        let mut v_t = vec![0f32; d * n];
+        for (j, row) in span.clone().enumerate() {
+            k.extend_from_slice(column(row, 1, head));
+            for (c, &x) in column(row, 2, head).iter().enumerate() {
+                v_t[c * n + j] = x;
+            }
+        }
+        let keys = PackedMatrix::pack(&k, n, d, WeightDtype::F32);
+        let values = PackedMatrix::pack(&v_t, d, n, WeightDtype::F32);
+        for block in span.clone().step_by(QUERY_BLOCK) {
+            let block = block..(block + QUERY_BLOCK).min(span.end);
+            let m = block.len();
+            let mut q = Vec::with_capacity(m * d);
+            for row in block.clone() {
+                q.extend(column(row, 0, head).iter().map(|x| x * scale));
+            }
+            let mut scores = vec![0f32; m * n];
+            keys.matmul(&q, m, &mut scores);
+            scores.par_chunks_mut(n).for_each(|row| softmax(ops, row));
+            let mut attended = vec![0f32; m * d];
+            values.matmul(&scores, m, &mut attended);
+            for (row, values) in block.zip(attended.chunks(d)) {
+                out[row * hidden + head * d..][..d].copy_from_slice(values);
+            }
+        }
+    }
+}
+
+/// `scores` → their softmax, in place.
+fn softmax(ops: impl VectorOps, scores: &mut [f32]) {
+    let max = ops.max_finite(scores).unwrap_or(0.0);
+    let sum = ops.exp_sum(scores, max);
+    let inverse = 1.0 / sum;
+    scores.iter_mut().for_each(|s| *s *= inverse);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic values in [-2, 2).
+    fn values(len: usize, seed: u64) -> Vec<f32> {
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..len)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 40) as f32 / (1u64 << 24) as f32 * 4.0 - 2.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn long_spans_as_products_agree_with_the_row_kernel_and_with_themselves_in_a_batch() {
+        let (hidden, heads) = (48, 3);
+        // Two images: 700 rows (products: one query block and a part) and 40 rows (per row).
+        let (long, short) = (700, 40);
+        let qkv = values((long + short) * 3 * hidden, 7);
+        let spans = |r: usize| {
+            if r < long {
+                0..long
+            } else {
+                long..long + short
+            }
+        };
+        let both = span_attention(&qkv, hidden, heads, spans);
+        let mut by_rows = vec![0f32; (long + short) * hidden];
+        per_row(&qkv, hidden, heads, 0..long + short, &spans, &mut by_rows);
+        let diff = (both.iter().zip(&by_rows))
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(diff < 1e-5, "products and rows differ by {diff}");
+        assert_eq!(
+            &both[long * hidden..],
+            &by_rows[long * hidden..],
+            "the short span runs per row"
+        );
+        // The long image alone gives the same bits as beside the other.
+        let alone = span_attention(&qkv[..long * 3 * hidden], hidden, heads, |_| 0..long);
+        assert_eq!(&both[..long * hidden], &alone[..]);
+    }
 }
