@@ -11,7 +11,14 @@ import json
 
 import anthropic
 import pytest
-from agents import Agent, ModelSettings, OpenAIResponsesModel, RunConfig, Runner, set_tracing_disabled
+from agents import (
+    Agent,
+    ModelSettings,
+    OpenAIChatCompletionsModel,
+    RunConfig,
+    Runner,
+    set_tracing_disabled,
+)
 from openai import AsyncOpenAI, OpenAI
 from sluice_server import ROOT, serve
 from tokenizers import Tokenizer
@@ -82,8 +89,8 @@ def test_openai_responses_with_an_input_image_gives_the_reference_continuation(u
 def test_anthropic_image_block_gives_the_reference_continuation(url):
     client = anthropic.Anthropic(base_url=url, api_key="none", max_retries=0)
     message = client.messages.create(
-        model=MODEL, max_tokens=TOKENS, temperature=0,
-        extra_body={"ignore_eos": True},
+        model=MODEL, max_tokens=TOKENS,
+        extra_body={"ignore_eos": True, "temperature": 0},
         messages=[{"role": "user", "content": [
             {"type": "image", "source": {"type": "base64", "media_type": "image/png",
                                          "data": image_b64(IMAGE)}},
@@ -101,7 +108,9 @@ def test_an_agent_with_an_image_in_its_input_answers_from_it(url):
     client = AsyncOpenAI(base_url=url + "/v1", api_key="none", max_retries=0)
     agent = Agent(
         name="viewer",
-        model=OpenAIResponsesModel(model=MODEL, openai_client=client),
+        # Chat completions: the Responses model takes a reply cut at its token limit (the
+        # reference's length, the eos ignored) as a failed run.
+        model=OpenAIChatCompletionsModel(model=MODEL, openai_client=client),
         model_settings=ModelSettings(max_tokens=TOKENS, temperature=0,
                                      extra_body={"ignore_eos": True}),
     )
