@@ -60,6 +60,44 @@ fn one_255th() -> f64 {
     1.0 / 255.0
 }
 
+/// The processor configuration of model directory `dir`: its `preprocessor_config.json`, else
+/// its `processor_config.json` (whose `image_processor` object holds it: `nested`). Returns the
+/// text, whether it is nested, and the file's path.
+pub(crate) fn read_processor_config(dir: &Path) -> Result<(String, bool, PathBuf), ConfigError> {
+    let flat = dir.join("preprocessor_config.json");
+    let (path, nested) = match flat.exists() {
+        true => (flat, false),
+        false => (dir.join("processor_config.json"), true),
+    };
+    let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    Ok((text, nested, path))
+}
+
+/// Parses a processor configuration: the object itself, or (`nested`) an object holding it
+/// under `image_processor`. `path` names it in errors.
+pub(crate) fn parse_processor_config<T: serde::de::DeserializeOwned>(
+    text: &str,
+    nested: bool,
+    path: &Path,
+) -> Result<T, ConfigError> {
+    let invalid = |message: String| ConfigError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    };
+    let mut value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+    if nested {
+        value = value
+            .get_mut("image_processor")
+            .map(serde_json::Value::take)
+            .ok_or_else(|| invalid("no `image_processor` object".into()))?;
+    }
+    serde_json::from_value(value).map_err(|e| invalid(e.to_string()))
+}
+
 /// Resize, rescale and normalise, as the model's processor configuration says.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SiglipPreprocessor {
@@ -75,36 +113,14 @@ impl SiglipPreprocessor {
     /// Reads `preprocessor_config.json` from a model directory, else the `image_processor` of
     /// its `processor_config.json`.
     pub fn from_model_dir(dir: &Path) -> Result<Self, ConfigError> {
-        let flat = dir.join("preprocessor_config.json");
-        let (path, nested) = match flat.exists() {
-            true => (flat, false),
-            false => (dir.join("processor_config.json"), true),
-        };
-        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        let (text, nested, path) = read_processor_config(dir)?;
         Self::from_json(&text, nested, &path)
     }
 
     /// Parses a processor configuration: the object itself, or (`nested`) an object holding it
     /// under `image_processor`. `path` names it in errors.
     pub fn from_json(text: &str, nested: bool, path: &Path) -> Result<Self, ConfigError> {
-        let invalid = |message: String| ConfigError::Invalid {
-            path: path.to_path_buf(),
-            message,
-        };
-        let mut value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
-        if nested {
-            value = value
-                .get_mut("image_processor")
-                .map(serde_json::Value::take)
-                .ok_or_else(|| invalid("no `image_processor` object".into()))?;
-        }
-        let config: ProcessorConfig =
-            serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
-        Self::from_config(config, path)
+        Self::from_config(parse_processor_config(text, nested, path)?, path)
     }
 
     /// The preparation a llama.cpp projector file (`mmproj-*.gguf`) states: resize to `side`

@@ -28,6 +28,7 @@ use serde::Deserialize;
 use crate::decode::RgbImage;
 use crate::error::{ConfigError, ImageError};
 use crate::normalize::LevelMap;
+use crate::preprocess::{parse_processor_config, read_processor_config};
 use crate::resize::{resize_antialias, Filter};
 
 /// The processor's settings as its JSON states them; defaults are `Qwen2VLImageProcessor`'s.
@@ -186,36 +187,14 @@ impl Qwen2VlPreprocessor {
     /// Reads `preprocessor_config.json` from a model directory, else the `image_processor` of
     /// its `processor_config.json`.
     pub fn from_model_dir(dir: &Path) -> Result<Self, ConfigError> {
-        let flat = dir.join("preprocessor_config.json");
-        let (path, nested) = match flat.exists() {
-            true => (flat, false),
-            false => (dir.join("processor_config.json"), true),
-        };
-        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        let (text, nested, path) = read_processor_config(dir)?;
         Self::from_json(&text, nested, &path)
     }
 
     /// Parses a processor configuration: the object itself, or (`nested`) an object holding it
     /// under `image_processor`. `path` names it in errors.
     pub fn from_json(text: &str, nested: bool, path: &Path) -> Result<Self, ConfigError> {
-        let invalid = |message: String| ConfigError::Invalid {
-            path: path.to_path_buf(),
-            message,
-        };
-        let mut value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
-        if nested {
-            value = value
-                .get_mut("image_processor")
-                .map(serde_json::Value::take)
-                .ok_or_else(|| invalid("no `image_processor` object".into()))?;
-        }
-        let config: ProcessorConfig =
-            serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
-        Self::from_config(config, path)
+        Self::from_config(parse_processor_config(text, nested, path)?, path)
     }
 
     fn from_config(config: ProcessorConfig, path: &Path) -> Result<Self, ConfigError> {
