@@ -197,6 +197,38 @@ impl Qwen2VlPreprocessor {
         Self::from_config(parse_processor_config(text, nested, path)?, path)
     }
 
+    /// The processor's defaults (bicubic resize, rescale by 1/255) with the given patching,
+    /// pixel budget and normalisation: what a llama.cpp projector file states, with the
+    /// budget it leaves out. `path` names the source in errors.
+    #[allow(clippy::too_many_arguments)]
+    pub fn with_defaults(
+        patch_size: usize,
+        merge_size: usize,
+        temporal_patch_size: usize,
+        min_pixels: usize,
+        max_pixels: usize,
+        image_mean: [f64; 3],
+        image_std: [f64; 3],
+        path: &Path,
+    ) -> Result<Self, ConfigError> {
+        let config = ProcessorConfig {
+            size: None,
+            min_pixels: Some(min_pixels),
+            max_pixels: Some(max_pixels),
+            patch_size,
+            merge_size,
+            temporal_patch_size,
+            do_resize: yes(),
+            resample: bicubic(),
+            do_rescale: yes(),
+            rescale_factor: one_255th(),
+            do_normalize: yes(),
+            image_mean: Some(image_mean),
+            image_std: Some(image_std),
+        };
+        Self::from_config(config, path)
+    }
+
     fn from_config(config: ProcessorConfig, path: &Path) -> Result<Self, ConfigError> {
         let unsupported = |what: &str| ConfigError::Unsupported {
             path: PathBuf::from(path),

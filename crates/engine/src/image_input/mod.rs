@@ -300,6 +300,10 @@ impl ImageInput {
         match self.family.layout() {
             PromptLayout::Bidirectional => Ok(images),
             PromptLayout::Mrope { spatial_merge_size } => {
+                if grids.len() != images.spans().len() {
+                    let message = "an image was encoded without its grid".to_string();
+                    return Err(ImagePromptError::Layout(message));
+                }
                 let grid = |g: &ImageGrid| [g.t, g.h, g.w];
                 let grids: Vec<[usize; 3]> = grids.iter().map(grid).collect();
                 (images.with_mrope(prompt.len(), &grids, spatial_merge_size))

@@ -98,29 +98,25 @@ impl Qwen2_5VlImages {
         let encoder = Qwen2_5VisionEncoder::load_gguf(path, dtype)?;
         let source = MmprojSource::open(path)?;
         let metadata = source.gguf().metadata();
-        let channels = |key: &str| {
+        let channels = |key: &str| -> Result<[f64; 3], LoadError> {
             let values = metadata.f32_array(key).ok().flatten();
-            values
-                .filter(|v| v.len() == 3 && v.iter().all(|x| x.is_finite()))
-                .ok_or_else(|| error(format!("{key} is not three numbers")))
+            let values = values.filter(|v| v.iter().all(|x| x.is_finite()));
+            let values: [f32; 3] = (values.and_then(|v| v.try_into().ok()))
+                .ok_or_else(|| error(format!("{key} is not three numbers")))?;
+            Ok(values.map(f64::from))
         };
         let c = encoder.config();
-        let (mean, std) = (
-            channels("clip.vision.image_mean")?,
-            channels("clip.vision.image_std")?,
-        );
-        let settings = format!(
-            r#"{{"patch_size": {}, "merge_size": {}, "temporal_patch_size": {},
-                "image_mean": {mean:?}, "image_std": {std:?},
-                "min_pixels": {}, "max_pixels": {}}}"#,
+        let preprocessor = Qwen2VlPreprocessor::with_defaults(
             c.patch_size,
             c.spatial_merge_size,
             c.temporal_patch_size,
             56 * 56,
-            12_845_056
-        );
-        let preprocessor = Qwen2VlPreprocessor::from_json(&settings, false, path)
-            .map_err(|e| error(e.to_string()))?;
+            12_845_056,
+            channels("clip.vision.image_mean")?,
+            channels("clip.vision.image_std")?,
+            path,
+        )
+        .map_err(|e| error(e.to_string()))?;
         let id = |token: &str| {
             (tokenizer.token_to_id(token)).ok_or_else(|| {
                 error(format!(
