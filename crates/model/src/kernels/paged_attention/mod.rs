@@ -21,6 +21,9 @@ use rayon::prelude::*;
 
 use super::vector::{best_ops, exp, KvElement, VectorOps};
 
+mod staged;
+use staged::{StagedTile, TileKernels, STAGED_MIN_RUN};
+
 /// Static shape of one attention layer.
 #[derive(Debug, Clone, Copy)]
 pub struct AttentionShape {
@@ -105,6 +108,26 @@ pub fn paged_attention<E: KvElement>(
     q: &[f32],
     out: &mut [f32],
 ) {
+    attention_with(
+        shape,
+        kv,
+        queries,
+        q,
+        out,
+        TileKernels::best(shape.head_dim),
+    );
+}
+
+/// [`paged_attention`] with the given staged-tile kernels (`None`: every run reads the cache
+/// rows), so tests can run both ways on one host.
+fn attention_with<E: KvElement>(
+    shape: AttentionShape,
+    kv: PagedKv<'_, E>,
+    queries: &[QueryView<'_>],
+    q: &[f32],
+    out: &mut [f32],
+    tiles: Option<TileKernels>,
+) {
     let AttentionShape {
         num_heads,
         num_kv_heads,
@@ -131,7 +154,18 @@ pub fn paged_attention<E: KvElement>(
                 // within `out` since `i < queries.len()`.
                 unsafe { out_ptr.slice(at, group * head_dim) }
             };
-            attend_run(ops, shape, kv, &queries[run.clone()], run.start, g, q, out);
+            let tiles = tiles.filter(|_| run.len() >= STAGED_MIN_RUN);
+            attend_run(
+                ops,
+                tiles,
+                shape,
+                kv,
+                &queries[run.clone()],
+                run.start,
+                g,
+                q,
+                out,
+            );
         });
 }
 
@@ -183,6 +217,7 @@ struct Running {
 #[allow(clippy::too_many_arguments)]
 fn attend_run<'o, E: KvElement>(
     ops: impl VectorOps,
+    tiles: Option<TileKernels>,
     shape: AttentionShape,
     kv: PagedKv<'_, E>,
     run: &[QueryView<'_>],
@@ -215,6 +250,7 @@ fn attend_run<'o, E: KvElement>(
     let mut scores = vec![0f32; group * KV_TILE];
     let mut partial = vec![0f32; group * head_dim];
     let mut rows = Vec::with_capacity(KV_TILE);
+    let mut staged = tiles.map(|kernels| StagedTile::new(kernels, head_dim));
     for tile in lowest / KV_TILE..=highest / KV_TILE {
         let tile_start = (tile * KV_TILE).max(lowest);
         let tile_end = ((tile + 1) * KV_TILE).min(highest + 1);
@@ -229,6 +265,9 @@ fn attend_run<'o, E: KvElement>(
             rows.extend((j..end).map(|jj| base + (jj - block_start) * kv.row_stride));
             j = end;
         }
+        if let Some(staged) = staged.as_mut() {
+            staged.fill(kv, &rows);
+        }
         for (r, query) in run.iter().enumerate() {
             let lo = query.first.max(tile_start);
             let hi = (query.last + 1).min(tile_end);
@@ -240,14 +279,20 @@ fn attend_run<'o, E: KvElement>(
             let q_group = &q[((first_query + r) * num_heads + g * group) * head_dim..];
             let q_group = &q_group[..group * head_dim];
             let scores = &mut scores[..group * n];
-            ops.group_scores(q_group, head_dim, kv.keys, rows, scale, scores);
+            match staged.as_ref() {
+                Some(staged) => staged.scores(q_group, lo - tile_start, n, scale, scores),
+                None => ops.group_scores(q_group, head_dim, kv.keys, rows, scale, scores),
+            }
             if let Some(cap) = logit_softcap {
                 scores.iter_mut().for_each(|s| *s = cap * (*s / cap).tanh());
             }
             let mut rescale = [0f32; MAX_GROUP];
             for (h, row) in scores.chunks_exact_mut(n).enumerate() {
                 let state = &mut states[r * group + h];
-                let tile_max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let tile_max = match staged.as_ref() {
+                    Some(staged) => staged.max(row),
+                    None => row.iter().copied().fold(f32::NEG_INFINITY, f32::max),
+                };
                 let max = state.max.max(tile_max);
                 // The first tile a head sees starts from nothing (no e^(−∞) to evaluate); a
                 // maximum that did not grow rescales by exactly 1.
@@ -258,12 +303,19 @@ fn attend_run<'o, E: KvElement>(
                 } else {
                     exp(state.max - max)
                 };
-                let sum = ops.exp_sum(row, max);
+                let sum = match staged.as_ref() {
+                    Some(staged) => staged.exp_sum(row, max),
+                    None => ops.exp_sum(row, max),
+                };
                 state.sum = rescaled(state.sum, rescale[h], sum);
                 state.max = max;
             }
-            ops.group_weighted_sum(scores, kv.values, rows, head_dim, &mut partial);
             let acc = &mut acc[r * group * head_dim..][..group * head_dim];
+            if let Some(staged) = staged.as_ref() {
+                staged.accumulate(scores, lo - tile_start, n, &rescale[..group], acc);
+                continue;
+            }
+            ops.group_weighted_sum(scores, kv.values, rows, head_dim, &mut partial);
             for (h, (acc, partial)) in acc
                 .chunks_exact_mut(head_dim)
                 .zip(partial.chunks_exact(head_dim))

@@ -1,6 +1,7 @@
 //! Tests of the paged attention kernel.
 
 use super::*;
+use crate::kernels::Isa;
 
 /// One KV head, one position per row: `head_dim` elements a row, `block_size` rows a block.
 fn paged<'a>(
@@ -340,5 +341,50 @@ fn a_bidirectional_run_sees_its_later_tokens_and_leaves_causal_ones_alone() {
                 );
             }
         }
+    }
+}
+
+/// A run of prompt tokens that stages its key/value tiles (AVX-512 hosts) gives every token the
+/// bits of the row kernels, for f32 and f16 caches, grouped heads of several widths, a softcap,
+/// a sliding window and a bidirectional span.
+#[test]
+fn staged_tiles_give_the_bits_of_the_row_kernels() {
+    fn check<E: KvElement>(tiles: TileKernels, head_dim: usize, heads: usize) {
+        let kv_heads = 2;
+        let positions = 3 * KV_TILE + 29;
+        for (softcap, window) in [(None, None), (Some(5.0), None), (None, Some(90))] {
+            let shape = AttentionShape {
+                num_heads: heads * kv_heads,
+                num_kv_heads: kv_heads,
+                head_dim,
+                block_size: 16,
+                scale: 1.0 / (head_dim as f32).sqrt(),
+                logit_softcap: softcap,
+            };
+            let cache = RandomCache::<E>::new(positions, kv_heads, head_dim, 16);
+            let mut queries = prompt(&cache.table, 0..positions, window);
+            for query in &mut queries[KV_TILE + 3..KV_TILE + 40] {
+                query.last = KV_TILE + 39;
+            }
+            let width = shape.num_heads * head_dim;
+            let q = crate::kernels::test_values(positions * width, 37);
+            let (mut rows, mut staged) = (vec![0f32; q.len()], vec![0f32; q.len()]);
+            attention_with(shape, cache.paged(), &queries, &q, &mut rows, None);
+            attention_with(shape, cache.paged(), &queries, &q, &mut staged, Some(tiles));
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&staged),
+                bits(&rows),
+                "d={head_dim} heads={heads} {softcap:?} {window:?}"
+            );
+        }
+    }
+    let Some(tiles) = TileKernels::for_isa(Isa::Avx512Vnni, 64) else {
+        eprintln!("skipping staged attention tiles on avx512vnni: host lacks it");
+        return;
+    };
+    for (head_dim, heads) in [(64, 7), (16, 3), (128, 2), (256, 4)] {
+        check::<f32>(tiles, head_dim, heads);
+        check::<half::f16>(tiles, head_dim, heads);
     }
 }

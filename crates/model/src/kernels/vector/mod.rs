@@ -23,7 +23,9 @@
 //!
 //! One file per instruction set: `portable.rs` is the reference every other file must match
 //! bit for bit (and is tested against plain formulas), `avx2.rs` the AVX2+FMA+F16C kernels
-//! (tested against `portable.rs`). This file holds what they share and the dispatch.
+//! (tested against `portable.rs`), `avx512.rs` attention scores against a staged, transposed key
+//! tile for runs of prompt tokens (the `group_scores` order, tested against `portable.rs`).
+//! This file holds what they share and the dispatch.
 
 use half::f16;
 
@@ -35,6 +37,8 @@ pub use portable::{exp, Portable};
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512;
 
 /// Lanes per vector.
 pub(crate) const LANES: usize = 8;
