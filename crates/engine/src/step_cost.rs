@@ -1,10 +1,13 @@
 //! How long a step takes, learned from the steps already run.
 //!
-//! A step's time is modelled as `per_token · tokens + per_logit_row · logit_rows`: every batched
-//! token pays for the model body, and every row that wants logits also pays for the output head
-//! and sampling (on a 152k-word vocabulary that is a quarter of a decode token's cost). The two
-//! rates are an exponentially weighted least-squares fit, so the model follows the machine when
-//! other load comes and goes. The scheduler uses it to size prefill chunks to a time target.
+//! A step's time is modelled as `per_token · tokens + per_logit_row · logit_rows +
+//! per_attended · attended`: every batched token pays for the model body, every row that wants
+//! logits also pays for the output head and sampling (on a 152k-word vocabulary that is a
+//! quarter of a decode token's cost), and every (token, cached position it attends to) pair
+//! pays for attention, which is what makes a prompt chunk at position 8,000 several times
+//! dearer than the same chunk at position 0. The rates are an exponentially weighted
+//! least-squares fit, so the model follows the machine (and its attention kernels) when other
+//! load comes and goes. The scheduler uses it to size prefill chunks to a time target.
 
 /// Estimated cost rates of one step, in seconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -13,70 +16,156 @@ pub struct StepCost {
     pub per_token: f64,
     /// Extra seconds per row that wants logits.
     pub per_logit_row: f64,
+    /// Extra seconds per position a token attends to (summed over the step's tokens).
+    pub per_attended: f64,
 }
 
 impl StepCost {
-    /// Predicted seconds of a step.
-    pub fn seconds(&self, tokens: usize, logit_rows: usize) -> f64 {
-        self.per_token * tokens as f64 + self.per_logit_row * logit_rows as f64
+    /// Predicted seconds of a step of `tokens` tokens, `logit_rows` of which want logits, that
+    /// attend to `attended` positions in all.
+    pub fn seconds(&self, tokens: usize, logit_rows: usize, attended: u64) -> f64 {
+        self.per_token * tokens as f64
+            + self.per_logit_row * logit_rows as f64
+            + self.per_attended * attended as f64
+    }
+
+    /// Most tokens of one prompt, starting at position `start`, that fit in `seconds` (each
+    /// token at position `p` attends to `p + 1` positions); at least 0.
+    pub fn prompt_tokens_within(&self, start: usize, seconds: f64) -> usize {
+        if seconds <= 0.0 {
+            return 0;
+        }
+        // k tokens cost per_token·k + per_attended·(k·start + k(k+1)/2): solve the quadratic.
+        let a = self.per_attended / 2.0;
+        let b = self.per_token + self.per_attended * (start as f64 + 0.5);
+        let k = if a > 0.0 {
+            (-b + (b * b + 4.0 * a * seconds).sqrt()) / (2.0 * a)
+        } else if b > 0.0 {
+            seconds / b
+        } else {
+            f64::INFINITY
+        };
+        // `as` saturates: a free step means no limit.
+        k as usize
     }
 }
+
+/// The features of one step: tokens, logit rows, attended positions (scaled to keep the
+/// normal equations well conditioned).
+const FEATURES: usize = 3;
+/// Attended positions per unit of the third feature.
+const ATTENDED_UNIT: f64 = 1024.0;
 
 /// The online fit. Observations decay by `DECAY` per step, so roughly the last 50 steps count.
 #[derive(Debug, Clone, Default)]
 pub struct StepCostModel {
-    /// Weighted sums of t², t·r, r², t·s and r·s over observations (t tokens, r rows, s seconds).
-    tt: f64,
-    tr: f64,
-    rr: f64,
-    ts: f64,
-    rs: f64,
+    /// Weighted sums of xᵢ·xⱼ over observations (x = tokens, rows, attended / 1024).
+    xx: [[f64; FEATURES]; FEATURES],
+    /// Weighted sums of xᵢ·seconds.
+    xs: [f64; FEATURES],
 }
 
 const DECAY: f64 = 0.98;
 
 impl StepCostModel {
-    /// Records one step.
-    pub fn observe(&mut self, tokens: usize, logit_rows: usize, seconds: f64) {
+    /// Records one step: `tokens` batched tokens, `logit_rows` of them wanting logits,
+    /// `attended` positions attended to in all, `seconds` long.
+    pub fn observe(&mut self, tokens: usize, logit_rows: usize, attended: u64, seconds: f64) {
         if tokens == 0 || !seconds.is_finite() || seconds < 0.0 {
             return;
         }
-        let (t, r) = (tokens as f64, logit_rows as f64);
-        self.tt = self.tt * DECAY + t * t;
-        self.tr = self.tr * DECAY + t * r;
-        self.rr = self.rr * DECAY + r * r;
-        self.ts = self.ts * DECAY + t * seconds;
-        self.rs = self.rs * DECAY + r * seconds;
+        let x = [
+            tokens as f64,
+            logit_rows as f64,
+            attended as f64 / ATTENDED_UNIT,
+        ];
+        for i in 0..FEATURES {
+            for j in 0..FEATURES {
+                self.xx[i][j] = self.xx[i][j] * DECAY + x[i] * x[j];
+            }
+            self.xs[i] = self.xs[i] * DECAY + x[i] * seconds;
+        }
     }
 
-    /// The current estimate; `None` before the first step.
+    /// The current estimate; `None` before the first step. The three-rate fit where the steps
+    /// seen tell the rates apart and it is physical (no negative rate); else the fit without
+    /// attention; else every second charged to tokens alone.
     pub fn estimate(&self) -> Option<StepCost> {
-        if self.tt <= 0.0 {
+        let (xx, xs) = (&self.xx, &self.xs);
+        if xx[0][0] <= 0.0 {
             return None;
         }
-        // Only one kind of step seen so far (say decodes only, where tokens = rows): the rates
-        // cannot be told apart, so every token carries the whole cost. That overestimates a
-        // prompt token, which errs towards shorter steps.
-        let single = StepCost {
-            per_token: self.ts / self.tt,
-            per_logit_row: 0.0,
-        };
-        let det = self.tt * self.rr - self.tr * self.tr;
-        if det <= 1e-6 * self.tt * self.rr {
-            return Some(single);
+        if let Some([t, r, a]) = solve::<3>(xx, xs) {
+            if t > 0.0 && r >= 0.0 && a >= 0.0 {
+                return Some(StepCost {
+                    per_token: t,
+                    per_logit_row: r,
+                    per_attended: a / ATTENDED_UNIT,
+                });
+            }
         }
-        let per_token = (self.ts * self.rr - self.rs * self.tr) / det;
-        let per_logit_row = (self.tt * self.rs - self.tr * self.ts) / det;
-        if per_token > 0.0 && per_logit_row >= 0.0 {
-            Some(StepCost {
-                per_token,
-                per_logit_row,
-            })
-        } else {
-            // Noise can push the fit outside physics; the pooled rate is always sane.
-            Some(single)
+        if let Some([t, r]) = solve::<2>(xx, xs) {
+            if t > 0.0 && r >= 0.0 {
+                return Some(StepCost {
+                    per_token: t,
+                    per_logit_row: r,
+                    per_attended: 0.0,
+                });
+            }
+        }
+        // One kind of step only (say decodes only, where tokens = rows), or noise that pushes
+        // the fit outside physics: every token carries the whole cost. That overestimates a
+        // prompt token, which errs towards shorter steps.
+        Some(StepCost {
+            per_token: xs[0] / xx[0][0],
+            per_logit_row: 0.0,
+            per_attended: 0.0,
+        })
+    }
+}
+
+/// Solves the normal equations of the first `N` features by Gaussian elimination; `None` when
+/// the steps seen do not tell those features apart (the matrix is near singular relative to
+/// its diagonal, which bounds the determinant of such a matrix).
+fn solve<const N: usize>(
+    xx: &[[f64; FEATURES]; FEATURES],
+    xs: &[f64; FEATURES],
+) -> Option<[f64; N]> {
+    let mut m = [[0f64; N]; N];
+    let mut v = [0f64; N];
+    for i in 0..N {
+        m[i].copy_from_slice(&xx[i][..N]);
+        v[i] = xs[i];
+    }
+    let diagonal: f64 = (0..N).map(|i| m[i][i]).product();
+    let mut det = 1.0;
+    for col in 0..N {
+        let pivot = (col..N).max_by(|&a, &b| m[a][col].abs().total_cmp(&m[b][col].abs()))?;
+        if m[pivot][col] == 0.0 {
+            return None;
+        }
+        m.swap(col, pivot);
+        v.swap(col, pivot);
+        det *= m[col][col];
+        for row in col + 1..N {
+            let f = m[row][col] / m[col][col];
+            let pivot_row = m[col];
+            for (x, p) in m[row][col..].iter_mut().zip(&pivot_row[col..]) {
+                *x -= f * p;
+            }
+            v[row] -= f * v[col];
         }
     }
+    // (Also refuses a NaN determinant.)
+    if det.abs().partial_cmp(&(1e-6 * diagonal)) != Some(std::cmp::Ordering::Greater) {
+        return None;
+    }
+    let mut x = [0f64; N];
+    for row in (0..N).rev() {
+        let rest: f64 = (row + 1..N).map(|k| m[row][k] * x[k]).sum();
+        x[row] = (v[row] - rest) / m[row][row];
+    }
+    Some(x)
 }
 
 #[cfg(test)]
@@ -91,7 +180,7 @@ mod tests {
     fn no_estimate_before_the_first_step() {
         assert_eq!(StepCostModel::default().estimate(), None);
         let mut m = StepCostModel::default();
-        m.observe(0, 0, 1.0);
+        m.observe(0, 0, 0, 1.0);
         assert_eq!(m.estimate(), None, "an empty step says nothing about cost");
     }
 
@@ -100,10 +189,11 @@ mod tests {
         let truth = StepCost {
             per_token: 0.004,
             per_logit_row: 0.0016,
+            per_attended: 0.0,
         };
         let mut m = StepCostModel::default();
         for (t, r) in [(16, 16), (528, 17), (64, 16), (300, 2), (16, 16), (200, 20)] {
-            m.observe(t, r, truth.seconds(t, r));
+            m.observe(t, r, 0, truth.seconds(t, r, 0));
         }
         let e = m.estimate().unwrap();
         assert!(close(e.per_token, truth.per_token), "{e:?}");
@@ -114,7 +204,7 @@ mod tests {
     fn decode_only_steps_pool_the_cost_per_token() {
         let mut m = StepCostModel::default();
         for _ in 0..5 {
-            m.observe(16, 16, 0.096);
+            m.observe(16, 16, 16 * 100, 0.096);
         }
         let e = m.estimate().unwrap();
         assert!(close(e.per_token, 0.006), "{e:?}");
@@ -125,13 +215,13 @@ mod tests {
     fn follows_the_machine_when_it_slows_down() {
         let mut m = StepCostModel::default();
         for i in 0..50 {
-            m.observe(100 + i, 10, 0.001 * (100 + i) as f64);
+            m.observe(100 + i, 10, 0, 0.001 * (100 + i) as f64);
         }
         for i in 0..300 {
-            m.observe(100 + i % 7, 10, 0.002 * (100 + i % 7) as f64);
+            m.observe(100 + i % 7, 10, 0, 0.002 * (100 + i % 7) as f64);
         }
         let e = m.estimate().unwrap();
-        let per_token_at_100 = e.seconds(100, 10) / 100.0;
+        let per_token_at_100 = e.seconds(100, 10, 0) / 100.0;
         assert!(
             (per_token_at_100 - 0.002).abs() < 0.0001,
             "old observations must fade: {e:?}"
@@ -142,13 +232,63 @@ mod tests {
     fn a_fit_outside_physics_falls_back_to_the_pooled_rate() {
         let mut m = StepCostModel::default();
         // More logit rows made the step faster: noise, not physics.
-        m.observe(100, 1, 0.5);
-        m.observe(100, 50, 0.3);
+        m.observe(100, 1, 0, 0.5);
+        m.observe(100, 50, 0, 0.3);
         let e = m.estimate().unwrap();
         assert_eq!(e.per_logit_row, 0.0, "{e:?}");
         assert!(
             (0.003..0.005).contains(&e.per_token),
             "between the two steps' own rates: {e:?}"
         );
+    }
+
+    #[test]
+    fn recovers_the_attention_rate_from_chunks_at_growing_positions() {
+        let truth = StepCost {
+            per_token: 0.0015,
+            per_logit_row: 0.0004,
+            per_attended: 2e-8,
+        };
+        let mut m = StepCostModel::default();
+        // 15 decodes at ~1,000 positions beside 256-token chunks of an 8K prompt, and decodes
+        // alone.
+        for chunk in 0..32u64 {
+            let start = chunk * 256;
+            let attended = 15 * 1000 + (start * 256 + 256 * 257 / 2);
+            m.observe(271, 16, attended, truth.seconds(271, 16, attended));
+            m.observe(15, 15, 15 * 1000, truth.seconds(15, 15, 15 * 1000));
+        }
+        let e = m.estimate().unwrap();
+        assert!(close(e.per_token, truth.per_token), "{e:?}");
+        assert!(close(e.per_logit_row, truth.per_logit_row), "{e:?}");
+        assert!((e.per_attended - truth.per_attended).abs() < 1e-12, "{e:?}");
+    }
+
+    #[test]
+    fn a_later_prompt_chunk_gets_fewer_tokens_for_the_same_time() {
+        let cost = StepCost {
+            per_token: 0.001,
+            per_logit_row: 0.0,
+            per_attended: 1e-7,
+        };
+        let early = cost.prompt_tokens_within(0, 0.1);
+        let late = cost.prompt_tokens_within(8000, 0.1);
+        assert!(early > 90 && early < 100, "{early}");
+        assert!(3 * late < 2 * early, "{late} vs {early}");
+        for (start, k) in [(0, early), (8000, late)] {
+            let spent = cost.per_token * k as f64
+                + cost.per_attended * (k * start + k * (k + 1) / 2) as f64;
+            let more = spent + cost.per_token + cost.per_attended * (start + k + 1) as f64;
+            assert!(
+                spent <= 0.1 + 1e-12 && more > 0.1,
+                "{start}: {k} tokens, {spent} s"
+            );
+        }
+        let flat = StepCost {
+            per_attended: 0.0,
+            ..cost
+        };
+        assert_eq!(flat.prompt_tokens_within(8000, 0.1), 100);
+        assert_eq!(flat.prompt_tokens_within(0, 0.0), 0);
     }
 }

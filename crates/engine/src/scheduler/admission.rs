@@ -132,24 +132,30 @@ impl Scheduler {
     /// time target is set, the cost of a step has been measured, and some running sequence is
     /// decoding: then the prompt share of the step is the target less the decodes' predicted
     /// time, but never less than the decodes' time (a model too slow for the target still
-    /// gives prompts half of every step) nor less than one block.
+    /// gives prompts half of every step) nor less than one block. That time buys fewer tokens
+    /// the deeper the prompt already is (each token attends to every position before it), so
+    /// the tokens are counted at the deepest running prompt's position.
     pub(super) fn prefill_budget(&self) -> usize {
         let (Some(target), Some(cost)) = (self.config.step_time_target, self.cost.estimate())
         else {
             return usize::MAX;
         };
-        let decoding = self
-            .running
-            .iter()
-            .filter(|id| !is_prefilling(&self.seqs[id]))
-            .count();
+        let (mut decoding, mut attended, mut deepest) = (0usize, 0u64, 0usize);
+        for seq in self.running.iter().map(|id| &self.seqs[id]) {
+            if is_prefilling(seq) {
+                deepest = deepest.max(seq.num_computed_tokens());
+            } else {
+                decoding += 1;
+                attended += seq.num_computed_tokens() as u64 + 1;
+            }
+        }
         if decoding == 0 {
             return usize::MAX;
         }
-        let decode_secs = cost.seconds(decoding, decoding);
+        let decode_secs = cost.seconds(decoding, decoding, attended);
         let prefill_secs = (target.as_secs_f64() - decode_secs).max(decode_secs);
-        // `as` saturates: a free step (per_token ~ 0) means no limit.
-        ((prefill_secs / cost.per_token) as usize).max(self.blocks.block_size())
+        cost.prompt_tokens_within(deepest, prefill_secs)
+            .max(self.blocks.block_size())
     }
 
     /// A running Low sequence a waiting High one may preempt (worst first, never one admitted in

@@ -114,7 +114,11 @@ impl Scheduler {
     /// later prefill chunks.
     pub fn observe_step(&mut self, out: &SchedulerOutput, elapsed: Duration) {
         let (tokens, rows) = (out.batch.num_tokens(), out.batch.logits_indices.len());
-        self.cost.observe(tokens, rows, elapsed.as_secs_f64());
+        // Each token attends to the positions up to its own (fewer under a sliding window,
+        // which the fit then charges at a lower rate).
+        let attended: u64 = out.batch.positions.iter().map(|&p| u64::from(p) + 1).sum();
+        self.cost
+            .observe(tokens, rows, attended, elapsed.as_secs_f64());
         if let Some(speculator) = self.speculator.as_mut() {
             speculator.observe_step(tokens, rows, elapsed.as_secs_f64());
         }

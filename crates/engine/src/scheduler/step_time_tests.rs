@@ -12,8 +12,8 @@ fn timed_scheduler(target_ms: u64, budget: usize) -> Scheduler {
         },
         BlockManager::new(64, 4, true),
     );
-    s.cost.observe(100, 1, 0.1);
-    s.cost.observe(100, 50, 0.1);
+    s.cost.observe(100, 1, 0, 0.1);
+    s.cost.observe(100, 50, 0, 0.1);
     s
 }
 
@@ -96,4 +96,29 @@ fn step_time_target_waits_for_a_measured_step() {
     assert_eq!(scheduled_tokens(&out), vec![(0, 1), (7, 40)]);
     s.observe_step(&out, Duration::from_millis(41));
     assert!(s.cost.estimate().is_some());
+}
+
+#[test]
+fn a_deeper_prompt_gets_shorter_chunks_for_the_same_step_time() {
+    let t0 = Instant::now();
+    let mut s = timed_scheduler(20, 512);
+    // 1 ms a token plus 10 µs per attended position.
+    s.cost = Default::default();
+    for (tokens, rows, attended) in [(100, 1, 5050), (100, 50, 0), (100, 1, 50_000), (10, 1, 0)] {
+        let seconds = 0.001 * tokens as f64 + 1e-5 * attended as f64;
+        s.cost.observe(tokens, rows, attended, seconds);
+    }
+    start_decoding(&mut s, t0, 1);
+    s.add(simple(7, t0 + Duration::from_millis(1), 200, 4))
+        .unwrap();
+    let mut chunks = Vec::new();
+    while chunks.iter().sum::<usize>() < 200 {
+        let out = s.schedule(t0);
+        let tokens = scheduled_tokens(&out);
+        assert_eq!(tokens[0], (0, 1), "the decode always runs");
+        chunks.push(tokens[1].1);
+        feed(&mut s, &out, 9, t0);
+    }
+    assert!(chunks.windows(2).all(|w| w[1] <= w[0]), "{chunks:?}");
+    assert!(chunks[0] > 2 * chunks[chunks.len() - 2], "{chunks:?}");
 }
