@@ -120,7 +120,8 @@ impl Mlp {
     }
 }
 
-/// `act(gate) * up` for each row of `gate_up: [T, 2 * inter]` (gate then up).
+/// `act(gate) * up` for each row of `gate_up: [T, 2 * inter]` (gate then up), each element on
+/// its own (so batch-invariant).
 fn act_mul_halves(gate_up: &[f32], inter: usize, activation: Activation) -> Vec<f32> {
     let mut act = vec![0f32; gate_up.len() / 2];
     let ops = best_ops(inter);
@@ -132,27 +133,10 @@ fn act_mul_halves(gate_up: &[f32], inter: usize, activation: Activation) -> Vec<
             let (gate, up) = row.split_at(inter);
             match activation {
                 Activation::Silu => ops.silu_mul(gate, up, out),
-                Activation::GeluTanh => gelu_tanh_mul(gate, up, out),
+                Activation::GeluTanh => ops.gelu_tanh_mul(gate, up, out),
             }
         });
     act
-}
-
-/// `out[i] = gelu(gate[i]) · up[i]` with PyTorch's tanh approximation ([`gelu_tanh`]), each
-/// element on its own (so batch-invariant).
-fn gelu_tanh_mul(gate: &[f32], up: &[f32], out: &mut [f32]) {
-    for ((o, &x), &u) in out.iter_mut().zip(gate).zip(up) {
-        *o = gelu_tanh(x) * u;
-    }
-}
-
-/// GELU with PyTorch's tanh approximation (`gelu_pytorch_tanh`):
-/// `½x(1 + tanh(√(2/π)(x + 0.044715x³)))`.
-#[inline]
-pub(crate) fn gelu_tanh(x: f32) -> f32 {
-    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-    let inner = SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x);
-    0.5 * x * (1.0 + inner.tanh())
 }
 
 #[cfg(test)]
@@ -264,7 +248,7 @@ mod tests {
         let gate = [-3.0, -1.0, 0.0, 0.5, 2.0];
         let expected = [-0.003_637_433, -0.158_808, 0.0, 0.345_714, 1.954_598];
         let mut out = [0.0; 5];
-        gelu_tanh_mul(&gate, &[1.0; 5], &mut out);
+        best_ops(5).gelu_tanh_mul(&gate, &[1.0; 5], &mut out);
         for (a, b) in out.iter().zip(expected) {
             assert!((a - b).abs() < 1e-6, "{a} vs {b}");
         }

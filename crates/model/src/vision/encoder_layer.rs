@@ -16,8 +16,8 @@ use super::layer_norm::LayerNorm;
 use crate::checkpoint::TensorSource;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
+use crate::kernels::vector::{best_ops, VectorOps};
 use crate::layers::linear::Linear;
-use crate::layers::mlp::gelu_tanh;
 
 /// The shapes an encoder layer is built with.
 #[derive(Debug, Clone, Copy)]
@@ -83,8 +83,9 @@ impl EncoderLayer {
 
         self.layer_norm2.forward(hidden, &mut normed);
         let mut act = self.fc1.forward(&normed, rows);
+        let ops = best_ops(self.shape.intermediate);
         act.par_chunks_mut(self.shape.intermediate)
-            .for_each(|row| row.iter_mut().for_each(|x| *x = gelu_tanh(*x)));
+            .for_each(|row| ops.gelu_tanh(row));
         self.fc2.forward_add(&act, rows, hidden);
         debug_assert_eq!(hidden.len(), rows * h);
     }

@@ -2,7 +2,10 @@
 
 use std::arch::x86_64::*;
 
-use super::portable::{max_finite_lanes, EXP_HI, EXP_LO, EXP_POLY, LN2_HI, LN2_LO, LOG2E};
+use super::portable::{
+    max_finite_lanes, EXP_HI, EXP_LO, EXP_POLY, GELU_2K, GELU_2K_CUBIC, GELU_LO, LN2_HI, LN2_LO,
+    LOG2E,
+};
 use super::{exp, fold, Isa, KvElement, Portable, VectorOps, LANES};
 use crate::kernels::balanced_parts;
 
@@ -43,6 +46,20 @@ unsafe fn exp8(x: __m256) -> __m256 {
         _mm256_set1_epi32(127),
     ));
     _mm256_mul_ps(p, _mm256_castsi256_ps(bits))
+}
+
+/// [`super::gelu_tanh`] on eight lanes, in its operation order.
+#[inline(always)]
+unsafe fn gelu_tanh8(x: __m256) -> __m256 {
+    // `maxps(lo, x)` is `lo > x ? lo : x`: a NaN `x` passes through, as in the portable code.
+    let c = _mm256_max_ps(_mm256_set1_ps(GELU_LO), x);
+    let p = _mm256_fmadd_ps(
+        _mm256_mul_ps(c, c),
+        _mm256_set1_ps(-GELU_2K_CUBIC),
+        _mm256_set1_ps(-GELU_2K),
+    );
+    let e = exp8(_mm256_mul_ps(c, p));
+    _mm256_div_ps(c, _mm256_add_ps(_mm256_set1_ps(1.0), e))
 }
 
 /// Lane sums of `v` folded as [`fold`] does.
@@ -268,6 +285,28 @@ unsafe fn silu_mul(gate: &[f32], up: &[f32], out: &mut [f32]) {
     Portable.silu_mul(&gate[full..n], &up[full..n], &mut out[full..n]);
 }
 
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gelu_tanh_mul(gate: &[f32], up: &[f32], out: &mut [f32]) {
+    let n = gate.len().min(up.len()).min(out.len());
+    let full = n / LANES * LANES;
+    for i in (0..full).step_by(LANES) {
+        let g = gelu_tanh8(_mm256_loadu_ps(gate.as_ptr().add(i)));
+        let o = _mm256_mul_ps(g, _mm256_loadu_ps(up.as_ptr().add(i)));
+        _mm256_storeu_ps(out.as_mut_ptr().add(i), o);
+    }
+    Portable.gelu_tanh_mul(&gate[full..n], &up[full..n], &mut out[full..n]);
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn gelu_tanh(x: &mut [f32]) {
+    let full = x.len() / LANES * LANES;
+    let p = x.as_mut_ptr();
+    for i in (0..full).step_by(LANES) {
+        _mm256_storeu_ps(p.add(i), gelu_tanh8(_mm256_loadu_ps(p.add(i))));
+    }
+    Portable.gelu_tanh(&mut x[full..]);
+}
+
 /// [`max_finite_lanes`] compiled for AVX2: the build targets baseline x86-64 (SSE2), so
 /// without this the scan runs four lanes wide.
 #[target_feature(enable = "avx2")]
@@ -320,6 +359,18 @@ impl VectorOps for Avx2 {
     fn silu_mul(self, gate: &[f32], up: &[f32], out: &mut [f32]) {
         // SAFETY: as above.
         unsafe { silu_mul(gate, up, out) }
+    }
+
+    #[inline(always)]
+    fn gelu_tanh_mul(self, gate: &[f32], up: &[f32], out: &mut [f32]) {
+        // SAFETY: as above.
+        unsafe { gelu_tanh_mul(gate, up, out) }
+    }
+
+    #[inline(always)]
+    fn gelu_tanh(self, x: &mut [f32]) {
+        // SAFETY: as above.
+        unsafe { gelu_tanh(x) }
     }
 
     #[inline(always)]
@@ -387,6 +438,37 @@ mod tests {
         for row in max_rows() {
             let (a, b) = (fast.max_finite(&row), Portable.max_finite(&row));
             assert_eq!(a.map(f32::to_bits), b.map(f32::to_bits), "{row:?}");
+        }
+    }
+
+    #[test]
+    fn avx2_gelu_tanh_agrees_bit_for_bit_with_the_portable_reference() {
+        let Some(fast) = Avx2::for_isa(Isa::Avx2) else {
+            eprintln!("skipping kernels::vector::avx2 gelu_tanh: host lacks avx2+fma+f16c");
+            return;
+        };
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        // Random values over the whole interesting range, the special values spread over
+        // lanes and tails, and every length up to two vectors and a tail.
+        let mut rows: Vec<Vec<f32>> = (0..=19).map(|n| values(n, 21 + n as u32)).collect();
+        rows.push(values(100_003, 22).iter().map(|v| v * 6.0).collect());
+        rows.push((-40_000..40_000).map(|i| i as f32 * 3e-4).collect());
+        let special = super::super::tests::gelu_special_values();
+        for r in 0..LANES {
+            let mut row = special.clone();
+            row.rotate_left(r);
+            rows.push(row);
+        }
+        for x in &rows {
+            let up = values(x.len(), 23);
+            let (mut a, mut b) = (vec![0.0; x.len()], vec![0.0; x.len()]);
+            fast.gelu_tanh_mul(x, &up, &mut a);
+            Portable.gelu_tanh_mul(x, &up, &mut b);
+            assert_eq!(bits(&a), bits(&b), "gelu_tanh_mul n={}", x.len());
+            let (mut a, mut b) = (x.clone(), x.clone());
+            fast.gelu_tanh(&mut a);
+            Portable.gelu_tanh(&mut b);
+            assert_eq!(bits(&a), bits(&b), "gelu_tanh n={}", x.len());
         }
     }
 }

@@ -15,6 +15,10 @@
 //! - [`VectorOps::group_weighted_sum`]: `out_h = Σ_i w[h, i] · v_i` for each head, one fused
 //!   multiply-add per row and element, in row order, starting from zero.
 //! - [`VectorOps::silu_mul`]: `out[i] = g[i] / (1 + e^-g[i]) · u[i]`.
+//! - [`gelu_tanh`]: GELU's tanh approximation as `x / (1 + e^(-2u))`, the input clamped below
+//!   at -10 (NaN kept); its doc comment gives the operation order.
+//! - [`VectorOps::gelu_tanh_mul`]: `out[i] = gelu_tanh(g[i]) · u[i]`; [`VectorOps::gelu_tanh`]:
+//!   `x[i] = gelu_tanh(x[i])` in place.
 //! - [`VectorOps::max_finite`]: the largest finite value, as eight running maxima by position
 //!   modulo 8 (`if s > m { s } else { m }`), then the tail and the lanes folded in order.
 //!
@@ -33,7 +37,7 @@ use half::f16;
 use super::Isa;
 
 mod portable;
-pub use portable::{exp, Portable};
+pub use portable::{exp, gelu_tanh, Portable};
 
 #[cfg(target_arch = "x86_64")]
 pub mod avx2;
@@ -126,6 +130,10 @@ pub trait VectorOps: Copy + Send + Sync {
     fn exp_sum(self, x: &mut [f32], shift: f32) -> f32;
     /// `out[i] = silu(gate[i]) · up[i]`.
     fn silu_mul(self, gate: &[f32], up: &[f32], out: &mut [f32]);
+    /// `out[i] = gelu_tanh(gate[i]) · up[i]` ([`gelu_tanh`]).
+    fn gelu_tanh_mul(self, gate: &[f32], up: &[f32], out: &mut [f32]);
+    /// `x[i] = gelu_tanh(x[i])` ([`gelu_tanh`]).
+    fn gelu_tanh(self, x: &mut [f32]);
     /// The largest finite value of `x`; `None` when none is finite.
     fn max_finite(self, x: &[f32]) -> Option<f32>;
 }
@@ -214,6 +222,14 @@ impl VectorOps for Ops {
         forward_ops!(self, ops => ops.silu_mul(gate, up, out))
     }
 
+    fn gelu_tanh_mul(self, gate: &[f32], up: &[f32], out: &mut [f32]) {
+        forward_ops!(self, ops => ops.gelu_tanh_mul(gate, up, out))
+    }
+
+    fn gelu_tanh(self, x: &mut [f32]) {
+        forward_ops!(self, ops => ops.gelu_tanh(x))
+    }
+
     fn max_finite(self, x: &[f32]) -> Option<f32> {
         forward_ops!(self, ops => ops.max_finite(x))
     }
@@ -251,6 +267,30 @@ mod tests {
         rows
     }
 
+    /// Inputs where [`gelu_tanh`] could go wrong: zeros of both signs, values too small to
+    /// notice, the clamp's edge, values whose cube overflows, infinities and NaN, each sign:
+    /// 26 of them (three vectors and a tail).
+    pub(super) fn gelu_special_values() -> Vec<f32> {
+        let magnitudes = [
+            0.0,
+            1e-40,
+            f32::MIN_POSITIVE,
+            1e-20,
+            1e-7,
+            0.5,
+            9.999,
+            10.0,
+            10.001,
+            1e13,
+            f32::MAX,
+            f32::INFINITY,
+        ];
+        let mut v: Vec<f32> = magnitudes.iter().flat_map(|&m| [m, -m]).collect();
+        v.insert(11, f32::NAN);
+        v.push(-f32::NAN);
+        v
+    }
+
     /// The dispatching functions give the portable bits whatever [`Isa::current`] is
     /// (`SLUICE_ISA=portable|avx2|avx512vnni cargo test` runs each).
     #[test]
@@ -265,6 +305,14 @@ mod tests {
             best_ops(n).silu_mul(&x, &v, &mut a);
             Portable.silu_mul(&x, &v, &mut b);
             assert_eq!(a, b, "silu_mul n={n}");
+            let (mut a, mut b) = (vec![0.0; n], vec![0.0; n]);
+            best_ops(n).gelu_tanh_mul(&x, &v, &mut a);
+            Portable.gelu_tanh_mul(&x, &v, &mut b);
+            assert_eq!(a, b, "gelu_tanh_mul n={n}");
+            let (mut a, mut b) = (x.clone(), x.clone());
+            best_ops(n).gelu_tanh(&mut a);
+            Portable.gelu_tanh(&mut b);
+            assert_eq!(a, b, "gelu_tanh n={n}");
         }
         for row in max_rows() {
             let (a, b) = (max_finite(&row), Portable.max_finite(&row));
