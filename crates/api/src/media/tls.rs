@@ -25,9 +25,11 @@ pub(super) fn with_roots(builder: ClientBuilder, extra_roots: Vec<Certificate>) 
 pub(super) fn handshake_failure(error: &reqwest::Error) -> Option<String> {
     let Some(tls) = tls_error(error) else {
         // Connected, then the host hung up before the handshake was done: a TCP connect
-        // itself neither reads nor sends, so a stream ended or reset while connecting is the
-        // handshake's.
-        let hung_up = error.is_connect()
+        // itself neither reads nor sends, so a stream ended or reset while connecting to an
+        // https URL is the handshake's.
+        let https = error.url().is_some_and(|url| url.scheme() == "https");
+        let hung_up = https
+            && error.is_connect()
             && io_errors(error).any(|io| {
                 use std::io::ErrorKind::{ConnectionReset, UnexpectedEof};
                 matches!(io.kind(), UnexpectedEof | ConnectionReset)
