@@ -147,10 +147,10 @@ pub struct ServeArgs {
     /// address, any name otherwise.
     #[arg(long = "allowed-hosts", value_delimiter = ',')]
     pub allowed_hosts: Vec<String>,
-    /// Fetch `http` image URLs whose host is one of these (names or IP addresses, matched
-    /// exactly; redirects only to them too); repeatable or comma-separated. An `https` URL is a
-    /// 400: this build has no TLS. Default: none, and an image URL is a 400 (send images inline
-    /// as data URLs).
+    /// Fetch `http` and `https` image URLs whose host is one of these (names or IP addresses,
+    /// matched exactly; redirects only to them too, never from https down to http);
+    /// repeatable or comma-separated. Certificates are checked against the system's roots and
+    /// Mozilla's. Default: none, and an image URL is a 400 (send images inline as data URLs).
     #[arg(
         long = "allowed-media-domains",
         value_name = "HOST",

@@ -149,7 +149,12 @@ pub struct Endpoint {
 impl Endpoint {
     /// A client for `base_url` (the prefix of `/completions`, usually ending in `/v1`).
     pub fn new(base_url: &str, api_key: Option<String>) -> Result<Self, reqwest::Error> {
+        // Mozilla's roots beside the system's: with the system's alone, building the client
+        // fails (even for plain http) where the ca-certificates package is missing.
+        let mozilla = (webpki_root_certs::TLS_SERVER_ROOT_CERTS.iter())
+            .filter_map(|der| reqwest::Certificate::from_der(der).ok());
         let http = reqwest::Client::builder()
+            .tls_certs_merge(mozilla)
             .connect_timeout(Duration::from_secs(10))
             .tcp_nodelay(true)
             .build()?;

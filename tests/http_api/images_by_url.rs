@@ -21,7 +21,8 @@ const TIMEOUT: Duration = Duration::from_secs(1);
 /// Content-Length: the body ends when the connection closes), `/redirect/N` (N hops, then
 /// `rgb_48x20.png`), `/away?URL` (a redirect to URL), `/slow` (answers after 30 s), `/large`
 /// and `/unsized-large` (past [`MAX_BYTES`]), `/page.html` (text/html), `/garbage` (an
-/// image/png that is not one); anything else is a 404.
+/// image/png that is not one); anything else is a 404. A TLS hello (bytes that do not start an
+/// HTTP request) gets a 400, as a real plain-http server answers it.
 struct ImageHost {
     /// `http://127.0.0.1:PORT`.
     base: String,
@@ -62,6 +63,10 @@ async fn answer(mut stream: TcpStream) {
         match stream.read(&mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+        if !head[0].is_ascii_uppercase() {
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+            return;
         }
     }
     let head = String::from_utf8_lossy(&head);
@@ -245,6 +250,19 @@ async fn a_slow_image_host_is_a_400_within_the_timeout_and_the_server_stays_heal
     .await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(content(&answer), reference_text("prompt"));
+}
+
+#[tokio::test]
+async fn an_https_url_of_a_plain_http_port_is_a_400_naming_the_tls_failure() {
+    let host = ImageHost::start().await;
+    let dir = vision_model();
+    let server = server_allowing(dir.path(), &["127.0.0.1"]).await;
+    let url = host
+        .url("/images/rgb_48x20.png")
+        .replace("http://", "https://");
+    // Not the time limit's 400: the failed handshake is reported as soon as it fails.
+    let says = format!("could not fetch {url}: the TLS handshake failed");
+    assert_refused(&server, &url, &says).await;
 }
 
 #[tokio::test]
