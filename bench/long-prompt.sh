@@ -5,7 +5,8 @@
 #
 #   MODEL=bench/out/models/qwen2.5-0.5b.q4_k_m.gguf bench/long-prompt.sh
 #     WORDS (default 8000: prompt words, about one token each), DECODERS (default 15), ROUNDS
-#     (default 1), WINDOW (default 30), CONFIGS (default "sluice llama"), LLAMA_BIN, SLUICE_ARGS
+#     (default 1), WINDOW (default 30), CONFIGS (default "sluice llama"), LLAMA_BIN, SLUICE_ARGS,
+#     LABEL (a suffix for the labels, e.g. naming SLUICE_ARGS)
 #   Writes bench/out/long-prompt/results.jsonl and prints one JSON line per run. Nothing else
 #   should run meanwhile.
 set -euo pipefail
@@ -59,7 +60,7 @@ for round in $(seq "$ROUNDS"); do
   for config in ${CONFIGS:-sluice llama}; do
     serve "$config"
     "$PY" "$ROOT/bench/long_prompt.py" --url "http://127.0.0.1:$PORT" --model "$NAME" \
-      --label "$config-r$round" --prompt-words "$WORDS" --decoders "$DECODERS" \
+      --label "$config${LABEL:+-$LABEL}-r$round" --prompt-words "$WORDS" --decoders "$DECODERS" \
       --window "${WINDOW:-30}" --decode-tokens "${DECODE_TOKENS:-4000}" --out "$OUT/results.jsonl" || true
     stop
   done
