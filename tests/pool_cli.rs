@@ -103,11 +103,12 @@ fn generate(args: &[&str]) -> (bool, String) {
 
 #[test]
 fn kv_cache_memory_is_auto_by_default_takes_gib_and_names_a_bad_value() {
-    // The bundled model's context is 512 tokens and a block of 16 takes 32 KiB: auto holds the
-    // context four times over; a fixed 0.0005 GiB (16 blocks) lowers it, with a warning.
+    // The bundled model's context is 512 tokens and a block of 16 takes 32 KiB: four contexts
+    // would be 64 KiB of blocks, so auto gives the floor (the old 1 GiB default, which the
+    // budget holds); a fixed 0.0005 GiB (16 blocks) lowers the context, with a warning.
     for (flag, holds) in [
-        (None, "holds 2048 tokens, context 512"),
-        (Some("auto"), "holds 2048 tokens, context 512"),
+        (None, "holds 524288 tokens, context 512"),
+        (Some("auto"), "holds 524288 tokens, context 512"),
         (Some("0.0005"), "holds 256 tokens, context 256"),
     ] {
         let args = match flag {
