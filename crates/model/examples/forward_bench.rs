@@ -20,49 +20,11 @@ use sluice_gguf::GgmlType;
 
 use sluice_model::config::WeightCapacity;
 use sluice_model::{
-    Batch, KvCache, KvDtype, LoadError, LoadOptions, Model, ModelConfig, RawTensor, TensorSource,
-    WeightDtype,
+    Batch, KvCache, KvDtype, LoadOptions, Model, ModelConfig, TensorSource, WeightDtype,
 };
 
-/// Deterministic pseudo-random weights of the right shapes, scaled like a trained model.
-struct RandomWeights;
-
-impl TensorSource for RandomWeights {
-    fn tensor(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, LoadError> {
-        let len: usize = shape.iter().product();
-        let fan_in = *shape.last().unwrap_or(&1) as f32;
-        let scale = if name.ends_with("norm.weight") {
-            0.0
-        } else {
-            1.0 / fan_in.sqrt()
-        };
-        let offset = if name.ends_with("norm.weight") {
-            1.0
-        } else {
-            0.0
-        };
-        let mut state = name
-            .bytes()
-            .fold(0x9e37_79b9u32, |h, b| h.rotate_left(5) ^ b as u32)
-            | 1;
-        Ok((0..len)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 17;
-                state ^= state << 5;
-                offset + scale * ((state as f32 / u32::MAX as f32) * 2.0 - 1.0)
-            })
-            .collect())
-    }
-
-    fn raw(&self, name: &str, shape: &[usize]) -> Result<RawTensor<'_>, LoadError> {
-        Ok(RawTensor::from_f32(&self.tensor(name, shape)?, shape))
-    }
-
-    fn contains(&self, _name: &str) -> bool {
-        true
-    }
-}
+mod common;
+use common::{process_cpu_time, RandomWeights};
 
 fn shape_config(name: &str) -> ModelConfig {
     let json = match name {
@@ -90,15 +52,6 @@ fn shape_config(name: &str) -> ModelConfig {
     };
     // The made-up f32 weights of either shape take under 4 GiB.
     ModelConfig::from_json_for(json, WeightCapacity::of_bytes(4 << 30)).expect("valid config")
-}
-
-/// CPU time this process has used (all threads), from /proc/self/stat, when available.
-fn process_cpu_time() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    Some(Duration::from_millis(ticks * 10))
 }
 
 /// One measurement: the fastest of `runs` wall-clock timings (the machine is shared, so the
@@ -287,7 +240,7 @@ fn candle_matmul(m: usize, n: usize, k: usize) {
 
 fn ours_matmul(m: usize, n: usize, k: usize) {
     use sluice_model::kernels::matmul::PackedMatrix;
-    let source = RandomWeights;
+    let source = RandomWeights::DECODER;
     let w = source.tensor("w", &[n, k]).unwrap();
     let x = source.tensor("x", &[m, k]).unwrap();
     for dtype in [WeightDtype::F32, WeightDtype::F16] {
@@ -325,7 +278,7 @@ const FORMAT_TYPES: [GgmlType; 12] = [
 fn bench_formats(types: &[GgmlType]) {
     const ROWS: [usize; 6] = [1, 16, 32, 64, 256, 512];
     use sluice_model::kernels::matmul::PackedMatrix;
-    let source = RandomWeights;
+    let source = RandomWeights::DECODER;
     for (n, k) in [(896, 4864), (4864, 896), (4864, 1024)] {
         let w = source.tensor("w", &[n, k]).unwrap();
         let x = source.tensor("x", &[512, k]).unwrap();
@@ -481,9 +434,12 @@ fn main() {
     for shape in shapes {
         for dtype in dtypes(args.get(1)) {
             let config = shape_config(shape);
-            let model =
-                Model::from_source(config, &RandomWeights, &LoadOptions { dtype: Some(dtype) })
-                    .expect("build");
+            let model = Model::from_source(
+                config,
+                &RandomWeights::DECODER,
+                &LoadOptions { dtype: Some(dtype) },
+            )
+            .expect("build");
             bench(&format!("{shape} {dtype:?}"), &model, KvDtype::from(dtype));
         }
     }
@@ -507,7 +463,7 @@ fn bench_attention(n: usize) {
         logit_softcap: None,
     };
     let blocks = n.div_ceil(BLOCK);
-    let source = RandomWeights;
+    let source = RandomWeights::DECODER;
     let half = |name: &str, len: usize| -> Vec<half::f16> {
         let v = source.tensor(name, &[len]).unwrap();
         v.iter().map(|&x| half::f16::from_f32(x * 8.0)).collect()

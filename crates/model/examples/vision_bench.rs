@@ -17,54 +17,13 @@ use std::time::{Duration, Instant};
 
 use sluice_model::kernels::vector::{best_ops, Portable, VectorOps};
 use sluice_model::vision::{Gemma3VisionEncoder, VisionConfig};
-use sluice_model::{LoadError, RawTensor, TensorSource};
 
-/// Uniform weights in `±1/√fan_in` (LayerNorm weights 1), from a seed per tensor name.
-struct RandomWeights;
+mod common;
+use common::RandomWeights;
 
-impl TensorSource for RandomWeights {
-    fn tensor(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, LoadError> {
-        let len: usize = shape.iter().product();
-        let norm = name.contains("norm");
-        let scale = 1.0 / (*shape.last().unwrap_or(&1) as f32).sqrt();
-        let mut state = name
-            .bytes()
-            .fold(0x9e37_79b9u32, |h, b| h.rotate_left(5) ^ b as u32)
-            | 1;
-        Ok((0..len)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 17;
-                state ^= state << 5;
-                let r = (state as f32 / u32::MAX as f32) * 2.0 - 1.0;
-                if norm {
-                    1.0 + 0.1 * r
-                } else {
-                    scale * r
-                }
-            })
-            .collect())
-    }
-
-    fn raw(&self, name: &str, shape: &[usize]) -> Result<RawTensor<'_>, LoadError> {
-        Ok(RawTensor::from_f32(&self.tensor(name, shape)?, shape))
-    }
-
-    fn contains(&self, _name: &str) -> bool {
-        true
-    }
-}
-
-/// CPU time this process has used (all threads), from /proc/self/stat (10 ms ticks).
+/// CPU time so far (zero where /proc is not there).
 fn process_cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or("", |(_, rest)| rest)
-        .split_whitespace()
-        .collect();
-    let tick = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
-    Duration::from_millis((tick(11).unwrap_or(0) + tick(12).unwrap_or(0)) * 10)
+    common::process_cpu_time().unwrap_or_default()
 }
 
 /// PyTorch's formula with libm's `tanhf`, as the layers computed it before the vector kernel.
@@ -127,7 +86,7 @@ fn bench_tower(layers: usize, image_size: usize) {
         mm_tokens_per_image: 256,
         text_hidden_size: 2560,
     };
-    let encoder = Gemma3VisionEncoder::from_source(&RandomWeights, config.clone(), None)
+    let encoder = Gemma3VisionEncoder::from_source(&RandomWeights::VISION, config.clone(), None)
         .expect("load the tower");
     let pixels: Vec<f32> = (0..config.values_per_image())
         .map(|i| (i % 255) as f32 / 127.5 - 1.0)
