@@ -121,6 +121,9 @@ else
   (cd "$ROOT" && cargo build --release --bin sluice >&2)
 fi
 
+# A kernel whose intrinsics stayed out-of-line calls costs whole percents of these figures.
+"$ROOT/scripts/check-intrinsics" "$SLUICE" >&2 || log "WARNING: $SLUICE calls SIMD intrinsics out of line (above); its figures are not representative"
+
 # 3. models and their GGUF files, one per weight type
 for model in ${MODELS//,/ }; do
   dir="$OUT/models/$model"

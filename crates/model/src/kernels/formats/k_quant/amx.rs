@@ -171,15 +171,11 @@ unsafe fn rows<Q: KQuant, const R: usize>(
             .as_ptr()
             .add((i / subs) * block_bytes + (i % subs) * sub * 16)
     };
-    let scaled = |i: usize, sums: *const u8, a: &mut [__m512i; R]| {
-        let at = panel
+    // Sub-block `i`'s integer scales (not a closure: see `scaled`).
+    let scales_of = |i: usize| {
+        panel
             .as_ptr()
-            .add((i / subs) * block_bytes + scales_at() + 64 * (i % subs));
-        let scale = _mm512_loadu_si512(at.cast());
-        for (r, a) in a.iter_mut().enumerate() {
-            let dot = _mm512_loadu_si512(sums.add(64 * r).cast());
-            *a = _mm512_add_epi32(*a, _mm512_mullo_epi32(dot, scale));
-        }
+            .add((i / subs) * block_bytes + scales_at() + 64 * (i % subs))
     };
     let total = blocks * subs;
     config.run(|| {
@@ -189,12 +185,12 @@ unsafe fn rows<Q: KQuant, const R: usize>(
         for i in (0..total).step_by(2) {
             sub_product!("3", "4", "5", qs_at(i + 1), stride, levels_at(i + 1));
             tile_store!("0", sums_at[0], 64usize);
-            scaled(i, sums_at[0], &mut a);
+            scaled(scales_of(i), sums_at[0], &mut a);
             if i + 2 < total {
                 sub_product!("0", "1", "2", qs_at(i + 2), stride, levels_at(i + 2));
             }
             tile_store!("3", sums_at[1], 64usize);
-            scaled(i + 1, sums_at[1], &mut a);
+            scaled(scales_of(i + 1), sums_at[1], &mut a);
             if (i + 2) % subs == 0 {
                 let b = i / subs;
                 update::<Q, R>(panel.as_ptr().add(b * block_bytes), b, xs, &a, &mut acc);
@@ -204,6 +200,18 @@ unsafe fn rows<Q: KQuant, const R: usize>(
     });
     for (row, acc) in tile.iter_mut().zip(acc) {
         _mm512_storeu_ps(row.as_mut_ptr(), acc);
+    }
+}
+
+/// Adds each row's stored sums (`sums`, 64-byte rows) times the sub-block's integer scales (at
+/// `scales`) into `a`. A function, not a closure: a closure does not inherit the caller's target
+/// features, and these intrinsics were calls when written in one (`scripts/check-intrinsics`).
+#[inline(always)]
+unsafe fn scaled<const R: usize>(scales: *const u8, sums: *const u8, a: &mut [__m512i; R]) {
+    let scale = _mm512_loadu_si512(scales.cast());
+    for (r, a) in a.iter_mut().enumerate() {
+        let dot = _mm512_loadu_si512(sums.add(64 * r).cast());
+        *a = _mm512_add_epi32(*a, _mm512_mullo_epi32(dot, scale));
     }
 }
 
