@@ -87,8 +87,21 @@ fn measure(runs: usize, mut f: impl FnMut()) -> Timing {
     Timing { wall, cpu }
 }
 
+/// `FORWARD_BENCH_KV=f32|f16|bf16` sets the KV cache's type; else `default`.
+fn kv_dtype_or(default: KvDtype) -> KvDtype {
+    match std::env::var("FORWARD_BENCH_KV").ok().as_deref() {
+        None => default,
+        Some("f32") => KvDtype::F32,
+        Some("f16") => KvDtype::F16,
+        Some("bf16") => KvDtype::Bf16,
+        Some(other) => panic!("FORWARD_BENCH_KV={other}: f32, f16 or bf16"),
+    }
+}
+
 fn bench(label: &str, model: &Model, kv_dtype: KvDtype) {
     const BLOCK: usize = 16;
+    let kv_dtype = kv_dtype_or(kv_dtype);
+    let label = &format!("{label}, {kv_dtype:?} KV");
     const HISTORY: usize = 128;
     // FORWARD_BENCH_PROMPT sets the prefill prompt's length (512 by default).
     let prompt_len: usize = std::env::var("FORWARD_BENCH_PROMPT")
@@ -446,12 +459,22 @@ fn main() {
 }
 
 /// Prefill attention alone: `n` query tokens of one sequence against its own `n` cached
-/// positions (f16 cache, 16-position blocks), Qwen2.5-0.5B's 14 query and 2 K/V heads of 64;
-/// the fastest of 3 runs, and the rate in query tokens a second.
+/// positions (an f16 cache unless `FORWARD_BENCH_KV` says otherwise, 16-position blocks),
+/// Qwen2.5-0.5B's 14 query and 2 K/V heads of 64; the fastest of 3 runs, and the rate in query
+/// tokens a second.
 fn bench_attention(n: usize) {
+    match kv_dtype_or(KvDtype::F16) {
+        KvDtype::F32 => bench_attention_with::<f32>(n),
+        KvDtype::F16 => bench_attention_with::<half::f16>(n),
+        KvDtype::Bf16 => bench_attention_with::<half::bf16>(n),
+    }
+}
+
+fn bench_attention_with<E: sluice_model::kernels::vector::KvElement>(n: usize) {
     use sluice_model::kernels::paged_attention::{
         paged_attention, AttentionShape, PagedKv, QueryView,
     };
+    println!("  ({} KV)", std::any::type_name::<E>());
     const BLOCK: usize = 16;
     let (heads, kv_heads, d) = (14, 2, 64);
     let shape = AttentionShape {
@@ -464,9 +487,16 @@ fn bench_attention(n: usize) {
     };
     let blocks = n.div_ceil(BLOCK);
     let source = RandomWeights::DECODER;
-    let half = |name: &str, len: usize| -> Vec<half::f16> {
-        let v = source.tensor(name, &[len]).unwrap();
-        v.iter().map(|&x| half::f16::from_f32(x * 8.0)).collect()
+    let half = |name: &str, len: usize| -> Vec<E> {
+        let v: Vec<f32> = source
+            .tensor(name, &[len])
+            .unwrap()
+            .iter()
+            .map(|&x| x * 8.0)
+            .collect();
+        let mut out = vec![E::default(); len];
+        E::store(&v, &mut out);
+        out
     };
     let keys = half("k", blocks * kv_heads * BLOCK * d);
     let values = half("v", blocks * kv_heads * BLOCK * d);

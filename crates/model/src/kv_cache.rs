@@ -2,8 +2,8 @@
 //! for every layer. The engine's block manager decides which blocks a sequence owns; the forward
 //! pass writes new tokens to the slots the batch names and reads history through block tables.
 
-use half::f16;
 use half::vec::HalfBitsVecExt;
+use half::{bf16, f16};
 
 use crate::config::ModelConfig;
 use crate::kernels::paged_attention::PagedKv;
@@ -81,13 +81,39 @@ impl<E: KvElement> LayerKv<E> {
 enum Layers {
     F32(Vec<LayerKv<f32>>),
     F16(Vec<LayerKv<f16>>),
+    Bf16(Vec<LayerKv<bf16>>),
+}
+
+/// `$body` with `$l` bound to the layers, whatever their element type.
+macro_rules! with_layers {
+    ($layers:expr, $l:ident => $body:expr) => {
+        match $layers {
+            Layers::F32($l) => $body,
+            Layers::F16($l) => $body,
+            Layers::Bf16($l) => $body,
+        }
+    };
 }
 
 /// One layer's storage, borrowed for a forward pass.
 pub(crate) enum LayerKvMut<'a> {
     F32(&'a mut LayerKv<f32>),
     F16(&'a mut LayerKv<f16>),
+    Bf16(&'a mut LayerKv<bf16>),
 }
+
+/// `$body` with `$kv` bound to one layer's storage ([`LayerKvMut`]), whatever its element type:
+/// code generic over [`KvElement`] is written once.
+macro_rules! with_layer_kv {
+    ($storage:expr, $kv:ident => $body:expr) => {
+        match $storage {
+            $crate::kv_cache::LayerKvMut::F32($kv) => $body,
+            $crate::kv_cache::LayerKvMut::F16($kv) => $body,
+            $crate::kv_cache::LayerKvMut::Bf16($kv) => $body,
+        }
+    };
+}
+pub(crate) use with_layer_kv;
 
 /// One layer's share of the cache for a forward pass.
 pub(crate) struct LayerCache<'a> {
@@ -142,8 +168,8 @@ impl KvCache {
         let slot_values = config.num_key_value_heads * config.head_dim;
         let layer_values =
             |group: &KvGroupId| pools.groups[*group].num_blocks * block_size * slot_values;
-        // `vec![0; n]` of a primitive is a zeroed allocation (untouched pages); f16 storage is
-        // made from u16 zeros for the same reason.
+        // `vec![0; n]` of a primitive is a zeroed allocation (untouched pages); 16-bit storage
+        // is made from u16 zeros for the same reason.
         let layers = match dtype {
             KvDtype::F32 => Layers::F32(
                 (layout.layer_groups.iter())
@@ -158,6 +184,14 @@ impl KvCache {
                     .map(|g| LayerKv {
                         keys: vec![0u16; layer_values(g)].reinterpret_into::<f16>(),
                         values: vec![0u16; layer_values(g)].reinterpret_into::<f16>(),
+                    })
+                    .collect(),
+            ),
+            KvDtype::Bf16 => Layers::Bf16(
+                (layout.layer_groups.iter())
+                    .map(|g| LayerKv {
+                        keys: vec![0u16; layer_values(g)].reinterpret_into::<bf16>(),
+                        values: vec![0u16; layer_values(g)].reinterpret_into::<bf16>(),
                     })
                     .collect(),
             ),
@@ -194,6 +228,7 @@ impl KvCache {
         match self.layers {
             Layers::F32(_) => KvDtype::F32,
             Layers::F16(_) => KvDtype::F16,
+            Layers::Bf16(_) => KvDtype::Bf16,
         }
     }
 
@@ -224,10 +259,7 @@ impl KvCache {
 
     /// Layers held.
     pub(crate) fn num_layers(&self) -> usize {
-        match &self.layers {
-            Layers::F32(l) => l.len(),
-            Layers::F16(l) => l.len(),
-        }
+        with_layers!(&self.layers, l => l.len())
     }
 
     /// Layer `layer`'s storage, group and block size.
@@ -244,6 +276,7 @@ impl KvCache {
         match &mut self.layers {
             Layers::F32(l) => LayerKvMut::F32(&mut l[layer]),
             Layers::F16(l) => LayerKvMut::F16(&mut l[layer]),
+            Layers::Bf16(l) => LayerKvMut::Bf16(&mut l[layer]),
         }
     }
 }
@@ -280,16 +313,10 @@ impl KvCache {
         let n = self.block_elements();
         let range = block * n..(block + 1) * n;
         for (layer, _) in (self.layer_groups.iter().enumerate()).filter(|(_, &g)| g == group) {
-            match &self.layers {
-                Layers::F32(l) => {
-                    out.extend_from_slice(bytemuck::cast_slice(&l[layer].keys[range.clone()]));
-                    out.extend_from_slice(bytemuck::cast_slice(&l[layer].values[range.clone()]));
-                }
-                Layers::F16(l) => {
-                    out.extend_from_slice(bytemuck::cast_slice(&l[layer].keys[range.clone()]));
-                    out.extend_from_slice(bytemuck::cast_slice(&l[layer].values[range.clone()]));
-                }
-            }
+            with_layers!(&self.layers, l => {
+                out.extend_from_slice(bytemuck::cast_slice(&l[layer].keys[range.clone()]));
+                out.extend_from_slice(bytemuck::cast_slice(&l[layer].values[range.clone()]));
+            })
         }
     }
 
@@ -321,16 +348,10 @@ impl KvCache {
             let (Some(keys), Some(values)) = (keys, values) else {
                 unreachable!("the length was checked");
             };
-            match &mut self.layers {
-                Layers::F32(l) => {
-                    copy_into(&mut l[layer].keys[range.clone()], keys);
-                    copy_into(&mut l[layer].values[range.clone()], values);
-                }
-                Layers::F16(l) => {
-                    copy_into(&mut l[layer].keys[range.clone()], keys);
-                    copy_into(&mut l[layer].values[range.clone()], values);
-                }
-            }
+            with_layers!(&mut self.layers, l => {
+                copy_into(&mut l[layer].keys[range.clone()], keys);
+                copy_into(&mut l[layer].values[range.clone()], values);
+            })
         }
         Ok(())
     }
@@ -348,7 +369,7 @@ mod tests {
     #[test]
     fn a_block_holds_keys_and_values_of_every_layer() {
         let config = crate::config::tests_support::tiny_config();
-        for (dtype, size) in [(KvDtype::F32, 4), (KvDtype::F16, 2)] {
+        for (dtype, size) in [(KvDtype::F32, 4), (KvDtype::F16, 2), (KvDtype::Bf16, 2)] {
             let per_block = KvCache::bytes_per_block(&config, dtype, 16);
             assert_eq!(
                 per_block,
@@ -376,7 +397,7 @@ mod tests {
             crate::config::LayerType::Sliding,
             crate::config::LayerType::Full,
         ]);
-        for dtype in [KvDtype::F32, KvDtype::F16] {
+        for dtype in [KvDtype::F32, KvDtype::F16, KvDtype::Bf16] {
             let pools = KvPools::with_window(6, 8, 4);
             let mut a = KvCache::with_pools(&config, dtype, 4, pools.clone());
             let mut b = KvCache::with_pools(&config, dtype, 4, pools);
@@ -388,10 +409,9 @@ mod tests {
                         .map(|i| (layer * 1000 + slot * 10 + i) as f32)
                         .collect();
                     let values: Vec<f32> = keys.iter().map(|k| -k).collect();
-                    match a.layer_mut(layer) {
-                        LayerKvMut::F32(kv) => kv.write(slot, &keys, &values, 4, config.head_dim),
-                        LayerKvMut::F16(kv) => kv.write(slot, &keys, &values, 4, config.head_dim),
-                    }
+                    with_layer_kv!(a.layer_mut(layer), kv => {
+                        kv.write(slot, &keys, &values, 4, config.head_dim)
+                    })
                 }
             }
             for group in [0, 1] {
@@ -411,13 +431,9 @@ mod tests {
                 assert_eq!(err.got, bytes.len() - 1);
             }
             // Block 3 of the full layer (layer 1) now holds block 2's rows of `a`.
-            let rows = |c: &mut KvCache, slot| match c.layer_mut(1) {
-                LayerKvMut::F32(kv) => {
-                    kv.keys[row_offset(slot, 0, config.num_key_value_heads, 4, config.head_dim)]
-                }
-                LayerKvMut::F16(kv) => kv.keys
-                    [row_offset(slot, 0, config.num_key_value_heads, 4, config.head_dim)]
-                .to_f32(),
+            let rows = |c: &mut KvCache, slot| {
+                let at = row_offset(slot, 0, config.num_key_value_heads, 4, config.head_dim);
+                with_layer_kv!(c.layer_mut(1), kv => kv.keys[at].to_f32())
             };
             assert_eq!(rows(&mut b, 13), rows(&mut a, 9));
         }
@@ -455,10 +471,7 @@ mod tests {
         let pools = KvPools::with_window(10, 8, 3);
         let mut cache = KvCache::with_pools(&config, KvDtype::F32, 4, pools.clone());
         let slot = config.num_key_value_heads * config.head_dim;
-        let len = |cache: &mut KvCache, layer| match cache.layer_mut(layer) {
-            LayerKvMut::F32(kv) => kv.keys.len(),
-            LayerKvMut::F16(kv) => kv.keys.len(),
-        };
+        let len = |cache: &mut KvCache, layer| with_layer_kv!(cache.layer_mut(layer), kv => kv.keys.len());
         assert_eq!((cache.group(0), len(&mut cache, 0)), (1, 3 * 4 * slot));
         assert_eq!(
             (cache.group(1), len(&mut cache, 1)),

@@ -79,6 +79,7 @@ fn logits_are_bit_identical_alone_and_batched_with_three_others() {
             (WeightDtype::F32, KvDtype::F32),
             (WeightDtype::F16, KvDtype::F32),
             (WeightDtype::F16, KvDtype::F16),
+            (WeightDtype::F16, KvDtype::Bf16),
         ] {
             let model = load(name, dtype);
             let tokens = reference(name).prompt_ids;
@@ -99,7 +100,7 @@ fn logits_are_bit_identical_alone_and_batched_with_three_others() {
 fn chunked_prefill_gives_the_same_logits_as_one_chunk() {
     // phi3's prompt stays within its LongRoPE original length, so no chunk crosses it.
     for name in ["mistral", "qwen3", "phi3"] {
-        for kv_dtype in [KvDtype::F32, KvDtype::F16] {
+        for kv_dtype in [KvDtype::F32, KvDtype::F16, KvDtype::Bf16] {
             let model = load(name, WeightDtype::F32);
             let tokens = reference(name).prompt_ids;
             let len = tokens.len();

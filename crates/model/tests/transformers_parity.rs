@@ -97,6 +97,22 @@ fn f16_kv_cache_stays_close_to_transformers_for_every_architecture() {
 }
 
 #[test]
+fn bf16_kv_cache_stays_close_to_transformers_for_every_architecture() {
+    // bf16 keeps 8 significant bits against f16's 11, so each cached value moves up to 2^-9,
+    // eight times f16's 2^-12; where the CPU has AVX-512 BF16 the queries and softmax weights
+    // are rounded to bf16 as well. Eight times the f16 bound per layer.
+    for name in FIXTURES {
+        let reference = reference(name);
+        let model = load(name, WeightDtype::F32);
+        let logits = prefill_all_positions_with(&model, &reference.prompt_ids, KvDtype::Bf16);
+        let max_diff = max_prompt_logit_diff(&logits, &reference.prompt_logits);
+        eprintln!("{name} (bf16 KV): max |logit diff| {max_diff:e}");
+        let bound = 8e-2 * model.config().num_hidden_layers as f32;
+        assert!(max_diff < bound, "{name}: max |logit diff| {max_diff}");
+    }
+}
+
+#[test]
 fn mistral_fixture_exercises_its_sliding_window() {
     // The prompt is longer than the window, so ignoring the window must change late logits.
     let dir = fixture_dir("mistral");

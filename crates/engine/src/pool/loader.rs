@@ -434,15 +434,17 @@ impl ModelLoader for DirectoryLoader {
 }
 
 /// Everything besides the weights files that the bytes of a KV block depend on, for the disk
-/// tier's model fingerprint: the release (kernels change), the instruction set the kernels use,
-/// the weight type as loaded, the KV type, block size and groups, and the whole config
+/// tier's model fingerprint: the release (kernels change), the instruction set the kernels use
+/// (and whether it multiplies bf16, which a bf16 cache's attention does where it can), the
+/// weight type as loaded, the KV type, block size and groups, and the whole config
 /// (architecture, RoPE, windows, ...). Over-inclusive on purpose: a change only costs misses.
 fn kv_facts(config: &ModelConfig, kv_dtype: KvDtype, s: &LoadSettings) -> String {
     let spans: Vec<_> = KvLayout::of(config).groups;
     format!(
-        "sluice {} | isa {} | weights {:?} | kv {:?} | block {} | groups {:?} | {:?}",
+        "sluice {} | isa {} bf16 {} | weights {:?} | kv {:?} | block {} | groups {:?} | {:?}",
         env!("CARGO_PKG_VERSION"),
         sluice_model::kernels::Isa::current().name(),
+        sluice_model::kernels::Isa::current().has_avx512_bf16(),
         s.dtype,
         kv_dtype,
         s.block_size,

@@ -69,6 +69,20 @@ impl Isa {
         matches!(self, Isa::Avx512Vnni | Isa::Amx)
     }
 
+    /// Whether kernels on `self` may use AVX-512 BF16 (`vdpbf16ps`, `vcvtneps2bf16`): levels
+    /// with AVX-512 VNNI on a CPU that also has BF16 (AMD Zen 4 and later, Intel Cooper Lake and
+    /// Sapphire Rapids on). Attention over a bf16 KV cache multiplies with it.
+    pub fn has_avx512_bf16(self) -> bool {
+        static BF16: OnceLock<bool> = OnceLock::new();
+        self.has_avx512_vnni()
+            && *BF16.get_or_init(|| {
+                #[cfg(target_arch = "x86_64")]
+                return std::arch::is_x86_feature_detected!("avx512bf16");
+                #[cfg(not(target_arch = "x86_64"))]
+                false
+            })
+    }
+
     /// The level of the vector kernels on `self`: `self`, except that [`Isa::Amx`]'s are
     /// [`Isa::Avx512Vnni`]'s. Kernel families without tile kernels run on this level.
     pub fn vector(self) -> Self {

@@ -12,7 +12,7 @@ use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
 use crate::kernels::paged_attention::{paged_attention, AttentionShape, QueryView};
 use crate::kernels::vector::KvElement;
-use crate::kv_cache::{LayerCache, LayerKv, LayerKvMut};
+use crate::kv_cache::{with_layer_kv, LayerCache, LayerKv};
 use crate::plan::{AttentionOptions, NormWeight, QkNormSpan};
 
 /// One layer's attention weights.
@@ -209,10 +209,7 @@ impl Attention {
             values: qkv.get(q_dim + kv_dim..).unwrap_or(&[]),
             value_stride: width,
         };
-        match kv.storage {
-            LayerKvMut::F32(kv) => write_and_attend(shape, kv, new_kv, queries, q, attended),
-            LayerKvMut::F16(kv) => write_and_attend(shape, kv, new_kv, queries, q, attended),
-        }
+        with_layer_kv!(kv.storage, kv => write_and_attend(shape, kv, new_kv, queries, q, attended));
         self.o_proj.forward_add(attended, rows.len(), residual);
     }
 

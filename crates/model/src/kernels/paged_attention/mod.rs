@@ -22,7 +22,7 @@ use rayon::prelude::*;
 use super::vector::{best_ops, exp, KvElement, VectorOps};
 
 mod staged;
-use staged::{StagedTile, TileKernels, STAGED_MIN_RUN};
+use staged::{StagedTile, TileKernels};
 
 /// Static shape of one attention layer.
 #[derive(Debug, Clone, Copy)]
@@ -114,7 +114,7 @@ pub fn paged_attention<E: KvElement>(
         queries,
         q,
         out,
-        TileKernels::best(shape.head_dim),
+        TileKernels::best::<E>(shape.head_dim),
     );
 }
 
@@ -154,7 +154,7 @@ fn attention_with<E: KvElement>(
                 // within `out` since `i < queries.len()`.
                 unsafe { out_ptr.slice(at, group * head_dim) }
             };
-            let tiles = tiles.filter(|_| run.len() >= STAGED_MIN_RUN);
+            let tiles = tiles.filter(|tiles| tiles.stages(run.len()));
             attend_run(
                 ops,
                 tiles,
@@ -266,7 +266,7 @@ fn attend_run<'o, E: KvElement>(
             j = end;
         }
         if let Some(staged) = staged.as_mut() {
-            staged.fill(kv, &rows);
+            staged.fill(kv, &rows, tile_start - tile * KV_TILE);
         }
         for (r, query) in run.iter().enumerate() {
             let lo = query.first.max(tile_start);
@@ -279,7 +279,7 @@ fn attend_run<'o, E: KvElement>(
             let q_group = &q[((first_query + r) * num_heads + g * group) * head_dim..];
             let q_group = &q_group[..group * head_dim];
             let scores = &mut scores[..group * n];
-            match staged.as_ref() {
+            match staged.as_mut() {
                 Some(staged) => staged.scores(q_group, lo - tile_start, n, scale, scores),
                 None => ops.group_scores(q_group, head_dim, kv.keys, rows, scale, scores),
             }
@@ -311,7 +311,7 @@ fn attend_run<'o, E: KvElement>(
                 state.max = max;
             }
             let acc = &mut acc[r * group * head_dim..][..group * head_dim];
-            if let Some(staged) = staged.as_ref() {
+            if let Some(staged) = staged.as_mut() {
                 staged.accumulate(scores, lo - tile_start, n, &rescale[..group], acc);
                 continue;
             }

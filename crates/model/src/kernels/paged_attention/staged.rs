@@ -1,25 +1,30 @@
-//! A key/value tile staged once for a run of prompt tokens: keys widened to f32 and transposed
-//! (so the scores of sixteen keys fill one vector, [`Avx512::transposed_scores`]), values
-//! widened to f32 rows (summed a row at a time into every head's output at once,
-//! [`Avx512::weighted_accumulate`]). A run of up to [`super::QUERY_TILE`] tokens and a group of query heads
-//! then read the tile from L1 instead of widening each cached row once per token and head.
+//! A key/value tile staged once for a run of query tokens, in one of two forms:
 //!
-//! Staging copies exactly (widening is exact) and the staged kernels keep the row kernels'
-//! operation order, so a token gets the same bits staged or not: decode (a run of one) and
-//! short runs read the cache rows directly.
+//! - **f32** (an f32 or f16 cache, or a bf16 one on a CPU without AVX-512 BF16): keys widened
+//!   to f32 and transposed (so the scores of sixteen keys fill one vector,
+//!   [`Avx512::transposed_scores`]), values widened to f32 rows (summed a row at a time into
+//!   every head's output at once, [`Avx512::weighted_accumulate`]). Staging copies exactly and
+//!   these kernels keep the row kernels' operation order, so a token gets the same bits staged
+//!   or not: decode (a run of one) and short runs read the cache rows directly.
+//! - **bf16** (a bf16 cache on a CPU with AVX-512 BF16): keys transposed as pairs of elements,
+//!   values interleaved as pairs of rows, for `vdpbf16ps` ([`Avx512Bf16`], whose docs give the
+//!   order). These kernels have no row form, so every run stages, decode included.
+//!
+//! A run of up to [`super::QUERY_TILE`] tokens and a group of query heads then read the tile
+//! from L1 instead of widening each cached row once per token and head.
 
 use super::KV_TILE;
 use crate::kernels::vector::KvElement;
 use crate::kernels::Isa;
 
 #[cfg(target_arch = "x86_64")]
-use crate::kernels::vector::avx512::Avx512;
+use crate::kernels::vector::{avx512::Avx512, avx512_bf16::Avx512Bf16};
 
-/// Shortest run of tokens that stages its tiles. Staging a tile costs about what scoring it
-/// for one token's heads does, so a run of one (decode) or a prompt chunk's last few tokens
-/// read the rows; from four tokens on the staged kernels win (a prompt chunk's runs are 4 to
-/// [`super::QUERY_TILE`] long).
-pub(super) const STAGED_MIN_RUN: usize = 4;
+/// Shortest run of tokens that stages its tiles in f32. Staging a tile costs about what
+/// scoring it for one token's heads does, so a run of one (decode) or a prompt chunk's last few
+/// tokens read the rows; from four tokens on the staged kernels win (a prompt chunk's runs are
+/// 4 to [`super::QUERY_TILE`] long).
+const STAGED_MIN_RUN: usize = 4;
 
 /// Columns of a staged key row: a tile, plus room for a sixteen-key vector starting at any of
 /// its positions.
@@ -27,31 +32,51 @@ const STRIDE: usize = KV_TILE + 16;
 
 /// The kernels that read a staged tile, where the CPU has them.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct TileKernels {
+pub(super) enum TileKernels {
+    /// Widened to f32.
     #[cfg(target_arch = "x86_64")]
-    avx512: Avx512,
+    F32(Avx512),
+    /// A bf16 cache's own values, multiplied in bf16.
+    #[cfg(target_arch = "x86_64")]
+    Bf16(Avx512Bf16),
 }
 
 impl TileKernels {
-    /// The staged-tile kernels of [`Isa::current`] for heads of `head_dim`, if it has them
-    /// (AVX-512, and a width that is a multiple of 16).
-    pub(super) fn best(head_dim: usize) -> Option<Self> {
-        Self::for_isa(Isa::current(), head_dim)
+    /// The staged-tile kernels of [`Isa::current`] for a cache of `E` and heads of `head_dim`,
+    /// if it has them (AVX-512, and a width that is a multiple of 16).
+    pub(super) fn best<E: KvElement>(head_dim: usize) -> Option<Self> {
+        Self::for_isa::<E>(Isa::current(), head_dim)
     }
 
-    /// The staged-tile kernels of `isa` for heads of `head_dim`, if this CPU runs them.
-    pub(super) fn for_isa(isa: Isa, head_dim: usize) -> Option<Self> {
+    /// The staged-tile kernels of `isa` for a cache of `E` and heads of `head_dim`, if this CPU
+    /// runs them: the bf16 ones for a bf16 cache where `isa` has AVX-512 BF16, else the f32 ones.
+    pub(super) fn for_isa<E: KvElement>(isa: Isa, head_dim: usize) -> Option<Self> {
         if !head_dim.is_multiple_of(16) {
             return None;
         }
         #[cfg(target_arch = "x86_64")]
         {
-            Avx512::for_isa(isa).map(|avx512| TileKernels { avx512 })
+            if E::bf16_bits(&[]).is_some() {
+                if let Some(bf16) = Avx512Bf16::for_isa(isa) {
+                    return Some(TileKernels::Bf16(bf16));
+                }
+            }
+            Avx512::for_isa(isa).map(TileKernels::F32)
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
             let _ = isa;
             None
+        }
+    }
+
+    /// Whether a run of `len` tokens stages its tiles with these kernels.
+    pub(super) fn stages(self, len: usize) -> bool {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            TileKernels::F32(_) => len >= STAGED_MIN_RUN,
+            #[cfg(target_arch = "x86_64")]
+            TileKernels::Bf16(_) => true,
         }
     }
 }
@@ -60,52 +85,119 @@ impl TileKernels {
 pub(super) struct StagedTile {
     kernels: TileKernels,
     head_dim: usize,
-    /// `[head_dim, STRIDE]`: element `c` of the tile's key `j` at `c * STRIDE + j`.
+    /// f32: `[head_dim, STRIDE]`, element `c` of the tile's key `j` at `c * STRIDE + j`.
     keys_t: Vec<f32>,
-    /// `[KV_TILE, head_dim]`: the tile's value rows.
+    /// f32: `[KV_TILE, head_dim]`, the tile's value rows.
     values: Vec<f32>,
+    /// bf16: `[head_dim / 2, STRIDE]` pairs of key elements.
+    keys_p: Vec<u32>,
+    /// bf16: `[KV_TILE / 2, head_dim]` pairs of value rows.
+    values_p: Vec<u32>,
+    /// bf16: the tile index of the first staged row (tiles are paired from their first
+    /// absolute position).
+    skip: usize,
+    /// bf16: queries or weights rounded to pairs.
+    packed: Vec<u32>,
 }
 
 impl StagedTile {
     pub(super) fn new(kernels: TileKernels, head_dim: usize) -> Self {
+        let (f32_len, pairs_len) = match kernels {
+            #[cfg(target_arch = "x86_64")]
+            TileKernels::F32(_) => (1, 0),
+            #[cfg(target_arch = "x86_64")]
+            TileKernels::Bf16(_) => (0, 1),
+        };
         Self {
             kernels,
             head_dim,
-            keys_t: vec![0.0; head_dim * STRIDE],
-            values: vec![0.0; KV_TILE * head_dim],
+            keys_t: vec![0.0; f32_len * head_dim * STRIDE],
+            values: vec![0.0; f32_len * KV_TILE * head_dim],
+            keys_p: vec![0; pairs_len * head_dim / 2 * STRIDE],
+            values_p: vec![0; pairs_len * KV_TILE / 2 * head_dim],
+            skip: 0,
+            packed: Vec::new(),
         }
     }
 
-    /// Stages the rows at `rows` (offsets into the cache's keys and values, at most a tile).
-    pub(super) fn fill<E: KvElement>(&mut self, kv: super::PagedKv<'_, E>, rows: &[usize]) {
-        #[cfg(target_arch = "x86_64")]
-        self.kernels.avx512.stage_tile(
-            kv.keys,
-            kv.values,
-            rows,
-            self.head_dim,
-            &mut self.keys_t,
-            STRIDE,
-            &mut self.values,
-        );
+    /// Stages the rows at `rows` (offsets into the cache's keys and values, at most a tile),
+    /// the first of which is `skip` positions into its tile.
+    pub(super) fn fill<E: KvElement>(
+        &mut self,
+        kv: super::PagedKv<'_, E>,
+        rows: &[usize],
+        skip: usize,
+    ) {
+        self.skip = skip;
+        match self.kernels {
+            #[cfg(target_arch = "x86_64")]
+            TileKernels::F32(avx512) => avx512.stage_tile(
+                kv.keys,
+                kv.values,
+                rows,
+                self.head_dim,
+                &mut self.keys_t,
+                STRIDE,
+                &mut self.values,
+            ),
+            #[cfg(target_arch = "x86_64")]
+            TileKernels::Bf16(bf16) => {
+                let (Some(keys), Some(values)) = (E::bf16_bits(kv.keys), E::bf16_bits(kv.values))
+                else {
+                    unreachable!("bf16 kernels are chosen for bf16 caches only")
+                };
+                bf16.stage_tile(
+                    keys,
+                    values,
+                    rows,
+                    skip,
+                    KV_TILE,
+                    self.head_dim,
+                    &mut self.keys_p,
+                    STRIDE,
+                    &mut self.values_p,
+                );
+            }
+        }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (kv, rows);
     }
 
     /// `out[h * n + j] = scale · (q_h · key(first + j))` for the staged keys `first..first + n`
-    /// and the heads of `q`.
-    pub(super) fn scores(&self, q: &[f32], first: usize, n: usize, scale: f32, out: &mut [f32]) {
-        #[cfg(target_arch = "x86_64")]
-        self.kernels.avx512.transposed_scores(
-            q,
-            self.head_dim,
-            &self.keys_t,
-            STRIDE,
-            first,
-            n,
-            scale,
-            out,
-        );
+    /// (counted from the first staged row) and the heads of `q`.
+    pub(super) fn scores(
+        &mut self,
+        q: &[f32],
+        first: usize,
+        n: usize,
+        scale: f32,
+        out: &mut [f32],
+    ) {
+        match self.kernels {
+            #[cfg(target_arch = "x86_64")]
+            TileKernels::F32(avx512) => avx512.transposed_scores(
+                q,
+                self.head_dim,
+                &self.keys_t,
+                STRIDE,
+                first,
+                n,
+                scale,
+                out,
+            ),
+            #[cfg(target_arch = "x86_64")]
+            TileKernels::Bf16(bf16) => bf16.scores(
+                q,
+                self.head_dim,
+                &self.keys_p,
+                STRIDE,
+                self.skip + first,
+                n,
+                scale,
+                out,
+                &mut self.packed,
+            ),
+        }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (q, first, n, scale, out);
     }
@@ -113,33 +205,55 @@ impl StagedTile {
     /// Adds the staged values `first..first + n` weighted by `weights: [heads, n]` into each
     /// head's running output `acc: [heads, head_dim]`, which is first rescaled by `rescale[h]`
     /// (the online softmax's step; see [`Avx512::weighted_accumulate`] for the order, which is
-    /// the row kernels').
+    /// the row kernels', and [`Avx512Bf16`] for bf16's).
     pub(super) fn accumulate(
-        &self,
+        &mut self,
         weights: &[f32],
         first: usize,
         n: usize,
         rescale: &[f32],
         acc: &mut [f32],
     ) {
-        #[cfg(target_arch = "x86_64")]
-        self.kernels.avx512.weighted_accumulate(
-            weights,
-            &self.values,
-            first,
-            n,
-            self.head_dim,
-            rescale,
-            acc,
-        );
+        match self.kernels {
+            #[cfg(target_arch = "x86_64")]
+            TileKernels::F32(avx512) => avx512.weighted_accumulate(
+                weights,
+                &self.values,
+                first,
+                n,
+                self.head_dim,
+                rescale,
+                acc,
+            ),
+            #[cfg(target_arch = "x86_64")]
+            TileKernels::Bf16(bf16) => bf16.accumulate(
+                weights,
+                &self.values_p,
+                self.skip + first,
+                n,
+                self.head_dim,
+                rescale,
+                acc,
+                &mut self.packed,
+            ),
+        }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (weights, first, n, rescale, acc);
+    }
+
+    /// The f32 kernels of either form.
+    #[cfg(target_arch = "x86_64")]
+    fn f32(&self) -> Avx512 {
+        match self.kernels {
+            TileKernels::F32(avx512) => avx512,
+            TileKernels::Bf16(bf16) => bf16.f32(),
+        }
     }
 
     /// `x[i] = e^(x[i] - shift)`, returning their sum: [`super::VectorOps::exp_sum`]'s bits.
     pub(super) fn exp_sum(&self, x: &mut [f32], shift: f32) -> f32 {
         #[cfg(target_arch = "x86_64")]
-        return self.kernels.avx512.exp_sum(x, shift);
+        return self.f32().exp_sum(x, shift);
         #[cfg(not(target_arch = "x86_64"))]
         unreachable!("no staged kernels off x86-64: {x:?} {shift}")
     }
@@ -147,7 +261,7 @@ impl StagedTile {
     /// The largest of `x` (non-empty scores, no NaN).
     pub(super) fn max(&self, x: &[f32]) -> f32 {
         #[cfg(target_arch = "x86_64")]
-        return self.kernels.avx512.max(x);
+        return self.f32().max(x);
         #[cfg(not(target_arch = "x86_64"))]
         unreachable!("no staged kernels off x86-64: {x:?}")
     }

@@ -258,12 +258,18 @@ fn long_prompts_match_the_exact_attention() {
 
 /// A token gets the same bits alone (decode), in a whole prompt, in any chunk of it, and
 /// beside other sequences' tokens: its operations depend only on its position and the tile grid.
+/// An f32 cache and a bf16 one (which multiplies in bf16 where the CPU has AVX-512 BF16).
 #[test]
 fn a_token_gets_the_same_bits_however_its_prompt_is_batched() {
+    same_bits_however_batched::<f32>();
+    same_bits_however_batched::<half::bf16>();
+}
+
+fn same_bits_however_batched<E: KvElement>() {
     let positions = 2 * KV_TILE + 45;
     for window in [None, Some(70)] {
         let shape = gqa_shape(16, None);
-        let cache = RandomCache::<f32>::new(positions, 2, 16, 16);
+        let cache = RandomCache::<E>::new(positions, 2, 16, 16);
         let width = shape.num_heads * shape.head_dim;
         let q = crate::kernels::test_values(positions * width, 34);
         let all = prompt(&cache.table, 0..positions, window);
@@ -344,8 +350,9 @@ fn a_bidirectional_run_sees_its_later_tokens_and_leaves_causal_ones_alone() {
     }
 }
 
-/// A run of prompt tokens that stages its key/value tiles (AVX-512 hosts) gives every token the
-/// bits of the row kernels, for f32 and f16 caches, grouped heads of several widths, a softcap,
+/// A run of prompt tokens that stages its key/value tiles in f32 (AVX-512 hosts) gives every
+/// token the bits of the row kernels, for f32, f16 and bf16 caches (the last as on a CPU without
+/// AVX-512 BF16), grouped heads of several widths, a softcap,
 /// a sliding window and a bidirectional span.
 #[test]
 fn staged_tiles_give_the_bits_of_the_row_kernels() {
@@ -379,12 +386,60 @@ fn staged_tiles_give_the_bits_of_the_row_kernels() {
             );
         }
     }
-    let Some(tiles) = TileKernels::for_isa(Isa::Avx512Vnni, 64) else {
+    let Some(tiles) = TileKernels::for_isa::<f32>(Isa::Avx512Vnni, 64) else {
         eprintln!("skipping staged attention tiles on avx512vnni: host lacks it");
         return;
     };
     for (head_dim, heads) in [(64, 7), (16, 3), (128, 2), (256, 4)] {
         check::<f32>(tiles, head_dim, heads);
         check::<half::f16>(tiles, head_dim, heads);
+        check::<half::bf16>(tiles, head_dim, heads);
     }
+}
+
+/// A bf16 cache on a CPU with AVX-512 BF16 multiplies in bf16 (queries and softmax weights
+/// rounded to bf16, sums in f32): past several tiles, with grouped heads of the widths models
+/// use, a softcap and a sliding window, it stays within bf16 rounding of the exact attention
+/// over the same cached values. Elsewhere the f32 kernels run and the bound holds with room.
+#[test]
+fn a_bf16_cache_stays_within_bf16_rounding_of_the_exact_attention() {
+    if !Isa::current().has_avx512_bf16() {
+        eprintln!("bf16 attention: host lacks avx512_bf16, checking the widened f32 kernels");
+    }
+    let positions = 3 * KV_TILE + 37;
+    let mut worst = 0f64;
+    for (head_dim, softcap, window) in [
+        (64, None, None),
+        (16, Some(5.0), None),
+        (128, None, Some(100)),
+        (256, None, None),
+    ] {
+        let shape = AttentionShape {
+            head_dim,
+            scale: 1.0 / (head_dim as f32).sqrt(),
+            ..gqa_shape(16, softcap)
+        };
+        let cache = RandomCache::<half::bf16>::new(positions, 2, head_dim, 16);
+        let queries = prompt(&cache.table, 0..positions, window);
+        let width = shape.num_heads * head_dim;
+        let q: Vec<f32> = (crate::kernels::test_values(positions * width, 38).iter())
+            .map(|v| v * 4.0)
+            .collect();
+        let out = run(shape, &cache, &queries, &q);
+        for (i, query) in queries.iter().enumerate().step_by(5) {
+            let exact = cache.reference(shape, &q[i * width..][..width], query.first, query.last);
+            for (got, want) in out[i * width..][..width].iter().zip(&exact) {
+                let err = (f64::from(*got) - want).abs();
+                worst = worst.max(err);
+                // Values are within ±3; a score's relative error is about 2^-8 (the query's
+                // rounding) and each weight's 2^-9, so an output moves by well under 0.05.
+                assert!(
+                    err < 0.05,
+                    "d={head_dim} position {} ({softcap:?}, {window:?}): {got} vs {want}",
+                    query.position
+                );
+            }
+        }
+    }
+    eprintln!("bf16 attention: largest error against the exact attention {worst:.2e}");
 }

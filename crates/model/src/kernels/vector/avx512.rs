@@ -120,7 +120,7 @@ unsafe fn stage_tile<E: KvElement>(
 
 /// The 8×8 transpose: lane `i` of result `k` is lane `k` of input `i`.
 #[inline(always)]
-unsafe fn transpose8(r: [__m256; LANES]) -> [__m256; LANES] {
+pub(super) unsafe fn transpose8(r: [__m256; LANES]) -> [__m256; LANES] {
     let t0 = _mm256_unpacklo_ps(r[0], r[1]);
     let t1 = _mm256_unpackhi_ps(r[0], r[1]);
     let t2 = _mm256_unpacklo_ps(r[2], r[3]);

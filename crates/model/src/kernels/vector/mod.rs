@@ -31,7 +31,7 @@
 //! tile for runs of prompt tokens (the `group_scores` order, tested against `portable.rs`).
 //! This file holds what they share and the dispatch.
 
-use half::f16;
+use half::{bf16, f16};
 
 #[cfg_attr(not(target_arch = "x86_64"), allow(unused_imports))]
 use super::Isa;
@@ -43,6 +43,8 @@ pub use portable::{exp, gelu_tanh, Portable};
 pub mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512;
+#[cfg(target_arch = "x86_64")]
+pub mod avx512_bf16;
 
 /// Lanes per vector.
 pub(crate) const LANES: usize = 8;
@@ -53,9 +55,15 @@ pub(crate) fn fold(s: [f32; LANES]) -> f32 {
     ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
 }
 
-/// How cached keys and values are stored: `f32`, or `f16` (half the memory and bandwidth;
-/// widened exactly to f32 when read).
+/// How cached keys and values are stored: `f32`, or `f16` / `bf16` (half the memory and
+/// bandwidth; widened exactly to f32 when read).
 pub trait KvElement: Copy + Default + Send + Sync + 'static {
+    /// The stored bits of a bf16 cache's values (whose attention multiplies in bf16 where the
+    /// CPU can); `None` for other types.
+    fn bf16_bits(data: &[Self]) -> Option<&[u16]> {
+        let _ = data;
+        None
+    }
     /// The exact f32 value.
     fn to_f32(self) -> f32;
     /// Rounds `src` into `dst` (same length).
@@ -82,6 +90,30 @@ impl KvElement for f32 {
     #[inline(always)]
     unsafe fn load8(p: *const f32) -> std::arch::x86_64::__m256 {
         std::arch::x86_64::_mm256_loadu_ps(p)
+    }
+}
+
+impl KvElement for bf16 {
+    fn bf16_bits(data: &[bf16]) -> Option<&[u16]> {
+        Some(bytemuck::cast_slice(data))
+    }
+
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        bf16::to_f32(self)
+    }
+
+    fn store(src: &[f32], dst: &mut [bf16]) {
+        use half::slice::HalfFloatSliceExt;
+        dst.convert_from_f32_slice(src);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    unsafe fn load8(p: *const bf16) -> std::arch::x86_64::__m256 {
+        use std::arch::x86_64::*;
+        let bits = _mm256_cvtepu16_epi32(_mm_loadu_si128(p as *const __m128i));
+        _mm256_castsi256_ps(_mm256_slli_epi32::<16>(bits))
     }
 }
 
