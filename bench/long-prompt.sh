@@ -5,7 +5,8 @@
 #
 #   MODEL=bench/out/models/qwen2.5-0.5b.q4_k_m.gguf bench/long-prompt.sh
 #     WORDS (default 8000: prompt words, about one token each), DECODERS (default 15), ROUNDS
-#     (default 1), WINDOW (default 30), CONFIGS (default "sluice llama"), LLAMA_BIN, SLUICE_ARGS,
+#     (default 1), WINDOW (default 30), CONFIGS (default "sluice llama"; "sluice-bf16" is sluice
+#     with a bf16 KV cache), LLAMA_BIN, SLUICE_ARGS,
 #     LABEL (a suffix for the labels, e.g. naming SLUICE_ARGS)
 #   Writes bench/out/long-prompt/results.jsonl and prints one JSON line per run. Nothing else
 #   should run meanwhile.
@@ -30,8 +31,9 @@ PY="${PYTHON:-python3}"
 serve() {
   local config="$1" cmd
   case "$config" in
-    sluice) cmd=("$SLUICE" serve --model "$MODEL" --served-model-name "$NAME" --port "$PORT"
-      --max-num-seqs "$STREAMS" --max-model-len "$CTX" ${SLUICE_ARGS:-}) ;;
+    sluice | sluice-bf16) cmd=("$SLUICE" serve --model "$MODEL" --served-model-name "$NAME"
+      --port "$PORT" --max-num-seqs "$STREAMS" --max-model-len "$CTX" ${SLUICE_ARGS:-})
+      if [ "$config" = sluice-bf16 ]; then cmd+=(--kv-cache-dtype bf16); fi ;;
     llama) cmd=("$LLAMA_BIN/llama-server" -m "$MODEL" --alias "$NAME" --port "$PORT"
       -t "$THREADS" -tb "$THREADS" -np "$STREAMS" -c $((CTX * STREAMS)) --no-webui) ;;
   esac

@@ -76,8 +76,10 @@ impl Isa {
         static BF16: OnceLock<bool> = OnceLock::new();
         self.has_avx512_vnni()
             && *BF16.get_or_init(|| {
+                // (Every CPU with BF16 has BW, which the bf16 kernels' masked stores use.)
                 #[cfg(target_arch = "x86_64")]
-                return std::arch::is_x86_feature_detected!("avx512bf16");
+                return std::arch::is_x86_feature_detected!("avx512bf16")
+                    && std::arch::is_x86_feature_detected!("avx512bw");
                 #[cfg(not(target_arch = "x86_64"))]
                 false
             })

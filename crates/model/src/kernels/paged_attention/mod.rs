@@ -250,7 +250,13 @@ fn attend_run<'o, E: KvElement>(
     let mut scores = vec![0f32; group * KV_TILE];
     let mut partial = vec![0f32; group * head_dim];
     let mut rows = Vec::with_capacity(KV_TILE);
+    // The group's heads of the run's token `r`.
+    let q_group =
+        |r: usize| &q[((first_query + r) * num_heads + g * group) * head_dim..][..group * head_dim];
     let mut staged = tiles.map(|kernels| StagedTile::new(kernels, head_dim));
+    if let Some(staged) = staged.as_mut() {
+        staged.load_queries((0..run.len()).map(q_group));
+    }
     for tile in lowest / KV_TILE..=highest / KV_TILE {
         let tile_start = (tile * KV_TILE).max(lowest);
         let tile_end = ((tile + 1) * KV_TILE).min(highest + 1);
@@ -276,11 +282,10 @@ fn attend_run<'o, E: KvElement>(
             }
             let rows = &rows[lo - tile_start..hi - tile_start];
             let n = rows.len();
-            let q_group = &q[((first_query + r) * num_heads + g * group) * head_dim..];
-            let q_group = &q_group[..group * head_dim];
+            let q_group = q_group(r);
             let scores = &mut scores[..group * n];
             match staged.as_mut() {
-                Some(staged) => staged.scores(q_group, lo - tile_start, n, scale, scores),
+                Some(staged) => staged.scores(q_group, r, lo - tile_start, n, scale, scores),
                 None => ops.group_scores(q_group, head_dim, kv.keys, rows, scale, scores),
             }
             if let Some(cap) = logit_softcap {

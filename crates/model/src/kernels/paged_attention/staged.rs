@@ -96,7 +96,10 @@ pub(super) struct StagedTile {
     /// bf16: the tile index of the first staged row (tiles are paired from their first
     /// absolute position).
     skip: usize,
-    /// bf16: queries or weights rounded to pairs.
+    /// bf16: the run's queries rounded to pairs, `[run, heads of the group, head_dim / 2]`
+    /// ([`StagedTile::load_queries`]).
+    queries_p: Vec<u32>,
+    /// bf16: weights rounded to pairs.
     packed: Vec<u32>,
 }
 
@@ -116,8 +119,30 @@ impl StagedTile {
             keys_p: vec![0; pairs_len * head_dim / 2 * STRIDE],
             values_p: vec![0; pairs_len * KV_TILE / 2 * head_dim],
             skip: 0,
+            queries_p: Vec::new(),
             packed: Vec::new(),
         }
+    }
+
+    /// Takes the queries of a run once, before its tiles: `rows` yields each token's heads of
+    /// the group (`[heads, head_dim]`), in run order. The bf16 kernels round them to pairs here
+    /// rather than once per tile.
+    pub(super) fn load_queries<'q>(&mut self, rows: impl ExactSizeIterator<Item = &'q [f32]>) {
+        match self.kernels {
+            #[cfg(target_arch = "x86_64")]
+            TileKernels::F32(_) => {}
+            #[cfg(target_arch = "x86_64")]
+            TileKernels::Bf16(bf16) => {
+                self.queries_p.clear();
+                for q in rows {
+                    let at = self.queries_p.len();
+                    self.queries_p.resize(at + q.len() / 2, 0);
+                    bf16.round_pairs(q, &mut self.queries_p[at..]);
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = rows;
     }
 
     /// Stages the rows at `rows` (offsets into the cache's keys and values, at most a tile),
@@ -164,10 +189,12 @@ impl StagedTile {
     }
 
     /// `out[h * n + j] = scale · (q_h · key(first + j))` for the staged keys `first..first + n`
-    /// (counted from the first staged row) and the heads of `q`.
+    /// (counted from the first staged row) and the heads of `q`, the queries of token `r` of the
+    /// run (which the bf16 kernels read as [`StagedTile::load_queries`] rounded them).
     pub(super) fn scores(
         &mut self,
         q: &[f32],
+        r: usize,
         first: usize,
         n: usize,
         scale: f32,
@@ -187,7 +214,7 @@ impl StagedTile {
             ),
             #[cfg(target_arch = "x86_64")]
             TileKernels::Bf16(bf16) => bf16.scores(
-                q,
+                &self.queries_p[r * q.len() / 2..][..q.len() / 2],
                 self.head_dim,
                 &self.keys_p,
                 STRIDE,
@@ -195,11 +222,10 @@ impl StagedTile {
                 n,
                 scale,
                 out,
-                &mut self.packed,
             ),
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = (q, first, n, scale, out);
+        let _ = (q, r, first, n, scale, out);
     }
 
     /// Adds the staged values `first..first + n` weighted by `weights: [heads, n]` into each

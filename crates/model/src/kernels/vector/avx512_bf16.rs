@@ -81,12 +81,22 @@ impl Avx512Bf16 {
         unsafe { stage_tile(keys, values, rows, skip, d, keys_p, stride, values_p) }
     }
 
-    /// `out[h * n + j]`: the score of head `h` of `q: [heads, d]` against the staged key at
-    /// index `first + j`, for `j < n` (the module's order). `packed` is scratch.
+    /// `q` (a multiple of 16 long) rounded to bf16 as pairs for [`Avx512Bf16::scores`]:
+    /// `out[i]` holds `q[2i]` in its low half and `q[2i + 1]`.
+    pub fn round_pairs(self, q: &[f32], out: &mut [u32]) {
+        assert!(q.len().is_multiple_of(KEYS) && out.len() * 2 >= q.len());
+        // SAFETY: as for `stage_tile`, and the CPU has AVX-512 BF16; every access is within
+        // `q` and `out`.
+        unsafe { round_pairs(q, out) }
+    }
+
+    /// `out[h * n + j]`: the score of head `h` of the queries `q_p: [heads, d / 2]` (rounded to
+    /// pairs by [`Avx512Bf16::round_pairs`]) against the staged key at index `first + j`, for
+    /// `j < n` (the module's order).
     #[allow(clippy::too_many_arguments)]
     pub fn scores(
         self,
-        q: &[f32],
+        q_p: &[u32],
         d: usize,
         keys_p: &[u32],
         stride: usize,
@@ -94,18 +104,12 @@ impl Avx512Bf16 {
         n: usize,
         scale: f32,
         out: &mut [f32],
-        packed: &mut Vec<u32>,
     ) {
-        let heads = q.len() / d;
-        assert!(d.is_multiple_of(KEYS) && q.len() == heads * d && out.len() >= heads * n);
+        let heads = q_p.len() * 2 / d;
+        assert!(d.is_multiple_of(KEYS) && q_p.len() * 2 == heads * d && out.len() >= heads * n);
         assert!(first + n.next_multiple_of(KEYS) <= stride && keys_p.len() >= d / 2 * stride);
-        packed.resize(heads * d / 2, 0);
-        // SAFETY: as for `stage_tile`, and the CPU has AVX-512 BF16; the asserts bound every
-        // load and every (masked) store.
-        unsafe {
-            round_pairs(q, packed);
-            scores(packed, d, keys_p, stride, first, n, scale, out)
-        }
+        // SAFETY: as for `round_pairs`; the asserts bound every load and every (masked) store.
+        unsafe { scores(q_p, d, keys_p, stride, first, n, scale, out) }
     }
 
     /// Adds one tile's weighted values into each head's running output `acc: [heads, d]`:
@@ -135,7 +139,8 @@ impl Avx512Bf16 {
             let halves: &mut [u16] = bytemuck::cast_slice_mut(packed);
             for h in 0..heads {
                 let row = &mut halves[h * 2 * pairs..][..2 * pairs];
-                // SAFETY: as for `scores`; `first - 2 m0 + n <= 2 pairs`.
+                // SAFETY: as for `scores` (the CPU has AVX-512 BW with BF16, `Isa`'s check);
+                // `first - 2 m0 + n <= 2 pairs`.
                 unsafe { round_into(&weights[h * n..][..n], &mut row[first - 2 * m0..][..n]) }
             }
         }
@@ -224,21 +229,15 @@ unsafe fn round_pairs(x: &[f32], out: &mut [u32]) {
 }
 
 /// `out[i] = bf16(x[i])` (same lengths).
-#[target_feature(enable = "avx512f,avx512bf16")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
 unsafe fn round_into(x: &[f32], out: &mut [u16]) {
     debug_assert_eq!(x.len(), out.len());
-    let mut lanes = [0u16; KEYS];
     for i in (0..x.len()).step_by(KEYS) {
-        let left = (x.len() - i).min(KEYS);
-        let mask: __mmask16 = if left == KEYS { !0 } else { (1u16 << left) - 1 };
+        let left = x.len() - i;
+        let mask: __mmask16 = if left >= KEYS { !0 } else { (1u16 << left) - 1 };
         let h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, x.as_ptr().add(i)));
         let h = std::mem::transmute::<__m256bh, __m256i>(h);
-        if left == KEYS {
-            _mm256_storeu_si256(out.as_mut_ptr().add(i) as *mut __m256i, h);
-        } else {
-            _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, h);
-            out[i..].copy_from_slice(&lanes[..left]);
-        }
+        _mm256_mask_storeu_epi16(out.as_mut_ptr().add(i) as *mut i16, mask, h);
     }
 }
 

@@ -181,19 +181,10 @@ fn staged_scores_follow_the_reference() {
                 let q = test_values(heads * d, 73 + heads as u32);
                 for (first, n) in [(skip, len), (skip + len - 1, 1), (skip, len.min(17))] {
                     let mut out = vec![f32::NAN; heads * n];
-                    let mut packed = Vec::new();
+                    let mut q_p = vec![0u32; heads * d / 2];
+                    kernels.round_pairs(&q, &mut q_p);
                     let scale = 0.125;
-                    kernels.scores(
-                        &q,
-                        d,
-                        &keys_p,
-                        stride,
-                        first,
-                        n,
-                        scale,
-                        &mut out,
-                        &mut packed,
-                    );
+                    kernels.scores(&q_p, d, &keys_p, stride, first, n, scale, &mut out);
                     for h in 0..heads {
                         for j in 0..n {
                             let k = &keys[rows[first + j - skip]..][..d];
