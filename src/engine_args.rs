@@ -206,3 +206,41 @@ impl EngineArgs {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    /// The engine flags alone, as `serve` and `generate` both flatten them.
+    #[derive(Debug, Parser)]
+    struct Flags {
+        #[command(flatten)]
+        engine: EngineArgs,
+    }
+
+    fn kv(args: &[&str]) -> Result<Option<KvDtype>, String> {
+        Flags::try_parse_from(std::iter::once("sluice").chain(args.iter().copied()))
+            .map(|flags| flags.engine.kv_cache_dtype.kv())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn kv_cache_dtypes_take_their_names_and_vllm_s() {
+        assert_eq!(kv(&[]), Ok(None));
+        for (name, dtype) in [
+            ("f32", KvDtype::F32),
+            ("float32", KvDtype::F32),
+            ("f16", KvDtype::F16),
+            ("float16", KvDtype::F16),
+            ("half", KvDtype::F16),
+            ("bf16", KvDtype::Bf16),
+            ("bfloat16", KvDtype::Bf16),
+        ] {
+            assert_eq!(kv(&["--kv-cache-dtype", name]), Ok(Some(dtype)), "{name}");
+        }
+        let err = kv(&["--kv-cache-dtype", "fp8"]).unwrap_err();
+        assert!(err.contains("bf16"), "the error lists the choices: {err}");
+    }
+}
