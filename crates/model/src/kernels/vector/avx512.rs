@@ -244,17 +244,23 @@ unsafe fn sum_strip<const H: usize, const C: usize>(
         }
     }
     for (h, sums) in sums.iter().enumerate() {
-        let alpha = *rescale.add(h);
         for (c, &p) in sums.iter().enumerate() {
-            let dst = acc.add(h * d + c * KEYS);
-            let value = match alpha {
-                0.0 => p,
-                1.0 => _mm512_add_ps(_mm512_loadu_ps(dst), p),
-                _ => _mm512_fmadd_ps(_mm512_loadu_ps(dst), _mm512_set1_ps(alpha), p),
-            };
-            _mm512_storeu_ps(dst, value);
+            store_rescaled(acc.add(h * d + c * KEYS), *rescale.add(h), p);
         }
     }
+}
+
+/// Joins a tile's partial sums `p` with the running output at `dst` (sixteen values) as the
+/// online softmax does: `p` where `alpha` is 0, `acc + p` where it is 1, `acc · alpha + p`
+/// (fused) otherwise.
+#[inline(always)]
+pub(super) unsafe fn store_rescaled(dst: *mut f32, alpha: f32, p: __m512) {
+    let value = match alpha {
+        0.0 => p,
+        1.0 => _mm512_add_ps(_mm512_loadu_ps(dst), p),
+        _ => _mm512_fmadd_ps(_mm512_loadu_ps(dst), _mm512_set1_ps(alpha), p),
+    };
+    _mm512_storeu_ps(dst, value);
 }
 
 impl Avx512 {

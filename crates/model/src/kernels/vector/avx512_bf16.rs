@@ -24,7 +24,7 @@
 
 use std::arch::x86_64::*;
 
-use super::avx512::{transpose8, Avx512};
+use super::avx512::{store_rescaled, transpose8, Avx512};
 use super::{Isa, LANES};
 use crate::kernels::balanced_parts;
 
@@ -392,15 +392,8 @@ unsafe fn sum_strip<const H: usize, const C: usize>(
         }
     }
     for (h, sums) in sums.iter().enumerate() {
-        let alpha = *rescale.add(h);
         for (c, &p) in sums.iter().enumerate() {
-            let dst = acc.add(h * d + c * KEYS);
-            let value = match alpha {
-                0.0 => p,
-                1.0 => _mm512_add_ps(_mm512_loadu_ps(dst), p),
-                _ => _mm512_fmadd_ps(_mm512_loadu_ps(dst), _mm512_set1_ps(alpha), p),
-            };
-            _mm512_storeu_ps(dst, value);
+            store_rescaled(acc.add(h * d + c * KEYS), *rescale.add(h), p);
         }
     }
 }
