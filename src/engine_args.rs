@@ -207,23 +207,26 @@ impl EngineArgs {
     }
 }
 
+/// The engine flags parsed alone, as `serve` and `generate` both flatten them (for tests).
 #[cfg(test)]
-mod tests {
+pub(crate) fn parse_for_test(args: &[&str]) -> Result<EngineArgs, String> {
     use clap::Parser;
-
-    use super::*;
-
-    /// The engine flags alone, as `serve` and `generate` both flatten them.
     #[derive(Debug, Parser)]
     struct Flags {
         #[command(flatten)]
         engine: EngineArgs,
     }
+    Flags::try_parse_from(std::iter::once("sluice").chain(args.iter().copied()))
+        .map(|flags| flags.engine)
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     fn kv(args: &[&str]) -> Result<Option<KvDtype>, String> {
-        Flags::try_parse_from(std::iter::once("sluice").chain(args.iter().copied()))
-            .map(|flags| flags.engine.kv_cache_dtype.kv())
-            .map_err(|e| e.to_string())
+        parse_for_test(args).map(|engine| engine.kv_cache_dtype.kv())
     }
 
     #[test]

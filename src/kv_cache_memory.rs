@@ -55,22 +55,11 @@ impl fmt::Display for KvCacheMemoryArg {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
-
     use super::*;
-    use crate::engine_args::EngineArgs;
-
-    /// The engine flags alone, as `serve` and `generate` both flatten them.
-    #[derive(Debug, Parser)]
-    struct Flags {
-        #[command(flatten)]
-        engine: EngineArgs,
-    }
+    use crate::engine_args::parse_for_test;
 
     fn parse(args: &[&str]) -> Result<KvCacheMemoryArg, String> {
-        Flags::try_parse_from(std::iter::once("sluice").chain(args.iter().copied()))
-            .map(|flags| flags.engine.kv_cache_memory)
-            .map_err(|e| e.to_string())
+        parse_for_test(args).map(|engine| engine.kv_cache_memory)
     }
 
     #[test]

@@ -4,12 +4,14 @@
 //! prefill and decode speeds) and `bench` (a load generator for any OpenAI-compatible server).
 
 mod bench;
+mod cli_parse;
 mod drain;
 mod engine_args;
 mod generate;
 mod kv_cache_memory;
 mod kv_events_args;
 mod launch;
+mod media_args;
 mod serve;
 mod speculation_args;
 

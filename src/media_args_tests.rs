@@ -1,4 +1,4 @@
-//! `sluice serve`'s flags that pair files: `--mmproj` beside `--model`.
+//! `--mmproj` files beside `--model`s.
 
 use super::*;
 use sluice_engine::pool::{KvCacheMemory, LoadSettings};

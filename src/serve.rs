@@ -10,7 +10,6 @@ use std::time::Duration;
 use anyhow::Context;
 use sluice_api::lifecycle::gate::gated;
 use sluice_api::lifecycle::Lifecycle;
-use sluice_api::media::MediaFetchConfig;
 use sluice_api::registry::ModelTask;
 use sluice_api::server::allowed_hosts::AllowedHosts;
 use sluice_api::server::ServeOptions;
@@ -18,45 +17,15 @@ use sluice_api::{router_with, ApiConfig, ModelRegistry};
 use sluice_engine::kv_events::KvEventPublisher;
 use sluice_engine::pool::{Budget, DirectoryLoader, MemoryShare, ModelPool};
 
+use crate::cli_parse::parse_seconds;
 use crate::drain::{drain, RunningServer, ShutdownSignals};
 use crate::engine_args::EngineArgs;
 use crate::kv_events_args::KvEventsArgs;
 use crate::launch::{bundled_model_dir, default_max_memory_bytes, model_names, model_specs};
+use crate::media_args::{with_projectors, MediaArgs};
 
 /// How long a load waits for busy models to go idle when only they stand in its way.
 const LOAD_WAIT_FOR_IDLE: Duration = Duration::from_secs(30);
-
-/// `loader` with each `--mmproj` as the projector file of the `--model` at its place; a
-/// projector for a model that is not a GGUF file, or with no model, is an error.
-fn with_projectors(
-    mut loader: DirectoryLoader,
-    models: &[PathBuf],
-    mmproj: &[PathBuf],
-) -> anyhow::Result<DirectoryLoader> {
-    anyhow::ensure!(
-        mmproj.len() <= models.len(),
-        "{} --mmproj given for {} --model: a projector file is the image half of a GGUF \
-         language model, named with --model",
-        mmproj.len(),
-        models.len()
-    );
-    for (model, projector) in models.iter().zip(mmproj) {
-        anyhow::ensure!(
-            sluice_model::ModelFiles::is_gguf(model),
-            "--mmproj {}: --model {} is not a GGUF file (a model directory carries its own \
-             image encoder)",
-            projector.display(),
-            model.display()
-        );
-        anyhow::ensure!(
-            sluice_model::ModelFiles::is_mmproj(projector) && projector.is_file(),
-            "--mmproj {}: not a projector file (mmproj*.gguf)",
-            projector.display()
-        );
-        loader = loader.with_projector(model.clone(), projector.clone());
-    }
-    Ok(loader)
-}
 
 /// Flags of `sluice serve`.
 #[derive(Debug, clap::Args)]
@@ -147,22 +116,9 @@ pub struct ServeArgs {
     /// address, any name otherwise.
     #[arg(long = "allowed-hosts", value_delimiter = ',')]
     pub allowed_hosts: Vec<String>,
-    /// Fetch `http` and `https` image URLs whose host is one of these (names or IP addresses,
-    /// matched exactly; redirects only to them too, never from https down to http);
-    /// repeatable or comma-separated. Certificates are checked against the system's roots and
-    /// Mozilla's. Default: none, and an image URL is a 400 (send images inline as data URLs).
-    #[arg(
-        long = "allowed-media-domains",
-        value_name = "HOST",
-        value_delimiter = ','
-    )]
-    pub allowed_media_domains: Vec<String>,
-    /// Seconds one image fetch may take in all (redirects and body included).
-    #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = parse_seconds)]
-    pub media_fetch_timeout: f64,
-    /// MiB one fetched image may have; a larger one is a 400 (reading stops there).
-    #[arg(long, value_name = "MIB", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=4096))]
-    pub media_fetch_max_mib: u64,
+    /// Where image URLs may be fetched from, and within which limits.
+    #[command(flatten)]
+    pub media: MediaArgs,
     /// Tokenize special-token text inside chat messages into control tokens (the old,
     /// injectable behaviour: a user could write a system turn). Off by default.
     #[arg(long)]
@@ -269,14 +225,6 @@ fn model_tasks(
                 .map(|(s, t)| (s.id.clone(), t.task()))
                 .collect())
         }
-    }
-}
-
-/// A positive number of seconds (fractions allowed).
-fn parse_seconds(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(secs) if secs.is_finite() && secs > 0.0 && secs < 1e9 => Ok(secs),
-        _ => Err(format!("`{text}` is not a positive number of seconds")),
     }
 }
 
@@ -408,14 +356,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         stored_response_bytes_per_key: (args.responses_store_mib_per_key << 20) as usize,
         liveness_timeout: Duration::from_secs_f64(args.liveness_timeout),
         clamp_max_tokens: args.clamp_max_tokens,
-        media: MediaFetchConfig {
-            allowed_domains: (args.allowed_media_domains.iter())
-                .map(|d| d.trim().to_string())
-                .filter(|d| !d.is_empty())
-                .collect(),
-            timeout: Duration::from_secs_f64(args.media_fetch_timeout),
-            max_bytes: (args.media_fetch_max_mib << 20) as usize,
-        },
+        media: args.media.fetch_config(),
         ..defaults
     };
     let retry_after_secs = config.retry_after_secs;
@@ -519,7 +460,3 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 fn parse_tool_call_parser(name: &str) -> Result<String, String> {
     sluice_text::assistant::ToolCallFormat::from_name(name).map(|_| name.to_string())
 }
-
-#[cfg(test)]
-#[path = "serve_tests.rs"]
-mod tests;
