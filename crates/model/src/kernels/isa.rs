@@ -8,7 +8,9 @@ use std::sync::OnceLock;
 
 /// The instruction set a kernel runs with, detected once per process. Every kernel computes the
 /// same bits with any of them (a portable kernel follows the vector kernel's operation order, and
-/// integer sums are exact in any order), so the choice never changes a result.
+/// integer sums are exact in any order), so the choice never changes a result, with one opt-in
+/// exception: attention over a bf16 KV cache multiplies in bf16 where
+/// [`Isa::has_avx512_bf16`], and in f32 elsewhere.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isa {
     /// x86-64 with AVX2, FMA and F16C.
