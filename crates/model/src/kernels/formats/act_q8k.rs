@@ -89,8 +89,11 @@ unsafe fn quantize_blocks_avx2(x: &[f32], out: &mut [BlockQ8K]) {
     use super::act_quant::avx2::{abs_max, load32, quantize32};
     use std::arch::x86_64::*;
     for (block, values) in out.iter_mut().zip(x.chunks_exact(QK_K)) {
-        let v: [[__m256; 4]; QK_K / 32] =
-            std::array::from_fn(|c| load32(values[32 * c..].as_ptr()));
+        // A loop, not an `array::from_fn` closure: see `act_quant::avx2::load32`.
+        let mut v = [[_mm256_setzero_ps(); 4]; QK_K / 32];
+        for (c, v) in v.iter_mut().enumerate() {
+            *v = load32(values[32 * c..].as_ptr());
+        }
         let amax = abs_max(v.as_flattened());
         if amax == 0.0 {
             *block = BlockQ8K::ZERO;

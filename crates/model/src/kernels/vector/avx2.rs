@@ -84,7 +84,12 @@ unsafe fn scores_4_rows<E: KvElement, const H: usize>(
 ) -> [[f32; 4]; H] {
     let mut acc = [[_mm256_setzero_ps(); 4]; H];
     for c in (0..d).step_by(LANES) {
-        let qv: [__m256; H] = std::array::from_fn(|h| _mm256_loadu_ps(q.add(h * d + c)));
+        // Loops rather than `array::from_fn` closures around intrinsics: a closure does not
+        // inherit the caller's target features (`scripts/check-intrinsics`).
+        let mut qv = [_mm256_setzero_ps(); H];
+        for (h, qv) in qv.iter_mut().enumerate() {
+            *qv = _mm256_loadu_ps(q.add(h * d + c));
+        }
         for r in 0..4 {
             let k = E::load8(rows[r].add(c));
             for h in 0..H {
@@ -94,14 +99,13 @@ unsafe fn scores_4_rows<E: KvElement, const H: usize>(
     }
     // The fold tree through two horizontal adds and a cross-half add: lane pairs (0,1),
     // (2,3) first, then those pairs, then the two 128-bit halves.
-    std::array::from_fn(|h| {
-        let a = acc[h];
+    let mut out = [[0f32; 4]; H];
+    for (out, a) in out.iter_mut().zip(&acc) {
         let t = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
         let total = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps::<1>(t));
-        let mut out = [0f32; 4];
         _mm_storeu_ps(out.as_mut_ptr(), total);
-        out
-    })
+    }
+    out
 }
 
 /// Asks for the first four of `offsets`' rows to be brought into L1 (rows of one head
@@ -186,7 +190,10 @@ unsafe fn weighted_strip<E: KvElement, const H: usize, const V: usize>(
     let mut acc = [[_mm256_setzero_ps(); V]; H];
     for (i, &off) in offsets.iter().enumerate() {
         let row = data.add(off + col);
-        let v: [__m256; V] = std::array::from_fn(|j| E::load8(row.add(j * LANES)));
+        let mut v = [_mm256_setzero_ps(); V];
+        for (j, v) in v.iter_mut().enumerate() {
+            *v = E::load8(row.add(j * LANES));
+        }
         for (h, acc) in acc.iter_mut().enumerate() {
             let w = _mm256_set1_ps(*weights.add(h * n + i));
             for j in 0..V {

@@ -109,7 +109,11 @@ unsafe fn stage_tile<E: KvElement>(
     for j0 in (0..rows.len()).step_by(LANES) {
         let row = |r: usize| kp.add(rows[(j0 + r).min(rows.len() - 1)]);
         for c in (0..d).step_by(LANES) {
-            let r: [__m256; LANES] = std::array::from_fn(|i| E::load8(row(i).add(c)));
+            // A loop, not an `array::from_fn` closure: see `scripts/check-intrinsics`.
+            let mut r = [_mm256_setzero_ps(); LANES];
+            for (i, r) in r.iter_mut().enumerate() {
+                *r = E::load8(row(i).add(c));
+            }
             let cols = transpose8(r);
             for (l, col) in cols.iter().enumerate() {
                 _mm256_storeu_ps(out.add((c + l) * stride + j0), *col);

@@ -168,11 +168,21 @@ unsafe fn packed_block(
     let c0 = panel.add(2 * b * cell_bytes);
     let c1 = c0.add(cell_bytes);
     let (w0, w1) = (levels(scheme, c0), levels(scheme, c1));
-    let w = std::array::from_fn(|g| join_i(w0[g], w1[g]));
-    let floats = |at: usize| join_f(c0.add(at) as *const f32, c1.add(at) as *const f32);
-    let d = floats(level_bytes);
+    // Loops rather than `array::from_fn` closures around intrinsics throughout: a closure does
+    // not inherit the caller's target features (`scripts/check-intrinsics`).
+    let mut w = [_mm512_setzero_si512(); 8];
+    for (g, w) in w.iter_mut().enumerate() {
+        *w = join_i(w0[g], w1[g]);
+    }
+    let d = join_f(
+        c0.add(level_bytes) as *const f32,
+        c1.add(level_bytes) as *const f32,
+    );
     let m = match scheme.offset {
-        Offset::Min => floats(level_bytes + 32),
+        Offset::Min => join_f(
+            c0.add(level_bytes + 32) as *const f32,
+            c1.add(level_bytes + 32) as *const f32,
+        ),
         _ => d,
     };
     (w, d, m)
@@ -186,7 +196,10 @@ unsafe fn expanded_block(
     b: usize,
 ) -> ([__m512i; 8], __m512, __m512) {
     let at = panel.add(b * expanded_block_bytes(scheme));
-    let w = std::array::from_fn(|g| _mm512_loadu_si512(at.add(GROUP_BYTES * g) as *const __m512i));
+    let mut w = [_mm512_setzero_si512(); 8];
+    for (g, w) in w.iter_mut().enumerate() {
+        *w = _mm512_loadu_si512(at.add(GROUP_BYTES * g) as *const __m512i);
+    }
     let d = _mm512_loadu_ps(at.add(8 * GROUP_BYTES) as *const f32);
     let m = match scheme.offset {
         Offset::Min => _mm512_loadu_ps(at.add(8 * GROUP_BYTES + 64) as *const f32),
@@ -225,13 +238,14 @@ unsafe fn tile_rows<
         // The chains start from `-c·Σq` with `c = 2^SHIFT` (128 for Q8_0's offset levels), so
         // they end at `Σ level·q - c·Σq` with no vector shift and subtract a row: the same
         // integers (no sum comes near overflowing 32 bits), so the same bits.
-        let mut dots: [[__m512i; 2]; R] = std::array::from_fn(|r| {
+        let mut dots = [[_mm512_setzero_si512(); 2]; R];
+        for (dots, x) in dots.iter_mut().zip(&x) {
             let bias = match SHIFT {
                 0 => 0,
-                _ => x[r].sum.wrapping_shl(SHIFT).wrapping_neg(),
+                _ => x.sum.wrapping_shl(SHIFT).wrapping_neg(),
             };
-            [_mm512_set1_epi32(bias), _mm512_setzero_si512()]
-        });
+            dots[0] = _mm512_set1_epi32(bias);
+        }
         for (g, w) in w.iter().enumerate() {
             for (r, dots) in dots.iter_mut().enumerate() {
                 let group = std::ptr::read_unaligned(x[r].qs.as_ptr().add(4 * g) as *const i32);
