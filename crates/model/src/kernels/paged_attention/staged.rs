@@ -83,61 +83,76 @@ impl TileKernels {
 
 /// One task's staging buffers, refilled tile by tile.
 pub(super) struct StagedTile {
-    kernels: TileKernels,
     head_dim: usize,
-    /// f32: `[head_dim, STRIDE]`, element `c` of the tile's key `j` at `c * STRIDE + j`.
-    keys_t: Vec<f32>,
-    /// f32: `[KV_TILE, head_dim]`, the tile's value rows.
-    values: Vec<f32>,
-    /// bf16: `[head_dim / 2, STRIDE]` pairs of key elements.
-    keys_p: Vec<u32>,
-    /// bf16: `[KV_TILE / 2, head_dim]` pairs of value rows.
-    values_p: Vec<u32>,
-    /// bf16: the tile index of the first staged row (tiles are paired from their first
-    /// absolute position).
-    skip: usize,
-    /// bf16: the run's queries rounded to pairs, `[run, heads of the group, head_dim / 2]`
-    /// ([`StagedTile::load_queries`]).
-    queries_p: Vec<u32>,
-    /// bf16: weights rounded to pairs.
-    packed: Vec<u32>,
+    form: Form,
+}
+
+/// The kernels of a staged tile with the buffers they read.
+enum Form {
+    #[cfg(target_arch = "x86_64")]
+    F32 {
+        kernels: Avx512,
+        /// `[head_dim, STRIDE]`: element `c` of the tile's key `j` at `c * STRIDE + j`.
+        keys_t: Vec<f32>,
+        /// `[KV_TILE, head_dim]`: the tile's value rows.
+        values: Vec<f32>,
+    },
+    #[cfg(target_arch = "x86_64")]
+    Bf16 {
+        kernels: Avx512Bf16,
+        /// `[head_dim / 2, STRIDE]` pairs of key elements.
+        keys_p: Vec<u32>,
+        /// `[KV_TILE / 2, head_dim]` pairs of value rows.
+        values_p: Vec<u32>,
+        /// The tile index of the first staged row (tiles are paired from their first absolute
+        /// position).
+        skip: usize,
+        /// The run's queries rounded to pairs, `[run, heads of the group, head_dim / 2]`
+        /// ([`StagedTile::load_queries`]).
+        queries_p: Vec<u32>,
+        /// Weights rounded to pairs (scratch).
+        packed: Vec<u32>,
+    },
 }
 
 impl StagedTile {
     pub(super) fn new(kernels: TileKernels, head_dim: usize) -> Self {
-        let (f32_len, pairs_len) = match kernels {
+        let form = match kernels {
             #[cfg(target_arch = "x86_64")]
-            TileKernels::F32(_) => (1, 0),
+            TileKernels::F32(kernels) => Form::F32 {
+                kernels,
+                keys_t: vec![0.0; head_dim * STRIDE],
+                values: vec![0.0; KV_TILE * head_dim],
+            },
             #[cfg(target_arch = "x86_64")]
-            TileKernels::Bf16(_) => (0, 1),
+            TileKernels::Bf16(kernels) => Form::Bf16 {
+                kernels,
+                keys_p: vec![0; head_dim / 2 * STRIDE],
+                values_p: vec![0; KV_TILE / 2 * head_dim],
+                skip: 0,
+                queries_p: Vec::new(),
+                packed: Vec::new(),
+            },
         };
-        Self {
-            kernels,
-            head_dim,
-            keys_t: vec![0.0; f32_len * head_dim * STRIDE],
-            values: vec![0.0; f32_len * KV_TILE * head_dim],
-            keys_p: vec![0; pairs_len * head_dim / 2 * STRIDE],
-            values_p: vec![0; pairs_len * KV_TILE / 2 * head_dim],
-            skip: 0,
-            queries_p: Vec::new(),
-            packed: Vec::new(),
-        }
+        Self { head_dim, form }
     }
 
     /// Takes the queries of a run once, before its tiles: `rows` yields each token's heads of
     /// the group (`[heads, head_dim]`), in run order. The bf16 kernels round them to pairs here
     /// rather than once per tile.
     pub(super) fn load_queries<'q>(&mut self, rows: impl ExactSizeIterator<Item = &'q [f32]>) {
-        match self.kernels {
+        match &mut self.form {
             #[cfg(target_arch = "x86_64")]
-            TileKernels::F32(_) => {}
+            Form::F32 { .. } => {}
             #[cfg(target_arch = "x86_64")]
-            TileKernels::Bf16(bf16) => {
-                self.queries_p.clear();
+            Form::Bf16 {
+                kernels, queries_p, ..
+            } => {
+                queries_p.clear();
                 for q in rows {
-                    let at = self.queries_p.len();
-                    self.queries_p.resize(at + q.len() / 2, 0);
-                    bf16.round_pairs(q, &mut self.queries_p[at..]);
+                    let at = queries_p.len();
+                    queries_p.resize(at + q.len() / 2, 0);
+                    kernels.round_pairs(q, &mut queries_p[at..]);
                 }
             }
         }
@@ -153,39 +168,34 @@ impl StagedTile {
         rows: &[usize],
         skip: usize,
     ) {
-        self.skip = skip;
-        match self.kernels {
+        let d = self.head_dim;
+        match &mut self.form {
             #[cfg(target_arch = "x86_64")]
-            TileKernels::F32(avx512) => avx512.stage_tile(
-                kv.keys,
-                kv.values,
-                rows,
-                self.head_dim,
-                &mut self.keys_t,
-                STRIDE,
-                &mut self.values,
-            ),
+            Form::F32 {
+                kernels,
+                keys_t,
+                values,
+            } => kernels.stage_tile(kv.keys, kv.values, rows, d, keys_t, STRIDE, values),
             #[cfg(target_arch = "x86_64")]
-            TileKernels::Bf16(bf16) => {
+            Form::Bf16 {
+                kernels,
+                keys_p,
+                values_p,
+                skip: staged_skip,
+                ..
+            } => {
                 let (Some(keys), Some(values)) = (E::bf16_bits(kv.keys), E::bf16_bits(kv.values))
                 else {
                     unreachable!("bf16 kernels are chosen for bf16 caches only")
                 };
-                bf16.stage_tile(
-                    keys,
-                    values,
-                    rows,
-                    skip,
-                    KV_TILE,
-                    self.head_dim,
-                    &mut self.keys_p,
-                    STRIDE,
-                    &mut self.values_p,
+                *staged_skip = skip;
+                kernels.stage_tile(
+                    keys, values, rows, skip, KV_TILE, d, keys_p, STRIDE, values_p,
                 );
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = (kv, rows);
+        let _ = (kv, rows, skip);
     }
 
     /// `out[h * n + j] = scale · (q_h · key(first + j))` for the staged keys `first..first + n`
@@ -200,25 +210,25 @@ impl StagedTile {
         scale: f32,
         out: &mut [f32],
     ) {
-        match self.kernels {
+        let d = self.head_dim;
+        match &self.form {
             #[cfg(target_arch = "x86_64")]
-            TileKernels::F32(avx512) => avx512.transposed_scores(
-                q,
-                self.head_dim,
-                &self.keys_t,
-                STRIDE,
-                first,
-                n,
-                scale,
-                out,
-            ),
+            Form::F32 {
+                kernels, keys_t, ..
+            } => kernels.transposed_scores(q, d, keys_t, STRIDE, first, n, scale, out),
             #[cfg(target_arch = "x86_64")]
-            TileKernels::Bf16(bf16) => bf16.scores(
-                &self.queries_p[r * q.len() / 2..][..q.len() / 2],
-                self.head_dim,
-                &self.keys_p,
+            Form::Bf16 {
+                kernels,
+                keys_p,
+                skip,
+                queries_p,
+                ..
+            } => kernels.scores(
+                &queries_p[r * q.len() / 2..][..q.len() / 2],
+                d,
+                keys_p,
                 STRIDE,
-                self.skip + first,
+                skip + first,
                 n,
                 scale,
                 out,
@@ -240,28 +250,20 @@ impl StagedTile {
         rescale: &[f32],
         acc: &mut [f32],
     ) {
-        match self.kernels {
+        let d = self.head_dim;
+        match &mut self.form {
             #[cfg(target_arch = "x86_64")]
-            TileKernels::F32(avx512) => avx512.weighted_accumulate(
-                weights,
-                &self.values,
-                first,
-                n,
-                self.head_dim,
-                rescale,
-                acc,
-            ),
+            Form::F32 {
+                kernels, values, ..
+            } => kernels.weighted_accumulate(weights, values, first, n, d, rescale, acc),
             #[cfg(target_arch = "x86_64")]
-            TileKernels::Bf16(bf16) => bf16.accumulate(
-                weights,
-                &self.values_p,
-                self.skip + first,
-                n,
-                self.head_dim,
-                rescale,
-                acc,
-                &mut self.packed,
-            ),
+            Form::Bf16 {
+                kernels,
+                values_p,
+                skip,
+                packed,
+                ..
+            } => kernels.accumulate(weights, values_p, *skip + first, n, d, rescale, acc, packed),
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (weights, first, n, rescale, acc);
@@ -270,9 +272,9 @@ impl StagedTile {
     /// The f32 kernels of either form.
     #[cfg(target_arch = "x86_64")]
     fn f32(&self) -> Avx512 {
-        match self.kernels {
-            TileKernels::F32(avx512) => avx512,
-            TileKernels::Bf16(bf16) => bf16.f32(),
+        match &self.form {
+            Form::F32 { kernels, .. } => *kernels,
+            Form::Bf16 { kernels, .. } => kernels.f32(),
         }
     }
 
