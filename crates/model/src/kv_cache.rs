@@ -2,7 +2,6 @@
 //! for every layer. The engine's block manager decides which blocks a sequence owns; the forward
 //! pass writes new tokens to the slots the batch names and reads history through block tables.
 
-use half::vec::HalfBitsVecExt;
 use half::{bf16, f16};
 
 use crate::config::ModelConfig;
@@ -95,6 +94,17 @@ macro_rules! with_layers {
     };
 }
 
+/// One layer of keys and values for each of `sizes` (values per layer), allocated zeroed: the
+/// pages are only touched when first written.
+fn zeroed_layers<E: bytemuck::Zeroable>(sizes: &[usize]) -> Vec<LayerKv<E>> {
+    (sizes.iter())
+        .map(|&values| LayerKv {
+            keys: bytemuck::zeroed_vec(values),
+            values: bytemuck::zeroed_vec(values),
+        })
+        .collect()
+}
+
 /// One layer's storage, borrowed for a forward pass.
 pub(crate) enum LayerKvMut<'a> {
     F32(&'a mut LayerKv<f32>),
@@ -168,33 +178,12 @@ impl KvCache {
         let slot_values = config.num_key_value_heads * config.head_dim;
         let layer_values =
             |group: &KvGroupId| pools.groups[*group].num_blocks * block_size * slot_values;
-        // `vec![0; n]` of a primitive is a zeroed allocation (untouched pages); 16-bit storage
-        // is made from u16 zeros for the same reason.
+        // Zeroed allocations (untouched pages until first written), one pair per layer.
+        let sizes: Vec<usize> = layout.layer_groups.iter().map(layer_values).collect();
         let layers = match dtype {
-            KvDtype::F32 => Layers::F32(
-                (layout.layer_groups.iter())
-                    .map(|g| LayerKv {
-                        keys: vec![0f32; layer_values(g)],
-                        values: vec![0f32; layer_values(g)],
-                    })
-                    .collect(),
-            ),
-            KvDtype::F16 => Layers::F16(
-                (layout.layer_groups.iter())
-                    .map(|g| LayerKv {
-                        keys: vec![0u16; layer_values(g)].reinterpret_into::<f16>(),
-                        values: vec![0u16; layer_values(g)].reinterpret_into::<f16>(),
-                    })
-                    .collect(),
-            ),
-            KvDtype::Bf16 => Layers::Bf16(
-                (layout.layer_groups.iter())
-                    .map(|g| LayerKv {
-                        keys: vec![0u16; layer_values(g)].reinterpret_into::<bf16>(),
-                        values: vec![0u16; layer_values(g)].reinterpret_into::<bf16>(),
-                    })
-                    .collect(),
-            ),
+            KvDtype::F32 => Layers::F32(zeroed_layers(&sizes)),
+            KvDtype::F16 => Layers::F16(zeroed_layers(&sizes)),
+            KvDtype::Bf16 => Layers::Bf16(zeroed_layers(&sizes)),
         };
         Self {
             block_size,
