@@ -85,15 +85,7 @@ fn f16_kv_cache_stays_close_to_transformers_for_every_architecture() {
     // Keys and values are rounded to f16 once when cached (relative error 2^-11 each), in
     // every layer, so the error grows with depth: 1e-2 per layer (the 2-layer fixtures stay
     // within 6e-3, the 6-layer gemma3 within 4.4e-2).
-    for name in FIXTURES {
-        let reference = reference(name);
-        let model = load(name, WeightDtype::F32);
-        let logits = prefill_all_positions_with(&model, &reference.prompt_ids, KvDtype::F16);
-        let max_diff = max_prompt_logit_diff(&logits, &reference.prompt_logits);
-        eprintln!("{name} (f16 KV): max |logit diff| {max_diff:e}");
-        let bound = 1e-2 * model.config().num_hidden_layers as f32;
-        assert!(max_diff < bound, "{name}: max |logit diff| {max_diff}");
-    }
+    kv_cache_stays_close(KvDtype::F16, 1e-2);
 }
 
 #[test]
@@ -101,13 +93,19 @@ fn bf16_kv_cache_stays_close_to_transformers_for_every_architecture() {
     // bf16 keeps 8 significant bits against f16's 11, so each cached value moves up to 2^-9,
     // eight times f16's 2^-12; where the CPU has AVX-512 BF16 the queries and softmax weights
     // are rounded to bf16 as well. Eight times the f16 bound per layer.
+    kv_cache_stays_close(KvDtype::Bf16, 8e-2);
+}
+
+/// Every fixture's prompt logits with an f32 model and a `kv` cache stay within `per_layer`
+/// times its depth of transformers'.
+fn kv_cache_stays_close(kv: KvDtype, per_layer: f32) {
     for name in FIXTURES {
         let reference = reference(name);
         let model = load(name, WeightDtype::F32);
-        let logits = prefill_all_positions_with(&model, &reference.prompt_ids, KvDtype::Bf16);
+        let logits = prefill_all_positions_with(&model, &reference.prompt_ids, kv);
         let max_diff = max_prompt_logit_diff(&logits, &reference.prompt_logits);
-        eprintln!("{name} (bf16 KV): max |logit diff| {max_diff:e}");
-        let bound = 8e-2 * model.config().num_hidden_layers as f32;
+        eprintln!("{name} ({kv:?} KV): max |logit diff| {max_diff:e}");
+        let bound = per_layer * model.config().num_hidden_layers as f32;
         assert!(max_diff < bound, "{name}: max |logit diff| {max_diff}");
     }
 }
