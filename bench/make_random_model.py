@@ -29,8 +29,6 @@ import pkgutil
 import sys
 import warnings
 
-import torch
-from safetensors.torch import save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -200,6 +198,7 @@ def build_tokenizer(vocab_size, special_tokens=SPECIAL_TOKENS):
 
 def random_weights(config, generator):
     """Tensors named as in the Hugging Face checkpoint, f16, tied embeddings (no lm_head)."""
+    import torch  # imported where used: make_large_gguf.py needs only the tokenizer
     hidden = config["hidden_size"]
     heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
     head_dim = config.get("head_dim", hidden // heads)
@@ -253,6 +252,9 @@ def random_weights(config, generator):
 
 
 def write_model(name, out_dir, seed):
+    import torch
+    from safetensors.torch import save_file
+
     shape = MODELS[name]
     target = os.path.join(out_dir, name)
     os.makedirs(target, exist_ok=True)
@@ -303,6 +305,7 @@ def write_model(name, out_dir, seed):
 
 def check_model(path):
     """Loads the directory with transformers and checks the tokenizer and a short greedy run."""
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(path)

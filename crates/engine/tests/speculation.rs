@@ -46,7 +46,7 @@ fn start(path: &Path, num_blocks: usize, config: EngineConfig) -> EngineHandle {
         Some(SpeculationConfig {
             proposer: ProposerSpec::DraftModel(draft),
             ..
-        }) => Some(Box::new(self::executor(draft, 256).0) as Box<dyn Executor>),
+        }) => Some(Box::new(self::executor(draft, num_blocks).0) as Box<dyn Executor>),
         _ => None,
     };
     let tokenizer = tokenizer(&ModelFiles::open(path).unwrap(), path);
@@ -377,4 +377,12 @@ fn a_draft_model_changes_no_output_and_drafts_what_the_target_would_write() {
         accepted > 0 && proposed > accepted,
         "{accepted} of {proposed}"
     );
+    // Sliding-window layers in both: the draft's window layers, too, read and write at the
+    // target's full-group block ids.
+    let (accepted, proposed) = speculation_changes_nothing_on(
+        &gguf.join("gemma3-p6-q4_k_m.gguf"),
+        Some(&gguf.join("gemma3-p6-q8_0.gguf")),
+    );
+    eprintln!("gemma3 q8_0 drafting for q4_k_m: {accepted} of {proposed} accepted");
+    assert!(accepted > 0, "{accepted} of {proposed}");
 }

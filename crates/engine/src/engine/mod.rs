@@ -199,9 +199,10 @@ impl EngineLoop {
             blocks,
         );
         if let Some(speculation) = &config.speculation {
-            match speculation.proposer.build(draft, executor.vocab_size()) {
-                Some(proposer) => scheduler.speculate(proposer, speculation),
-                None => tracing::error!("no draft model was loaded: serving without speculation"),
+            let target_blocks = pools.num_blocks();
+            match (speculation.proposer).build(draft, executor.vocab_size(), target_blocks) {
+                Ok(proposer) => scheduler.speculate(proposer, speculation),
+                Err(why) => tracing::error!("{why}: serving without speculation"),
             }
         }
         let m = &shared.metrics;

@@ -3,6 +3,7 @@
 //! sampling agrees with (handed to the scheduler as a run of tokens, see
 //! `scheduler::ModelOutput`), so a speculated token is always the token computing it gives.
 
+use crate::block_manager::BlockId;
 use crate::sequence::SeqId;
 
 /// One sequence's call for a draft.
@@ -13,6 +14,10 @@ pub struct DraftRequest<'a> {
     pub seq: SeqId,
     /// Its prompt then output.
     pub tokens: &'a [u32],
+    /// Its full-group blocks in the target's pool, covering at least `tokens` and `max_tokens`
+    /// more positions: a proposer with a cache of its own (a draft model) writes the sequence's
+    /// keys and values at these block ids.
+    pub blocks: &'a [BlockId],
     /// Most tokens to propose.
     pub max_tokens: usize,
 }

@@ -1,6 +1,7 @@
 //! Loading the draft model `--speculative draft:PATH` names, beside each model the pool loads:
 //! the same vocabulary is required (token for token where both have it), its weights load as
-//! the target's do, and its KV cache holds as many tokens as the target's.
+//! the target's do, and its KV cache has a block for each of the target's full-group blocks (the
+//! draft writes at the target's block ids, see `speculation::DraftModel`).
 
 use std::path::Path;
 

@@ -3,6 +3,8 @@
 //! cost, never preempting anything for them; after the step, the rows of rejected draft tokens
 //! give their blocks back.
 
+use std::collections::HashMap;
+
 use super::{Scheduler, StepPlan};
 use crate::block_manager::BlockManager;
 use crate::executor::DraftRequest;
@@ -37,26 +39,42 @@ impl Scheduler {
         // How long a draft each sequence could use, priced before asking for it: a draft
         // model's passes cost time whether or not their tokens are verified.
         let lengths = speculator.lengths(rows, tokens_out, step.tokens, &candidates);
-        let (asked, places): (Vec<DraftRequest<'_>>, Vec<usize>) = (places.into_iter())
-            .zip(lengths)
+        let mut wanted: Vec<(usize, usize)> = (places.into_iter().zip(lengths))
             .filter(|&(_, len)| len > 0)
-            .map(|(index, len)| {
-                let id = step.seqs[index].0;
-                let request = DraftRequest {
-                    seq: id,
-                    tokens: self.seqs[&id].tokens(),
-                    max_tokens: len,
-                };
-                (request, index)
-            })
-            .unzip();
-        if asked.is_empty() {
-            return;
+            .collect();
+        // The blocks of the run to verify (the last token and its draft) are taken before the
+        // draft is asked for: a draft model writes its own keys and values at the same block
+        // ids. Free blocks only (drafts never preempt anyone); where too few are free, the draft
+        // is cut to the blocks the sequence holds.
+        let block_size = self.blocks.block_size();
+        for (index, len) in &mut wanted {
+            let seq = (self.seqs.get_mut(&step.seqs[*index].0)).expect("planned sequence exists");
+            let have = seq.tokens().len();
+            let table = seq.blocks.as_mut().expect("running sequence holds blocks");
+            if self.blocks.append(table, have + *len).is_err() {
+                *len = (*len).min((table.block_ids().len() * block_size).saturating_sub(have));
+            }
         }
-        let drafts = speculator.propose(&asked);
-        let proposals: Vec<Proposal> = (places.into_iter().zip(drafts))
+        wanted.retain(|&(_, len)| len > 0);
+        let asked: Vec<DraftRequest<'_>> = (wanted.iter())
+            .map(|&(index, len)| {
+                let seq = &self.seqs[&step.seqs[index].0];
+                DraftRequest {
+                    seq: seq.id,
+                    tokens: seq.tokens(),
+                    blocks: seq.blocks.as_ref().expect("running").block_ids(),
+                    max_tokens: len,
+                }
+            })
+            .collect();
+        let drafts = if asked.is_empty() {
+            Vec::new()
+        } else {
+            speculator.propose(&asked)
+        };
+        let proposals: Vec<Proposal> = (wanted.iter().zip(drafts))
             .filter(|(_, draft)| !draft.is_empty())
-            .map(|(index, draft)| {
+            .map(|(&(index, _), draft)| {
                 let seq = &self.seqs[&step.seqs[index].0];
                 Proposal {
                     index,
@@ -65,16 +83,22 @@ impl Scheduler {
                 }
             })
             .collect();
-        if proposals.is_empty() {
-            return;
-        }
-        for (index, draft) in speculator.choose(rows, tokens_out, step.tokens, proposals) {
+        let mut chosen: HashMap<usize, Vec<u32>> = if proposals.is_empty() {
+            HashMap::new()
+        } else {
+            (speculator.choose(rows, tokens_out, step.tokens, proposals))
+                .into_iter()
+                .collect()
+        };
+        // Each asked sequence keeps the blocks of the run it verifies, and gives back the rest.
+        for (index, _) in wanted {
             let id = step.seqs[index].0;
             let seq = self.seqs.get_mut(&id).expect("planned sequence exists");
-            let target = seq.num_computed_tokens() + 1 + draft.len();
+            let draft = chosen.remove(&index).unwrap_or_default();
+            let run = seq.tokens().len() + draft.len();
             let table = seq.blocks.as_mut().expect("running sequence holds blocks");
-            // Drafts take free blocks only: they never preempt anyone.
-            if self.blocks.append(table, target).is_ok() {
+            self.blocks.truncate(table, run);
+            if !draft.is_empty() {
                 step.tokens -= draft.len();
                 step.drafts.insert(id, draft);
             }

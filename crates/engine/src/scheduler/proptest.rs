@@ -74,7 +74,7 @@ proptest! {
         let mut held = None;
         if let Some((kind, max_draft_tokens)) = speculation {
             let config = super::spec_tests::fixed(max_draft_tokens);
-            let proposer = super::spec_tests::proposer(kind);
+            let proposer = super::spec_tests::proposer(kind, block_size);
             held = Some(Arc::clone(&proposer.held));
             s = s.with_proposer(Box::new(proposer), &config);
         }

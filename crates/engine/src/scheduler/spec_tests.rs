@@ -45,15 +45,26 @@ impl Proposer for Adversary {
 }
 
 /// Wraps a proposer and keeps the sequences it holds something for: those it proposed for
-/// and was not yet told to release.
+/// and was not yet told to release. Checks that each request's blocks hold its draft (a draft
+/// model writes there): distinct blocks covering its tokens and `max_tokens` more.
 #[derive(Debug)]
 pub(super) struct Tracked {
     inner: Box<dyn Proposer>,
+    block_size: usize,
     pub(super) held: Arc<std::sync::Mutex<std::collections::HashSet<SeqId>>>,
 }
 
 impl Proposer for Tracked {
     fn propose(&mut self, requests: &[DraftRequest<'_>]) -> Vec<Vec<u32>> {
+        for r in requests {
+            let room = r.blocks.len() * self.block_size;
+            assert!(
+                room >= r.tokens.len() + r.max_tokens,
+                "{room} positions for {r:?}"
+            );
+            let distinct: std::collections::HashSet<_> = r.blocks.iter().collect();
+            assert_eq!(distinct.len(), r.blocks.len(), "{r:?}");
+        }
         self.held
             .lock()
             .unwrap()
@@ -66,10 +77,12 @@ impl Proposer for Tracked {
     }
 }
 
-/// A proposer by number (prompt lookup, the oracle, the adversary), tracked.
-pub(super) fn proposer(kind: usize) -> Tracked {
+/// A proposer by number (prompt lookup, the oracle, the adversary), tracked, for blocks of
+/// `block_size` tokens.
+pub(super) fn proposer(kind: usize, block_size: usize) -> Tracked {
     Tracked {
         inner: untracked(kind),
+        block_size,
         held: Default::default(),
     }
 }
@@ -126,6 +139,30 @@ fn a_right_draft_is_computed_in_the_step_and_kept_whole() {
     let seq = s.remove(0).unwrap();
     assert_eq!(seq.output(), greedy_alone(seq.prompt(), VOCAB, 11, None));
     assert_eq!(s.block_manager().num_used_blocks(), 0);
+}
+
+/// Never has a guess.
+#[derive(Debug)]
+struct Silent;
+
+impl Proposer for Silent {
+    fn propose(&mut self, requests: &[DraftRequest<'_>]) -> Vec<Vec<u32>> {
+        vec![Vec::new(); requests.len()]
+    }
+}
+
+#[test]
+fn blocks_taken_for_a_draft_that_never_came_are_given_back() {
+    let t0 = Instant::now();
+    let mut s = speculating(Box::new(Silent), 8);
+    let mut exec = HistoryExecutor::new(VOCAB, 4, 64);
+    s.add(simple(0, t0, 5, 11)).unwrap();
+    step(&mut s, &mut exec, t0);
+    // The decode step asks for eight draft tokens with the blocks of 6 + 8 positions taken
+    // (four), gets none, and keeps the two its one token needs.
+    let (out, _) = step(&mut s, &mut exec, t0);
+    assert!(out.scheduled[0].draft.is_empty());
+    assert_eq!(s.block_manager().num_used_blocks(), 2);
 }
 
 #[test]

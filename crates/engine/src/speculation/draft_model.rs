@@ -1,18 +1,29 @@
-//! A draft model as a [`Proposer`]: a smaller model of the same vocabulary, with its own paged KV
-//! cache and block pool, proposes its greedy continuation of each sequence.
+//! A draft model as a [`Proposer`]: a smaller model of the same vocabulary proposes its greedy
+//! continuation of each sequence.
 //!
-//! Per sequence it keeps a block table and the tokens whose keys and values its cache holds.
-//! Each step it catches up on the tokens added since (the target's accepted tokens; a prompt
-//! arrives in chunks of [`CATCH_UP_TOKENS`]), after dropping what differs from the sequence (draft
-//! tokens the target rejected, whose blocks go back), then drafts one token a pass, all
-//! sequences in one batch per pass. A sequence the pool or the draft's context cannot hold
-//! proposes nothing.
+//! Its paged KV cache has a block for each of the target's full-group blocks, and the draft
+//! writes a sequence's keys and values at the block ids of the target's table (vLLM's layout:
+//! one block manager, each block holding both models' layers). The scheduler takes the blocks
+//! for the draft tokens before asking for them and gives back those of rejected tokens, so the
+//! draft has no pool, no allocation failure and no rollback of its own: a block the target
+//! frees is free for both.
+//!
+//! Per sequence the draft keeps the tokens its cache holds and the block ids it wrote them
+//! through. Each step it catches up on the tokens added since (the target's accepted tokens; a
+//! prompt arrives in chunks of [`CATCH_UP_TOKENS`]), after dropping what differs from the
+//! sequence (draft tokens the target rejected, or blocks that are no longer the sequence's),
+//! then drafts one token a pass, all sequences in one batch per pass. A sequence whose table or
+//! the draft's context cannot hold its draft proposes nothing.
+//!
+//! Another sequence may share a block through the prefix cache; both compute its draft keys
+//! and values from the same tokens at the same positions with batch-invariant kernels, so
+//! writing it again writes the same bits.
 
 use std::collections::HashMap;
 
 use sluice_model::Batch;
 
-use crate::block_manager::{BlockManager, BlockTable};
+use crate::block_manager::BlockId;
 use crate::executor::{DraftRequest, Executor, ExecutorError, Proposer};
 use crate::sampler::argmax;
 use crate::sequence::SeqId;
@@ -28,7 +39,9 @@ pub struct DraftModel {
     vocab_size: usize,
     /// Most tokens of a sequence caught up on per call.
     catch_up_tokens: usize,
-    blocks: BlockManager,
+    /// KV groups of the draft's cache: each is addressed through the target's full-group table.
+    num_groups: usize,
+    block_size: usize,
     seqs: HashMap<SeqId, DraftSeq>,
 }
 
@@ -41,8 +54,10 @@ impl std::fmt::Debug for DraftModel {
 }
 
 /// One sequence in the draft model's cache.
+#[derive(Default)]
 struct DraftSeq {
-    table: BlockTable,
+    /// The target's block ids the cache was written through.
+    blocks: Vec<BlockId>,
     /// Tokens whose keys and values the cache holds, in order.
     computed: Vec<u32>,
 }
@@ -57,27 +72,48 @@ struct Active {
 
 impl DraftModel {
     /// A draft model over `executor` (its own model and KV cache), for a target of
-    /// `vocab_size` tokens.
-    pub fn new(executor: Box<dyn Executor>, vocab_size: usize) -> Self {
-        let blocks = BlockManager::for_pools(&executor.kv_pools(), executor.block_size(), false);
-        DraftModel {
-            executor,
+    /// `vocab_size` tokens whose full KV group has `target_blocks` blocks of the same size:
+    /// every group of the draft's cache must have as many, as the target's block ids address
+    /// them.
+    pub fn new(
+        executor: Box<dyn Executor>,
+        vocab_size: usize,
+        target_blocks: usize,
+    ) -> Result<Self, String> {
+        let pools = executor.kv_pools();
+        if let Some(short) = (pools.groups.iter()).find(|p| p.num_blocks < target_blocks) {
+            return Err(format!(
+                "the draft model's KV cache has {} blocks in a group, fewer than the model's \
+                 {target_blocks}: it writes at the model's block ids",
+                short.num_blocks
+            ));
+        }
+        Ok(DraftModel {
             vocab_size,
             catch_up_tokens: CATCH_UP_TOKENS,
-            blocks,
+            num_groups: pools.groups.len(),
+            block_size: executor.block_size(),
+            executor,
             seqs: HashMap::new(),
-        }
+        })
     }
 
-    /// Blocks held for sequences (0 once every sequence was released).
-    pub fn num_used_blocks(&self) -> usize {
-        self.blocks.num_used_blocks()
+    /// Sequences the draft holds keys and values for (0 once every sequence was released).
+    pub fn num_sequences(&self) -> usize {
+        self.seqs.len()
+    }
+
+    /// The batch tables of a sequence whose target table is `blocks`: the same blocks in every
+    /// group of the draft's cache.
+    fn tables(&self, blocks: &[BlockId]) -> Vec<Vec<u32>> {
+        vec![blocks.to_vec(); self.num_groups]
     }
 
     /// Brings `request`'s sequence up to date in the cache, as far as this step allows: drops
-    /// what differs from its tokens, then queues the tokens not yet computed (at most
+    /// what differs from its tokens or blocks, then queues the tokens not yet computed (at most
     /// [`CATCH_UP_TOKENS`]) into `batch`. Returns whether the sequence is then fully computed
-    /// (it can draft this step), or `None` when the pool cannot hold it.
+    /// (it can draft this step), or `None` when its table or the draft's context cannot hold
+    /// its draft.
     fn catch_up(&mut self, request: &DraftRequest<'_>, batch: &mut Batch) -> Option<bool> {
         let tokens = request.tokens;
         // A sequence the draft model's context cannot hold with its draft gets none.
@@ -85,50 +121,58 @@ impl DraftModel {
         if tokens.len() + request.max_tokens > context {
             return None;
         }
-        let state = match self.seqs.remove(&request.seq) {
-            Some(state) => state,
-            None => DraftSeq {
-                table: self.blocks.allocate(tokens, 0, None, None).ok()?,
-                computed: Vec::new(),
-            },
-        };
         let DraftSeq {
-            mut table,
+            mut blocks,
             mut computed,
-        } = state;
+        } = self.seqs.remove(&request.seq).unwrap_or_default();
+        // Positions written through blocks that are still the sequence's.
+        let same_blocks = (blocks.iter().zip(request.blocks))
+            .take_while(|(a, b)| a == b)
+            .count()
+            * self.block_size;
         // The last token is always computed again: its logits give the first draft token
         // (`tokens` may end inside what the cache holds, when the target kept a draft token the
         // step did not verify).
         let same = (computed.iter().zip(tokens))
             .take_while(|(a, b)| a == b)
             .count()
-            .min(tokens.len().saturating_sub(1));
+            .min(tokens.len().saturating_sub(1))
+            .min(same_blocks);
         computed.truncate(same);
-        self.blocks.truncate(&mut table, same);
         let todo = &tokens[same..(same + self.catch_up_tokens).min(tokens.len())];
         let caught_up = same + todo.len() == tokens.len();
-        // Room for the tokens to catch up on and the draft after them.
-        let end = same + todo.len() + if caught_up { request.max_tokens } else { 0 };
-        self.blocks.append(&mut table, end).ok()?;
-        let block_size = self.blocks.block_size();
-        batch.push_sequence_tables(todo, same, table.tables(), block_size, caught_up);
+        // Positions written: the tokens caught up on and, drafting, every draft token but the
+        // last (fed back for the next).
+        let end = same
+            + todo.len()
+            + if caught_up {
+                request.max_tokens.saturating_sub(1)
+            } else {
+                0
+            };
+        if end > request.blocks.len() * self.block_size {
+            return None;
+        }
+        blocks.clear();
+        blocks.extend_from_slice(request.blocks);
+        let tables = self.tables(&blocks);
+        batch.push_sequence_tables(todo, same, tables, self.block_size, caught_up);
         computed.extend_from_slice(todo);
-        self.seqs.insert(request.seq, DraftSeq { table, computed });
+        self.seqs.insert(request.seq, DraftSeq { blocks, computed });
         Some(caught_up)
     }
 
     /// One pass: each active sequence's last draft token in, its next draft token out.
     fn draft_pass(&mut self, active: &mut [(usize, Active)]) -> Result<(), ExecutorError> {
         let mut batch = Batch::default();
-        let block_size = self.blocks.block_size();
         for (_, a) in active.iter() {
             let state = &self.seqs[&a.seq];
             let last = *a.draft.last().expect("a draft has its first token");
             batch.push_sequence_tables(
                 &[last],
                 state.computed.len(),
-                state.table.tables(),
-                block_size,
+                self.tables(&state.blocks),
+                self.block_size,
                 true,
             );
         }

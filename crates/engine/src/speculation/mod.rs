@@ -50,16 +50,22 @@ pub enum ProposerSpec {
 }
 
 impl ProposerSpec {
-    /// The proposer for a target of `vocab_size` tokens, over the draft model's executor where
-    /// the spec names one. `None` when a draft model is named but none was loaded.
+    /// The proposer for a target of `vocab_size` tokens whose full KV group has
+    /// `target_blocks` blocks, over the draft model's executor where the spec names one; why
+    /// not, when a draft model is named but none was loaded or its cache cannot follow the
+    /// target's blocks.
     pub(crate) fn build(
         &self,
         draft: Option<Box<dyn Executor>>,
         vocab_size: usize,
-    ) -> Option<Box<dyn Proposer>> {
+        target_blocks: usize,
+    ) -> Result<Box<dyn Proposer>, String> {
         match self {
-            ProposerSpec::Ngram(ngram) => Some(Box::new(*ngram)),
-            ProposerSpec::DraftModel(_) => Some(Box::new(DraftModel::new(draft?, vocab_size))),
+            ProposerSpec::Ngram(ngram) => Ok(Box::new(*ngram)),
+            ProposerSpec::DraftModel(_) => {
+                let draft = draft.ok_or("no draft model was loaded")?;
+                Ok(Box::new(DraftModel::new(draft, vocab_size, target_blocks)?))
+            }
         }
     }
 }

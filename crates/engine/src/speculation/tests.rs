@@ -115,6 +115,7 @@ fn proposals_are_cut_to_the_room_and_the_configured_most() {
     let ask = |seq, max_tokens| DraftRequest {
         seq,
         tokens: &tokens,
+        blocks: &[],
         max_tokens,
     };
     let drafts = s.propose(&[ask(0, 10), ask(1, 2), ask(2, 0), ask(3, 1)]);
