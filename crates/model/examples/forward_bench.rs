@@ -166,26 +166,32 @@ fn bench(label: &str, model: &Model, kv_dtype: KvDtype) {
         );
     }
     // A step as the server runs it under load: 16 decodes beside one prompt chunk of
-    // FORWARD_BENCH_CHUNK tokens (default 64).
+    // FORWARD_BENCH_CHUNK tokens (default 64), the chunk's first token at position
+    // FORWARD_BENCH_CHUNK_AT (default 0: a prompt's first chunk; deeper, the chunk attends to
+    // that many earlier positions, as a long prompt's later chunks do).
     if wanted("mixed") {
-        let chunk: usize = std::env::var("FORWARD_BENCH_CHUNK")
-            .ok()
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(64)
-            .min(prompt_len);
+        let env = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+        };
+        let chunk = env("FORWARD_BENCH_CHUNK").unwrap_or(64).min(prompt_len);
+        let at = env("FORWARD_BENCH_CHUNK_AT")
+            .unwrap_or(0)
+            .min(prompt_len - chunk);
         let mut batch = Batch::default();
         for s in 0..16 {
             batch.push_sequence(&[(s as u32 * 17) % vocab], HISTORY, table(s), BLOCK, true);
         }
-        let chunk_blocks: Vec<u32> = (0..chunk.div_ceil(BLOCK))
+        let chunk_blocks: Vec<u32> = (0..(at + chunk).div_ceil(BLOCK))
             .map(|b| (64 * blocks_per_seq + b) as u32)
             .collect();
-        let tokens: Vec<u32> = (0..chunk).map(|i| (i as u32 * 31) % vocab).collect();
-        batch.push_sequence(&tokens, 0, chunk_blocks, BLOCK, false);
+        let tokens: Vec<u32> = (0..chunk).map(|i| ((at + i) as u32 * 31) % vocab).collect();
+        batch.push_sequence(&tokens, at, chunk_blocks, BLOCK, false);
         let t = measure(repeat * 5, || {
             model.forward(&batch, &mut kv).expect("mixed");
         });
-        println!("  16 decodes + {chunk}-token prompt chunk: {t} per step");
+        println!("  16 decodes + {chunk}-token prompt chunk at position {at}: {t} per step");
     }
     if !wanted("prefill") {
         return;
