@@ -136,10 +136,12 @@ unsafe fn tile_rows<Q: KQuant, const R: usize, const VNNI: bool>(
             }
         }
     } else {
-        // Few rows: decode, bound by the panel's stream, which is read once in order.
+        // Few rows: decode, bound by the panel's stream, which is read once in order. The
+        // hardware prefetcher follows it: prefetch instructions here (a line each, two cells
+        // ahead) cost a fifth of a decode step (Llama-8B layers, Q4_K: 24-29 ms with them,
+        // 19-22 ms without, at the machine's read bandwidth).
         let mut acc = [[_mm256_setzero_ps(); R]; 2];
         for b in 0..blocks {
-            warm(b);
             for (half, acc) in acc.iter_mut().enumerate() {
                 cell_product::<Q, R, VNNI>(cell(b, half), b, &xp, acc);
             }
