@@ -9,7 +9,8 @@ use super::layout::Offset;
 use super::KQuant;
 use std::arch::x86_64::*;
 
-/// How far ahead (in cells) a streaming tile prefetches its panel.
+/// How far ahead (in cells) a tile of four or more rows prefetches its panel (fewer rows leave
+/// the stream to the hardware prefetcher, see `tile_rows`).
 const PREFETCH_CELLS: usize = 2;
 
 /// The four quads of group `half_unit` (0 or 1) of the unit at `unit`, as `[j][4]` levels.
