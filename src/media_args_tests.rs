@@ -7,6 +7,7 @@ use sluice_engine::EngineConfig;
 fn loader() -> DirectoryLoader {
     DirectoryLoader::new(LoadSettings {
         dtype: None,
+        vision_dtype: None,
         kv_dtype: None,
         block_size: 16,
         kv_cache_memory: KvCacheMemory::Fixed(1 << 20),

@@ -27,6 +27,7 @@ fn fixture(name: &str) -> PathBuf {
 fn settings() -> LoadSettings {
     LoadSettings {
         dtype: Some(WeightDtype::F32),
+        vision_dtype: None,
         kv_dtype: None,
         block_size: 16,
         kv_cache_memory: KvCacheMemory::Fixed(KV_CACHE_BYTES),

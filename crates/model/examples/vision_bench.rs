@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p sluice-model --example vision_bench -- gelu [ELEMENTS]
-//! cargo run --release -p sluice-model --example vision_bench -- tower [LAYERS] [IMAGE_SIZE]
+//! cargo run --release -p sluice-model --example vision_bench -- tower [LAYERS] [IMAGE_SIZE] [DTYPE]
 //! ```
 //!
 //! `gelu` runs GELU-tanh in place over `ELEMENTS` values (4,304 per row, the tower's MLP width;
@@ -11,12 +11,15 @@
 //! pass restores the input first, in the time).
 //! `tower` encodes one image with a Gemma-3-4B-shaped tower cut to `LAYERS` layers (1 by
 //! default) at `IMAGE_SIZE` pixels a side (448 by default: 1,024 patches; the model's is 896)
-//! and prints the wall and process CPU time of the fastest of three runs.
+//! and prints the wall and process CPU time of the fastest of three runs; `DTYPE` (`f32` by
+//! default, `f16`, `bf16`, `q8_0`, ...) is the type its matrices are kept in, as
+//! `--vision-dtype` sets it (`bf16` runs the attention in bf16 too).
 
 use std::time::{Duration, Instant};
 
 use sluice_model::kernels::vector::{best_ops, Portable, VectorOps};
 use sluice_model::vision::{Gemma3VisionEncoder, VisionConfig};
+use sluice_model::WeightDtype;
 
 mod common;
 use common::RandomWeights;
@@ -73,7 +76,8 @@ fn bench_gelu(elements: usize) {
     }
 }
 
-fn bench_tower(layers: usize, image_size: usize) {
+fn bench_tower(layers: usize, image_size: usize, dtype: &str) {
+    let dtype = WeightDtype::from_name(dtype).unwrap_or_else(|| panic!("unknown dtype {dtype}"));
     let config = VisionConfig {
         hidden_size: 1152,
         intermediate_size: 4304,
@@ -86,8 +90,9 @@ fn bench_tower(layers: usize, image_size: usize) {
         mm_tokens_per_image: 256,
         text_hidden_size: 2560,
     };
-    let encoder = Gemma3VisionEncoder::from_source(&RandomWeights::VISION, config.clone(), None)
-        .expect("load the tower");
+    let encoder =
+        Gemma3VisionEncoder::from_source(&RandomWeights::VISION, config.clone(), Some(dtype))
+            .expect("load the tower");
     let pixels: Vec<f32> = (0..config.values_per_image())
         .map(|i| (i % 255) as f32 / 127.5 - 1.0)
         .collect();
@@ -98,8 +103,9 @@ fn bench_tower(layers: usize, image_size: usize) {
         best = best.min((wall.elapsed(), process_cpu_time() - cpu));
     }
     println!(
-        "tower: {layers} layer(s), {} patches: {:.3} s wall, {:.2} s CPU ({} threads)",
+        "tower: {layers} layer(s), {} patches, {}: {:.3} s wall, {:.2} s CPU ({} threads)",
         config.num_patches(),
+        dtype.ggml_type(),
         best.0.as_secs_f64(),
         best.1.as_secs_f64(),
         rayon::current_num_threads()
@@ -114,7 +120,11 @@ fn main() {
     };
     match args.first().map(String::as_str) {
         Some("gelu") => bench_gelu(number(1, 4 << 20)),
-        Some("tower") => bench_tower(number(1, 1), number(2, 448)),
-        _ => eprintln!("usage: vision_bench gelu [ELEMENTS] | tower [LAYERS] [IMAGE_SIZE]"),
+        Some("tower") => bench_tower(
+            number(1, 1),
+            number(2, 448),
+            args.get(3).map_or("f32", String::as_str),
+        ),
+        _ => eprintln!("usage: vision_bench gelu [ELEMENTS] | tower [LAYERS] [IMAGE_SIZE] [DTYPE]"),
     }
 }

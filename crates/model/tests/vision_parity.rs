@@ -7,7 +7,7 @@ mod common;
 use common::vision::{fixture, max_error, reference};
 use sluice_model::checkpoint::{Checkpoint, RawTensor, TensorSource};
 use sluice_model::vision::{Gemma3VisionEncoder, VisionConfig};
-use sluice_model::LoadError;
+use sluice_model::{LoadError, WeightDtype};
 
 /// The reference features are f32 computations rounded to 7 decimals; ours sum in other orders
 /// (the packed matmul's fused multiply-adds against PyTorch's blocked GEMMs, our softmax's
@@ -32,9 +32,36 @@ fn image_features_match_transformers_for_every_fixture_image() {
     eprintln!("worst max error over the fixture images: {worst:e}");
 }
 
+/// The encoder in bf16 (`--vision-dtype bf16`): every matrix product rounds its activations
+/// and weights to bf16's 8 significant bits, so features move by about bf16's relative step
+/// (2^-8) through the layers; measured at most 8.6e-3, the bound leaves about three times that.
+const BF16_TOLERANCE: f32 = 3e-2;
+
+#[test]
+fn bf16_image_features_stay_within_bf16_rounding_of_transformers() {
+    let encoder = Gemma3VisionEncoder::load(&fixture(), Some(WeightDtype::BF16)).expect("load");
+    let exact = Gemma3VisionEncoder::load(&fixture(), None).unwrap();
+    let mut worst = 0f32;
+    for (name, image) in reference().images {
+        let features = encoder.image_features(&image.pixel_values(), 1);
+        let error = max_error(&features, &image.features);
+        assert!(error < BF16_TOLERANCE, "{name}: max error {error}");
+        // Not the f32 encoder's bits: the products did round.
+        assert_ne!(features, exact.image_features(&image.pixel_values(), 1));
+        worst = worst.max(error);
+    }
+    eprintln!("bf16: worst max error over the fixture images: {worst:e}");
+}
+
 #[test]
 fn an_image_has_the_same_bits_alone_and_in_a_batch() {
-    let encoder = Gemma3VisionEncoder::load(&fixture(), None).unwrap();
+    for dtype in [None, Some(WeightDtype::BF16)] {
+        same_bits_alone_and_in_a_batch(dtype);
+    }
+}
+
+fn same_bits_alone_and_in_a_batch(dtype: Option<WeightDtype>) {
+    let encoder = Gemma3VisionEncoder::load(&fixture(), dtype).unwrap();
     let reference = reference();
     let images: Vec<Vec<f32>> = reference
         .images
@@ -52,7 +79,7 @@ fn an_image_has_the_same_bits_alone_and_in_a_batch() {
                 .iter()
                 .zip(inside)
                 .all(|(a, b)| a.to_bits() == b.to_bits()),
-            "image {i} differs inside the batch"
+            "image {i} differs inside the batch ({dtype:?})"
         );
     }
     // And in another position among other images.

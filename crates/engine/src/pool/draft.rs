@@ -148,6 +148,7 @@ mod tests {
     fn loader(draft: &Path) -> DirectoryLoader {
         DirectoryLoader::new(LoadSettings {
             dtype: Some(WeightDtype::F32),
+            vision_dtype: None,
             kv_dtype: None,
             block_size: 16,
             kv_cache_memory: KvCacheMemory::Fixed(1 << 20),

@@ -101,6 +101,9 @@ pub struct LoadSettings {
     /// has a format for it (f16 stays f16, a GGUF file's quantized types stay as they are),
     /// else f32 (bf16's range does not fit f16).
     pub dtype: Option<WeightDtype>,
+    /// How an image encoder keeps its matrices (and so what it multiplies in: bf16 runs its
+    /// attention in bf16 too); `None` as `dtype` says.
+    pub vision_dtype: Option<WeightDtype>,
     /// How the KV cache stores keys and values; `None` follows the weights (f16 KV for f16
     /// weights, f32 for f32).
     pub kv_dtype: Option<KvDtype>,
@@ -166,7 +169,7 @@ impl DirectoryLoader {
         config: &ModelConfig,
         tokenizer: &Tokenizer,
     ) -> Result<Option<ImageInput>, LoadError> {
-        let dtype = self.settings.dtype;
+        let dtype = self.settings.vision_dtype.or(self.settings.dtype);
         if files.gguf_metadata().is_none() {
             return vision_encoder(&config.architecture)
                 .map(|kind| ImageInput::load(kind, path, dtype, tokenizer))

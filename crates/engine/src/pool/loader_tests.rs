@@ -8,6 +8,7 @@ use crate::testkit::fixture;
 fn loader(dtype: WeightDtype) -> DirectoryLoader {
     DirectoryLoader::new(LoadSettings {
         dtype: Some(dtype),
+        vision_dtype: None,
         kv_dtype: None,
         block_size: 16,
         kv_cache_memory: KvCacheMemory::Fixed(1 << 20),
@@ -89,6 +90,7 @@ fn an_auto_pool_on_a_budget_just_above_the_weights_lowers_the_context() {
 fn auto_dtypes_follow_the_checkpoint_and_the_weights() {
     let auto = DirectoryLoader::new(LoadSettings {
         dtype: None,
+        vision_dtype: None,
         ..loader(WeightDtype::F32).settings().clone()
     });
     let gguf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/gguf/llama-f16.gguf");

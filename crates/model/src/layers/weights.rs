@@ -31,7 +31,7 @@ impl Drop for EncodedRows<'_> {
 }
 
 /// The format a matrix stored as `stored` with rows of `in_dim` weights is kept in. `dtype`
-/// `None` keeps the stored type where it has a format (else f32). A requested type whose blocks
+/// `None` keeps the stored type where its format keeps it (else f32: bf16 is widened). A requested type whose blocks
 /// do not divide the rows falls back as llama-quantize does: to q8_0 where 32 divides them,
 /// else to f16.
 pub fn target_format(
@@ -42,7 +42,9 @@ pub fn target_format(
     let fits = |f: &dyn WeightFormat| in_dim.is_multiple_of(f.block().0);
     let wanted = match dtype {
         Some(d) => d.format(),
-        None => format_for(stored).unwrap_or(WeightDtype::F32.format()),
+        None => format_for(stored)
+            .filter(|f| f.kept_as_stored())
+            .unwrap_or(WeightDtype::F32.format()),
     };
     if fits(wanted) {
         return wanted;

@@ -5,7 +5,8 @@
 //! A span of at least [`MATMUL_MIN_ROWS`] rows (an image's thousands of patches) runs as two
 //! matrix products per head on the f32 tile kernels: the scores of a block of query rows against
 //! every key (`Q·Kᵀ`, the keys packed as a weight matrix), a softmax per row, then `P·V` (the
-//! values packed transposed). A smaller span (a window of a few dozen rows) runs per query row
+//! values packed transposed), in f32 or, where the encoder runs in bf16, in bf16 (queries, keys,
+//! softmax weights and values rounded to bf16, sums in f32: [`attention_dtype`]). A smaller span (a window of a few dozen rows) runs per query row
 //! with the vector kernels. Either way each row's output comes from fixed reduction orders over
 //! its own span's rows, so it never depends on the other images of the batch.
 
@@ -23,13 +24,24 @@ const MATMUL_MIN_ROWS: usize = 128;
 /// Query rows whose scores are held at once (`QUERY_BLOCK × span` floats).
 const QUERY_BLOCK: usize = 512;
 
+/// The dtype an encoder whose matrices are kept as `dtype` multiplies its long spans' attention
+/// in: bf16 when it was asked to run in bf16, else f32.
+pub(crate) fn attention_dtype(dtype: Option<WeightDtype>) -> WeightDtype {
+    match dtype {
+        Some(WeightDtype::BF16) => WeightDtype::BF16,
+        _ => WeightDtype::F32,
+    }
+}
+
 /// `qkv: [rows, 3 · hidden]` (q, k, v side by side, each `[heads, head_dim]`) → `[rows, hidden]`,
 /// scores scaled by `head_dim^-½`; `span(row)` is the range of rows that `row` attends to (the
-/// rows of a span attend to the span itself).
+/// rows of a span attend to the span itself). Spans that run as matrix products multiply in
+/// `products` (f32 or bf16).
 pub(crate) fn span_attention(
     qkv: &[f32],
     hidden: usize,
     heads: usize,
+    products: WeightDtype,
     span: impl Fn(usize) -> Range<usize> + Sync,
 ) -> Vec<f32> {
     let rows = qkv.len() / (3 * hidden);
@@ -39,7 +51,7 @@ pub(crate) fn span_attention(
         let keys = span(row);
         let own = keys.start == row && keys.end > row && keys.end <= rows;
         if own && keys.len() >= MATMUL_MIN_ROWS {
-            matmul_span(qkv, hidden, heads, keys.clone(), &mut out);
+            matmul_span(qkv, hidden, heads, products, keys.clone(), &mut out);
             row = keys.end;
             continue;
         }
@@ -92,8 +104,15 @@ fn per_row(
         });
 }
 
-/// The rows of `span`, which attend to `span` itself, as matrix products per head.
-fn matmul_span(qkv: &[f32], hidden: usize, heads: usize, span: Range<usize>, out: &mut [f32]) {
+/// The rows of `span`, which attend to `span` itself, as matrix products per head in `products`.
+fn matmul_span(
+    qkv: &[f32],
+    hidden: usize,
+    heads: usize,
+    products: WeightDtype,
+    span: Range<usize>,
+    out: &mut [f32],
+) {
     let d = hidden / heads;
     let n = span.len();
     let scale = (d as f32).powf(-0.5);
@@ -111,8 +130,8 @@ fn matmul_span(qkv: &[f32], hidden: usize, heads: usize, span: Range<usize>, out
                 v_t[c * n + j] = x;
             }
         }
-        let keys = PackedMatrix::pack(&k, n, d, WeightDtype::F32);
-        let values = PackedMatrix::pack(&v_t, d, n, WeightDtype::F32);
+        let keys = PackedMatrix::pack(&k, n, d, products);
+        let values = PackedMatrix::pack(&v_t, d, n, products);
         for block in span.clone().step_by(QUERY_BLOCK) {
             let block = block..(block + QUERY_BLOCK).min(span.end);
             let m = block.len();
@@ -170,20 +189,32 @@ mod tests {
                 long..long + short
             }
         };
-        let both = span_attention(&qkv, hidden, heads, spans);
         let mut by_rows = vec![0f32; (long + short) * hidden];
         per_row(&qkv, hidden, heads, 0..long + short, &spans, &mut by_rows);
-        let diff = (both.iter().zip(&by_rows))
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max);
-        assert!(diff < 1e-5, "products and rows differ by {diff}");
-        assert_eq!(
-            &both[long * hidden..],
-            &by_rows[long * hidden..],
-            "the short span runs per row"
-        );
-        // The long image alone gives the same bits as beside the other.
-        let alone = span_attention(&qkv[..long * 3 * hidden], hidden, heads, |_| 0..long);
-        assert_eq!(&both[..long * hidden], &alone[..]);
+        // bf16 products round queries, keys, weights and values to 8 significant bits.
+        for (products, tolerance) in [(WeightDtype::F32, 1e-5), (WeightDtype::BF16, 3e-2)] {
+            let both = span_attention(&qkv, hidden, heads, products, spans);
+            let diff = (both.iter().zip(&by_rows))
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            assert!(
+                diff < tolerance,
+                "{products:?} products and rows differ by {diff}"
+            );
+            assert!(
+                diff > 0.0 || products == WeightDtype::F32,
+                "bf16 rounds nothing?"
+            );
+            assert_eq!(
+                &both[long * hidden..],
+                &by_rows[long * hidden..],
+                "the short span runs per row"
+            );
+            // The long image alone gives the same bits as beside the other.
+            let alone = span_attention(&qkv[..long * 3 * hidden], hidden, heads, products, |_| {
+                0..long
+            });
+            assert_eq!(&both[..long * hidden], &alone[..]);
+        }
     }
 }

@@ -11,7 +11,7 @@
 
 use rayon::prelude::*;
 
-use super::attention::span_attention;
+use super::attention::{attention_dtype, span_attention};
 use super::layer_norm::LayerNorm;
 use crate::checkpoint::TensorSource;
 use crate::error::LoadError;
@@ -46,6 +46,8 @@ pub struct EncoderLayer {
     /// `[hidden, intermediate]` with bias.
     fc2: Linear,
     shape: EncoderShape,
+    /// What attention's products multiply in.
+    attention: WeightDtype,
 }
 
 impl EncoderLayer {
@@ -68,6 +70,7 @@ impl EncoderLayer {
             fc1: Linear::load(source, &[(&name("mlp.fc1"), i)], h, true, dtype)?,
             fc2: Linear::load(source, &[(&name("mlp.fc2"), h)], i, true, dtype)?,
             shape,
+            attention: attention_dtype(dtype),
         })
     }
 
@@ -93,10 +96,16 @@ impl EncoderLayer {
     /// Softmax attention of every row to every row of its image: `qkv: [rows, 3 · hidden]` →
     /// `[rows, hidden]`.
     fn attention(&self, qkv: &[f32], patches: usize) -> Vec<f32> {
-        span_attention(qkv, self.shape.hidden, self.shape.heads, |row| {
-            let first = row / patches * patches;
-            first..first + patches
-        })
+        span_attention(
+            qkv,
+            self.shape.hidden,
+            self.shape.heads,
+            self.attention,
+            |row| {
+                let first = row / patches * patches;
+                first..first + patches
+            },
+        )
     }
 
     /// Bytes of weights.

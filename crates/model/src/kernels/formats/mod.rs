@@ -14,9 +14,11 @@
 //! - **activations**: the `x` side of the product, prepared once per product in the form the
 //!   format's kernel reads ([`ActivationKind`]).
 
+mod act_bf16;
 mod act_q8_0;
 mod act_q8k;
 mod act_quant;
+mod bf16;
 mod float;
 mod k_quant;
 mod legacy;
@@ -59,6 +61,8 @@ pub enum ActivationKind {
     Q8K,
     /// Q8_0 blocks of 32 signed bytes with their sums (the 32-weight block types).
     Q8_0,
+    /// Pairs of bf16 values (the bf16 type).
+    Bf16,
 }
 
 /// Activations `x[m, k]` prepared once for a product.
@@ -75,6 +79,8 @@ pub enum Activations<'a> {
     Q8K(act_q8k::Q8KRows),
     /// Q8_0 blocks, row by row.
     Q8_0(act_q8_0::Q8Rows),
+    /// Bf16 pairs, row by row.
+    Bf16(act_bf16::Bf16Rows),
 }
 
 impl<'a> Activations<'a> {
@@ -85,6 +91,7 @@ impl<'a> Activations<'a> {
             ActivationKind::F32 => Activations::F32 { x, k },
             ActivationKind::Q8K => Activations::Q8K(act_q8k::Q8KRows::quantize(x, k)),
             ActivationKind::Q8_0 => Activations::Q8_0(act_q8_0::Q8Rows::quantize(x, k)),
+            ActivationKind::Bf16 => Activations::Bf16(act_bf16::Bf16Rows::round(x, k)),
         }
     }
 }
@@ -118,6 +125,13 @@ pub trait WeightFormat: Send + Sync + std::fmt::Debug {
 
     /// The activations this format's kernel reads.
     fn activation(&self) -> ActivationKind;
+
+    /// Whether a matrix stored in this type is kept in it when no dtype is asked for: true where
+    /// the format multiplies at the stored precision; false where its arithmetic is coarser
+    /// than f32's (bf16 rounds the activations too), so such matrices are widened to f32.
+    fn kept_as_stored(&self) -> bool {
+        true
+    }
 
     /// Writes `src` (`k` weights) as one stored row into `dst` (`row_bytes(k)` bytes).
     fn encode_row(&self, src: &[f32], dst: &mut [u8]);
@@ -178,6 +192,7 @@ pub fn format_for(ty: GgmlType) -> Option<&'static dyn WeightFormat> {
     Some(match ty {
         GgmlType::F32 => &float::F32,
         GgmlType::F16 => &float::F16,
+        GgmlType::BF16 => &bf16::Bf16,
         GgmlType::Q8_0 => &legacy::Q8_0,
         GgmlType::Q4_0 => &legacy::Q4_0,
         GgmlType::Q4_1 => &legacy::Q4_1,
@@ -192,15 +207,9 @@ pub fn format_for(ty: GgmlType) -> Option<&'static dyn WeightFormat> {
     })
 }
 
-/// Decodes stored rows of type `ty` (any format's type, or bf16, which is read but never
-/// kept) into f32; `None` when `ty` cannot be read.
+/// Decodes stored rows of type `ty` (any format's type) into f32; `None` when `ty` cannot be
+/// read.
 pub fn decode(ty: GgmlType, src: &[u8], k: usize, dst: &mut [f32]) -> Option<()> {
-    if ty == GgmlType::BF16 {
-        for (b, d) in src.chunks_exact(2).zip(dst.iter_mut()) {
-            *d = half::bf16::from_le_bytes([b[0], b[1]]).to_f32();
-        }
-        return Some(());
-    }
     let format = format_for(ty)?;
     let row_bytes = format.row_bytes(k);
     for (s, d) in src.chunks_exact(row_bytes).zip(dst.chunks_exact_mut(k)) {

@@ -164,8 +164,8 @@ fn float_formats_round_trip_their_own_precision() {
 }
 
 #[test]
-fn bf16_is_read_but_not_kept() {
-    assert!(format_for(GgmlType::BF16).is_none());
+fn bf16_rows_are_read_but_kept_only_when_asked() {
+    let format = format_for(GgmlType::BF16).unwrap();
     let bytes = [
         half::bf16::from_f32(1.5).to_le_bytes(),
         half::bf16::from_f32(-2.0).to_le_bytes(),
@@ -175,6 +175,86 @@ fn bf16_is_read_but_not_kept() {
     decode(GgmlType::BF16, &bytes, 2, &mut out).unwrap();
     assert_eq!(out, [1.5, -2.0]);
     assert!(decode(GgmlType::Other(99), &bytes, 2, &mut out).is_none());
+    // No dtype asked: widened to f32 (bf16 arithmetic rounds the activations); asked: kept.
+    use crate::layers::weights::target_format;
+    use crate::WeightDtype;
+    assert_eq!(
+        target_format(GgmlType::BF16, 64, None).ggml_type(),
+        GgmlType::F32
+    );
+    let asked = target_format(GgmlType::F16, 64, Some(WeightDtype::BF16));
+    assert_eq!(asked.ggml_type(), GgmlType::BF16);
+    assert!(!format.kept_as_stored());
+    assert_eq!(
+        target_format(GgmlType::F16, 64, None).ggml_type(),
+        GgmlType::F16
+    );
+}
+
+/// The bf16 products against a plain statement of the order (`vdpbf16ps` as Intel defines it:
+/// exact products, the odd element's added first, denormals read and written as zero), on values
+/// that reach denormal products and sums, and an odd `k`.
+#[test]
+fn bf16_products_follow_the_pair_order() {
+    let format = format_for(GgmlType::BF16).unwrap();
+    let k = 45;
+    let mut w = test_values(PANEL * k, 31);
+    // Two groups of activation rows, so a tile may cross from one to the next.
+    let mut x = test_values(2 * TILE_ROWS * k, 32);
+    // Magnitudes over 2^±11, so sums round and the order shows.
+    for (i, v) in w.iter_mut().enumerate() {
+        *v *= 2f32.powi((i % 23) as i32 - 11);
+    }
+    // Output 3 and row 2 tiny: their products and sums fall near and below f32's smallest
+    // normal, where they are flushed to zero.
+    w[3 * k..4 * k].iter_mut().for_each(|v| *v *= 1e-19);
+    x[2 * k..3 * k].iter_mut().for_each(|v| *v *= 1e-19);
+    let row_bytes = format.row_bytes(k);
+    let mut encoded = vec![0u8; PANEL * row_bytes];
+    for (dst, src) in encoded.chunks_exact_mut(row_bytes).zip(w.chunks_exact(k)) {
+        format.encode_row(src, dst);
+    }
+    let refs: Vec<&[u8]> = encoded.chunks_exact(row_bytes).collect();
+    let mut panel = vec![0u8; format.panel_bytes(k)];
+    format.pack_panel(&refs, k, &mut panel);
+    let acts = Activations::prepare(format.activation(), &x, k);
+    let widen = |v: f32| {
+        let b = half::bf16::from_f32(v).to_f32();
+        if b.is_subnormal() {
+            0.0
+        } else {
+            b
+        }
+    };
+    let flush = |v: f32| {
+        if v.is_subnormal() {
+            0.0 * v.signum()
+        } else {
+            v
+        }
+    };
+    for isa in Isa::tested("the bf16 format") {
+        for (first, rows) in [(0, 1), (0, 7), (0, TILE_ROWS), (9, 12), (17, 3)] {
+            let view = PanelView::packed(&panel, k);
+            let tile = run_tile(format, isa, view, &acts, (first, rows), TilePlace::ALONE);
+            for r in 0..rows {
+                for j in 0..PANEL {
+                    let (xr, wj) = (&x[(first + r) * k..][..k], &w[j * k..][..k]);
+                    let mut acc = 0f32;
+                    for c in (0..k).step_by(2) {
+                        if c + 1 < k {
+                            acc = flush(widen(xr[c + 1]).mul_add(widen(wj[c + 1]), acc));
+                        } else {
+                            acc = flush(0f32.mul_add(0.0, acc));
+                        }
+                        acc = flush(widen(xr[c]).mul_add(widen(wj[c]), acc));
+                    }
+                    let at = format!("{isa:?}, tile at {first}, row {r}, output {j}");
+                    assert_eq!(tile[r][j].to_bits(), acc.to_bits(), "{at}");
+                }
+            }
+        }
+    }
 }
 
 #[test]

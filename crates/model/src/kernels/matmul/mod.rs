@@ -41,6 +41,9 @@ impl WeightDtype {
     pub const F32: WeightDtype = WeightDtype(GgmlType::F32);
     /// IEEE half floats, widened to f32 inside the kernel.
     pub const F16: WeightDtype = WeightDtype(GgmlType::F16);
+    /// bfloat16, multiplied in bf16 (activations rounded to bf16; `vdpbf16ps` where the CPU
+    /// has AVX-512 BF16).
+    pub const BF16: WeightDtype = WeightDtype(GgmlType::BF16);
 
     /// The dtype storing weights as `ty`, if sluice has a format for it.
     pub fn of(ty: GgmlType) -> Option<Self> {
@@ -59,7 +62,7 @@ impl WeightDtype {
     pub fn quantized_names() -> Vec<String> {
         (0..64)
             .map(GgmlType::from_tag)
-            .filter(|&t| t != GgmlType::F32 && t != GgmlType::F16)
+            .filter(|&t| ![GgmlType::F32, GgmlType::F16, GgmlType::BF16].contains(&t))
             .filter_map(Self::of)
             .map(|d| d.0.name().to_lowercase())
             .collect()

@@ -10,7 +10,7 @@
 
 use std::ops::Range;
 
-use super::super::attention::span_attention;
+use super::super::attention::{attention_dtype, span_attention};
 use crate::checkpoint::TensorSource;
 use crate::config::Activation;
 use crate::error::LoadError;
@@ -87,6 +87,8 @@ pub struct VisionBlock {
     mlp: Mlp,
     hidden: usize,
     heads: usize,
+    /// What attention's products multiply in.
+    attention: WeightDtype,
 }
 
 impl VisionBlock {
@@ -121,6 +123,7 @@ impl VisionBlock {
             mlp: Mlp::load_named(source, &mlp_names, mlp_shape, dtype)?,
             hidden,
             heads,
+            attention: attention_dtype(dtype),
         })
     }
 
@@ -132,7 +135,9 @@ impl VisionBlock {
         self.norm1.forward(states, &mut normed);
         let mut qkv = self.qkv.forward(&normed, rows);
         rotary.apply(&mut qkv, self.hidden);
-        let attended = span_attention(&qkv, self.hidden, self.heads, |r| spans[r].clone());
+        let attended = span_attention(&qkv, self.hidden, self.heads, self.attention, |r| {
+            spans[r].clone()
+        });
         self.proj.forward_add(&attended, rows, states);
         self.norm2.forward(states, &mut normed);
         self.mlp.forward_add(&normed, rows, states);
