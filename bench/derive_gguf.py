@@ -5,6 +5,7 @@ speculative decoding benchmarks a controlled acceptance rate on random weights.
 
     python3 bench/derive_gguf.py IN.gguf DRAFT.gguf --layers L
     python3 bench/derive_gguf.py IN.gguf TARGET.gguf --damp-from L --damp A
+    python3 bench/derive_gguf.py mmproj-f16.gguf mmproj-bf16.gguf --bf16
 
 `--layers L` keeps the embeddings, the first L layers, the final norm and the output head (the
 very bytes of IN, so the draft's first L layers compute exactly what the target's do).
@@ -15,6 +16,8 @@ projection. At A = 0 those layers add nothing and the target computes exactly wh
 L-layer draft does: every draft token is accepted. As A grows toward 1 they change more of its
 choices. The scaling is applied to the quantized blocks' scales (d, and dmin where the type has
 one), so the file keeps its types and the servers run the same kernels on it.
+`--bf16` stores every f16 tensor as bf16 (rounded to nearest even): a projector file on which
+both servers multiply in bf16.
 """
 import argparse
 import re
@@ -59,20 +62,22 @@ def main():
     parser.add_argument("--layers", type=int, help="keep the first L layers only")
     parser.add_argument("--damp-from", type=int, help="first layer whose residual branches are damped")
     parser.add_argument("--damp", type=float, default=1.0, help="factor of the damped branches")
+    parser.add_argument("--bf16", action="store_true", help="store f16 tensors as bf16")
     args = parser.parse_args()
 
     reader = GGUFReader(args.input, "r")
     arch = reader.fields["general.architecture"].contents()
-    layers = int(reader.fields[f"{arch}.block_count"].contents())
+    count_field = reader.fields.get(f"{arch}.block_count")
+    layers = int(count_field.contents()) if count_field else None
     keep_layers = args.layers if args.layers is not None else layers
-    if not 0 < keep_layers <= layers:
+    if args.layers is not None and not (layers and 0 < keep_layers <= layers):
         parser.error(f"--layers must be in 1..{layers}")
 
     writer = GGUFWriter(args.output, arch)
     for name, field in reader.fields.items():
         if name.startswith("GGUF.") or name == "general.architecture":
             continue
-        if name == f"{arch}.block_count":
+        if name == f"{arch}.block_count" and keep_layers is not None:
             writer.add_uint32(name, keep_layers)
             continue
         vtype = field.types[0]
@@ -83,7 +88,8 @@ def main():
         m = LAYER.match(tensor.name)
         return int(m.group(1)) if m else None
 
-    kept = [t for t in reader.tensors if layer(t) is None or layer(t) < keep_layers]
+    kept = [t for t in reader.tensors
+            if layer(t) is None or keep_layers is None or layer(t) < keep_layers]
 
     post_norms = any(t.name.endswith(POST_NORMS) for t in reader.tensors)
     branch_ends = POST_NORMS if post_norms else BRANCH_OUTPUTS
@@ -93,8 +99,19 @@ def main():
         return (args.damp_from is not None and i is not None and i >= args.damp_from
                 and tensor.name.endswith(branch_ends))
 
+    def as_bf16(tensor):
+        return args.bf16 and tensor.tensor_type == Q.F16
+
+    def bf16_bits(tensor):
+        bits = np.asarray(tensor.data, dtype=np.float32).view(np.uint32)
+        rounded = bits + 0x7FFF + ((bits >> 16) & 1)  # to nearest even (no NaN in weights)
+        return (rounded >> 16).astype(np.uint16)
+
     for t in kept:
-        writer.add_tensor_info(t.name, t.data.shape, t.data.dtype, t.data.nbytes, t.tensor_type)
+        if as_bf16(t):
+            writer.add_tensor_info(t.name, t.data.shape, np.dtype(np.uint16), t.data.nbytes, Q.BF16)
+        else:
+            writer.add_tensor_info(t.name, t.data.shape, t.data.dtype, t.data.nbytes, t.tensor_type)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
@@ -103,10 +120,14 @@ def main():
         if damped(t):
             writer.write_tensor_data(scaled(t, args.damp))
             count += 1
+        elif as_bf16(t):
+            writer.write_tensor_data(bf16_bits(t))
         else:
             writer.write_tensor_data(t.data)
     writer.close()
-    print(f"{args.output}: {keep_layers} of {layers} layers, {count} tensors scaled by {args.damp}")
+    converted = sum(1 for t in kept if as_bf16(t))
+    print(f"{args.output}: {keep_layers} of {layers} layers, {count} tensors scaled by {args.damp}, "
+          f"{converted} f16 tensors stored as bf16")
 
 
 if __name__ == "__main__":

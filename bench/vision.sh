@@ -9,7 +9,9 @@
 #   MMPROJ=bench/out/vision/mmproj-gemma3-4b-vision-f16.gguf bench/vision.sh
 #     ROUNDS (default 2), CONCURRENCY (default 8), REQUESTS1 (default 2: requests of the one-client
 #     run), REQUESTS (default 1: requests per client of the concurrent run), MAX_TOKENS (default 16),
-#     SIZE (default 640: image side in pixels), CONFIGS (default "sluice llama"), LLAMA_BIN
+#     SIZE (default 640: image side in pixels), CONFIGS (default "sluice llama"), LLAMA_BIN,
+#     SLUICE_ARGS (more flags for sluice, e.g. "--vision-dtype bf16"), LLAMA_MMPROJ (another
+#     projector file for llama-server, e.g. a bf16 one; MMPROJ by default)
 #   Writes bench/out/vision/results.jsonl and prints a summary line per run. Nothing else should
 #   run meanwhile.
 set -euo pipefail
@@ -33,9 +35,10 @@ PY="${PYTHON:-python3}"
 serve() {
   local config="$1" streams="$2" cmd
   case "$config" in
+    # shellcheck disable=SC2206 # SLUICE_ARGS is a list of flags
     sluice) cmd=("$SLUICE" serve --model "$MODEL" --mmproj "$MMPROJ" --served-model-name "$NAME"
-      --port "$PORT" --max-num-seqs "$streams" --max-model-len "$CTX") ;;
-    llama) cmd=("$LLAMA_BIN/llama-server" -m "$MODEL" --mmproj "$MMPROJ" --alias "$NAME"
+      --port "$PORT" --max-num-seqs "$streams" --max-model-len "$CTX" ${SLUICE_ARGS:-}) ;;
+    llama) cmd=("$LLAMA_BIN/llama-server" -m "$MODEL" --mmproj "${LLAMA_MMPROJ:-$MMPROJ}" --alias "$NAME"
       --port "$PORT" -t "$THREADS" -tb "$THREADS" -np "$streams" -c $((CTX * streams)) --no-webui) ;;
   esac
   if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
@@ -77,7 +80,7 @@ measure() {
   stop
 }
 
-echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) x$(nproc), $MODEL + $MMPROJ" | tee -a "$RESULTS"
+echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) x$(nproc), $MODEL + $MMPROJ (llama-server: ${LLAMA_MMPROJ:-$MMPROJ}), sluice flags: ${SLUICE_ARGS:-none}" | tee -a "$RESULTS"
 for round in $(seq "$ROUNDS"); do
   for config in ${CONFIGS:-sluice llama}; do
     measure "$config" "$round"

@@ -271,4 +271,26 @@ mod tests {
         let err = kv(&["--kv-cache-dtype", "fp8"]).unwrap_err();
         assert!(err.contains("bf16"), "the error lists the choices: {err}");
     }
+
+    #[test]
+    fn the_vision_encoder_takes_its_own_dtype_or_the_models() {
+        let settings = |args: &[&str]| {
+            let engine = parse_for_test(args).unwrap();
+            let share = MemoryShare {
+                budget_bytes: 1 << 30,
+                models: 1,
+            };
+            let s = engine.launch_options(share).unwrap();
+            (s.dtype, s.vision_dtype)
+        };
+        assert_eq!(settings(&[]), (None, None));
+        let bf16 = Some(WeightDtype::BF16);
+        assert_eq!(settings(&["--vision-dtype", "bf16"]), (None, bf16));
+        assert_eq!(settings(&["--dtype", "bfloat16"]), (bf16, None));
+        let f16 = Some(WeightDtype::F16);
+        assert_eq!(
+            settings(&["--dtype", "f16", "--vision-dtype", "bf16"]),
+            (f16, bf16)
+        );
+    }
 }

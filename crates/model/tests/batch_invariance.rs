@@ -80,6 +80,7 @@ fn logits_are_bit_identical_alone_and_batched_with_three_others() {
             (WeightDtype::F16, KvDtype::F32),
             (WeightDtype::F16, KvDtype::F16),
             (WeightDtype::F16, KvDtype::Bf16),
+            (WeightDtype::BF16, KvDtype::F32),
         ] {
             let model = load(name, dtype);
             let tokens = reference(name).prompt_ids;

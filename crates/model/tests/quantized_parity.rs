@@ -144,6 +144,27 @@ fn mean_kl(model: &Model, llama: &LlamaCppReference) -> f64 {
         / count as f64
 }
 
+/// `--dtype bf16` (weights and activations rounded to bf16's 8 significant bits, sums in f32)
+/// against transformers' f32: closer than llama.cpp's q8_0 file (weights at 8 bits, activations
+/// quantized to 8-bit blocks), whose band it must stay within.
+#[test]
+fn bf16_arithmetic_stays_within_the_q8_0_band() {
+    let text = std::fs::read_to_string(gguf_dir().join("llamacpp-reference.json")).unwrap();
+    let llama: LlamaCppReference = serde_json::from_str(&text).unwrap();
+    let model = Model::load(
+        &fixture_dir(&llama.model),
+        &LoadOptions {
+            dtype: Some(sluice_model::WeightDtype::BF16),
+        },
+    )
+    .unwrap();
+    let ours = mean_kl(&model, &llama);
+    let q8 = llama.files[&format!("{}-q8_0.gguf", llama.model)].mean_kl;
+    eprintln!("--dtype bf16: mean KL {ours:.3e}, llama.cpp q8_0 {q8:.3e}");
+    assert!(ours > 0.0, "bf16 rounds nothing?");
+    assert!(ours <= q8, "{ours:e} vs q8_0's {q8:e}");
+}
+
 #[test]
 fn quantizing_at_load_is_as_accurate_as_llama_quantize() {
     let text = std::fs::read_to_string(gguf_dir().join("llamacpp-reference.json")).unwrap();
