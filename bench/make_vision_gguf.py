@@ -146,13 +146,13 @@ def projector_file(path, layers, seed):
     write(writer, plan, seed + 1, path)
 
 
-def write(writer, plan, seed, path):
+def write(writer, plan, seed, path, f32_matrices=F32_MATRICES):
     """Writes the header and `plan`'s tensors, one at a time: a one-dimensional entry is an f32
     constant (its number, or one for `None`), any other a normal draw scaled by its std, in f16
-    except the tensors llama.cpp's converter keeps in f32 (`F32_MATRICES`)."""
+    except the tensors llama.cpp's converter keeps in f32 (`f32_matrices`)."""
     constants = {name: (1.0 if std is None else std) for name, shape, std in plan if len(shape) == 1}
     for name, shape, std in plan:
-        dtype = np.float32 if name in constants or name in F32_MATRICES else np.float16
+        dtype = np.float32 if name in constants or name in f32_matrices else np.float16
         writer.add_tensor_info(name, shape, np.dtype(dtype), int(np.prod(shape)) * np.dtype(dtype).itemsize)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -162,7 +162,7 @@ def write(writer, plan, seed, path):
         if name in constants:
             data = np.full(shape, constants[name], dtype=np.float32)
         else:
-            data = np.empty(shape, dtype=np.float32 if name in F32_MATRICES else np.float16)
+            data = np.empty(shape, dtype=np.float32 if name in f32_matrices else np.float16)
             flat = data.reshape(-1, shape[-1])
             for start in range(0, flat.shape[0], 1024):
                 rows = rng.standard_normal((min(1024, flat.shape[0] - start), shape[-1]), dtype=np.float32)

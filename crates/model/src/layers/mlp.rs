@@ -8,7 +8,7 @@ use crate::checkpoint::TensorSource;
 use crate::config::{Activation, ModelConfig};
 use crate::error::LoadError;
 use crate::kernels::matmul::{GatedMatrix, WeightDtype};
-use crate::kernels::vector::{best_ops, VectorOps};
+use crate::kernels::vector::{elementwise_ops, VectorOps};
 use rayon::prelude::*;
 
 /// How the gate and up projections are kept.
@@ -124,7 +124,7 @@ impl Mlp {
 /// its own (so batch-invariant).
 fn act_mul_halves(gate_up: &[f32], inter: usize, activation: Activation) -> Vec<f32> {
     let mut act = vec![0f32; gate_up.len() / 2];
-    let ops = best_ops(inter);
+    let ops = elementwise_ops();
     gate_up
         .par_chunks_exact(2 * inter)
         .zip(act.par_chunks_exact_mut(inter))
@@ -248,7 +248,7 @@ mod tests {
         let gate = [-3.0, -1.0, 0.0, 0.5, 2.0];
         let expected = [-0.003_637_433, -0.158_808, 0.0, 0.345_714, 1.954_598];
         let mut out = [0.0; 5];
-        best_ops(5).gelu_tanh_mul(&gate, &[1.0; 5], &mut out);
+        elementwise_ops().gelu_tanh_mul(&gate, &[1.0; 5], &mut out);
         for (a, b) in out.iter().zip(expected) {
             assert!((a - b).abs() < 1e-6, "{a} vs {b}");
         }

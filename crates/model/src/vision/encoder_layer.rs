@@ -16,7 +16,7 @@ use super::layer_norm::LayerNorm;
 use crate::checkpoint::TensorSource;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
-use crate::kernels::vector::{best_ops, VectorOps};
+use crate::kernels::vector::{elementwise_ops, VectorOps};
 use crate::layers::linear::Linear;
 
 /// The shapes an encoder layer is built with.
@@ -86,7 +86,7 @@ impl EncoderLayer {
 
         self.layer_norm2.forward(hidden, &mut normed);
         let mut act = self.fc1.forward(&normed, rows);
-        let ops = best_ops(self.shape.intermediate);
+        let ops = elementwise_ops();
         act.par_chunks_mut(self.shape.intermediate)
             .for_each(|row| ops.gelu_tanh(row));
         self.fc2.forward_add(&act, rows, hidden);
