@@ -120,6 +120,10 @@ fn matmul_span(
     let column = |row: usize, part: usize, head: usize| {
         &qkv[row * 3 * hidden + part * hidden + head * d..][..d]
     };
+    // One block's scores and outputs, reused by every block and head (each product writes
+    // every value it covers).
+    let mut scores_buffer = vec![0f32; QUERY_BLOCK.min(n) * n];
+    let mut attended_buffer = vec![0f32; QUERY_BLOCK.min(n) * d];
     for head in 0..heads {
         // Keys as the rows of a weight matrix [n, d]; values transposed, [d, n].
         let mut k = Vec::with_capacity(n * d);
@@ -139,11 +143,11 @@ fn matmul_span(
             for row in block.clone() {
                 q.extend(column(row, 0, head).iter().map(|x| x * scale));
             }
-            let mut scores = vec![0f32; m * n];
-            keys.matmul(&q, m, &mut scores);
+            let scores = &mut scores_buffer[..m * n];
+            keys.matmul(&q, m, scores);
             scores.par_chunks_mut(n).for_each(|row| softmax(ops, row));
-            let mut attended = vec![0f32; m * d];
-            values.matmul(&scores, m, &mut attended);
+            let attended = &mut attended_buffer[..m * d];
+            values.matmul(scores, m, attended);
             for (row, values) in block.zip(attended.chunks(d)) {
                 out[row * hidden + head * d..][..d].copy_from_slice(values);
             }
