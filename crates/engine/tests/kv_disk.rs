@@ -24,6 +24,7 @@ fn fixture(name: &str) -> PathBuf {
 fn settings(dtype: Option<WeightDtype>, kv_disk: Option<Arc<DiskCache>>) -> LoadSettings {
     LoadSettings {
         dtype,
+        vision_dtype: None,
         kv_dtype: None,
         block_size: 4,
         kv_cache_memory: KvCacheMemory::Fixed(8 << 20),

@@ -43,6 +43,7 @@ const TEXT: &str = "gemma3-vision-f16.gguf";
 fn loader() -> DirectoryLoader {
     DirectoryLoader::new(LoadSettings {
         dtype: Some(WeightDtype::F32),
+        vision_dtype: None,
         kv_dtype: None,
         block_size: 4,
         kv_cache_memory: KvCacheMemory::Fixed(4 << 20),
