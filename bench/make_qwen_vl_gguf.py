@@ -23,16 +23,15 @@ activations stay O(1); only the speed of serving such files is of interest (neve
 output).
 """
 import argparse
-import json
 import math
 import os
 import sys
 
-from gguf import GGUFWriter, TokenType
+from gguf import GGUFWriter
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from make_random_model import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, build_tokenizer  # noqa: E402
-from make_vision_gguf import write  # noqa: E402
+from make_random_model import SPECIAL_TOKENS  # noqa: E402
+from make_vision_gguf import add_tokenizer, write  # noqa: E402
 
 VISION_TOKENS = ["<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]
 TEXT = dict(hidden=2048, ffn=11008, heads=16, kv_heads=2, head_dim=128, vocab=151936,
@@ -70,20 +69,7 @@ def text_file(path, layers, seed):
     writer.add_layer_norm_rms_eps(TEXT["eps"])
     writer.add_file_type(1)  # mostly f16
 
-    specials = SPECIAL_TOKENS + VISION_TOKENS
-    model = json.loads(build_tokenizer(TEXT["vocab"], specials).to_str())["model"]
-    tokens = [t for t, _ in sorted(model["vocab"].items(), key=lambda kv: kv[1])]
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("gpt-2")
-    writer.add_token_list(tokens)
-    writer.add_token_types([TokenType.CONTROL if t in specials else TokenType.NORMAL for t in tokens])
-    writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in model["merges"]])
-    writer.add_bos_token_id(BOS_ID)
-    writer.add_eos_token_id(EOS_ID)
-    writer.add_pad_token_id(PAD_ID)
-    writer.add_add_bos_token(False)
-    writer.add_add_eos_token(False)
-    writer.add_chat_template(TEMPLATE)
+    add_tokenizer(writer, TEXT["vocab"], SPECIAL_TOKENS + VISION_TOKENS, TEMPLATE)
 
     h, f, hd = TEXT["hidden"], TEXT["ffn"], TEXT["head_dim"]
     q, kv = TEXT["heads"] * hd, TEXT["kv_heads"] * hd

@@ -40,6 +40,24 @@ F32_MATRICES = {"v.patch_embd.weight", "v.position_embd.weight"}
 VISION = dict(hidden=1152, ffn=4304, heads=16, image=896, patch=14, tokens_per_side=16, eps=1e-6)
 
 
+def add_tokenizer(writer, vocab, specials, template):
+    """The benchmarks' byte-level BPE of `vocab` tokens, `specials` as control tokens, and
+    `template` as the chat template."""
+    model = json.loads(build_tokenizer(vocab, specials).to_str())["model"]
+    tokens = [t for t, _ in sorted(model["vocab"].items(), key=lambda kv: kv[1])]
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt-2")
+    writer.add_token_list(tokens)
+    writer.add_token_types([TokenType.CONTROL if t in specials else TokenType.NORMAL for t in tokens])
+    writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in model["merges"]])
+    writer.add_bos_token_id(BOS_ID)
+    writer.add_eos_token_id(EOS_ID)
+    writer.add_pad_token_id(PAD_ID)
+    writer.add_add_bos_token(False)
+    writer.add_add_eos_token(False)
+    writer.add_chat_template(template)
+
+
 def text_file(path, layers, seed):
     writer = GGUFWriter(path, "gemma3")
     writer.add_name("random-gemma-3-4b-shape")
@@ -57,20 +75,7 @@ def text_file(path, layers, seed):
     writer.add_sliding_window(TEXT["window"])
     writer.add_file_type(1)  # mostly f16
 
-    specials = SPECIAL_TOKENS + IMAGE_TOKENS
-    model = json.loads(build_tokenizer(TEXT["vocab"], specials).to_str())["model"]
-    tokens = [t for t, _ in sorted(model["vocab"].items(), key=lambda kv: kv[1])]
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("gpt-2")
-    writer.add_token_list(tokens)
-    writer.add_token_types([TokenType.CONTROL if t in specials else TokenType.NORMAL for t in tokens])
-    writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in model["merges"]])
-    writer.add_bos_token_id(BOS_ID)
-    writer.add_eos_token_id(EOS_ID)
-    writer.add_pad_token_id(PAD_ID)
-    writer.add_add_bos_token(False)
-    writer.add_add_eos_token(False)
-    writer.add_chat_template(CHATML_TEMPLATE)
+    add_tokenizer(writer, TEXT["vocab"], SPECIAL_TOKENS + IMAGE_TOKENS, CHATML_TEMPLATE)
 
     h, f, hd = TEXT["hidden"], TEXT["ffn"], TEXT["head_dim"]
     q, kv = TEXT["heads"] * hd, TEXT["kv_heads"] * hd
