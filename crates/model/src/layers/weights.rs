@@ -31,9 +31,9 @@ impl Drop for EncodedRows<'_> {
 }
 
 /// The format a matrix stored as `stored` with rows of `in_dim` weights is kept in. `dtype`
-/// `None` keeps the stored type where its format keeps it (else f32: bf16 is widened). A requested type whose blocks
-/// do not divide the rows falls back as llama-quantize does: to q8_0 where 32 divides them,
-/// else to f16.
+/// `None` keeps the stored type where its format keeps it (else f32: bf16 is widened). A
+/// requested type whose blocks do not divide the rows falls back as llama-quantize does: to
+/// q8_0 where 32 divides them, else to f16.
 pub fn target_format(
     stored: GgmlType,
     in_dim: usize,

@@ -6,8 +6,8 @@
 //! matrix products per head on the f32 tile kernels: the scores of a block of query rows against
 //! every key (`Q·Kᵀ`, the keys packed as a weight matrix), a softmax per row, then `P·V` (the
 //! values packed transposed), in f32 or, where the encoder runs in bf16, in bf16 (queries, keys,
-//! softmax weights and values rounded to bf16, sums in f32: [`attention_dtype`]). A smaller span (a window of a few dozen rows) runs per query row
-//! with the vector kernels. Either way each row's output comes from fixed reduction orders over
+//! softmax weights and values rounded to bf16, sums in f32: [`attention_dtype`]). A smaller
+//! span (a window of a few dozen rows) runs per query row with the vector kernels. Either way each row's output comes from fixed reduction orders over
 //! its own span's rows, so it never depends on the other images of the batch.
 
 use std::ops::Range;
@@ -15,7 +15,7 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use crate::kernels::matmul::{PackedMatrix, WeightDtype};
-use crate::kernels::vector::{best_ops, VectorOps};
+use crate::kernels::vector::{best_ops, elementwise_ops, VectorOps};
 
 /// Spans at least this long run as matrix products (below it, packing the keys and values
 /// costs more than it saves).
@@ -24,8 +24,8 @@ const MATMUL_MIN_ROWS: usize = 128;
 /// Query rows whose scores are held at once (`QUERY_BLOCK × span` floats).
 const QUERY_BLOCK: usize = 512;
 
-/// The dtype an encoder whose matrices are kept as `dtype` multiplies its long spans' attention
-/// in: bf16 when it was asked to run in bf16, else f32.
+/// The dtype an encoder whose matrices are kept as `dtype` multiplies its long spans'
+/// attention in: bf16 when it was asked to run in bf16, else f32.
 pub(crate) fn attention_dtype(dtype: Option<WeightDtype>) -> WeightDtype {
     match dtype {
         Some(WeightDtype::BF16) => WeightDtype::BF16,
@@ -97,7 +97,7 @@ fn per_row(
                     *offset = key * 3 * hidden + hidden + head * d;
                 }
                 ops.group_scores(q, d, qkv, &offsets, scale, &mut scores);
-                softmax(ops, &mut scores);
+                softmax(&mut scores);
                 offsets.iter_mut().for_each(|o| *o += hidden);
                 ops.group_weighted_sum(&scores, qkv, &offsets, d, &mut out_row[head * d..][..d]);
             }
@@ -116,7 +116,6 @@ fn matmul_span(
     let d = hidden / heads;
     let n = span.len();
     let scale = (d as f32).powf(-0.5);
-    let ops = best_ops(d);
     let column = |row: usize, part: usize, head: usize| {
         &qkv[row * 3 * hidden + part * hidden + head * d..][..d]
     };
@@ -145,7 +144,7 @@ fn matmul_span(
             }
             let scores = &mut scores_buffer[..m * n];
             keys.matmul(&q, m, scores);
-            scores.par_chunks_mut(n).for_each(|row| softmax(ops, row));
+            scores.par_chunks_mut(n).for_each(softmax);
             let attended = &mut attended_buffer[..m * d];
             values.matmul(scores, m, attended);
             for (row, values) in block.zip(attended.chunks(d)) {
@@ -155,8 +154,9 @@ fn matmul_span(
     }
 }
 
-/// `scores` → their softmax, in place.
-fn softmax(ops: impl VectorOps, scores: &mut [f32]) {
+/// `scores` → their softmax, in place (the element-wise kernels at any span length).
+fn softmax(scores: &mut [f32]) {
+    let ops = elementwise_ops();
     let max = ops.max_finite(scores).unwrap_or(0.0);
     let sum = ops.exp_sum(scores, max);
     let inverse = 1.0 / sum;

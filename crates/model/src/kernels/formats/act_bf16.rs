@@ -32,7 +32,8 @@ pub fn round(x: f32) -> u16 {
 pub const GROUP: usize = 16;
 
 /// Activation rows `[m, k]` as bf16 pairs, in groups of [`GROUP`] rows interleaved pair by
-/// pair: pair `c` of row `r` is at `(r / GROUP) · pairs_per_row · GROUP + c · GROUP + r % GROUP`.
+/// pair: pair `c` of row `r` is at
+/// `(r / GROUP) · pairs_per_row · GROUP + c · GROUP + r % GROUP`.
 /// (A tile kernel then broadcasts each row's pair from a fixed offset of one moving pointer.)
 #[derive(Debug)]
 pub struct Bf16Rows {

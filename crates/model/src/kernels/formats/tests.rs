@@ -14,14 +14,19 @@ fn formats() -> Vec<&'static dyn WeightFormat> {
 const K: usize = 512;
 
 fn packed_panel(format: &dyn WeightFormat, w: &[f32], rows: usize) -> Vec<u8> {
-    let row_bytes = format.row_bytes(K);
+    packed_panel_of(format, w, rows, K)
+}
+
+/// `rows` rows of `k` weights from `w`, encoded and packed into one panel.
+fn packed_panel_of(format: &dyn WeightFormat, w: &[f32], rows: usize, k: usize) -> Vec<u8> {
+    let row_bytes = format.row_bytes(k);
     let mut encoded = vec![0u8; rows * row_bytes];
-    for (dst, src) in encoded.chunks_exact_mut(row_bytes).zip(w.chunks_exact(K)) {
+    for (dst, src) in encoded.chunks_exact_mut(row_bytes).zip(w.chunks_exact(k)) {
         format.encode_row(src, dst);
     }
     let row_refs: Vec<&[u8]> = encoded.chunks_exact(row_bytes).collect();
-    let mut panel = vec![0u8; format.panel_bytes(K)];
-    format.pack_panel(&row_refs, K, &mut panel);
+    let mut panel = vec![0u8; format.panel_bytes(k)];
+    format.pack_panel(&row_refs, k, &mut panel);
     panel
 }
 
@@ -209,14 +214,7 @@ fn bf16_products_follow_the_pair_order() {
     // normal, where they are flushed to zero.
     w[3 * k..4 * k].iter_mut().for_each(|v| *v *= 1e-19);
     x[2 * k..3 * k].iter_mut().for_each(|v| *v *= 1e-19);
-    let row_bytes = format.row_bytes(k);
-    let mut encoded = vec![0u8; PANEL * row_bytes];
-    for (dst, src) in encoded.chunks_exact_mut(row_bytes).zip(w.chunks_exact(k)) {
-        format.encode_row(src, dst);
-    }
-    let refs: Vec<&[u8]> = encoded.chunks_exact(row_bytes).collect();
-    let mut panel = vec![0u8; format.panel_bytes(k)];
-    format.pack_panel(&refs, k, &mut panel);
+    let panel = packed_panel_of(format, &w, PANEL, k);
     let acts = Activations::prepare(format.activation(), &x, k);
     let widen = |v: f32| {
         let b = half::bf16::from_f32(v).to_f32();

@@ -170,9 +170,10 @@ pub trait VectorOps: Copy + Send + Sync {
     fn max_finite(self, x: &[f32]) -> Option<f32>;
 }
 
-/// The fastest operations [`Isa::current`] has for rows of `width` values (AVX2 needs a
-/// multiple of 8). The choice depends only on the ISA and the width, so it is the same for
-/// every call a model makes.
+/// The fastest operations [`Isa::current`] has for rows of `width` values (AVX2's
+/// `group_scores` and `group_weighted_sum` need a multiple of 8; element-by-element work takes
+/// [`elementwise_ops`] at any width). The choice depends only on the ISA and the width, so it is
+/// the same for every call a model makes.
 pub fn best_ops(width: usize) -> Ops {
     #[cfg(target_arch = "x86_64")]
     {
@@ -188,16 +189,17 @@ pub fn best_ops(width: usize) -> Ops {
 
 /// The fastest operations [`Isa::current`] has for element-by-element work (`silu_mul`,
 /// `gelu_tanh_mul`, `gelu_tanh`, `exp_sum`) on rows of any length: the vector kernels finish a
-/// row's last values with the portable ones, which give the same bits. (A vision MLP 3,420
-/// wide ran its SiLU in scalar code, software `fmaf` calls included, through [`best_ops`].)
+/// row's last values with the portable ones, which give the same bits. (Through [`best_ops`], a
+/// vision MLP 3,420 wide ran its SiLU in scalar code, software `fmaf` calls included, as did
+/// the sampler's softmax over a vocabulary that is not a multiple of 8.)
 pub fn elementwise_ops() -> Ops {
     best_ops(LANES)
 }
 
 /// `x[i] = e^(x[i] - shift)`; returns their sum ([`VectorOps::exp_sum`] with
-/// [`best_ops`]`(x.len())`).
+/// [`elementwise_ops`], at any length).
 pub fn exp_sum(x: &mut [f32], shift: f32) -> f32 {
-    best_ops(x.len()).exp_sum(x, shift)
+    elementwise_ops().exp_sum(x, shift)
 }
 
 /// The largest finite value of `x`, `None` when none is finite ([`VectorOps::max_finite`] on
