@@ -14,9 +14,13 @@ long it really was. Steps:
    `--warmup` seconds their inter-token gaps are recorded for `--window` seconds (decoding
    alone); then one more long prompt is sent and the gaps recorded while it is in flight
    (decoding beside it), with its own time to first token.
+With `--image-size N` the "long prompt" is instead one chat request carrying a new N x N image
+and a short question (what a screenshot does to the streams: the image is encoded before its
+prompt is prefilled).
 Appends one JSON line to `--out` with the figures (p50/p99 gaps in ms, TTFT in s).
 """
 import argparse
+import base64
 import io
 import json
 import random
@@ -51,10 +55,19 @@ def post(url, body, timeout=3600):
 
 
 def one_long(args, seed):
-    body = {"model": args.model, "prompt": long_prompt(args.prompt_words, seed),
-            "max_tokens": 1, "temperature": 0, "cache_prompt": False}
+    if args.image_size:
+        from vision_bench import png
+        url = "data:image/png;base64," + base64.b64encode(png(seed, args.image_size)).decode()
+        route, body = "/v1/chat/completions", {"model": args.model, "max_tokens": 1,
+                                               "temperature": 0, "messages": [{
+            "role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
+                                        {"type": "text", "text": "What is in this image?"}]}]}
+    else:
+        route, body = "/v1/completions", {"model": args.model, "max_tokens": 1,
+                                          "prompt": long_prompt(args.prompt_words, seed),
+                                          "temperature": 0, "cache_prompt": False}
     start = time.perf_counter()
-    with post(args.url + "/v1/completions", body) as response:
+    with post(args.url + route, body) as response:
         reply = json.load(response)
     return {"ttft_s": time.perf_counter() - start,
             "prompt_tokens": reply.get("usage", {}).get("prompt_tokens")}
@@ -97,6 +110,8 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--label", required=True)
     ap.add_argument("--prompt-words", type=int, default=8000)
+    ap.add_argument("--image-size", type=int, default=0,
+                    help="send an image of this many pixels a side instead of a long prompt")
     ap.add_argument("--alone", type=int, default=1, help="long prompts timed alone first")
     ap.add_argument("--decoders", type=int, default=15)
     ap.add_argument("--decode-tokens", type=int, default=4000)
@@ -106,7 +121,8 @@ def main():
     args = ap.parse_args()
 
     alone = [one_long(args, 1000 + i) for i in range(args.alone)]
-    result = {"label": args.label, "prompt_words": args.prompt_words, "alone": alone}
+    result = {"label": args.label, "prompt_words": args.prompt_words,
+              "image_size": args.image_size, "alone": alone}
     if args.decoders:
         stop = threading.Event()
         all_stamps = [[] for _ in range(args.decoders)]

@@ -2,9 +2,11 @@
 //! positions) and the embeddings the model reads there, owned by the sequence.
 //!
 //! Two rules follow from the model (see docs/model.md#images-in-the-language-model):
-//! - **chunking**: a step that computes any uncached row of an image's run computes all of the
-//!   run's uncached rows, since they attend to each other ([`PromptImages::chunk_len`] cuts a
-//!   chunk before the run, or stretches it to the run's end when it starts inside one);
+//! - **chunking**: where an image's rows attend to each other both ways (Gemma 3), a step that
+//!   computes any uncached row of the run computes all of its uncached rows
+//!   ([`PromptImages::chunk_len`] cuts a chunk before the run, or stretches it to the run's end
+//!   when it starts inside one); where they are read causally (Qwen2.5-VL), a chunk may end
+//!   anywhere, as in text;
 //! - **prefix cache**: a block holding an image's soft tokens is keyed by the image's content
 //!   hash ([`PromptImages::cache_keys`]), so two different images never share a block, and the
 //!   same image at the same place after the same tokens hits (the next turn of a chat), whatever
@@ -146,13 +148,14 @@ impl PromptImages {
     }
 
     /// How many of the tokens from position `start` a step computes when the budget allows
-    /// `wanted` (> 0): `wanted`, unless its end falls inside an image's run, which is then
-    /// left whole to a later step (the chunk ends before the run) or, when the chunk starts
-    /// inside the run (a prefix-cache hit ended there), taken whole past the budget.
+    /// `wanted` (> 0): `wanted`, unless its end falls inside the run of an image whose rows
+    /// attend to each other both ways, which is then left whole to a later step (the chunk
+    /// ends before the run) or, when the chunk starts inside the run (a prefix-cache hit ended
+    /// there), taken whole past the budget. Causal image rows are cut like text.
     pub fn chunk_len(&self, start: usize, wanted: usize) -> usize {
         let end = start + wanted;
-        if wanted == 0 {
-            return 0;
+        if wanted == 0 || self.layout != ImageLayout::Bidirectional {
+            return wanted;
         }
         for run in self.runs() {
             if run.start < end && end < run.end {
@@ -168,8 +171,8 @@ impl PromptImages {
 
     /// Gives the model the embeddings of the image rows among positions
     /// `start..start + len`, computed at batch rows from `first_row` on, with each image's
-    /// rows attending to each other where the layout says so. A run the chunk holds part of
-    /// must end in it ([`PromptImages::chunk_len`]).
+    /// rows attending to each other where the layout says so. A run whose rows attend both
+    /// ways must end in the chunk if it holds part of it ([`PromptImages::chunk_len`]).
     pub fn push_rows(&self, batch: &mut Batch, start: usize, len: usize, first_row: usize) {
         let end = start + len;
         let bidirectional = self.layout == ImageLayout::Bidirectional;
@@ -177,9 +180,10 @@ impl PromptImages {
             if run.end <= start || run.start >= end {
                 continue;
             }
-            debug_assert!(run.end <= end, "a chunk ends inside an image");
-            let first = run.start.max(start);
-            let values = &span.embeddings[(first - run.start) * self.hidden..];
+            debug_assert!(!bidirectional || run.end <= end, "a chunk ends inside an image");
+            let (first, last) = (run.start.max(start), run.end.min(end));
+            let values =
+                &span.embeddings[(first - run.start) * self.hidden..(last - run.start) * self.hidden];
             let row = first_row + first - start;
             match bidirectional {
                 true => batch.push_bidirectional_image(row, values, self.hidden),

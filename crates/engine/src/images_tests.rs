@@ -113,6 +113,15 @@ fn a_multimodal_rope_layout_reads_images_causally_and_positions_every_row() {
     decode.push_sequence(&[0], 25, vec![0, 1, 2, 3, 4, 5, 6], 4, false);
     images.push_positions(&mut decode, 25, 1, 0);
     assert_eq!(decode.mrope_positions, vec![[23, 23, 23]]);
+    // Causal image rows are cut like text: a chunk may end inside the image, and only the
+    // chunk's own rows of it are given.
+    assert_eq!(images.chunk_len(0, 12), 12);
+    assert_eq!(images.chunk_len(11, 1), 1);
+    let mut batch = Batch::default();
+    batch.push_sequence(&[0; 4], 0, vec![0, 1, 2, 3], 4, false);
+    images.push_rows(&mut batch, 9, 3, 0);
+    assert_eq!(batch.input_embeddings.rows, vec![1, 2]);
+    assert_eq!(batch.input_embeddings.values, [1000.0, 1001.0, 1002.0, 1003.0]);
     // Gemma's layout sets no positions.
     let mut plain = Batch::default();
     plain.push_sequence(&[0; 4], 0, vec![0], 4, false);
