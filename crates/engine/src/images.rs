@@ -180,10 +180,13 @@ impl PromptImages {
             if run.end <= start || run.start >= end {
                 continue;
             }
-            debug_assert!(!bidirectional || run.end <= end, "a chunk ends inside an image");
+            debug_assert!(
+                !bidirectional || run.end <= end,
+                "a chunk ends inside an image"
+            );
             let (first, last) = (run.start.max(start), run.end.min(end));
-            let values =
-                &span.embeddings[(first - run.start) * self.hidden..(last - run.start) * self.hidden];
+            let values = &span.embeddings
+                [(first - run.start) * self.hidden..(last - run.start) * self.hidden];
             let row = first_row + first - start;
             match bidirectional {
                 true => batch.push_bidirectional_image(row, values, self.hidden),

@@ -121,7 +121,10 @@ fn a_multimodal_rope_layout_reads_images_causally_and_positions_every_row() {
     batch.push_sequence(&[0; 4], 0, vec![0, 1, 2, 3], 4, false);
     images.push_rows(&mut batch, 9, 3, 0);
     assert_eq!(batch.input_embeddings.rows, vec![1, 2]);
-    assert_eq!(batch.input_embeddings.values, [1000.0, 1001.0, 1002.0, 1003.0]);
+    assert_eq!(
+        batch.input_embeddings.values,
+        [1000.0, 1001.0, 1002.0, 1003.0]
+    );
     // Gemma's layout sets no positions.
     let mut plain = Batch::default();
     plain.push_sequence(&[0; 4], 0, vec![0], 4, false);

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p sluice-model --example vision_bench -- gelu [ELEMENTS]
-//! cargo run --release -p sluice-model --example vision_bench -- tower [LAYERS] [IMAGE_SIZE] [DTYPE]
+//! cargo run --release -p sluice-model --example vision_bench -- tower [LAYERS] [IMAGE_SIZE] [DTYPE] [UNIT_ROWS]
 //! ```
 //!
 //! `gelu` runs GELU-tanh in place over `ELEMENTS` values (4,304 per row, the tower's MLP width;
@@ -13,12 +13,14 @@
 //! default) at `IMAGE_SIZE` pixels a side (448 by default: 1,024 patches; the model's is 896)
 //! and prints the wall and process CPU time of the fastest of three runs; `DTYPE` (`f32` by
 //! default, `f16`, `bf16`, `q8_0`, ...) is the type its matrices are kept in, as
-//! `--vision-dtype` sets it (`bf16` runs the attention in bf16 too).
+//! `--vision-dtype` sets it (`bf16` runs the attention in bf16 too); `UNIT_ROWS` (all rows by
+//! default) cuts the row-wise stages into units of that many rows, as a server's encode gate
+//! does so that it can pause an encoding between them.
 
 use std::time::{Duration, Instant};
 
 use sluice_model::kernels::vector::{best_ops, Portable, VectorOps};
-use sluice_model::vision::{Gemma3VisionEncoder, VisionConfig};
+use sluice_model::vision::{Gemma3VisionEncoder, NoPause, Pause, VisionConfig};
 use sluice_model::WeightDtype;
 
 mod common;
@@ -76,7 +78,18 @@ fn bench_gelu(elements: usize) {
     }
 }
 
-fn bench_tower(layers: usize, image_size: usize, dtype: &str) {
+/// Units of so many rows, never pausing.
+struct UnitRows(usize);
+
+impl Pause for UnitRows {
+    fn point(&self) {}
+
+    fn unit_rows(&self) -> usize {
+        self.0
+    }
+}
+
+fn bench_tower(layers: usize, image_size: usize, dtype: &str, unit_rows: Option<usize>) {
     let dtype = WeightDtype::from_name(dtype).unwrap_or_else(|| panic!("unknown dtype {dtype}"));
     let config = VisionConfig {
         hidden_size: 1152,
@@ -99,12 +112,17 @@ fn bench_tower(layers: usize, image_size: usize, dtype: &str) {
     let mut best = (Duration::MAX, Duration::MAX);
     for _ in 0..3 {
         let (wall, cpu) = (Instant::now(), process_cpu_time());
-        std::hint::black_box(encoder.image_features(&pixels, 1));
+        let pause: &dyn Pause = match unit_rows {
+            Some(rows) => &UnitRows(rows),
+            None => &NoPause,
+        };
+        std::hint::black_box(encoder.image_features_with_pauses(&pixels, 1, pause));
         best = best.min((wall.elapsed(), process_cpu_time() - cpu));
     }
     println!(
-        "tower: {layers} layer(s), {} patches, {}: {:.3} s wall, {:.2} s CPU ({} threads)",
+        "tower: {layers} layer(s), {} patches, units of {}, {}: {:.3} s wall, {:.2} s CPU ({} threads)",
         config.num_patches(),
+        unit_rows.map_or("all".to_string(), |r| format!("{r} rows")),
         dtype.ggml_type(),
         best.0.as_secs_f64(),
         best.1.as_secs_f64(),
@@ -124,7 +142,10 @@ fn main() {
             number(1, 1),
             number(2, 448),
             args.get(3).map_or("f32", String::as_str),
+            args.get(4).map(|a| a.parse().expect("a number")),
         ),
-        _ => eprintln!("usage: vision_bench gelu [ELEMENTS] | tower [LAYERS] [IMAGE_SIZE] [DTYPE]"),
+        _ => eprintln!(
+            "usage: vision_bench gelu [ELEMENTS] | tower [LAYERS] [IMAGE_SIZE] [DTYPE] [UNIT_ROWS]"
+        ),
     }
 }

@@ -6,7 +6,7 @@
 mod common;
 
 use common::qwen_vision::{fixture, reference, QwenImageReference};
-use common::vision::max_error;
+use common::vision::{max_error, Units};
 use sluice_model::checkpoint::{Checkpoint, RawTensor, TensorSource};
 use sluice_model::vision::{Qwen2_5VisionConfig, Qwen2_5VisionEncoder};
 use sluice_model::{LoadError, WeightDtype};
@@ -96,6 +96,14 @@ fn same_bits_alone_and_in_a_batch(dtype: Option<WeightDtype>) {
         start += alone.len();
     }
     assert_eq!(start, batched.len());
+    // Cut into units of 7 rows with a pause point after each (as a server's encode gate cuts
+    // it): the same bits.
+    let units = Units::of(7);
+    let paused = encoder.image_features_with_pauses(&values.concat(), &grids, &units);
+    assert_eq!(paused, batched);
+    let whole = Units::of(usize::MAX);
+    encoder.image_features_with_pauses(&values.concat(), &grids, &whole);
+    assert!(units.points() > whole.points(), "{} points", units.points());
     assert!(encoder.image_features(&[], &[]).is_empty());
 }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::vision::{fixture, max_error, reference};
+use common::vision::{fixture, max_error, reference, Units};
 use sluice_model::checkpoint::{Checkpoint, RawTensor, TensorSource};
 use sluice_model::vision::{Gemma3VisionEncoder, VisionConfig};
 use sluice_model::{LoadError, WeightDtype};
@@ -82,6 +82,16 @@ fn same_bits_alone_and_in_a_batch(dtype: Option<WeightDtype>) {
             "image {i} differs inside the batch ({dtype:?})"
         );
     }
+    // Cut into units of 7 rows with a pause point after each (as a server's encode gate cuts
+    // it): the same bits.
+    let units = Units::of(7);
+    assert_eq!(
+        encoder.image_features_with_pauses(&batch, images.len(), &units),
+        batched
+    );
+    let whole = Units::of(usize::MAX);
+    encoder.image_features_with_pauses(&batch, images.len(), &whole);
+    assert!(units.points() > whole.points(), "{} points", units.points());
     // And in another position among other images.
     let pair = [images[3].clone(), images[0].clone()].concat();
     let pair_features = encoder.image_features(&pair, 2);

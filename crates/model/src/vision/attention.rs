@@ -14,6 +14,7 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
+use super::pause::{in_units, Pause};
 use crate::kernels::matmul::{PackedMatrix, WeightDtype};
 use crate::kernels::vector::{best_ops, elementwise_ops, VectorOps};
 
@@ -36,13 +37,15 @@ pub(crate) fn attention_dtype(dtype: Option<WeightDtype>) -> WeightDtype {
 /// `qkv: [rows, 3 · hidden]` (q, k, v side by side, each `[heads, head_dim]`) → `[rows, hidden]`,
 /// scores scaled by `head_dim^-½`; `span(row)` is the range of rows that `row` attends to (the
 /// rows of a span attend to the span itself). Spans that run as matrix products multiply in
-/// `products` (f32 or bf16).
+/// `products` (f32 or bf16). A pause point follows each head of a span run as products and
+/// each unit of rows run one at a time.
 pub(crate) fn span_attention(
     qkv: &[f32],
     hidden: usize,
     heads: usize,
     products: WeightDtype,
     span: impl Fn(usize) -> Range<usize> + Sync,
+    pause: &dyn Pause,
 ) -> Vec<f32> {
     let rows = qkv.len() / (3 * hidden);
     let mut out = vec![0f32; rows * hidden];
@@ -51,7 +54,7 @@ pub(crate) fn span_attention(
         let keys = span(row);
         let own = keys.start == row && keys.end > row && keys.end <= rows;
         if own && keys.len() >= MATMUL_MIN_ROWS {
-            matmul_span(qkv, hidden, heads, products, keys.clone(), &mut out);
+            matmul_span(qkv, hidden, heads, products, keys.clone(), &mut out, pause);
             row = keys.end;
             continue;
         }
@@ -64,7 +67,10 @@ pub(crate) fn span_attention(
             }
             end += 1;
         }
-        per_row(qkv, hidden, heads, row..end, &span, &mut out);
+        in_units(end - row, pause, |unit| {
+            let rows = row + unit.start..row + unit.end;
+            per_row(qkv, hidden, heads, rows, &span, &mut out);
+        });
         row = end;
     }
     out
@@ -112,6 +118,7 @@ fn matmul_span(
     products: WeightDtype,
     span: Range<usize>,
     out: &mut [f32],
+    pause: &dyn Pause,
 ) {
     let d = hidden / heads;
     let n = span.len();
@@ -151,6 +158,7 @@ fn matmul_span(
                 out[row * hidden + head * d..][..d].copy_from_slice(values);
             }
         }
+        pause.point();
     }
 }
 
@@ -165,7 +173,11 @@ fn softmax(scores: &mut [f32]) {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
+
     use super::*;
+    use crate::vision::pause::tests::Units;
+    use crate::vision::pause::NoPause;
 
     /// Deterministic values in [-2, 2).
     fn values(len: usize, seed: u64) -> Vec<f32> {
@@ -197,7 +209,15 @@ mod tests {
         per_row(&qkv, hidden, heads, 0..long + short, &spans, &mut by_rows);
         // bf16 products round queries, keys, weights and values to 8 significant bits.
         for (products, tolerance) in [(WeightDtype::F32, 1e-5), (WeightDtype::BF16, 3e-2)] {
-            let both = span_attention(&qkv, hidden, heads, products, spans);
+            let both = span_attention(&qkv, hidden, heads, products, spans, &NoPause);
+            // Paused after every head and every 7 rows: the same bits.
+            let units = Units::of(7);
+            let paused = span_attention(&qkv, hidden, heads, products, spans, &units);
+            assert_eq!(paused, both);
+            assert_eq!(
+                units.points.load(Ordering::Relaxed),
+                heads + short.div_ceil(7)
+            );
             let diff = (both.iter().zip(&by_rows))
                 .map(|(a, b)| (a - b).abs())
                 .fold(0.0f32, f32::max);
@@ -215,9 +235,14 @@ mod tests {
                 "the short span runs per row"
             );
             // The long image alone gives the same bits as beside the other.
-            let alone = span_attention(&qkv[..long * 3 * hidden], hidden, heads, products, |_| {
-                0..long
-            });
+            let alone = span_attention(
+                &qkv[..long * 3 * hidden],
+                hidden,
+                heads,
+                products,
+                |_| 0..long,
+                &NoPause,
+            );
             assert_eq!(&both[..long * hidden], &alone[..]);
         }
     }

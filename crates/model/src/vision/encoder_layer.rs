@@ -13,6 +13,7 @@ use rayon::prelude::*;
 
 use super::attention::{attention_dtype, span_attention};
 use super::layer_norm::LayerNorm;
+use super::pause::{in_units, Pause};
 use crate::checkpoint::TensorSource;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
@@ -75,27 +76,38 @@ impl EncoderLayer {
     }
 
     /// Runs the layer over `hidden: [images · patches, hidden]` in place, attention within each
-    /// image's `patches` rows.
-    pub fn forward(&self, hidden: &mut [f32], patches: usize) {
+    /// image's `patches` rows; row-wise stages in units of `pause.unit_rows()` rows, with a pause
+    /// point after each unit and each attention head.
+    pub fn forward(&self, hidden: &mut [f32], patches: usize, pause: &dyn Pause) {
         let (h, rows) = (self.shape.hidden, hidden.len() / self.shape.hidden);
-        let mut normed = vec![0f32; hidden.len()];
-        self.layer_norm1.forward(hidden, &mut normed);
-        let qkv = self.qkv.forward(&normed, rows);
-        let attended = self.attention(&qkv, patches);
-        self.out_proj.forward_add(&attended, rows, hidden);
-
-        self.layer_norm2.forward(hidden, &mut normed);
-        let mut act = self.fc1.forward(&normed, rows);
+        let mut qkv = vec![0f32; rows * 3 * h];
+        in_units(rows, pause, |unit| {
+            let mut normed = vec![0f32; unit.len() * h];
+            self.layer_norm1
+                .forward(&hidden[unit.start * h..unit.end * h], &mut normed);
+            let out = &mut qkv[unit.start * 3 * h..unit.end * 3 * h];
+            self.qkv.forward_into(&normed, unit.len(), out);
+        });
+        let attended = self.attention(&qkv, patches, pause);
+        drop(qkv);
         let ops = elementwise_ops();
-        act.par_chunks_mut(self.shape.intermediate)
-            .for_each(|row| ops.gelu_tanh(row));
-        self.fc2.forward_add(&act, rows, hidden);
-        debug_assert_eq!(hidden.len(), rows * h);
+        in_units(rows, pause, |unit| {
+            let n = unit.len();
+            let x = &mut hidden[unit.start * h..unit.end * h];
+            self.out_proj
+                .forward_add(&attended[unit.start * h..unit.end * h], n, x);
+            let mut normed = vec![0f32; n * h];
+            self.layer_norm2.forward(x, &mut normed);
+            let mut act = self.fc1.forward(&normed, n);
+            act.par_chunks_mut(self.shape.intermediate)
+                .for_each(|row| ops.gelu_tanh(row));
+            self.fc2.forward_add(&act, n, x);
+        });
     }
 
     /// Softmax attention of every row to every row of its image: `qkv: [rows, 3 · hidden]` →
     /// `[rows, hidden]`.
-    fn attention(&self, qkv: &[f32], patches: usize) -> Vec<f32> {
+    fn attention(&self, qkv: &[f32], patches: usize, pause: &dyn Pause) -> Vec<f32> {
         span_attention(
             qkv,
             self.shape.hidden,
@@ -105,6 +117,7 @@ impl EncoderLayer {
                 let first = row / patches * patches;
                 first..first + patches
             },
+            pause,
         )
     }
 

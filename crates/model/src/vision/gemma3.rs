@@ -11,6 +11,7 @@ use std::path::Path;
 
 use super::config::VisionConfig;
 use super::mmproj::{mmproj_config, MmprojPreprocessing, MmprojSource};
+use super::pause::{NoPause, Pause};
 use super::projector::Gemma3Projector;
 use super::siglip::SiglipVisionTower;
 use crate::checkpoint::{Checkpoint, TensorSource};
@@ -102,10 +103,21 @@ impl Gemma3VisionEncoder {
     /// `[images, mm_tokens_per_image, text_hidden]`. Each image's rows are the same bits
     /// whichever images share the call.
     pub fn image_features(&self, pixel_values: &[f32], images: usize) -> Vec<f32> {
+        self.image_features_with_pauses(pixel_values, images, &NoPause)
+    }
+
+    /// [`Gemma3VisionEncoder::image_features`] with `pause`'s points between units of work (the
+    /// same bits however the units cut it).
+    pub fn image_features_with_pauses(
+        &self,
+        pixel_values: &[f32],
+        images: usize,
+        pause: &dyn Pause,
+    ) -> Vec<f32> {
         if images == 0 {
             return Vec::new();
         }
-        let states = self.tower.forward(pixel_values, images);
+        let states = self.tower.forward(pixel_values, images, pause);
         self.projector.forward(&states, images)
     }
 

@@ -6,7 +6,8 @@
 //! bidirectional attention and the GELU MLP), `layer_norm.rs`, `projector.rs` (Gemma 3's pooling,
 //! norm and projection), `gemma3.rs` (the two together, loaded from a checkpoint), `mmproj.rs`
 //! (llama.cpp's `mmproj-*.gguf` files: their metadata and tensor names), `attention.rs` (the
-//! bidirectional attention within spans that both encoders' layers share).
+//! bidirectional attention within spans that both encoders' layers share), `pause.rs` (the
+//! points between units of work where an encoding may stop for a server's decoding steps).
 //!
 //! Qwen2.5-VL (`qwen2_5_vl/`): [`Qwen2_5VisionEncoder`] (`load`, `load_gguf`, `from_source`,
 //! `image_features(patches, grid_thw)`) over `config.rs` ([`Qwen2_5VisionConfig`]), `layout.rs`
@@ -24,6 +25,7 @@ pub mod encoder_layer;
 pub mod gemma3;
 pub mod layer_norm;
 pub mod mmproj;
+pub mod pause;
 pub mod projector;
 pub mod qwen2_5_vl;
 pub mod siglip;
@@ -31,5 +33,6 @@ pub mod siglip;
 pub use config::VisionConfig;
 pub use gemma3::Gemma3VisionEncoder;
 pub use mmproj::MmprojPreprocessing;
+pub use pause::{NoPause, Pause, UNIT_ROWS};
 pub use qwen2_5_vl::config::Qwen2_5VisionConfig;
 pub use qwen2_5_vl::Qwen2_5VisionEncoder;

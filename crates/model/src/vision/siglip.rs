@@ -15,6 +15,7 @@
 use super::config::VisionConfig;
 use super::encoder_layer::{EncoderLayer, EncoderShape};
 use super::layer_norm::LayerNorm;
+use super::pause::Pause;
 use crate::checkpoint::TensorSource;
 use crate::error::LoadError;
 use crate::kernels::matmul::{PackedMatrix, WeightDtype};
@@ -82,8 +83,9 @@ impl SiglipVisionTower {
         })
     }
 
-    /// `pixel_values: [images, C, S, S]` → the last hidden state `[images · patches, hidden]`.
-    pub fn forward(&self, pixel_values: &[f32], images: usize) -> Vec<f32> {
+    /// `pixel_values: [images, C, S, S]` → the last hidden state `[images · patches, hidden]`,
+    /// with pause points between units of work.
+    pub fn forward(&self, pixel_values: &[f32], images: usize, pause: &dyn Pause) -> Vec<f32> {
         let config = &self.config;
         let (hidden, patches) = (config.hidden_size, config.num_patches());
         assert_eq!(
@@ -101,8 +103,9 @@ impl SiglipVisionTower {
                 *v = *v + b + p;
             }
         }
+        pause.point();
         for layer in &self.layers {
-            layer.forward(&mut states, patches);
+            layer.forward(&mut states, patches, pause);
         }
         let mut out = vec![0f32; states.len()];
         self.post_layernorm.forward(&states, &mut out);

@@ -45,3 +45,33 @@ pub fn max_error(ours: &[f32], expected: &[f32]) -> f32 {
         .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
         .fold(0.0, f32::max)
 }
+
+/// Pause points every `rows` rows that never stop, counting the points reached.
+pub struct Units {
+    pub rows: usize,
+    pub points: std::sync::atomic::AtomicUsize,
+}
+
+impl Units {
+    pub fn of(rows: usize) -> Self {
+        Units {
+            rows,
+            points: Default::default(),
+        }
+    }
+
+    pub fn points(&self) -> usize {
+        self.points.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl sluice_model::vision::Pause for Units {
+    fn point(&self) {
+        self.points
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn unit_rows(&self) -> usize {
+        self.rows
+    }
+}

@@ -11,6 +11,7 @@
 use std::ops::Range;
 
 use super::super::attention::{attention_dtype, span_attention};
+use super::super::pause::{in_units, Pause};
 use crate::checkpoint::TensorSource;
 use crate::config::Activation;
 use crate::error::LoadError;
@@ -128,19 +129,43 @@ impl VisionBlock {
     }
 
     /// Runs the block over `states: [rows, hidden]` in place; row `r` attends to the rows of
-    /// `spans[r]`.
-    pub fn forward(&self, states: &mut [f32], rotary: &RotaryTables, spans: &[Range<usize>]) {
-        let rows = states.len() / self.hidden;
-        let mut normed = vec![0f32; states.len()];
-        self.norm1.forward(states, &mut normed);
-        let mut qkv = self.qkv.forward(&normed, rows);
-        rotary.apply(&mut qkv, self.hidden);
-        let attended = span_attention(&qkv, self.hidden, self.heads, self.attention, |r| {
-            spans[r].clone()
+    /// `spans[r]`. Row-wise stages run in units of `pause.unit_rows()` rows, with a pause point
+    /// after each unit (and inside attention).
+    pub fn forward(
+        &self,
+        states: &mut [f32],
+        rotary: &RotaryTables,
+        spans: &[Range<usize>],
+        pause: &dyn Pause,
+    ) {
+        let (h, rows) = (self.hidden, states.len() / self.hidden);
+        let mut qkv = vec![0f32; rows * 3 * h];
+        in_units(rows, pause, |unit| {
+            let mut normed = vec![0f32; unit.len() * h];
+            self.norm1
+                .forward(&states[unit.start * h..unit.end * h], &mut normed);
+            let out = &mut qkv[unit.start * 3 * h..unit.end * 3 * h];
+            self.qkv.forward_into(&normed, unit.len(), out);
         });
-        self.proj.forward_add(&attended, rows, states);
-        self.norm2.forward(states, &mut normed);
-        self.mlp.forward_add(&normed, rows, states);
+        rotary.apply(&mut qkv, h);
+        let attended = span_attention(
+            &qkv,
+            h,
+            self.heads,
+            self.attention,
+            |r| spans[r].clone(),
+            pause,
+        );
+        drop(qkv);
+        in_units(rows, pause, |unit| {
+            let n = unit.len();
+            let x = &mut states[unit.start * h..unit.end * h];
+            self.proj
+                .forward_add(&attended[unit.start * h..unit.end * h], n, x);
+            let mut normed = vec![0f32; n * h];
+            self.norm2.forward(x, &mut normed);
+            self.mlp.forward_add(&normed, n, x);
+        });
     }
 
     /// Bytes of weights.

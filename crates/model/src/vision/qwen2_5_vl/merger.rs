@@ -8,6 +8,8 @@
 //! [tokens, out_hidden]
 //! ```
 
+use rayon::prelude::*;
+
 use super::block::NORM_EPS;
 use crate::checkpoint::TensorSource;
 use crate::error::LoadError;
@@ -15,6 +17,7 @@ use crate::kernels::matmul::WeightDtype;
 use crate::layers::linear::Linear;
 use crate::layers::norm::RmsNorm;
 use crate::plan::NormWeight;
+use crate::vision::pause::{in_units, Pause};
 
 /// The merger's weights.
 #[derive(Debug)]
@@ -47,14 +50,22 @@ impl PatchMerger {
     }
 
     /// `states: [tokens · merge², hidden]`, each token's patches contiguous → `[tokens,
-    /// out_hidden]`.
-    pub fn forward(&self, states: &[f32]) -> Vec<f32> {
+    /// out_hidden]`, in units of `pause.unit_rows()` tokens.
+    pub fn forward(&self, states: &[f32], pause: &dyn Pause) -> Vec<f32> {
         let tokens = states.len() / self.width;
-        let mut normed = vec![0f32; states.len()];
-        self.ln_q.forward(states, &mut normed);
-        let mut act = self.fc1.forward(&normed, tokens);
-        act.iter_mut().for_each(|x| *x = gelu_erf(*x));
-        self.fc2.forward(&act, tokens)
+        let out_hidden = self.fc2.out_dim();
+        let mut out = vec![0f32; tokens * out_hidden];
+        in_units(tokens, pause, |unit| {
+            let x = &states[unit.start * self.width..unit.end * self.width];
+            let mut normed = vec![0f32; x.len()];
+            self.ln_q.forward(x, &mut normed);
+            let mut act = self.fc1.forward(&normed, unit.len());
+            act.par_chunks_mut(self.width)
+                .for_each(|row| row.iter_mut().for_each(|x| *x = gelu_erf(*x)));
+            let y = &mut out[unit.start * out_hidden..unit.end * out_hidden];
+            self.fc2.forward_into(&act, unit.len(), y);
+        });
+        out
     }
 
     /// Bytes of weights.

@@ -41,6 +41,7 @@ use crate::error::LoadError;
 use crate::kernels::matmul::{PackedMatrix, WeightDtype};
 use crate::layers::weights::target_format;
 use crate::vision::mmproj::MmprojSource;
+use crate::vision::pause::{NoPause, Pause};
 
 /// Where checkpoints put the vision transformer, most common first.
 const PREFIXES: [&str; 2] = ["visual.", "model.visual."];
@@ -133,6 +134,17 @@ impl Qwen2_5VisionEncoder {
     ///
     /// Panics when the patches do not fill the grids or a grid is not a multiple of the merge.
     pub fn image_features(&self, patches: &[f32], grid_thw: &[[usize; 3]]) -> Vec<f32> {
+        self.image_features_with_pauses(patches, grid_thw, &NoPause)
+    }
+
+    /// [`Qwen2_5VisionEncoder::image_features`] with `pause`'s points between units of work (the
+    /// same bits however the units cut it).
+    pub fn image_features_with_pauses(
+        &self,
+        patches: &[f32],
+        grid_thw: &[[usize; 3]],
+        pause: &dyn Pause,
+    ) -> Vec<f32> {
         let c = &self.config;
         let (merge, unit, kernel) = (c.spatial_merge_size, c.merge_unit(), c.patch_len());
         for &[_, h, w] in grid_thw {
@@ -174,15 +186,16 @@ impl Qwen2_5VisionEncoder {
 
         let mut states = vec![0f32; rows * c.hidden_size];
         self.patch_embed.matmul(&columns, rows, &mut states);
+        pause.point();
         let rotary = RotaryTables::new(&positions, c.head_dim(), c.rope_theta);
         for (i, block) in self.blocks.iter().enumerate() {
             let spans = match c.fullatt_block_indexes.contains(&i) {
                 true => &frame_spans,
                 false => &window_spans,
             };
-            block.forward(&mut states, &rotary, spans);
+            block.forward(&mut states, &rotary, spans, pause);
         }
-        let merged = self.merger.forward(&states);
+        let merged = self.merger.forward(&states, pause);
 
         // Back to the processor's token order, image by image.
         let out_hidden = c.out_hidden_size;
