@@ -118,6 +118,7 @@ def main():
     ap.add_argument("--warmup", type=float, default=10.0)
     ap.add_argument("--window", type=float, default=30.0)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--stamps", help="also write every stream's token times (s) to this file")
     args = ap.parse_args()
 
     alone = [one_long(args, 1000 + i) for i in range(args.alone)]
@@ -138,6 +139,9 @@ def main():
         w2 = time.perf_counter()
         stop.set()
         before, during = gaps_within(all_stamps, w0, w1), gaps_within(all_stamps, w1, w2)
+        if args.stamps:
+            with open(args.stamps, "w") as f:
+                json.dump({"window": [w0, w1, w2], "streams": [list(s) for s in all_stamps]}, f)
         result.update({
             "decoders": args.decoders,
             "gaps_alone_ms": {"n": len(before), "p50": pct(before, 0.5), "p99": pct(before, 0.99),

@@ -8,6 +8,7 @@ use crossbeam_channel::TrySendError;
 use thiserror::Error;
 use tokio::sync::mpsc;
 
+use crate::encode_gate::EncodeGate;
 use crate::metrics::EngineMetrics;
 use crate::outbox::FINAL_EVENTS_PER_CHOICE;
 use crate::request::{Event, GenerationRequest};
@@ -72,6 +73,8 @@ pub(crate) struct Shared {
     /// (after any wait for work) to start an iteration. While the engine has work, how long ago
     /// that was is how long the iteration in progress has run; the liveness probe reads it.
     loop_turned_ms: AtomicU64,
+    /// Where the model's image encodings give way to the steps.
+    pub(crate) encode_gate: Arc<EncodeGate>,
 }
 
 impl Shared {
@@ -86,6 +89,7 @@ impl Shared {
             next_id: AtomicU64::new(0),
             origin: Instant::now(),
             loop_turned_ms: AtomicU64::new(0),
+            encode_gate: EncodeGate::new(),
         }
     }
 
@@ -201,6 +205,12 @@ impl EngineHandle {
     /// The engine's counters, gauges and histograms.
     pub fn metrics(&self) -> &Arc<EngineMetrics> {
         &self.shared.metrics
+    }
+
+    /// The gate through which this engine's model's image encodings share the CPU with its
+    /// steps (`ImageInput::with_gate`).
+    pub fn encode_gate(&self) -> &Arc<EncodeGate> {
+        &self.shared.encode_gate
     }
 
     /// False once the engine thread has exited.

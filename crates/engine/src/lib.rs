@@ -2,6 +2,7 @@
 
 pub mod block_manager;
 pub mod constraint;
+pub mod encode_gate;
 pub mod engine;
 pub mod executor;
 pub mod fair_share;
@@ -25,6 +26,7 @@ pub mod step_cost;
 #[cfg(test)]
 mod testkit;
 
+pub use encode_gate::{EncodeGate, EncoderTurn};
 pub use engine::{Engine, EngineConfig};
 pub use executor::{Executor, ExecutorError, ModelExecutor};
 pub use fair_share::{CallerId, FairShareConfig};

@@ -61,6 +61,8 @@ fn start_fixture(
         ..EngineConfig::default()
     };
     let engine = Engine::start(Box::new(ModelExecutor::new(model, kv)), tokenizer, config);
+    // Encodings give way to the engine's steps, as served.
+    let images = images.with_gate(Arc::clone(engine.encode_gate()));
     Served {
         engine,
         images,
@@ -312,6 +314,40 @@ fn qwen_prompts_give_the_reference_greedy_tokens_alone_and_among_others() {
     );
     assert!(out.cached > 0, "the same prompt again hits");
     assert_eq!(out.tokens, greedy);
+    assert_eq!(served.engine.metrics().snapshot().kv_blocks_used, 0);
+    served.engine.shutdown();
+}
+
+#[test]
+fn images_encoded_while_a_stream_decodes_give_the_same_embeddings_and_tokens() {
+    let served = start(4, 256, 64);
+    let dir = fixture(GEMMA);
+    let tokenizer = Tokenizer::from_dir(&dir).unwrap();
+    let plain = ImageInput::load(VisionEncoderKind::Gemma3, &dir, None, &tokenizer).unwrap();
+    let files: Vec<Vec<u8>> = (std::fs::read_dir(dir.join("images")).unwrap())
+        .map(|entry| std::fs::read(entry.unwrap().path()).unwrap())
+        .collect();
+    let text: Vec<u32> = (0..40).map(|i| 10 + i % 300).collect();
+    let expected = tokens_of(
+        (served.engine)
+            .submit(request(text.clone(), Default::default(), 200))
+            .unwrap(),
+    );
+    // The same stream again, with every fixture image encoded through the gate meanwhile.
+    let stream = (served.engine)
+        .submit(request(text, Default::default(), 200))
+        .unwrap();
+    let gate = Arc::clone(served.engine.encode_gate());
+    std::thread::scope(|scope| {
+        let decoding = scope.spawn(|| tokens_of(stream));
+        for bytes in &files {
+            let encoded = served.images.encode(bytes).unwrap();
+            assert_eq!(encoded, plain.encode(bytes).unwrap());
+        }
+        let out = decoding.join().unwrap();
+        assert_eq!(out.tokens, expected.tokens);
+    });
+    assert_eq!(gate.active(), 0);
     assert_eq!(served.engine.metrics().snapshot().kv_blocks_used, 0);
     served.engine.shutdown();
 }

@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use sluice_model::architectures::registry::VisionEncoderKind;
-use sluice_model::vision::Gemma3VisionEncoder;
+use sluice_model::vision::{Gemma3VisionEncoder, Pause};
 use sluice_model::{LoadError, WeightDtype};
 use sluice_text::Tokenizer;
 use sluice_vision::{Gemma3ImagePrompt, ImageError, RgbImage, SiglipPreprocessor};
@@ -130,10 +130,10 @@ impl ImageEncoder for Gemma3Images {
         self.encoder.bytes()
     }
 
-    fn encode(&self, image: &RgbImage) -> Result<ImageFeatures, ImageError> {
+    fn encode(&self, image: &RgbImage, pause: &dyn Pause) -> Result<ImageFeatures, ImageError> {
         let pixels = self.preprocessor.pixel_values(image);
         Ok(ImageFeatures {
-            embeddings: self.encoder.image_features(&pixels, 1),
+            embeddings: (self.encoder).image_features_with_pauses(&pixels, 1, pause),
             grid: None,
         })
     }

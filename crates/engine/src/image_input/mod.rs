@@ -24,11 +24,13 @@ use std::sync::{Arc, Mutex};
 use sha2::{Digest, Sha256};
 use sluice_model::architectures::registry::VisionEncoderKind;
 use sluice_model::vision::mmproj::MmprojSource;
+use sluice_model::vision::{NoPause, Pause};
 use sluice_model::{LoadError, WeightDtype};
 use sluice_text::Tokenizer;
 use sluice_vision::{decode, DecodeLimits, ImageError, RgbImage};
 use thiserror::Error;
 
+use crate::encode_gate::EncodeGate;
 use crate::images::{ImageSpan, PromptImages};
 
 pub use gemma3::Gemma3Images;
@@ -92,10 +94,10 @@ pub trait ImageEncoder: Send + Sync {
     fn embedding_width(&self) -> usize;
     /// Bytes of the encoder's weights.
     fn weight_bytes(&self) -> usize;
-    /// Prepares and encodes one decoded image. Blocking.
     /// Prepares and encodes one decoded image (an image the processor cannot take, such as
-    /// one too thin to resize, is an error). Blocking.
-    fn encode(&self, image: &RgbImage) -> Result<ImageFeatures, ImageError>;
+    /// one too thin to resize, is an error), stopping at `pause`'s points when told to.
+    /// Blocking.
+    fn encode(&self, image: &RgbImage, pause: &dyn Pause) -> Result<ImageFeatures, ImageError>;
     /// How the language model reads the image rows.
     fn layout(&self) -> PromptLayout {
         PromptLayout::Bidirectional
@@ -147,6 +149,9 @@ pub struct ImageInput {
     family: Box<dyn ImageEncoder>,
     limits: DecodeLimits,
     cache: Mutex<EncodedCache>,
+    /// The serving engine's gate, through which encodings give way to its steps; `None`
+    /// encodes without pausing.
+    gate: Option<Arc<EncodeGate>>,
 }
 
 impl std::fmt::Debug for ImageInput {
@@ -165,7 +170,16 @@ impl ImageInput {
             family,
             limits: DecodeLimits::default(),
             cache: Mutex::new(EncodedCache::default()),
+            gate: None,
         }
+    }
+
+    /// The same input, its encodings giving way to the steps of the engine whose gate this is
+    /// (`EngineHandle::encode_gate`): they pause while a step runs and get what the step-time
+    /// budget leaves (`encode_gate.rs`).
+    pub fn with_gate(mut self, gate: Arc<EncodeGate>) -> Self {
+        self.gate = Some(gate);
+        self
     }
 
     /// Loads the encoder of `kind` and its processor settings from the model directory `dir`.
@@ -256,8 +270,16 @@ impl ImageInput {
         if let Some(found) = self.cache.lock().expect("not poisoned").get(&content_hash) {
             return Ok(found);
         }
+        let turn = self.gate.as_ref().map(EncodeGate::enter);
+        let pause: &dyn Pause = match &turn {
+            Some(turn) => turn,
+            None => &NoPause,
+        };
+        // Decoding and preprocessing (single-threaded, tens of milliseconds) are a unit too.
+        pause.point();
         let image = decode(bytes, self.limits)?;
-        let features = self.family.encode(&image)?;
+        let features = self.family.encode(&image, pause)?;
+        drop(turn);
         let encoded = EncodedImage {
             content_hash,
             tokens: features.embeddings.len() / self.family.embedding_width(),
@@ -382,7 +404,46 @@ impl EncodedCache {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+
+    fn gemma_fixture() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/models/gemma3-vision")
+    }
+
+    #[test]
+    fn an_encoding_waits_at_a_closed_gate_and_gives_the_same_embeddings_after() {
+        let dir = gemma_fixture();
+        let tokenizer = Tokenizer::from_dir(&dir).unwrap();
+        let load = || ImageInput::load(VisionEncoderKind::Gemma3, &dir, None, &tokenizer);
+        let bytes = std::fs::read(dir.join("images/rgb_32x32.png")).unwrap();
+        let expected = load().unwrap().encode(&bytes).unwrap();
+        let gate = EncodeGate::new();
+        let input = Arc::new(load().unwrap().with_gate(Arc::clone(&gate)));
+        // A step is running: the encoding stops at its first point.
+        gate.close();
+        let encoding = {
+            let input = Arc::clone(&input);
+            std::thread::spawn(move || input.encode(&bytes).unwrap())
+        };
+        while gate.pauses() == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!encoding.is_finished(), "encoded through a closed gate");
+        assert_eq!(gate.active(), 1);
+        // Slices too short to run anything but the one unit each share grants.
+        let mut shares = 0;
+        while !encoding.is_finished() {
+            gate.share(Duration::ZERO);
+            gate.close();
+            shares += 1;
+        }
+        assert_eq!(encoding.join().unwrap(), expected);
+        assert_eq!(gate.active(), 0);
+        assert!(shares > 10, "{shares} shares");
+    }
 
     #[test]
     fn runs_of_the_image_token_are_found_in_order() {

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use sluice_model::architectures::registry::VisionEncoderKind;
 use sluice_model::vision::mmproj::MmprojSource;
-use sluice_model::vision::Qwen2_5VisionEncoder;
+use sluice_model::vision::{Pause, Qwen2_5VisionEncoder};
 use sluice_model::{LoadError, WeightDtype};
 use sluice_text::Tokenizer;
 use sluice_vision::{ImageError, Qwen2VlImagePrompt, Qwen2VlPreprocessor, RgbImage};
@@ -182,11 +182,11 @@ impl ImageEncoder for Qwen2_5VlImages {
         }
     }
 
-    fn encode(&self, image: &RgbImage) -> Result<ImageFeatures, ImageError> {
+    fn encode(&self, image: &RgbImage, pause: &dyn Pause) -> Result<ImageFeatures, ImageError> {
         let patches = self.preprocessor.patches(image)?;
         let grid = patches.grid;
-        let embeddings =
-            (self.encoder).image_features(&patches.values, &[[grid.t, grid.h, grid.w]]);
+        let grids = [[grid.t, grid.h, grid.w]];
+        let embeddings = (self.encoder).image_features_with_pauses(&patches.values, &grids, pause);
         Ok(ImageFeatures {
             embeddings,
             grid: Some(ImageGrid {

@@ -359,9 +359,7 @@ impl ModelLoader for DirectoryLoader {
                 remedy,
             });
         }
-        let images = self
-            .image_input(dir, &files, &config, &tokenizer)?
-            .map(Arc::new);
+        let images = self.image_input(dir, &files, &config, &tokenizer)?;
         let kv_bytes = self.kv_bytes(&files);
         let draft = self.load_draft(&tokenizer, kv.num_blocks() * s.block_size)?;
         let draft_bytes = draft.as_ref().map_or(0, |d| d.memory_bytes);
@@ -425,6 +423,9 @@ impl ModelLoader for DirectoryLoader {
         let draft = draft.map(|d| d.executor);
         let engine =
             Engine::start_with_draft(executor, draft, Arc::clone(&tokenizer), engine_config);
+        // Its image encodings give way to its steps.
+        let gate = Arc::clone(engine.encode_gate());
+        let images = images.map(|input| Arc::new(input.with_gate(gate)));
         Ok(LoadedModel {
             engine,
             tokenizer,
