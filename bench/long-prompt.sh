@@ -7,7 +7,10 @@
 #     WORDS (default 8000: prompt words, about one token each), DECODERS (default 15), ROUNDS
 #     (default 1), WINDOW (default 30), CONFIGS (default "sluice llama"; "sluice-bf16" is sluice
 #     with a bf16 KV cache), LLAMA_BIN, SLUICE_ARGS,
-#     LABEL (a suffix for the labels, e.g. naming SLUICE_ARGS)
+#     LABEL (a suffix for the labels, e.g. naming SLUICE_ARGS),
+#     MMPROJ with IMAGE_SIZE: the long prompt is instead an image of IMAGE_SIZE pixels a side
+#     and a short question, both servers given the projector file (what a screenshot does to
+#     the streams decoding beside it)
 #   Writes bench/out/long-prompt/results.jsonl and prints one JSON line per run. Nothing else
 #   should run meanwhile.
 set -euo pipefail
@@ -24,6 +27,12 @@ PORT="${PORT:-8194}"
 THREADS="$(nproc)"
 STREAMS=$((DECODERS + 1))
 CTX=$((WORDS * 5 / 4 + 512))
+IMAGE_ARGS=()
+if [ -n "${IMAGE_SIZE:-}" ]; then
+  : "${MMPROJ:?MMPROJ=path/to/mmproj.gguf with IMAGE_SIZE}"
+  CTX=4096
+  IMAGE_ARGS=(--image-size "$IMAGE_SIZE")
+fi
 mkdir -p "$OUT"
 NAME="$(basename "$MODEL" .gguf)"
 PY="${PYTHON:-python3}"
@@ -33,9 +42,11 @@ serve() {
   case "$config" in
     sluice | sluice-bf16) cmd=("$SLUICE" serve --model "$MODEL" --served-model-name "$NAME"
       --port "$PORT" --max-num-seqs "$STREAMS" --max-model-len "$CTX" ${SLUICE_ARGS:-})
-      if [ "$config" = sluice-bf16 ]; then cmd+=(--kv-cache-dtype bf16); fi ;;
+      if [ "$config" = sluice-bf16 ]; then cmd+=(--kv-cache-dtype bf16); fi
+      if [ -n "${MMPROJ:-}" ]; then cmd+=(--mmproj "$MMPROJ"); fi ;;
     llama) cmd=("$LLAMA_BIN/llama-server" -m "$MODEL" --alias "$NAME" --port "$PORT"
-      -t "$THREADS" -tb "$THREADS" -np "$STREAMS" -c $((CTX * STREAMS)) --no-webui) ;;
+      -t "$THREADS" -tb "$THREADS" -np "$STREAMS" -c $((CTX * STREAMS)) --no-webui)
+      if [ -n "${MMPROJ:-}" ]; then cmd+=(--mmproj "$MMPROJ"); fi ;;
   esac
   # The previous server must be gone (a draining one still answers).
   for _ in $(seq 120); do
@@ -63,7 +74,8 @@ for round in $(seq "$ROUNDS"); do
     serve "$config"
     "$PY" "$ROOT/bench/long_prompt.py" --url "http://127.0.0.1:$PORT" --model "$NAME" \
       --label "$config${LABEL:+-$LABEL}-r$round" --prompt-words "$WORDS" --decoders "$DECODERS" \
-      --window "${WINDOW:-30}" --decode-tokens "${DECODE_TOKENS:-4000}" --out "$OUT/results.jsonl" || true
+      --window "${WINDOW:-30}" --decode-tokens "${DECODE_TOKENS:-4000}" "${IMAGE_ARGS[@]}" \
+      --stamps "$OUT/$config${LABEL:+-$LABEL}-r$round.stamps.json" --out "$OUT/results.jsonl" || true
     stop
   done
 done

@@ -4,11 +4,11 @@ use std::thread;
 use super::*;
 
 #[test]
-fn encodings_get_what_the_step_target_leaves_and_at_least_a_quarter_of_the_time() {
+fn encodings_get_what_the_step_target_leaves_and_at_least_half_the_time() {
     let ms = Duration::from_millis;
-    assert_eq!(encoder_slice(ms(100), Some(ms(250))), ms(150));
-    assert_eq!(encoder_slice(ms(240), Some(ms(250))), ms(80));
-    assert_eq!(encoder_slice(ms(600), Some(ms(250))), ms(200));
+    assert_eq!(encoder_slice(ms(50), Some(ms(250))), ms(200));
+    assert_eq!(encoder_slice(ms(200), Some(ms(250))), ms(200));
+    assert_eq!(encoder_slice(ms(600), Some(ms(250))), ms(600));
     assert_eq!(encoder_slice(ms(90), None), ms(90));
 }
 

@@ -164,6 +164,8 @@ struct EngineLoop {
     json_object_masks: Option<Arc<JsonTokenMasks>>,
     /// The step-time target, which bounds image encodings' share of the CPU too.
     step_time_target: Option<Duration>,
+    /// How long the last step waited for image encodings to stop.
+    encoders_overran: Duration,
 }
 
 impl EngineLoop {
@@ -231,6 +233,7 @@ impl EngineLoop {
             token_trie: None,
             json_object_masks: None,
             step_time_target: config.step_time_target.filter(|t| !t.is_zero()),
+            encoders_overran: Duration::ZERO,
         }
     }
 
@@ -244,7 +247,8 @@ impl EngineLoop {
             if !self.scheduler.is_idle() {
                 // Image encodings stop at their next pause point while the step runs.
                 let gate = Arc::clone(&self.shared.encode_gate);
-                gate.close();
+                // Their units in flight ran past the last slice: taken from the next one.
+                self.encoders_overran = gate.close();
                 let started = Instant::now();
                 self.step();
                 step_took = Some(started.elapsed());
@@ -256,7 +260,8 @@ impl EngineLoop {
             self.deliver_events();
             if let Some(step) = step_took {
                 // The encodings' turn: what the step-time budget leaves (encode_gate.rs).
-                let slice = encoder_slice(step, self.step_time_target);
+                let slice = encoder_slice(step, self.step_time_target)
+                    .saturating_sub(self.encoders_overran);
                 self.shared.encode_gate.share(slice);
             }
             if self.draining && self.scheduler.is_idle() && self.requests.is_empty() {
