@@ -14,7 +14,6 @@ use sluice_text::constraint::{JsonTokenMasks, TokenTrie};
 use sluice_text::Tokenizer;
 
 use crate::block_manager::{BlockManager, KvEvent};
-use crate::encode_gate::encoder_slice;
 use crate::executor::Executor;
 use crate::fair_share::FairShareConfig;
 use crate::handle::{Command, EngineHandle, RequestId, Shared};
@@ -137,8 +136,8 @@ struct AliveGuard(Arc<Shared>);
 impl Drop for AliveGuard {
     fn drop(&mut self) {
         self.0.alive.store(false, Ordering::Release);
-        // No step will come: encodings run on.
-        self.0.encode_gate.open();
+        // No step will come: every encoding runs.
+        self.0.encode_gate.set_busy(false);
     }
 }
 
@@ -162,10 +161,6 @@ struct EngineLoop {
     token_trie: Option<Arc<TokenTrie>>,
     /// `json_object` masks over it, shared by every such request.
     json_object_masks: Option<Arc<JsonTokenMasks>>,
-    /// The step-time target, which bounds image encodings' share of the CPU too.
-    step_time_target: Option<Duration>,
-    /// How long the last step waited for image encodings to stop.
-    encoders_overran: Duration,
 }
 
 impl EngineLoop {
@@ -232,8 +227,6 @@ impl EngineLoop {
             window_group: (pools.groups.iter()).position(|p| matches!(p.span, KvSpan::Window(_))),
             token_trie: None,
             json_object_masks: None,
-            step_time_target: config.step_time_target.filter(|t| !t.is_zero()),
-            encoders_overran: Duration::ZERO,
         }
     }
 
@@ -243,27 +236,16 @@ impl EngineLoop {
             // The heartbeat: after the wait for work, so an idle spell is not read as a hang.
             self.shared.loop_turned();
             self.abort_closed_requests();
-            let mut step_took = None;
             if !self.scheduler.is_idle() {
-                // Image encodings stop at their next pause point while the step runs.
-                let gate = Arc::clone(&self.shared.encode_gate);
-                // Their units in flight ran past the last slice: taken from the next one.
-                self.encoders_overran = gate.close();
-                let started = Instant::now();
+                // With steps to run, one image encoding at a time runs beside them.
+                self.shared.encode_gate.set_busy(true);
                 self.step();
-                step_took = Some(started.elapsed());
             }
             self.publish_kv_events();
             // Gauges first: a client that has its event and then scrapes /metrics must see the
             // step that produced it (the other order made a test flaky under load).
             self.publish_gauges();
             self.deliver_events();
-            if let Some(step) = step_took {
-                // The encodings' turn: what the step-time budget leaves (encode_gate.rs).
-                let slice = encoder_slice(step, self.step_time_target)
-                    .saturating_sub(self.encoders_overran);
-                self.shared.encode_gate.share(slice);
-            }
             if self.draining && self.scheduler.is_idle() && self.requests.is_empty() {
                 break;
             }
@@ -352,8 +334,8 @@ impl EngineLoop {
     /// With nothing to compute: sleeps on the inbox, or only briefly when events still wait for
     /// a slow client.
     fn wait_for_command(&mut self) -> Option<Command> {
-        // No step to make room for: encodings run freely until the next one.
-        self.shared.encode_gate.open();
+        // No step to run: every waiting image encoding runs until the next one.
+        self.shared.encode_gate.set_busy(false);
         let received = if !self.requests.is_empty() {
             self.inbox.recv_timeout(REDELIVERY_INTERVAL)
         } else if !self.draining {
