@@ -3,7 +3,7 @@
 //! An image takes seconds to encode (a Gemma-3-4B-shaped tower: some 30-40 s on two cores), on
 //! the thread pool the steps of every decoding stream run on. Each encoding running beside the
 //! steps takes about an equal share of the pool: one encoding made four streams' gaps 1.9x
-//! longer while it ran, so eight at once would make them some 9x longer. llama-server, for its
+//! longer while it ran, and each more encoding at once takes one more share. llama-server, for its
 //! part, stops every stream for the whole encoding.
 //!
 //! The gate lets **one encoding at a time run beside the steps** (the oldest; the others wait at
@@ -13,9 +13,10 @@
 //! streaming.
 //!
 //! Alternating instead (the encodings paused during every step, then given what the step-time
-//! target left) was tried first: streams 2.0x, the image 1.8-1.9x its time alone against 1.0x
-//! beside four streams, and eight images at once 35% slower, because a decode step that waits
-//! on memory and an encoding that waits on arithmetic no longer ran together.
+//! target left) was tried first. Beside four streams it was about as good (streams 2.0x, the
+//! image 1.8-1.9x its time alone; sharing 1.9-2.3x and 1.75-2.4x), but eight images at once were
+//! 18% slower (0.0396 against 0.0481 images/s on a Qwen2.5-VL-3B shape), because a decode step
+//! that waits on memory and an encoding that waits on arithmetic no longer ran together.
 //!
 //! An encoding holds an [`EncoderTurn`] while it runs ([`EncodeGate::enter`]); its points check
 //! the gate. A gate whose engine has gone lets every encoding run.
