@@ -8,7 +8,7 @@
 //!
 //! The gate lets **one encoding at a time run beside the steps** (the oldest; the others wait at
 //! their next pause point, [`sluice_model::vision::Pause`]), and every encoding run while the
-//! engine has no step to run. So the streams at most halve their speed however many images
+//! engine has no step to run. So the streams keep about half their speed however many images
 //! arrive, and the encoding beside them keeps overlapping its arithmetic with the steps' weight
 //! streaming.
 //!

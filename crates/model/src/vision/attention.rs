@@ -4,9 +4,10 @@
 //!
 //! A span of at least [`MATMUL_MIN_ROWS`] rows (an image's thousands of patches) runs as two
 //! matrix products per head on the f32 tile kernels: the scores of a block of query rows against
-//! every key (`Q·Kᵀ`, the keys packed as a weight matrix), a softmax per row, then `P·V` (the
-//! values packed transposed), in f32 or, where the encoder runs in bf16, in bf16 (queries, keys,
-//! softmax weights and values rounded to bf16, sums in f32: [`attention_dtype`]). A smaller
+//! every key (`Q·Kᵀ`, the keys packed as a weight matrix), `exp(score - max)` per row, then `P·V`
+//! (the values packed transposed) divided by each row's sum of weights, in f32 or, where the
+//! encoder runs in bf16, in bf16 (queries, keys, weights and values rounded to bf16, sums in f32:
+//! [`attention_dtype`]). A smaller
 //! span (a window of a few dozen rows) runs per query row with the vector kernels. Either way each row's output comes from fixed reduction orders over
 //! its own span's rows, so it never depends on the other images of the batch.
 
@@ -130,18 +131,26 @@ fn matmul_span(
     // every value it covers).
     let mut scores_buffer = vec![0f32; QUERY_BLOCK.min(n) * n];
     let mut attended_buffer = vec![0f32; QUERY_BLOCK.min(n) * d];
-    for head in 0..heads {
-        // Keys as the rows of a weight matrix [n, d]; values transposed, [d, n].
-        let mut k = Vec::with_capacity(n * d);
-        let mut v_t = vec![0f32; d * n];
-        for (j, row) in span.clone().enumerate() {
-            k.extend_from_slice(column(row, 1, head));
-            for (c, &x) in column(row, 2, head).iter().enumerate() {
-                v_t[c * n + j] = x;
+    let mut sums_buffer = vec![0f32; QUERY_BLOCK.min(n)];
+    // Every head's keys as the rows of a weight matrix [n, d] and values transposed, [d, n],
+    // packed at once on the pool (one head's packing alone left a core idle).
+    let packed: Vec<(PackedMatrix, PackedMatrix)> = (0..heads)
+        .into_par_iter()
+        .map(|head| {
+            let mut k = Vec::with_capacity(n * d);
+            let mut v_t = vec![0f32; d * n];
+            for (j, row) in span.clone().enumerate() {
+                k.extend_from_slice(column(row, 1, head));
+                for (c, &x) in column(row, 2, head).iter().enumerate() {
+                    v_t[c * n + j] = x;
+                }
             }
-        }
-        let keys = PackedMatrix::pack(&k, n, d, products);
-        let values = PackedMatrix::pack(&v_t, d, n, products);
+            let keys = PackedMatrix::pack(&k, n, d, products);
+            (keys, PackedMatrix::pack(&v_t, d, n, products))
+        })
+        .collect();
+    pause.point();
+    for (head, (keys, values)) in packed.iter().enumerate() {
         for block in span.clone().step_by(QUERY_BLOCK) {
             let block = block..(block + QUERY_BLOCK).min(span.end);
             let m = block.len();
@@ -151,11 +160,19 @@ fn matmul_span(
             }
             let scores = &mut scores_buffer[..m * n];
             keys.matmul(&q, m, scores);
-            scores.par_chunks_mut(n).for_each(softmax);
+            // The weights are left unnormalised (`exp(s - max)`, at most 1) and each output row
+            // is divided by its sum after `P·V`: d values a row rather than n.
+            let sums = &mut sums_buffer[..m];
+            (scores.par_chunks_mut(n).zip(sums.par_iter_mut()))
+                .for_each(|(row, sum)| *sum = exp_in_place(row));
             let attended = &mut attended_buffer[..m * d];
             values.matmul(scores, m, attended);
-            for (row, values) in block.zip(attended.chunks(d)) {
-                out[row * hidden + head * d..][..d].copy_from_slice(values);
+            for ((row, values), sum) in block.zip(attended.chunks(d)).zip(sums.iter()) {
+                let inverse = 1.0 / sum;
+                let out = &mut out[row * hidden + head * d..][..d];
+                for (o, v) in out.iter_mut().zip(values) {
+                    *o = v * inverse;
+                }
             }
         }
         pause.point();
@@ -164,11 +181,15 @@ fn matmul_span(
 
 /// `scores` → their softmax, in place (the element-wise kernels at any span length).
 fn softmax(scores: &mut [f32]) {
+    let inverse = 1.0 / exp_in_place(scores);
+    scores.iter_mut().for_each(|s| *s *= inverse);
+}
+
+/// `scores` → `exp(score - max)` in place; returns their sum.
+fn exp_in_place(scores: &mut [f32]) -> f32 {
     let ops = elementwise_ops();
     let max = ops.max_finite(scores).unwrap_or(0.0);
-    let sum = ops.exp_sum(scores, max);
-    let inverse = 1.0 / sum;
-    scores.iter_mut().for_each(|s| *s *= inverse);
+    ops.exp_sum(scores, max)
 }
 
 #[cfg(test)]
@@ -210,13 +231,13 @@ mod tests {
         // bf16 products round queries, keys, weights and values to 8 significant bits.
         for (products, tolerance) in [(WeightDtype::F32, 1e-5), (WeightDtype::BF16, 3e-2)] {
             let both = span_attention(&qkv, hidden, heads, products, spans, &NoPause);
-            // Paused after every head and every 7 rows: the same bits.
+            // Paused after packing, after every head and every 7 short-span rows: the same bits.
             let units = Units::of(7);
             let paused = span_attention(&qkv, hidden, heads, products, spans, &units);
             assert_eq!(paused, both);
             assert_eq!(
                 units.points.load(Ordering::Relaxed),
-                heads + short.div_ceil(7)
+                1 + heads + short.div_ceil(7)
             );
             let diff = (both.iter().zip(&by_rows))
                 .map(|(a, b)| (a - b).abs())

@@ -13,6 +13,7 @@ use rayon::prelude::*;
 
 use super::attention::{attention_dtype, span_attention};
 use super::layer_norm::LayerNorm;
+use super::par_rows;
 use super::pause::{in_units, Pause};
 use crate::checkpoint::TensorSource;
 use crate::error::LoadError;
@@ -83,8 +84,8 @@ impl EncoderLayer {
         let mut qkv = vec![0f32; rows * 3 * h];
         in_units(rows, pause, |unit| {
             let mut normed = vec![0f32; unit.len() * h];
-            self.layer_norm1
-                .forward(&hidden[unit.start * h..unit.end * h], &mut normed);
+            let x = &hidden[unit.start * h..unit.end * h];
+            par_rows(x, &mut normed, h, |x, out| self.layer_norm1.forward(x, out));
             let out = &mut qkv[unit.start * 3 * h..unit.end * 3 * h];
             self.qkv.forward_into(&normed, unit.len(), out);
         });
@@ -97,7 +98,7 @@ impl EncoderLayer {
             self.out_proj
                 .forward_add(&attended[unit.start * h..unit.end * h], n, x);
             let mut normed = vec![0f32; n * h];
-            self.layer_norm2.forward(x, &mut normed);
+            par_rows(x, &mut normed, h, |x, out| self.layer_norm2.forward(x, out));
             let mut act = self.fc1.forward(&normed, n);
             act.par_chunks_mut(self.shape.intermediate)
                 .for_each(|row| ops.gelu_tanh(row));

@@ -31,6 +31,24 @@ pub mod qwen2_5_vl;
 pub mod siglip;
 
 pub use config::VisionConfig;
+
+use rayon::prelude::*;
+
+/// Rows per task of [`par_rows`].
+const ROWS_PER_TASK: usize = 32;
+
+/// `f` over `x` and `out` in blocks of rows `width` wide, on the thread pool (a norm over an
+/// image's thousands of rows, which one thread would leave the others waiting on); each row is
+/// computed as `f` alone would compute it.
+pub(crate) fn par_rows(
+    x: &[f32],
+    out: &mut [f32],
+    width: usize,
+    f: impl Fn(&[f32], &mut [f32]) + Sync,
+) {
+    let block = ROWS_PER_TASK * width;
+    (out.par_chunks_mut(block).zip(x.par_chunks(block))).for_each(|(out, x)| f(x, out));
+}
 pub use gemma3::Gemma3VisionEncoder;
 pub use mmproj::MmprojPreprocessing;
 pub use pause::{NoPause, Pause, UNIT_ROWS};

@@ -11,6 +11,7 @@
 use std::ops::Range;
 
 use super::super::attention::{attention_dtype, span_attention};
+use super::super::par_rows;
 use super::super::pause::{in_units, Pause};
 use crate::checkpoint::TensorSource;
 use crate::config::Activation;
@@ -142,8 +143,8 @@ impl VisionBlock {
         let mut qkv = vec![0f32; rows * 3 * h];
         in_units(rows, pause, |unit| {
             let mut normed = vec![0f32; unit.len() * h];
-            self.norm1
-                .forward(&states[unit.start * h..unit.end * h], &mut normed);
+            let x = &states[unit.start * h..unit.end * h];
+            par_rows(x, &mut normed, h, |x, out| self.norm1.forward(x, out));
             let out = &mut qkv[unit.start * 3 * h..unit.end * 3 * h];
             self.qkv.forward_into(&normed, unit.len(), out);
         });
@@ -163,7 +164,7 @@ impl VisionBlock {
             self.proj
                 .forward_add(&attended[unit.start * h..unit.end * h], n, x);
             let mut normed = vec![0f32; n * h];
-            self.norm2.forward(x, &mut normed);
+            par_rows(x, &mut normed, h, |x, out| self.norm2.forward(x, out));
             self.mlp.forward_add(&normed, n, x);
         });
     }
