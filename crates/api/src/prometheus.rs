@@ -32,7 +32,7 @@ type HistogramSpec = (
 /// Renders every model's metrics; each sample carries a `model_name` label.
 pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
     let mut out = String::with_capacity(4096 + models.len() * 4096);
-    let gauges: [GaugeSpec; 7] = [
+    let gauges: [GaugeSpec; 8] = [
         (
             "vllm:num_requests_running",
             "Number of requests in model execution batches.",
@@ -68,6 +68,11 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
             "Most running sequences held by one caller.",
             |s| s.max_running_per_caller as f64,
         ),
+        (
+            "sluice:image_encodings",
+            "Image encodings running or waiting for their turn beside the steps.",
+            |s| s.image_encodings as f64,
+        ),
     ];
     for (name, help, value) in gauges {
         header(&mut out, name, help, "gauge");
@@ -91,7 +96,7 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
         ];
         sample(&mut out, "vllm:cache_config_info", &labels, 1.0);
     }
-    let counters: [CounterSpec; 14] = [
+    let counters: [CounterSpec; 15] = [
         (
             "vllm:prompt_tokens_total",
             "Number of prefill tokens processed.",
@@ -131,6 +136,11 @@ pub fn render(models: &[(String, MetricsSnapshot)]) -> String {
             "sluice:fair_share_preemptions_total",
             "Sequences preempted to give a caller waiting below its share a seat.",
             |s| s.fair_share_preempted,
+        ),
+        (
+            "sluice:image_encoding_waits_total",
+            "Times an image encoding waited at a pause point for its turn beside the steps.",
+            |s| s.image_encoding_waits,
         ),
         (
             "sluice:fair_share_prompt_tokens_deferred_total",

@@ -22,9 +22,12 @@
 //! the gate. A gate whose engine has gone lets every encoding run.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use sluice_model::vision::{Pause, UNIT_ROWS};
+
+use crate::metrics::EngineMetrics;
 
 /// Encodings that run beside the engine's steps; the rest wait while it has steps to run.
 const BESIDE_STEPS: usize = 1;
@@ -34,6 +37,8 @@ const BESIDE_STEPS: usize = 1;
 pub struct EncodeGate {
     state: Mutex<State>,
     changed: Condvar,
+    /// Where the encodings and their waits are counted (`sluice:image_encodings`).
+    metrics: Arc<EngineMetrics>,
 }
 
 #[derive(Debug, Default)]
@@ -43,8 +48,6 @@ struct State {
     /// The turns held, by the order they were taken.
     turns: BTreeSet<u64>,
     next_turn: u64,
-    /// Times an encoding has waited at a point, ever.
-    pauses: u64,
 }
 
 impl State {
@@ -60,12 +63,21 @@ impl EncodeGate {
         Arc::new(Self::default())
     }
 
+    /// A gate counting into the engine's `metrics`.
+    pub(crate) fn counting_into(metrics: Arc<EngineMetrics>) -> Arc<Self> {
+        Arc::new(EncodeGate {
+            metrics,
+            ..Self::default()
+        })
+    }
+
     /// Starts an encoding: its turn's points check the gate until the turn is dropped.
     pub fn enter(self: &Arc<Self>) -> EncoderTurn {
         let mut state = self.lock();
         let turn = state.next_turn;
         state.next_turn += 1;
         state.turns.insert(turn);
+        EngineMetrics::set(&self.metrics.image_encodings, state.turns.len());
         EncoderTurn {
             gate: Arc::clone(self),
             turn,
@@ -77,9 +89,9 @@ impl EncodeGate {
         self.lock().turns.len()
     }
 
-    /// Times an encoding has waited at a point for the steps.
+    /// Times an encoding has waited at a point for its turn beside the steps.
     pub fn pauses(&self) -> u64 {
-        self.lock().pauses
+        self.metrics.image_encoding_waits.load(Ordering::Relaxed)
     }
 
     /// Whether the engine has steps to run (then only the oldest encoding runs beside them).
@@ -113,7 +125,7 @@ impl Pause for EncoderTurn {
         if state.may_run(self.turn) {
             return;
         }
-        state.pauses += 1;
+        EngineMetrics::add(&gate.metrics.image_encoding_waits, 1);
         while !state.may_run(self.turn) {
             state = gate.changed.wait(state).expect("not poisoned");
         }
@@ -126,7 +138,10 @@ impl Pause for EncoderTurn {
 
 impl Drop for EncoderTurn {
     fn drop(&mut self) {
-        self.gate.lock().turns.remove(&self.turn);
+        let mut state = self.gate.lock();
+        state.turns.remove(&self.turn);
+        EngineMetrics::set(&self.gate.metrics.image_encodings, state.turns.len());
+        drop(state);
         self.gate.changed.notify_all();
     }
 }

@@ -73,14 +73,13 @@ pub(crate) struct Shared {
     /// (after any wait for work) to start an iteration. While the engine has work, how long ago
     /// that was is how long the iteration in progress has run; the liveness probe reads it.
     loop_turned_ms: AtomicU64,
-    /// Where the model's image encodings give way to the steps.
+    /// Where the model's image encodings share the CPU with the steps.
     pub(crate) encode_gate: Arc<EncodeGate>,
 }
 
 impl Shared {
     pub(crate) fn new(metrics: Arc<EngineMetrics>, max_queue: usize) -> Self {
         Shared {
-            metrics,
             alive: AtomicBool::new(true),
             accepting: AtomicBool::new(true),
             queued_seqs: AtomicUsize::new(0),
@@ -89,7 +88,8 @@ impl Shared {
             next_id: AtomicU64::new(0),
             origin: Instant::now(),
             loop_turned_ms: AtomicU64::new(0),
-            encode_gate: EncodeGate::new(),
+            encode_gate: EncodeGate::counting_into(Arc::clone(&metrics)),
+            metrics,
         }
     }
 

@@ -115,6 +115,10 @@ pub struct EngineMetrics {
     pub(crate) fair_share_prompt_tokens_deferred: AtomicU64,
     pub(crate) active_callers: AtomicUsize,
     pub(crate) max_running_per_caller: AtomicUsize,
+    /// Image encodings running or waiting at the encode gate (`encode_gate.rs` keeps it).
+    pub(crate) image_encodings: AtomicUsize,
+    /// Times an image encoding waited at a pause point for its turn beside the steps.
+    pub(crate) image_encoding_waits: AtomicU64,
     pub(crate) prompt_tokens: AtomicU64,
     pub(crate) generation_tokens: AtomicU64,
     pub(crate) requests_finished: AtomicU64,
@@ -224,6 +228,8 @@ impl Default for EngineMetrics {
             fair_share_preempted: AtomicU64::new(0),
             fair_share_prompt_tokens_deferred: AtomicU64::new(0),
             active_callers: AtomicUsize::new(0),
+            image_encodings: AtomicUsize::new(0),
+            image_encoding_waits: AtomicU64::new(0),
             max_running_per_caller: AtomicUsize::new(0),
             prompt_tokens: AtomicU64::new(0),
             generation_tokens: AtomicU64::new(0),
@@ -262,6 +268,8 @@ impl EngineMetrics {
             fair_share_preempted: load64(&self.fair_share_preempted),
             fair_share_prompt_tokens_deferred: load64(&self.fair_share_prompt_tokens_deferred),
             active_callers: load(&self.active_callers),
+            image_encodings: load(&self.image_encodings),
+            image_encoding_waits: load64(&self.image_encoding_waits),
             max_running_per_caller: load(&self.max_running_per_caller),
             prompt_tokens: load64(&self.prompt_tokens),
             generation_tokens: load64(&self.generation_tokens),
@@ -350,6 +358,10 @@ pub struct MetricsSnapshot {
     pub active_callers: usize,
     /// Most sequences one caller ran at the last step.
     pub max_running_per_caller: usize,
+    /// Image encodings running or waiting for their turn beside the steps.
+    pub image_encodings: usize,
+    /// Times an image encoding waited at a pause point for its turn beside the steps.
+    pub image_encoding_waits: u64,
     /// Prompt tokens of admitted requests (once per request).
     pub prompt_tokens: u64,
     /// Tokens generated, all choices.

@@ -348,6 +348,8 @@ fn images_encoded_while_a_stream_decodes_give_the_same_embeddings_and_tokens() {
         assert_eq!(out.tokens, expected.tokens);
     });
     assert_eq!(gate.active(), 0);
-    assert_eq!(served.engine.metrics().snapshot().kv_blocks_used, 0);
+    let metrics = served.engine.metrics().snapshot();
+    assert_eq!(metrics.image_encodings, 0, "the gauge follows the turns");
+    assert_eq!(metrics.kv_blocks_used, 0);
     served.engine.shutdown();
 }

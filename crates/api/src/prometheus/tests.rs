@@ -31,6 +31,8 @@ fn snapshot() -> MetricsSnapshot {
         fair_share_prompt_tokens_deferred: 480,
         active_callers: 2,
         max_running_per_caller: 4,
+        image_encodings: 3,
+        image_encoding_waits: 11,
         prompt_tokens: 1234,
         generation_tokens: 567,
         requests_finished: 9,
@@ -118,6 +120,8 @@ fn counters_are_exported_with_total_suffix() {
         "sluice:fair_share_prompt_tokens_deferred_total{model_name=\"llama\"} 480",
         "sluice:fair_share_active_callers{model_name=\"llama\"} 2",
         "sluice:fair_share_max_running_per_caller{model_name=\"llama\"} 4",
+        "sluice:image_encodings{model_name=\"llama\"} 3",
+        "sluice:image_encoding_waits_total{model_name=\"llama\"} 11",
         "vllm:prefix_cache_queries_total{model_name=\"llama\"} 100",
         "vllm:prefix_cache_hits_total{model_name=\"llama\"} 40",
     ] {
@@ -216,7 +220,8 @@ fn every_sample_line_parses_as_name_labels_value() {
                 || series.starts_with("sluice:kv_window_")
                 || series.starts_with("sluice:fair_share_")
                 || series.starts_with("sluice:prefix_cache_")
-                || series.starts_with("sluice:kv_disk_"))
+                || series.starts_with("sluice:kv_disk_")
+                || series.starts_with("sluice:image_encoding"))
                 && series.ends_with('}'),
             "{line}"
         );

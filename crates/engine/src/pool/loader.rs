@@ -423,7 +423,7 @@ impl ModelLoader for DirectoryLoader {
         let draft = draft.map(|d| d.executor);
         let engine =
             Engine::start_with_draft(executor, draft, Arc::clone(&tokenizer), engine_config);
-        // Its image encodings give way to its steps.
+        // Its image encodings share the CPU with its steps (one at a time beside them).
         let gate = Arc::clone(engine.encode_gate());
         let images = images.map(|input| Arc::new(input.with_gate(gate)));
         Ok(LoadedModel {
