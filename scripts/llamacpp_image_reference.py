@@ -20,13 +20,13 @@ build). Writes fixtures/gguf/llamacpp-image-reference.json.
 
 import base64
 import json
-import socket
 import struct
 import subprocess
-import time
 import urllib.request
 import zlib
 from pathlib import Path
+
+from llamacpp_reference import llama_server
 
 ROOT = Path(__file__).resolve().parent.parent
 GGUF = ROOT / "fixtures" / "gguf"
@@ -56,27 +56,8 @@ def png(width: int, height: int) -> bytes:
             + chunk(b"IDAT", zlib.compress(b"".join(rows), 9)) + chunk(b"IEND", b""))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def distribution(server: Path, model: Path, mmproj: Path, image: bytes, vocab: int) -> dict:
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(server), "-m", str(model), "--mmproj", str(mmproj), "--host", "127.0.0.1",
-         "--port", str(port), "-c", "512", "-np", "1", "-t", "2", "--no-webui"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        for _ in range(300):
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except Exception:
-                time.sleep(0.1)
+    with llama_server(server, model, 512, "--mmproj", str(mmproj)) as port:
         # The server's media marker is random unless pinned; /props names it.
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/props", timeout=10) as r:
             marker = json.load(r)["media_marker"]
@@ -99,9 +80,6 @@ def distribution(server: Path, model: Path, mmproj: Path, image: bytes, vocab: i
         for entry in top:
             row[entry["id"]] = round(entry["logprob"], 6)
         return {"prompt_tokens": out["tokens_evaluated"], "logprobs": row}
-    finally:
-        proc.terminate()
-        proc.wait()
 
 
 def main() -> None:

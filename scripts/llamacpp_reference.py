@@ -11,6 +11,7 @@ for qwen2-q256 (the default), fixtures/gguf/llamacpp-reference-NAME.json for ano
 (qwen3-moe-q256: stacked experts in Q8_0 and Q4_K_M; gemma3-p6 in Q8_0 and Q4_K_M).
 """
 
+import contextlib
 import json
 import math
 import socket
@@ -52,11 +53,14 @@ def kl(p_log, q_log):
     return sum(math.exp(p) * (p - q) for p, q in zip(p_log, q_log))
 
 
-def distributions(server: Path, model: Path, prompt: list, vocab: int, ctx: int) -> list:
+@contextlib.contextmanager
+def llama_server(server: Path, model: Path, ctx: int, *extra: str):
+    """A llama-server on `model` (one slot, two threads, `extra` flags), its port once healthy;
+    stopped on exit."""
     port = free_port()
     proc = subprocess.Popen(
         [str(server), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
-         "-c", str(ctx), "-np", "1", "-t", "2", "--no-webui"],
+         "-c", str(ctx), "-np", "1", "-t", "2", "--no-webui", *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
@@ -67,6 +71,14 @@ def distributions(server: Path, model: Path, prompt: list, vocab: int, ctx: int)
                         break
             except Exception:
                 time.sleep(0.1)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def distributions(server: Path, model: Path, prompt: list, vocab: int, ctx: int) -> list:
+    with llama_server(server, model, ctx) as port:
         rows = []
         for end in range(FIRST_POSITION, len(prompt) + 1):
             # The reported log-probabilities are the raw logits' (post_sampling_probs is off);
@@ -84,9 +96,6 @@ def distributions(server: Path, model: Path, prompt: list, vocab: int, ctx: int)
             assert len(top) == vocab, f"{model.name}: {len(top)} of {vocab} log-probs"
             rows.append(row)
         return rows
-    finally:
-        proc.terminate()
-        proc.wait()
 
 
 def main() -> None:

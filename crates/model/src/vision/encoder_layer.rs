@@ -12,9 +12,9 @@
 use rayon::prelude::*;
 
 use super::attention::{attention_dtype, span_attention};
+use super::block_units::{normed_qkv, residual_tail};
 use super::layer_norm::LayerNorm;
-use super::par_rows;
-use super::pause::{in_units, Pause};
+use super::pause::Pause;
 use crate::checkpoint::TensorSource;
 use crate::error::LoadError;
 use crate::kernels::matmul::WeightDtype;
@@ -80,30 +80,20 @@ impl EncoderLayer {
     /// image's `patches` rows; row-wise stages in units of `pause.unit_rows()` rows, with a pause
     /// point after each unit and each attention head.
     pub fn forward(&self, hidden: &mut [f32], patches: usize, pause: &dyn Pause) {
-        let (h, rows) = (self.shape.hidden, hidden.len() / self.shape.hidden);
-        let mut qkv = vec![0f32; rows * 3 * h];
-        in_units(rows, pause, |unit| {
-            let mut normed = vec![0f32; unit.len() * h];
-            let x = &hidden[unit.start * h..unit.end * h];
-            par_rows(x, &mut normed, h, |x, out| self.layer_norm1.forward(x, out));
-            let out = &mut qkv[unit.start * 3 * h..unit.end * 3 * h];
-            self.qkv.forward_into(&normed, unit.len(), out);
-        });
+        let h = self.shape.hidden;
+        let norm1 = |x: &[f32], out: &mut [f32]| self.layer_norm1.forward(x, out);
+        let qkv = normed_qkv(hidden, h, &norm1, &self.qkv, pause);
         let attended = self.attention(&qkv, patches, pause);
         drop(qkv);
         let ops = elementwise_ops();
-        in_units(rows, pause, |unit| {
-            let n = unit.len();
-            let x = &mut hidden[unit.start * h..unit.end * h];
-            self.out_proj
-                .forward_add(&attended[unit.start * h..unit.end * h], n, x);
-            let mut normed = vec![0f32; n * h];
-            par_rows(x, &mut normed, h, |x, out| self.layer_norm2.forward(x, out));
-            let mut act = self.fc1.forward(&normed, n);
+        let norm2 = |x: &[f32], out: &mut [f32]| self.layer_norm2.forward(x, out);
+        let mlp = |x: &[f32], n: usize, y: &mut [f32]| {
+            let mut act = self.fc1.forward(x, n);
             act.par_chunks_mut(self.shape.intermediate)
                 .for_each(|row| ops.gelu_tanh(row));
-            self.fc2.forward_add(&act, n, x);
-        });
+            self.fc2.forward_add(&act, n, y);
+        };
+        residual_tail(hidden, &attended, h, &self.out_proj, &norm2, &mlp, pause);
     }
 
     /// Softmax attention of every row to every row of its image: `qkv: [rows, 3 · hidden]` →

@@ -6,7 +6,8 @@
 //! bidirectional attention and the GELU MLP), `layer_norm.rs`, `projector.rs` (Gemma 3's pooling,
 //! norm and projection), `gemma3.rs` (the two together, loaded from a checkpoint), `mmproj.rs`
 //! (llama.cpp's `mmproj-*.gguf` files: their metadata and tensor names), `attention.rs` (the
-//! bidirectional attention within spans that both encoders' layers share), `pause.rs` (the
+//! bidirectional attention within spans that both encoders' layers share), `block_units.rs` (the
+//! row-wise halves of both encoders' blocks, in units), `pause.rs` (the
 //! points between units of work where an encoding may stop for a server's decoding steps).
 //!
 //! Qwen2.5-VL (`qwen2_5_vl/`): [`Qwen2_5VisionEncoder`] (`load`, `load_gguf`, `from_source`,
@@ -20,6 +21,7 @@
 //! embeddings are the same bits alone or in a batch.
 
 mod attention;
+mod block_units;
 pub mod config;
 pub mod encoder_layer;
 pub mod gemma3;

@@ -11,8 +11,8 @@
 use std::ops::Range;
 
 use super::super::attention::{attention_dtype, span_attention};
-use super::super::par_rows;
-use super::super::pause::{in_units, Pause};
+use super::super::block_units::{normed_qkv, residual_tail};
+use super::super::pause::Pause;
 use crate::checkpoint::TensorSource;
 use crate::config::Activation;
 use crate::error::LoadError;
@@ -139,15 +139,9 @@ impl VisionBlock {
         spans: &[Range<usize>],
         pause: &dyn Pause,
     ) {
-        let (h, rows) = (self.hidden, states.len() / self.hidden);
-        let mut qkv = vec![0f32; rows * 3 * h];
-        in_units(rows, pause, |unit| {
-            let mut normed = vec![0f32; unit.len() * h];
-            let x = &states[unit.start * h..unit.end * h];
-            par_rows(x, &mut normed, h, |x, out| self.norm1.forward(x, out));
-            let out = &mut qkv[unit.start * 3 * h..unit.end * 3 * h];
-            self.qkv.forward_into(&normed, unit.len(), out);
-        });
+        let h = self.hidden;
+        let norm1 = |x: &[f32], out: &mut [f32]| self.norm1.forward(x, out);
+        let mut qkv = normed_qkv(states, h, &norm1, &self.qkv, pause);
         rotary.apply(&mut qkv, h);
         let attended = span_attention(
             &qkv,
@@ -158,15 +152,9 @@ impl VisionBlock {
             pause,
         );
         drop(qkv);
-        in_units(rows, pause, |unit| {
-            let n = unit.len();
-            let x = &mut states[unit.start * h..unit.end * h];
-            self.proj
-                .forward_add(&attended[unit.start * h..unit.end * h], n, x);
-            let mut normed = vec![0f32; n * h];
-            par_rows(x, &mut normed, h, |x, out| self.norm2.forward(x, out));
-            self.mlp.forward_add(&normed, n, x);
-        });
+        let norm2 = |x: &[f32], out: &mut [f32]| self.norm2.forward(x, out);
+        let mlp = |x: &[f32], n: usize, y: &mut [f32]| self.mlp.forward_add(x, n, y);
+        residual_tail(states, &attended, h, &self.proj, &norm2, &mlp, pause);
     }
 
     /// Bytes of weights.
