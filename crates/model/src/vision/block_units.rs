@@ -15,6 +15,9 @@ use crate::layers::linear::Linear;
 /// A norm over rows `width` wide: `(x, out)`.
 pub(crate) type RowNorm<'a> = &'a (dyn Fn(&[f32], &mut [f32]) + Sync);
 
+/// An MLP over `rows` rows of `x` that adds its output to `y`: `(x, rows, y)`.
+pub(crate) type RowMlp<'a> = &'a (dyn Fn(&[f32], usize, &mut [f32]) + Sync);
+
 /// `qkv_proj(norm(states))` for `states: [rows, width]`: `[rows, qkv_proj.out_dim()]`.
 pub(crate) fn normed_qkv(
     states: &[f32],
@@ -43,7 +46,7 @@ pub(crate) fn residual_tail(
     width: usize,
     out_proj: &Linear,
     norm: RowNorm,
-    mlp: &(dyn Fn(&[f32], usize, &mut [f32]) + Sync),
+    mlp: RowMlp,
     pause: &dyn Pause,
 ) {
     in_units(states.len() / width, pause, |unit| {
