@@ -1,21 +1,10 @@
 //! `--mmproj` files beside `--model`s.
 
 use super::*;
-use sluice_engine::pool::{KvCacheMemory, LoadSettings};
-use sluice_engine::EngineConfig;
+use sluice_engine::pool::LoadSettings;
 
 fn loader() -> DirectoryLoader {
-    DirectoryLoader::new(LoadSettings {
-        dtype: None,
-        vision_dtype: None,
-        kv_dtype: None,
-        block_size: 16,
-        kv_cache_memory: KvCacheMemory::Fixed(1 << 20),
-        max_model_len: None,
-        engine: EngineConfig::default(),
-        kv_disk: None,
-        kv_events: None,
-    })
+    DirectoryLoader::new(LoadSettings::with_fixed_kv(16, 1 << 20))
 }
 
 #[test]

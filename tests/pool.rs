@@ -9,9 +9,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use sluice_api::{router_for, ApiConfig, ModelRegistry};
 use sluice_engine::pool::{
-    Budget, DirectoryLoader, KvCacheMemory, LoadSettings, ModelLoader, ModelPool, ModelSpec,
+    Budget, DirectoryLoader, LoadSettings, ModelLoader, ModelPool, ModelSpec,
 };
-use sluice_engine::EngineConfig;
 use sluice_model::WeightDtype;
 #[path = "support/metrics.rs"]
 mod metrics;
@@ -27,14 +26,7 @@ fn fixture(name: &str) -> PathBuf {
 fn settings() -> LoadSettings {
     LoadSettings {
         dtype: Some(WeightDtype::F32),
-        vision_dtype: None,
-        kv_dtype: None,
-        block_size: 16,
-        kv_cache_memory: KvCacheMemory::Fixed(KV_CACHE_BYTES),
-        max_model_len: None,
-        engine: EngineConfig::default(),
-        kv_disk: None,
-        kv_events: None,
+        ..LoadSettings::with_fixed_kv(16, KV_CACHE_BYTES)
     }
 }
 

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sluice_engine::kv_disk::DiskCache;
-use sluice_engine::pool::{DirectoryLoader, KvCacheMemory, LoadSettings, ModelLoader};
+use sluice_engine::pool::{DirectoryLoader, LoadSettings, ModelLoader};
 use sluice_engine::{
-    EngineConfig, EngineHandle, Event, GenerationRequest, Priority, PromptOutputs, RequestStream,
-    SamplingParams, StopRules,
+    EngineHandle, Event, GenerationRequest, Priority, PromptOutputs, RequestStream, SamplingParams,
+    StopRules,
 };
 use sluice_model::WeightDtype;
 
@@ -24,14 +24,8 @@ fn fixture(name: &str) -> PathBuf {
 fn settings(dtype: Option<WeightDtype>, kv_disk: Option<Arc<DiskCache>>) -> LoadSettings {
     LoadSettings {
         dtype,
-        vision_dtype: None,
-        kv_dtype: None,
-        block_size: 4,
-        kv_cache_memory: KvCacheMemory::Fixed(8 << 20),
-        max_model_len: None,
-        engine: EngineConfig::default(),
         kv_disk,
-        kv_events: None,
+        ..LoadSettings::with_fixed_kv(4, 8 << 20)
     }
 }
 

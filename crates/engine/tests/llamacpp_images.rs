@@ -12,10 +12,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::Value;
-use sluice_engine::pool::{DirectoryLoader, KvCacheMemory, LoadSettings, LoadedModel, ModelLoader};
-use sluice_engine::{
-    EngineConfig, Event, GenerationRequest, Priority, PromptOutputs, SamplingParams, StopRules,
-};
+use sluice_engine::pool::{DirectoryLoader, LoadSettings, LoadedModel, ModelLoader};
+use sluice_engine::{Event, GenerationRequest, Priority, PromptOutputs, SamplingParams, StopRules};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -29,20 +27,10 @@ fn reference() -> Value {
 /// The model as served by default: its matrices in their stored types (f16).
 fn load(model: &str, mmproj: &str) -> LoadedModel {
     let gguf = root().join("fixtures/gguf");
-    DirectoryLoader::new(LoadSettings {
-        dtype: None,
-        vision_dtype: None,
-        kv_dtype: None,
-        block_size: 4,
-        kv_cache_memory: KvCacheMemory::Fixed(4 << 20),
-        max_model_len: None,
-        engine: EngineConfig::default(),
-        kv_disk: None,
-        kv_events: None,
-    })
-    .with_projector(gguf.join(model), gguf.join(mmproj))
-    .load(&gguf.join(model))
-    .unwrap()
+    DirectoryLoader::new(LoadSettings::with_fixed_kv(4, 4 << 20))
+        .with_projector(gguf.join(model), gguf.join(mmproj))
+        .load(&gguf.join(model))
+        .unwrap()
 }
 
 /// Every token's log-probability after the prompt of `case` with the image file `image`, and

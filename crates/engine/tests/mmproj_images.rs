@@ -17,10 +17,9 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use sluice_engine::pool::{DirectoryLoader, KvCacheMemory, LoadSettings, LoadedModel, ModelLoader};
+use sluice_engine::pool::{DirectoryLoader, LoadSettings, LoadedModel, ModelLoader};
 use sluice_engine::{
-    EngineConfig, Event, GenerationRequest, ImageInput, Priority, PromptOutputs, SamplingParams,
-    StopRules,
+    Event, GenerationRequest, ImageInput, Priority, PromptOutputs, SamplingParams, StopRules,
 };
 use sluice_model::architectures::registry::VisionEncoderKind;
 use sluice_model::WeightDtype;
@@ -43,14 +42,7 @@ const TEXT: &str = "gemma3-vision-f16.gguf";
 fn loader() -> DirectoryLoader {
     DirectoryLoader::new(LoadSettings {
         dtype: Some(WeightDtype::F32),
-        vision_dtype: None,
-        kv_dtype: None,
-        block_size: 4,
-        kv_cache_memory: KvCacheMemory::Fixed(4 << 20),
-        max_model_len: None,
-        engine: EngineConfig::default(),
-        kv_disk: None,
-        kv_events: None,
+        ..LoadSettings::with_fixed_kv(4, 4 << 20)
     })
 }
 

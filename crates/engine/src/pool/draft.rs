@@ -139,7 +139,7 @@ mod tests {
     use sluice_model::WeightDtype;
 
     use super::super::loader::ModelLoader;
-    use super::super::{KvCacheMemory, LoadSettings};
+    use super::super::LoadSettings;
     use super::*;
     use crate::speculation::SpeculationConfig;
     use crate::testkit::fixture;
@@ -148,10 +148,6 @@ mod tests {
     fn loader(draft: &Path) -> DirectoryLoader {
         DirectoryLoader::new(LoadSettings {
             dtype: Some(WeightDtype::F32),
-            vision_dtype: None,
-            kv_dtype: None,
-            block_size: 16,
-            kv_cache_memory: KvCacheMemory::Fixed(1 << 20),
             max_model_len: Some(128),
             engine: EngineConfig {
                 speculation: Some(SpeculationConfig {
@@ -161,8 +157,7 @@ mod tests {
                 }),
                 ..EngineConfig::default()
             },
-            kv_disk: None,
-            kv_events: None,
+            ..LoadSettings::with_fixed_kv(16, 1 << 20)
         })
     }
 

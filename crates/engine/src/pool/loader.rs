@@ -121,6 +121,26 @@ pub struct LoadSettings {
     pub kv_events: Option<Arc<dyn KvEventPublisher>>,
 }
 
+impl LoadSettings {
+    /// The server's defaults (each matrix kept in its stored type, the model's own context and
+    /// KV dtype, the engine's default limits, no disk tier, no KV events) with a KV pool of
+    /// `kv_bytes` for every model, in blocks of `block_size` tokens. Set any other field with
+    /// struct update syntax.
+    pub fn with_fixed_kv(block_size: usize, kv_bytes: usize) -> Self {
+        LoadSettings {
+            dtype: None,
+            vision_dtype: None,
+            kv_dtype: None,
+            block_size,
+            kv_cache_memory: KvCacheMemory::Fixed(kv_bytes),
+            max_model_len: None,
+            engine: EngineConfig::default(),
+            kv_disk: None,
+            kv_events: None,
+        }
+    }
+}
+
 /// Loads Hugging Face model directories (config, safetensors, tokenizer) and GGUF files (with
 /// their projector files, for images) with one set of [`LoadSettings`].
 #[derive(Debug, Clone)]

@@ -8,14 +8,8 @@ use crate::testkit::fixture;
 fn loader(dtype: WeightDtype) -> DirectoryLoader {
     DirectoryLoader::new(LoadSettings {
         dtype: Some(dtype),
-        vision_dtype: None,
-        kv_dtype: None,
-        block_size: 16,
-        kv_cache_memory: KvCacheMemory::Fixed(1 << 20),
         max_model_len: Some(128),
-        engine: EngineConfig::default(),
-        kv_disk: None,
-        kv_events: None,
+        ..LoadSettings::with_fixed_kv(16, 1 << 20)
     })
 }
 
