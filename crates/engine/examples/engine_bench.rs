@@ -12,9 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use sluice_engine::{
-    Engine, EngineConfig, Event, GenerationRequest, ModelExecutor, SamplingParams, StopRules,
-};
+use sluice_engine::{Engine, EngineConfig, Event, GenerationRequest, ModelExecutor};
 use sluice_model::{KvCache, KvDtype, LoadOptions, Model, WeightDtype};
 use sluice_text::Tokenizer;
 
@@ -75,24 +73,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     ((round * 7919 + i * 104_729 + j * 31) % (config.vocab_size - 1)) as u32 + 1
                 })
                 .collect();
-            streams.push(engine.submit(GenerationRequest {
-                prompt_tokens: prompt,
-                n: 1,
-                sampling: SamplingParams {
-                    temperature: 0.0,
-                    ..SamplingParams::default()
-                },
-                stop: StopRules {
-                    max_tokens: output_len,
-                    ignore_eos: true,
-                    ..StopRules::default()
-                },
-                priority: Default::default(),
-                cache_salt: None,
-                caller: None,
-                images: Default::default(),
-                prompt_outputs: sluice_engine::PromptOutputs::default(),
-            })?);
+            streams.push(engine.submit(GenerationRequest::greedy(prompt, output_len))?);
         }
         // One reader thread per stream, so each token is timed when it arrives.
         let readers: Vec<_> = streams

@@ -236,6 +236,30 @@ impl Task {
 }
 
 impl GenerationRequest {
+    /// One greedy choice of `max_tokens` tokens after `prompt_tokens`, whatever the model would
+    /// end it with (`ignore_eos`), at normal priority, without images, caller or cache salt;
+    /// set any other field with struct update syntax (tests, benchmarks).
+    pub fn greedy(prompt_tokens: Vec<u32>, max_tokens: u32) -> Self {
+        GenerationRequest {
+            prompt_tokens,
+            n: 1,
+            sampling: SamplingParams {
+                temperature: 0.0,
+                ..SamplingParams::default()
+            },
+            stop: StopRules {
+                max_tokens,
+                ignore_eos: true,
+                ..StopRules::default()
+            },
+            priority: Priority::Normal,
+            cache_salt: None,
+            caller: None,
+            images: Default::default(),
+            prompt_outputs: PromptOutputs::default(),
+        }
+    }
+
     /// What the request is for: pooling makes it an embedding, generating nothing a score.
     pub fn task(&self) -> Task {
         if self.prompt_outputs.pooling.is_some() {

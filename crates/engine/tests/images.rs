@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use sluice_engine::{
     Engine, EngineConfig, EngineHandle, Event, FinishReason, GenerationRequest, ImageInput,
-    ModelExecutor, Priority, PromptImages, PromptOutputs, RequestStream, SamplingParams, StopRules,
+    ModelExecutor, PromptImages, RequestStream, SamplingParams,
 };
 use sluice_model::architectures::registry::{vision_encoder, VisionEncoderKind};
 use sluice_model::{KvCache, KvDtype, LoadOptions, Model};
@@ -127,23 +127,13 @@ fn prompt_images(served: &Served, prompt: &[u32], files: &[String]) -> Arc<Promp
 
 fn request(prompt: Vec<u32>, images: Arc<PromptImages>, max_tokens: u32) -> GenerationRequest {
     GenerationRequest {
-        prompt_tokens: prompt,
-        n: 1,
         sampling: SamplingParams {
             logprobs: Some(TOP),
             temperature: 0.0,
             ..SamplingParams::default()
         },
-        stop: StopRules {
-            max_tokens,
-            ignore_eos: true,
-            ..StopRules::default()
-        },
-        priority: Priority::Normal,
-        cache_salt: None,
-        caller: None,
         images,
-        prompt_outputs: PromptOutputs::default(),
+        ..GenerationRequest::greedy(prompt, max_tokens)
     }
 }
 

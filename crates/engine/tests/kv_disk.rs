@@ -9,10 +9,7 @@ use std::sync::Arc;
 
 use sluice_engine::kv_disk::DiskCache;
 use sluice_engine::pool::{DirectoryLoader, LoadSettings, ModelLoader};
-use sluice_engine::{
-    EngineHandle, Event, GenerationRequest, Priority, PromptOutputs, RequestStream, SamplingParams,
-    StopRules,
-};
+use sluice_engine::{EngineHandle, Event, GenerationRequest, RequestStream, SamplingParams};
 use sluice_model::WeightDtype;
 
 fn fixture(name: &str) -> PathBuf {
@@ -31,24 +28,14 @@ fn settings(dtype: Option<WeightDtype>, kv_disk: Option<Arc<DiskCache>>) -> Load
 
 fn request(prompt: Vec<u32>, seed: Option<u64>, salt: Option<u64>) -> GenerationRequest {
     GenerationRequest {
-        prompt_tokens: prompt,
-        n: 1,
         sampling: SamplingParams {
             temperature: if seed.is_some() { 1.0 } else { 0.0 },
             seed,
             logprobs: Some(3),
             ..SamplingParams::default()
         },
-        stop: StopRules {
-            max_tokens: 8,
-            ignore_eos: true,
-            ..StopRules::default()
-        },
-        priority: Priority::Normal,
         cache_salt: salt,
-        caller: None,
-        images: Default::default(),
-        prompt_outputs: PromptOutputs::default(),
+        ..GenerationRequest::greedy(prompt, 8)
     }
 }
 

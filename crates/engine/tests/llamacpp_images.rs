@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use sluice_engine::pool::{DirectoryLoader, LoadSettings, LoadedModel, ModelLoader};
-use sluice_engine::{Event, GenerationRequest, Priority, PromptOutputs, SamplingParams, StopRules};
+use sluice_engine::{Event, GenerationRequest, PromptOutputs};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -63,26 +63,13 @@ fn distribution(
     let vocab = case["logprobs"].as_array().unwrap().len();
     let images = Arc::new(input.prompt_images(&prompt, vec![encoded]).unwrap());
     let request = GenerationRequest {
-        prompt_tokens: prompt,
-        n: 1,
-        sampling: SamplingParams {
-            temperature: 0.0,
-            ..SamplingParams::default()
-        },
-        stop: StopRules {
-            max_tokens: 1,
-            ignore_eos: true,
-            ..StopRules::default()
-        },
-        priority: Priority::Normal,
-        cache_salt: None,
-        caller: None,
         images,
         // Every token's log-probability at the position after the prompt.
         prompt_outputs: PromptOutputs {
             next_token_candidates: (0..vocab as u32).collect(),
             ..PromptOutputs::default()
         },
+        ..GenerationRequest::greedy(prompt, 1)
     };
     let mut stream = model.engine.submit(request).unwrap();
     let mut row = vec![f32::NEG_INFINITY; vocab];

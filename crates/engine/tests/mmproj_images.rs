@@ -18,9 +18,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use sluice_engine::pool::{DirectoryLoader, LoadSettings, LoadedModel, ModelLoader};
-use sluice_engine::{
-    Event, GenerationRequest, ImageInput, Priority, PromptOutputs, SamplingParams, StopRules,
-};
+use sluice_engine::{Event, GenerationRequest, ImageInput, SamplingParams};
 use sluice_model::architectures::registry::VisionEncoderKind;
 use sluice_model::WeightDtype;
 use sluice_text::Tokenizer;
@@ -104,23 +102,13 @@ fn generate_from(
         .collect();
     let images = std::sync::Arc::new(input.prompt_images(&prompt, encoded).unwrap());
     let request = GenerationRequest {
-        prompt_tokens: prompt,
-        n: 1,
         sampling: SamplingParams {
             logprobs: Some(5),
             temperature: 0.0,
             ..SamplingParams::default()
         },
-        stop: StopRules {
-            max_tokens,
-            ignore_eos: true,
-            ..StopRules::default()
-        },
-        priority: Priority::Normal,
-        cache_salt: None,
-        caller: None,
         images,
-        prompt_outputs: PromptOutputs::default(),
+        ..GenerationRequest::greedy(prompt, max_tokens)
     };
     let mut stream = model.engine.submit(request).unwrap();
     let (mut tokens, mut tops) = (Vec::new(), Vec::new());
