@@ -87,70 +87,70 @@ impl StepCostModel {
         }
     }
 
-    /// The current estimate; `None` before the first step. The three-rate fit where the steps
-    /// seen tell the rates apart and it is physical (no negative rate); else the fit without
-    /// attention; else every second charged to tokens alone.
+    /// The current estimate; `None` before the first step: the least-squares fit over the
+    /// rates that are physical (none negative, a token costs something). Where the full
+    /// three-rate fit is physical it is that; where noise or steps that do not tell the rates
+    /// apart push it outside physics, the best fit that leaves out the logit rows, the
+    /// attention or both (every second charged to tokens alone, which overestimates a prompt
+    /// token and so errs towards shorter steps).
     pub fn estimate(&self) -> Option<StepCost> {
         let (xx, xs) = (&self.xx, &self.xs);
         if xx[0][0] <= 0.0 {
             return None;
         }
-        if let Some([t, r, a]) = solve::<3>(xx, xs) {
-            if t > 0.0 && r >= 0.0 && a >= 0.0 {
-                return Some(StepCost {
-                    per_token: t,
-                    per_logit_row: r,
-                    per_attended: a / ATTENDED_UNIT,
-                });
-            }
-        }
-        if let Some([t, r]) = solve::<2>(xx, xs) {
-            if t > 0.0 && r >= 0.0 {
-                return Some(StepCost {
-                    per_token: t,
-                    per_logit_row: r,
-                    per_attended: 0.0,
-                });
-            }
-        }
-        // One kind of step only (say decodes only, where tokens = rows), or noise that pushes
-        // the fit outside physics: every token carries the whole cost. That overestimates a
-        // prompt token, which errs towards shorter steps.
-        Some(StepCost {
-            per_token: xs[0] / xx[0][0],
-            per_logit_row: 0.0,
-            per_attended: 0.0,
-        })
+        // Features a fit uses (bit i: feature i); every fit charges tokens.
+        const FITS: [u8; 4] = [0b111, 0b101, 0b011, 0b001];
+        FITS.iter()
+            .filter_map(|&fit| {
+                let rates = solve(xx, xs, fit)?;
+                let physical = rates[0] > 0.0 && rates.iter().all(|&r| r >= 0.0);
+                // The fit's squared error less the observations' own (the same for every
+                // fit): -Σ rateᵢ·xsᵢ at the least-squares solution.
+                let error = -(0..FEATURES).map(|i| rates[i] * xs[i]).sum::<f64>();
+                physical.then_some((error, rates))
+            })
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, [t, r, a])| StepCost {
+                per_token: t,
+                per_logit_row: r,
+                per_attended: a / ATTENDED_UNIT,
+            })
     }
 }
 
-/// Solves the normal equations of the first `N` features by Gaussian elimination; `None` when
-/// the steps seen do not tell those features apart (the matrix is near singular relative to
-/// its diagonal, which bounds the determinant of such a matrix).
-fn solve<const N: usize>(
+/// Solves the normal equations of the features in `fit` (bit i: feature i; the others' rates
+/// are 0) by Gaussian elimination; `None` when the steps seen do not tell those features apart
+/// (the matrix is near singular relative to its diagonal, which bounds the determinant of such
+/// a matrix).
+fn solve(
     xx: &[[f64; FEATURES]; FEATURES],
     xs: &[f64; FEATURES],
-) -> Option<[f64; N]> {
-    let mut m = [[0f64; N]; N];
-    let mut v = [0f64; N];
-    for i in 0..N {
-        m[i].copy_from_slice(&xx[i][..N]);
-        v[i] = xs[i];
+    fit: u8,
+) -> Option<[f64; FEATURES]> {
+    let used: Vec<usize> = (0..FEATURES).filter(|i| fit & (1 << i) != 0).collect();
+    let n = used.len();
+    let mut m = [[0f64; FEATURES]; FEATURES];
+    let mut v = [0f64; FEATURES];
+    for (a, &i) in used.iter().enumerate() {
+        for (b, &j) in used.iter().enumerate() {
+            m[a][b] = xx[i][j];
+        }
+        v[a] = xs[i];
     }
-    let diagonal: f64 = (0..N).map(|i| m[i][i]).product();
+    let diagonal: f64 = (0..n).map(|i| m[i][i]).product();
     let mut det = 1.0;
-    for col in 0..N {
-        let pivot = (col..N).max_by(|&a, &b| m[a][col].abs().total_cmp(&m[b][col].abs()))?;
+    for col in 0..n {
+        let pivot = (col..n).max_by(|&a, &b| m[a][col].abs().total_cmp(&m[b][col].abs()))?;
         if m[pivot][col] == 0.0 {
             return None;
         }
         m.swap(col, pivot);
         v.swap(col, pivot);
         det *= m[col][col];
-        for row in col + 1..N {
+        for row in col + 1..n {
             let f = m[row][col] / m[col][col];
             let pivot_row = m[col];
-            for (x, p) in m[row][col..].iter_mut().zip(&pivot_row[col..]) {
+            for (x, p) in m[row][col..n].iter_mut().zip(&pivot_row[col..n]) {
                 *x -= f * p;
             }
             v[row] -= f * v[col];
@@ -160,12 +160,16 @@ fn solve<const N: usize>(
     if det.abs().partial_cmp(&(1e-6 * diagonal)) != Some(std::cmp::Ordering::Greater) {
         return None;
     }
-    let mut x = [0f64; N];
-    for row in (0..N).rev() {
-        let rest: f64 = (row + 1..N).map(|k| m[row][k] * x[k]).sum();
+    let mut x = [0f64; FEATURES];
+    for row in (0..n).rev() {
+        let rest: f64 = (row + 1..n).map(|k| m[row][k] * x[k]).sum();
         x[row] = (v[row] - rest) / m[row][row];
     }
-    Some(x)
+    let mut rates = [0f64; FEATURES];
+    for (a, &i) in used.iter().enumerate() {
+        rates[i] = x[a];
+    }
+    Some(rates)
 }
 
 #[cfg(test)]
@@ -240,6 +244,21 @@ mod tests {
             (0.003..0.005).contains(&e.per_token),
             "between the two steps' own rates: {e:?}"
         );
+    }
+
+    #[test]
+    fn noise_in_the_logit_rows_does_not_drop_the_attention() {
+        let mut m = StepCostModel::default();
+        // 1 ms a token and 0.1 µs per attended position; the second step's extra logit rows
+        // came out faster (noise), which makes the three-rate fit's row rate negative.
+        m.observe(100, 1, 0, 0.1);
+        m.observe(100, 50, 0, 0.09);
+        m.observe(50, 1, 500_000, 0.1);
+        m.observe(50, 1, 0, 0.05);
+        let e = m.estimate().unwrap();
+        assert_eq!(e.per_logit_row, 0.0, "{e:?}");
+        let deep = e.seconds(50, 1, 500_000);
+        assert!((deep - 0.1).abs() < 0.01, "a deep chunk still costs its attention: {e:?}");
     }
 
     #[test]
