@@ -81,6 +81,16 @@ fn parse_quantize(name: &str) -> Result<WeightDtype, String> {
         })
 }
 
+/// `--prefill-share F`: a share of a step, strictly between 0 and 1.
+fn parse_share(value: &str) -> Result<f64, String> {
+    match value.parse::<f64>() {
+        Ok(share) if share > 0.0 && share < 1.0 => Ok(share),
+        _ => Err(format!(
+            "`{value}` is not a share strictly between 0 and 1 (e.g. 0.5)"
+        )),
+    }
+}
+
 /// Model loading and engine flags shared by `serve` and `generate`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct EngineArgs {
@@ -92,10 +102,15 @@ pub struct EngineArgs {
     pub max_num_batched_tokens: usize,
     /// While streams are decoding, prompt chunks are sized (from measured step times) so that
     /// one step takes about this long, which bounds the stall a new prompt causes to running
-    /// streams; prompts still get at least half of every step. 0 turns it off: only
+    /// streams; prompts still get at least --prefill-share of every step. 0 turns it off: only
     /// --max-num-batched-tokens bounds a step.
-    #[arg(long, default_value_t = 250)]
+    #[arg(long, default_value_t = sluice_engine::DEFAULT_STEP_TIME_TARGET.as_millis() as u64)]
     pub step_time_target_ms: u64,
+    /// While streams are decoding, the least share of each step's time that prompts get (0.5:
+    /// as much as the decodes). A long prompt then slows the streams by at most 1/(1-share)
+    /// and runs at no less than this share of its speed alone.
+    #[arg(long, default_value_t = sluice_engine::DEFAULT_PREFILL_SHARE, value_parser = parse_share)]
+    pub prefill_share: f64,
     /// Waiting requests allowed before new ones get 429.
     #[arg(long, default_value_t = 256)]
     pub max_queue: usize,
@@ -219,6 +234,7 @@ impl EngineArgs {
                 enable_prefix_caching: !self.no_prefix_caching,
                 step_time_target: (self.step_time_target_ms > 0)
                     .then(|| Duration::from_millis(self.step_time_target_ms)),
+                prefill_share: self.prefill_share,
                 fair_share: FairShareConfig {
                     enabled: self.fair_share == Switch::On,
                     max_seqs_per_caller: self.max_seqs_per_caller,

@@ -27,7 +27,7 @@ pub mod step_cost;
 mod testkit;
 
 pub use encode_gate::{EncodeGate, EncoderTurn};
-pub use engine::{Engine, EngineConfig};
+pub use engine::{Engine, EngineConfig, DEFAULT_PREFILL_SHARE, DEFAULT_STEP_TIME_TARGET};
 pub use executor::{Executor, ExecutorError, ModelExecutor};
 pub use fair_share::{CallerId, FairShareConfig};
 pub use handle::{EngineHandle, RequestId, RequestStream, SubmitError};

@@ -258,7 +258,10 @@ mod tests {
         let e = m.estimate().unwrap();
         assert_eq!(e.per_logit_row, 0.0, "{e:?}");
         let deep = e.seconds(50, 1, 500_000);
-        assert!((deep - 0.1).abs() < 0.01, "a deep chunk still costs its attention: {e:?}");
+        assert!(
+            (deep - 0.1).abs() < 0.01,
+            "a deep chunk still costs its attention: {e:?}"
+        );
     }
 
     #[test]

@@ -128,36 +128,6 @@ impl Scheduler {
         })
     }
 
-    /// Prompt tokens (prefill chunks, admissions) this step may compute. Unbounded unless a step
-    /// time target is set, the cost of a step has been measured, and some running sequence is
-    /// decoding: then the prompt share of the step is the target less the decodes' predicted
-    /// time, but never less than the decodes' time (a model too slow for the target still
-    /// gives prompts half of every step) nor less than one block. That time buys fewer tokens
-    /// the deeper the prompt already is (each token attends to every position before it), so
-    /// the tokens are counted at the deepest running prompt's position.
-    pub(super) fn prefill_budget(&self) -> usize {
-        let (Some(target), Some(cost)) = (self.config.step_time_target, self.cost.estimate())
-        else {
-            return usize::MAX;
-        };
-        let (mut decoding, mut attended, mut deepest) = (0usize, 0u64, 0usize);
-        for seq in self.running.iter().map(|id| &self.seqs[id]) {
-            if is_prefilling(seq) {
-                deepest = deepest.max(seq.num_computed_tokens());
-            } else {
-                decoding += 1;
-                attended += seq.num_computed_tokens() as u64 + 1;
-            }
-        }
-        if decoding == 0 {
-            return usize::MAX;
-        }
-        let decode_secs = cost.seconds(decoding, decoding, attended);
-        let prefill_secs = (target.as_secs_f64() - decode_secs).max(decode_secs);
-        cost.prompt_tokens_within(deepest, prefill_secs)
-            .max(self.blocks.block_size())
-    }
-
     /// A running Low sequence a waiting High one may preempt (worst first, never one admitted in
     /// this step).
     pub(super) fn low_victim(&self, waiting: Priority, admitted: &HashSet<SeqId>) -> Option<SeqId> {

@@ -30,6 +30,7 @@ use crate::step_cost::StepCostModel;
 mod admission;
 mod drafts;
 mod prompt_share;
+mod step_budget;
 mod step_io;
 mod update;
 
@@ -51,9 +52,13 @@ pub struct SchedulerConfig {
     /// Effective priority gained per second of waiting.
     pub aging_rate: f64,
     /// While sequences decode, prefill chunks are sized so that a step takes about this long
-    /// (but prompts always get at least as much time as the decodes); `None`: only
+    /// (but prompts always get at least `prefill_share` of it); `None`: only
     /// `max_num_batched_tokens` bounds a step.
     pub step_time_target: Option<Duration>,
+    /// The least share of a step's time that prompts get beside decodes, in (0, 1): the step
+    /// then lasts at most the decodes' time / (1 - share), so a long prompt slows the streams
+    /// by at most that factor and runs at no less than `share` of its speed alone.
+    pub prefill_share: f64,
     /// How seats are shared between callers.
     pub fair_share: FairShareConfig,
 }
@@ -71,6 +76,8 @@ pub struct Scheduler {
     requests: HashMap<RequestId, Vec<SeqId>>,
     /// What steps have cost so far.
     cost: StepCostModel,
+    /// What steps without prompt tokens have cost (`step_budget.rs`).
+    decode_cost: StepCostModel,
     /// Draft tokens and what they are worth, when the engine speculates.
     speculator: Option<Speculator>,
 }
@@ -86,6 +93,7 @@ impl Scheduler {
             seqs: HashMap::new(),
             requests: HashMap::new(),
             cost: StepCostModel::default(),
+            decode_cost: StepCostModel::default(),
             speculator: None,
         }
     }
@@ -117,8 +125,25 @@ impl Scheduler {
         // Each token attends to the positions up to its own (fewer under a sliding window,
         // which the fit then charges at a lower rate).
         let attended: u64 = out.batch.positions.iter().map(|&p| u64::from(p) + 1).sum();
+        let predicted = self
+            .cost
+            .estimate()
+            .map(|c| c.seconds(tokens, rows, attended));
+        tracing::trace!(
+            tokens,
+            logit_rows = rows,
+            attended,
+            predicted_ms = predicted.map_or(f64::NAN, |s| s * 1e3),
+            ms = elapsed.as_secs_f64() * 1e3,
+            "step cost"
+        );
         self.cost
             .observe(tokens, rows, attended, elapsed.as_secs_f64());
+        let decodes_only =
+            (out.scheduled.iter()).all(|s| s.num_new_tokens == 1 && s.logits_row.is_some());
+        if decodes_only {
+            (self.decode_cost).observe(tokens, rows, attended, elapsed.as_secs_f64());
+        }
         if let Some(speculator) = self.speculator.as_mut() {
             speculator.observe_step(tokens, rows, elapsed.as_secs_f64());
         }

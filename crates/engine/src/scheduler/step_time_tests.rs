@@ -69,14 +69,15 @@ fn decodes_slower_than_the_target_still_leave_prompts_half_the_step() {
 }
 
 #[test]
-fn the_prompt_share_is_never_below_one_block() {
+fn the_prompt_chunk_is_never_below_the_least_chunk() {
     let t0 = Instant::now();
     let mut s = timed_scheduler(1, 512);
     start_decoding(&mut s, t0, 1);
     s.add(simple(7, t0 + Duration::from_millis(1), 40, 4))
         .unwrap();
     let out = s.schedule(t0);
-    assert_eq!(scheduled_tokens(&out), vec![(0, 1), (7, 4)]);
+    let least = super::step_budget::MIN_PROMPT_CHUNK;
+    assert_eq!(scheduled_tokens(&out), vec![(0, 1), (7, least)]);
 }
 
 #[test]
@@ -121,4 +122,67 @@ fn a_deeper_prompt_gets_shorter_chunks_for_the_same_step_time() {
     }
     assert!(chunks.windows(2).all(|w| w[1] <= w[0]), "{chunks:?}");
     assert!(chunks[0] > 2 * chunks[chunks.len() - 2], "{chunks:?}");
+}
+
+#[test]
+fn a_larger_prefill_share_gives_prompts_more_of_a_slow_step() {
+    let t0 = Instant::now();
+    for (share, expected) in [(0.5, 8), (0.6, 12), (0.75, 24)] {
+        let mut s = timed_scheduler(5, 512);
+        s.config.prefill_share = share;
+        start_decoding(&mut s, t0, 8);
+        s.add(simple(20, t0 + Duration::from_millis(1), 40, 4))
+            .unwrap();
+        let out = s.schedule(t0);
+        let tokens = scheduled_tokens(&out);
+        assert_eq!(tokens.len(), 9, "all eight decodes run: {tokens:?}");
+        // 8 ms of decodes are 1 - share of the step: the prompt gets the rest.
+        assert_eq!(tokens[8], (20, expected), "share {share}");
+    }
+}
+
+#[test]
+fn the_decodes_time_comes_from_steps_without_prompt_tokens() {
+    let t0 = Instant::now();
+    let mut s = timed_scheduler(5, 512);
+    s.config.prefill_share = 0.8;
+    // Steps with prompt chunks came out at 1.5 ms a token; the decodes alone run at 1 ms a
+    // token (10 decodes: 10 ms), so a step is planned at 10 ms / (1 - 0.8) = 50 ms.
+    s.cost = Default::default();
+    s.cost.observe(100, 1, 0, 0.15);
+    s.cost.observe(100, 50, 0, 0.15);
+    start_decoding(&mut s, t0, 10);
+    s.decode_cost = Default::default();
+    s.decode_cost.observe(10, 10, 0, 0.010);
+    s.add(simple(20, t0 + Duration::from_millis(1), 100, 4))
+        .unwrap();
+    let out = s.schedule(t0);
+    let tokens = scheduled_tokens(&out);
+    assert_eq!(tokens.len(), 11, "all ten decodes run: {tokens:?}");
+    // The full fit charges the decodes 15 ms of the 50, which leaves 35 ms, but the prompt
+    // gets at least 80% of the step: 40 ms, 26 tokens at 1.5 ms. Planned from the full fit's
+    // decodes the step would be 75 ms and the chunk 40 tokens.
+    assert_eq!(tokens[10], (20, 26));
+}
+
+#[test]
+fn only_steps_without_prompt_tokens_teach_the_decode_fit() {
+    let t0 = Instant::now();
+    let mut s = timed_scheduler(1000, 512);
+    s.add(simple(0, t0, 20, 4)).unwrap();
+    let prompt = s.schedule(t0);
+    s.observe_step(&prompt, Duration::from_millis(40));
+    assert!(
+        s.decode_cost.estimate().is_none(),
+        "a prompt step is not a decode step"
+    );
+    feed(&mut s, &prompt, 9, t0);
+    let decode = s.schedule(t0);
+    assert_eq!(scheduled_tokens(&decode), vec![(0, 1)]);
+    s.observe_step(&decode, Duration::from_millis(3));
+    let learned = s.decode_cost.estimate().expect("a decode step teaches it");
+    assert!(
+        (learned.seconds(1, 1, 0) - 0.003).abs() < 1e-9,
+        "{learned:?}"
+    );
 }

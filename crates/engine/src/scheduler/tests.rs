@@ -18,6 +18,7 @@ fn config(max_num_seqs: usize, max_num_batched_tokens: usize) -> SchedulerConfig
         max_queue: 1024,
         aging_rate: 0.1,
         step_time_target: None,
+        prefill_share: 0.5,
         fair_share: FairShareConfig::default(),
     }
 }
