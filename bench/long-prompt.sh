@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A long prompt: sluice against llama-server on the same GGUF file, alternating, one server at a
 # time. Per server and round: the prompt's time to first token alone, then DECODERS streams
-# decoding for WINDOW seconds alone and then beside one more long prompt (bench/long_prompt.py).
+# decoding for WINDOW seconds alone, then beside one more long prompt, then alone again (bench/long_prompt.py).
 #
 #   MODEL=bench/out/models/qwen2.5-0.5b.q4_k_m.gguf bench/long-prompt.sh
 #     WORDS (default 8000: prompt words, about one token each), DECODERS (default 15), ROUNDS

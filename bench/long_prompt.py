@@ -137,11 +137,16 @@ def main():
         w1 = time.perf_counter()
         loaded = one_long(args, 2000)
         w2 = time.perf_counter()
+        time.sleep(args.window)
+        w3 = time.perf_counter()
         stop.set()
         before, during = gaps_within(all_stamps, w0, w1), gaps_within(all_stamps, w1, w2)
+        after = gaps_within(all_stamps, w2, w3)
+        around = before + after
         if args.stamps:
             with open(args.stamps, "w") as f:
-                json.dump({"window": [w0, w1, w2], "streams": [list(s) for s in all_stamps]}, f)
+                json.dump({"window": [w0, w1, w2, w3],
+                           "streams": [list(s) for s in all_stamps]}, f)
         result.update({
             "decoders": args.decoders,
             "gaps_alone_ms": {"n": len(before), "p50": pct(before, 0.5), "p99": pct(before, 0.99),
@@ -149,6 +154,9 @@ def main():
             "gaps_beside_prompt_ms": {"n": len(during), "p50": pct(during, 0.5),
                                       "p99": pct(during, 0.99),
                                       "max": max(during) if during else None},
+            "gaps_after_ms": {"n": len(after), "p50": pct(after, 0.5), "p99": pct(after, 0.99)},
+            "gaps_alone_around_ms": {"n": len(around), "p50": pct(around, 0.5),
+                                     "p99": pct(around, 0.99)},
             "loaded": loaded,
         })
     with open(args.out, "a") as f:
