@@ -152,10 +152,13 @@ pub trait WeightFormat: Send + Sync + std::fmt::Debug {
     }
 
     /// Fewest rows of a row block whose tiles read expanded panels on `isa` (where the format
-    /// expands): a panel is expanded once per row block, which enough tiles must repay. Three
-    /// tiles by default (at two VNNI tiles, 16 rows, expanding measured 15% slower).
+    /// expands): a panel is expanded once per row block, which enough tiles must repay. Five
+    /// tiles by default: at two VNNI tiles (16 rows) expanding measured 15% slower, at four
+    /// (32 rows) 6-15% slower for the 32-weight block types (`forward_bench formats`, 2-core
+    /// AMD EPYC), and a step of 16 decodes and an 8- or 16-token prompt chunk (24-32 rows, the
+    /// steps beside a long prompt) 2-12% faster without it.
     fn expand_min_rows(&self, isa: Isa) -> usize {
-        3 * self.tile_rows(isa)
+        5 * self.tile_rows(isa)
     }
 
     /// Bytes of one panel of `k` weights expanded for `isa` by
