@@ -1,7 +1,9 @@
 //! How long a step takes, learned from the steps already run.
 //!
-//! A step's time is modelled as `per_token · tokens + per_logit_row · logit_rows +
-//! per_attended · attended`: every batched token pays for the model body, every row that wants
+//! A step's time is modelled as `per_step + per_token · tokens + per_logit_row · logit_rows +
+//! per_attended · attended`: every step pays for what does not grow with its rows (reading
+//! weights a small batch leaves memory-bound, waking the threads), every batched token pays
+//! for the model body, every row that wants
 //! logits also pays for the output head and sampling (on a 152k-word vocabulary that is a
 //! quarter of a decode token's cost), and every (token, cached position it attends to) pair
 //! pays for attention, which is what makes a prompt chunk at position 8,000 several times
@@ -12,6 +14,8 @@
 /// Estimated cost rates of one step, in seconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StepCost {
+    /// Seconds every step costs, whatever its size.
+    pub per_step: f64,
     /// Seconds per batched token.
     pub per_token: f64,
     /// Extra seconds per row that wants logits.
@@ -24,7 +28,8 @@ impl StepCost {
     /// Predicted seconds of a step of `tokens` tokens, `logit_rows` of which want logits, that
     /// attend to `attended` positions in all.
     pub fn seconds(&self, tokens: usize, logit_rows: usize, attended: u64) -> f64 {
-        self.per_token * tokens as f64
+        self.per_step
+            + self.per_token * tokens as f64
             + self.per_logit_row * logit_rows as f64
             + self.per_attended * attended as f64
     }
@@ -51,15 +56,15 @@ impl StepCost {
 }
 
 /// The features of one step: tokens, logit rows, attended positions (scaled to keep the
-/// normal equations well conditioned).
-const FEATURES: usize = 3;
+/// normal equations well conditioned), and the step itself (1).
+const FEATURES: usize = 4;
 /// Attended positions per unit of the third feature.
 const ATTENDED_UNIT: f64 = 1024.0;
 
 /// The online fit. Observations decay by `DECAY` per step, so roughly the last 50 steps count.
 #[derive(Debug, Clone, Default)]
 pub struct StepCostModel {
-    /// Weighted sums of xᵢ·xⱼ over observations (x = tokens, rows, attended / 1024).
+    /// Weighted sums of xᵢ·xⱼ over observations (x = tokens, rows, attended / 1024, 1).
     xx: [[f64; FEATURES]; FEATURES],
     /// Weighted sums of xᵢ·seconds.
     xs: [f64; FEATURES],
@@ -78,6 +83,7 @@ impl StepCostModel {
             tokens as f64,
             logit_rows as f64,
             attended as f64 / ATTENDED_UNIT,
+            1.0,
         ];
         for i in 0..FEATURES {
             for j in 0..FEATURES {
@@ -89,19 +95,20 @@ impl StepCostModel {
 
     /// The current estimate; `None` before the first step: the least-squares fit over the
     /// rates that are physical (none negative, a token costs something). Where the full
-    /// three-rate fit is physical it is that; where noise or steps that do not tell the rates
-    /// apart push it outside physics, the best fit that leaves out the logit rows, the
-    /// attention or both (every second charged to tokens alone, which overestimates a prompt
+    /// four-rate fit is physical it is that; where noise or steps that do not tell the rates
+    /// apart push it outside physics (or make it singular: decodes alone have as many logit
+    /// rows as tokens), the best fit that leaves out some of the step, logit-row and attention
+    /// rates (at worst every second charged to tokens alone, which overestimates a prompt
     /// token and so errs towards shorter steps).
     pub fn estimate(&self) -> Option<StepCost> {
         let (xx, xs) = (&self.xx, &self.xs);
         if xx[0][0] <= 0.0 {
             return None;
         }
-        // Features a fit uses (bit i: feature i); every fit charges tokens.
-        const FITS: [u8; 4] = [0b111, 0b101, 0b011, 0b001];
-        FITS.iter()
-            .filter_map(|&fit| {
+        // Features a fit uses (bit i: feature i); every fit charges tokens (bit 0).
+        (1u8..1 << FEATURES)
+            .filter(|fit| fit & 1 != 0)
+            .filter_map(|fit| {
                 let rates = solve(xx, xs, fit)?;
                 let physical = rates[0] > 0.0 && rates.iter().all(|&r| r >= 0.0);
                 // The fit's squared error less the observations' own (the same for every
@@ -110,7 +117,8 @@ impl StepCostModel {
                 physical.then_some((error, rates))
             })
             .min_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, [t, r, a])| StepCost {
+            .map(|(_, [t, r, a, step])| StepCost {
+                per_step: step,
                 per_token: t,
                 per_logit_row: r,
                 per_attended: a / ATTENDED_UNIT,
@@ -191,6 +199,7 @@ mod tests {
     #[test]
     fn recovers_both_rates_from_mixed_steps() {
         let truth = StepCost {
+            per_step: 0.0,
             per_token: 0.004,
             per_logit_row: 0.0016,
             per_attended: 0.0,
@@ -265,8 +274,29 @@ mod tests {
     }
 
     #[test]
+    fn decode_steps_of_any_size_tell_the_step_cost_from_the_token_cost() {
+        let truth = StepCost {
+            per_step: 0.012,
+            per_token: 0.0027,
+            per_logit_row: 0.0,
+            per_attended: 0.0,
+        };
+        let mut m = StepCostModel::default();
+        // One stream decoding, then four, then sixteen: a pooled rate per token would put
+        // 15 ms on each of the sixteen.
+        for n in [1, 1, 4, 4, 16] {
+            m.observe(n, n, 0, truth.seconds(n, n, 0));
+        }
+        let e = m.estimate().unwrap();
+        let sixteen = e.seconds(16, 16, 0);
+        assert!(close(sixteen, truth.seconds(16, 16, 0)), "{e:?}");
+        assert!(close(e.per_step, 0.012), "{e:?}");
+    }
+
+    #[test]
     fn recovers_the_attention_rate_from_chunks_at_growing_positions() {
         let truth = StepCost {
+            per_step: 0.0,
             per_token: 0.0015,
             per_logit_row: 0.0004,
             per_attended: 2e-8,
@@ -289,6 +319,7 @@ mod tests {
     #[test]
     fn a_later_prompt_chunk_gets_fewer_tokens_for_the_same_time() {
         let cost = StepCost {
+            per_step: 0.0,
             per_token: 0.001,
             per_logit_row: 0.0,
             per_attended: 1e-7,
