@@ -61,18 +61,35 @@ const FEATURES: usize = 4;
 /// Attended positions per unit of the third feature.
 const ATTENDED_UNIT: f64 = 1024.0;
 
-/// The online fit. Observations decay by `DECAY` per step, so roughly the last 50 steps count.
-#[derive(Debug, Clone, Default)]
+/// The online fit. Observations decay by a factor per step (0.98 by default, so roughly the
+/// last 50 steps count).
+#[derive(Debug, Clone)]
 pub struct StepCostModel {
     /// Weighted sums of xᵢ·xⱼ over observations (x = tokens, rows, attended / 1024, 1).
     xx: [[f64; FEATURES]; FEATURES],
     /// Weighted sums of xᵢ·seconds.
     xs: [f64; FEATURES],
+    /// What an observation weighs one observation later.
+    decay: f64,
 }
 
-const DECAY: f64 = 0.98;
+impl Default for StepCostModel {
+    fn default() -> Self {
+        StepCostModel::with_decay(0.98)
+    }
+}
 
 impl StepCostModel {
+    /// A fit whose observations weigh `decay` times less at each later one (about
+    /// `1 / (1 - decay)` observations count).
+    pub fn with_decay(decay: f64) -> Self {
+        StepCostModel {
+            xx: Default::default(),
+            xs: Default::default(),
+            decay,
+        }
+    }
+
     /// Records one step: `tokens` batched tokens, `logit_rows` of them wanting logits,
     /// `attended` positions attended to in all, `seconds` long.
     pub fn observe(&mut self, tokens: usize, logit_rows: usize, attended: u64, seconds: f64) {
@@ -87,9 +104,9 @@ impl StepCostModel {
         ];
         for i in 0..FEATURES {
             for j in 0..FEATURES {
-                self.xx[i][j] = self.xx[i][j] * DECAY + x[i] * x[j];
+                self.xx[i][j] = self.xx[i][j] * self.decay + x[i] * x[j];
             }
-            self.xs[i] = self.xs[i] * DECAY + x[i] * seconds;
+            self.xs[i] = self.xs[i] * self.decay + x[i] * seconds;
         }
     }
 

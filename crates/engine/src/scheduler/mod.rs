@@ -78,6 +78,8 @@ pub struct Scheduler {
     cost: StepCostModel,
     /// What steps without prompt tokens have cost (`step_budget.rs`).
     decode_cost: StepCostModel,
+    /// Steps run since the last one without prompt tokens (`step_budget.rs`).
+    steps_since_decodes_alone: usize,
     /// Draft tokens and what they are worth, when the engine speculates.
     speculator: Option<Speculator>,
 }
@@ -93,7 +95,8 @@ impl Scheduler {
             seqs: HashMap::new(),
             requests: HashMap::new(),
             cost: StepCostModel::default(),
-            decode_cost: StepCostModel::default(),
+            decode_cost: StepCostModel::with_decay(step_budget::DECODE_FIT_DECAY),
+            steps_since_decodes_alone: 0,
             speculator: None,
         }
     }
@@ -143,6 +146,9 @@ impl Scheduler {
             (out.scheduled.iter()).all(|s| s.num_new_tokens == 1 && s.logits_row.is_some());
         if decodes_only {
             (self.decode_cost).observe(tokens, rows, attended, elapsed.as_secs_f64());
+            self.steps_since_decodes_alone = 0;
+        } else {
+            self.steps_since_decodes_alone += 1;
         }
         if let Some(speculator) = self.speculator.as_mut() {
             speculator.observe_step(tokens, rows, elapsed.as_secs_f64());

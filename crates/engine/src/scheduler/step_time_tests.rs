@@ -186,3 +186,37 @@ fn only_steps_without_prompt_tokens_teach_the_decode_fit() {
         "{learned:?}"
     );
 }
+
+#[test]
+fn beside_a_long_prompt_one_step_in_sixteen_measures_the_decodes_alone() {
+    let t0 = Instant::now();
+    let mut s = Scheduler::new(
+        SchedulerConfig {
+            step_time_target: Some(Duration::from_millis(20)),
+            ..config(16, 512)
+        },
+        BlockManager::new(512, 4, true),
+    );
+    s.cost.observe(100, 1, 0, 0.1);
+    s.cost.observe(100, 50, 0, 0.1);
+    start_decoding(&mut s, t0, 1);
+    s.add(simple(7, t0 + Duration::from_millis(1), 1000, 4))
+        .unwrap();
+    let every = super::step_budget::DECODE_PROBE_EVERY;
+    let mut alone = Vec::new();
+    for step in 0..2 * every + 2 {
+        let out = s.schedule(t0);
+        let tokens = scheduled_tokens(&out);
+        assert_eq!(tokens[0], (0, 1), "the decode always runs");
+        if tokens.len() == 1 {
+            alone.push(step);
+        }
+        s.observe_step(&out, Duration::from_millis(10));
+        feed(&mut s, &out, 9, t0);
+    }
+    assert_eq!(alone, vec![every, 2 * every + 1]);
+    assert!(
+        s.decode_cost.estimate().is_some(),
+        "the probes taught the decode fit"
+    );
+}
