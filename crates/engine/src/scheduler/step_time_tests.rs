@@ -5,12 +5,17 @@ use super::*;
 /// A scheduler whose steps have been measured at 1 ms per token (logits rows cost nothing extra)
 /// and that aims at `target_ms` per step.
 fn timed_scheduler(target_ms: u64, budget: usize) -> Scheduler {
+    timed_scheduler_with_blocks(target_ms, budget, 64)
+}
+
+/// [`timed_scheduler`] over `blocks` blocks of 4 tokens.
+fn timed_scheduler_with_blocks(target_ms: u64, budget: usize, blocks: usize) -> Scheduler {
     let mut s = Scheduler::new(
         SchedulerConfig {
             step_time_target: Some(Duration::from_millis(target_ms)),
             ..config(16, budget)
         },
-        BlockManager::new(64, 4, true),
+        BlockManager::new(blocks, 4, true),
     );
     s.cost.observe(100, 1, 0, 0.1);
     s.cost.observe(100, 50, 0, 0.1);
@@ -53,19 +58,6 @@ fn without_decodes_a_prompt_takes_the_whole_token_budget() {
     s.add(simple(7, t0, 40, 4)).unwrap();
     let out = s.schedule(t0);
     assert_eq!(scheduled_tokens(&out), vec![(7, 32)]);
-}
-
-#[test]
-fn decodes_slower_than_the_target_still_leave_prompts_half_the_step() {
-    let t0 = Instant::now();
-    let mut s = timed_scheduler(5, 512);
-    start_decoding(&mut s, t0, 8);
-    s.add(simple(20, t0 + Duration::from_millis(1), 40, 4))
-        .unwrap();
-    let out = s.schedule(t0);
-    let tokens = scheduled_tokens(&out);
-    assert_eq!(tokens.len(), 9, "all eight decodes run: {tokens:?}");
-    assert_eq!(tokens[8], (20, 8), "8 ms of decodes earn the prompt 8 ms");
 }
 
 #[test]
@@ -125,8 +117,9 @@ fn a_deeper_prompt_gets_shorter_chunks_for_the_same_step_time() {
 }
 
 #[test]
-fn a_larger_prefill_share_gives_prompts_more_of_a_slow_step() {
+fn decodes_slower_than_the_target_leave_prompts_their_share_of_the_step() {
     let t0 = Instant::now();
+    // 0.5, the default: 8 ms of decodes earn the prompt 8 ms.
     for (share, expected) in [(0.5, 8), (0.6, 12), (0.75, 24)] {
         let mut s = timed_scheduler(5, 512);
         s.config.prefill_share = share;
@@ -190,15 +183,7 @@ fn only_steps_without_prompt_tokens_teach_the_decode_fit() {
 #[test]
 fn beside_a_long_prompt_one_step_in_sixteen_measures_the_decodes_alone() {
     let t0 = Instant::now();
-    let mut s = Scheduler::new(
-        SchedulerConfig {
-            step_time_target: Some(Duration::from_millis(20)),
-            ..config(16, 512)
-        },
-        BlockManager::new(512, 4, true),
-    );
-    s.cost.observe(100, 1, 0, 0.1);
-    s.cost.observe(100, 50, 0, 0.1);
+    let mut s = timed_scheduler_with_blocks(20, 512, 512);
     start_decoding(&mut s, t0, 1);
     s.add(simple(7, t0 + Duration::from_millis(1), 1000, 4))
         .unwrap();
