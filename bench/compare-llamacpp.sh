@@ -134,16 +134,16 @@ for model in ${MODELS//,/ }; do
   if [ "$model" = llama3.1-8b ] && [ ! -f "$dir.f16.gguf" ]; then
     # Too large for a safetensors round trip: written as GGUF f16 directly, tensor by tensor.
     log "making random-weight $model (GGUF f16, ~15 GiB)"
-    python3 "$ROOT/bench/make_large_gguf.py" "$dir.f16.gguf.tmp" >"$LOGS/make-$model.log" 2>&1
+    "$ROOT/bench/python" "$ROOT/bench/make_large_gguf.py" "$dir.f16.gguf.tmp" >"$LOGS/make-$model.log" 2>&1
     mv "$dir.f16.gguf.tmp" "$dir.f16.gguf"
   fi
   if [ ! -f "$dir.f16.gguf" ] && [ ! -f "$dir/model.safetensors" ]; then
     log "making random-weight $model"
-    python3 "$ROOT/bench/make_random_model.py" "$OUT/models" --models "$model" >/dev/null
+    "$ROOT/bench/python" "$ROOT/bench/make_random_model.py" "$OUT/models" --models "$model" >/dev/null
   fi
   if [ ! -f "$dir.f16.gguf" ]; then
     log "converting $model to GGUF f16"
-    python3 "$PEERS/to-gguf.py" "$dir" "$dir.f16.gguf.tmp" --outtype f16 >"$LOGS/to-gguf-$model.log" 2>&1
+    "$ROOT/bench/python" "$PEERS/to-gguf.py" "$dir" "$dir.f16.gguf.tmp" --outtype f16 >"$LOGS/to-gguf-$model.log" 2>&1
     mv "$dir.f16.gguf.tmp" "$dir.f16.gguf"
   fi
   for w in ${WEIGHTS//,/ }; do

@@ -11,8 +11,8 @@
 #                BATCH1_SECS (measured seconds at batch 1, default 30), SLUICE_MODEL (what sluice
 #                serves; default the GGUF itself, or the Hugging Face directory it was made from)
 #
-# Make the model first: python3 bench/make_random_model.py bench/out/models --models qwen3-0.6b
-# and python3 ../shared/peers/to-gguf.py bench/out/models/qwen3-0.6b \
+# Make the model first: bench/python bench/make_random_model.py bench/out/models --models qwen3-0.6b
+# and bench/python ../shared/peers/to-gguf.py bench/out/models/qwen3-0.6b \
 #   bench/out/models/qwen3-0.6b-f16.gguf --outtype f16
 set -euo pipefail
 

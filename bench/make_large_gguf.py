@@ -3,7 +3,7 @@
 32 query / 8 key-value heads, MLP 14336, vocabulary 128256, untied output), in f16, streamed tensor
 by tensor so that neither memory nor time grows with the model beyond one tensor at a time.
 
-    python3 bench/make_large_gguf.py OUT.gguf [--layers 32] [--seed 0] [--draft-of 32]
+    bench/python bench/make_large_gguf.py OUT.gguf [--layers 32] [--seed 0] [--draft-of 32]
 
 `--draft-of N --layers L` writes a draft model for the N-layer file of the same seed: its
 embeddings, first L layers and output head are that file's very tensors (the same draws, the

@@ -3,7 +3,7 @@
 2048, 32 query / 4 key-value heads of 128, q/k norms, 128 experts of width 768 with 8 used per
 token, untied output), with fewer layers, in f16, streamed tensor by tensor.
 
-    python3 bench/make_moe_gguf.py OUT.gguf [--layers 4] [--seed 0]
+    bench/python bench/make_moe_gguf.py OUT.gguf [--layers 4] [--seed 0]
 
 Then `llama-quantize OUT.gguf OUT.q4_k_m.gguf Q4_K_M` makes the file both servers are measured on.
 Each layer holds ~623M parameters (~0.36 GB in Q4_K_M, 1.25 GB in f16); the full model has 48,

@@ -5,7 +5,7 @@ the language model (`general.architecture = qwen2vl`, multimodal RoPE) and its p
 tensor, with the keys and tensor names llama.cpp's converter writes (those of
 fixtures/gguf/*qwen2_5-vl*.gguf, which it made).
 
-    python3 bench/make_qwen_vl_gguf.py OUT_DIR [--layers 36] [--vision-layers 32] [--seed 0]
+    bench/python bench/make_qwen_vl_gguf.py OUT_DIR [--layers 36] [--vision-layers 32] [--seed 0]
     llama-quantize OUT_DIR/qwen2.5-vl-3b.f16.gguf OUT_DIR/qwen2.5-vl-3b.q4_k_m.gguf Q4_K_M
 
 Shapes are the published Qwen2.5-VL-3B-Instruct's: text hidden 2048, 36 layers, 16 query / 2

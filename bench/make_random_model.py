@@ -3,7 +3,7 @@
 Qwen2.5-0.5B, Qwen3-0.6B and Gemma-3-1B, for benchmarking sluice against llama.cpp on identical
 f16 weights.
 
-    python3 bench/make_random_model.py [OUT_DIR] [--models smollm2-135m,qwen2.5-0.5b] [--seed 0]
+    bench/python bench/make_random_model.py [OUT_DIR] [--models smollm2-135m,qwen2.5-0.5b] [--seed 0]
                                        [--check]
 
 Each model lands in OUT_DIR/<name>/ (default bench/out/models/, git-ignored: never commit weights)

@@ -3,7 +3,7 @@
 from: the language model (`general.architecture = gemma3`) and its projector
 (`mmproj-*.gguf`, `clip` with projector type `gemma3`), in f16, streamed tensor by tensor.
 
-    python3 bench/make_vision_gguf.py OUT_DIR [--layers 34] [--vision-layers 27] [--seed 0]
+    bench/python bench/make_vision_gguf.py OUT_DIR [--layers 34] [--vision-layers 27] [--seed 0]
     llama-quantize OUT_DIR/gemma3-4b-vision.f16.gguf OUT_DIR/gemma3-4b-vision.q4_k_m.gguf Q4_K_M
 
 Shapes are the published Gemma 3 4B's: text hidden 2560, 34 layers (every 6th global, the rest
