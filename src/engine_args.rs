@@ -289,6 +289,34 @@ mod tests {
     }
 
     #[test]
+    fn the_step_budget_flags_reach_the_engine_and_a_share_must_be_a_fraction() {
+        let engine = |args: &[&str]| {
+            let share = MemoryShare {
+                budget_bytes: 1 << 30,
+                models: 1,
+            };
+            let options = parse_for_test(args).unwrap().launch_options(share).unwrap();
+            (
+                options.engine.step_time_target,
+                options.engine.prefill_share,
+            )
+        };
+        let defaults = (
+            Some(sluice_engine::DEFAULT_STEP_TIME_TARGET),
+            sluice_engine::DEFAULT_PREFILL_SHARE,
+        );
+        assert_eq!(engine(&[]), defaults);
+        assert_eq!(
+            engine(&["--step-time-target-ms", "0", "--prefill-share", "0.6"]),
+            (None, 0.6)
+        );
+        for bad in ["0", "1", "-0.5", "1.5", "half", "NaN"] {
+            let err = parse_for_test(&[&format!("--prefill-share={bad}")]).unwrap_err();
+            assert!(err.contains("strictly between 0 and 1"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn the_vision_encoder_takes_its_own_dtype_or_the_models() {
         let settings = |args: &[&str]| {
             let engine = parse_for_test(args).unwrap();
