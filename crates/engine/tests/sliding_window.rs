@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use sluice_engine::{
     Engine, EngineConfig, EngineHandle, Event, FinishReason, GenerationRequest, ModelExecutor,
-    Priority, PromptOutputs, RequestStream, SamplingParams, StopRules,
+    RequestStream, SamplingParams,
 };
 use sluice_model::{KvCache, KvDtype, KvPools, LoadOptions, Model};
 use sluice_text::Tokenizer;
@@ -38,23 +38,12 @@ fn start(window_blocks: usize, config: EngineConfig) -> EngineHandle {
 
 fn request(prompt: Vec<u32>, max_tokens: u32, seed: Option<u64>) -> GenerationRequest {
     GenerationRequest {
-        prompt_tokens: prompt,
-        n: 1,
         sampling: SamplingParams {
             temperature: if seed.is_some() { 1.0 } else { 0.0 },
             seed,
             ..SamplingParams::default()
         },
-        stop: StopRules {
-            max_tokens,
-            ignore_eos: true,
-            ..StopRules::default()
-        },
-        priority: Priority::Normal,
-        cache_salt: None,
-        caller: None,
-        images: Default::default(),
-        prompt_outputs: PromptOutputs::default(),
+        ..GenerationRequest::greedy(prompt, max_tokens)
     }
 }
 

@@ -9,9 +9,7 @@ use sluice_text::Tokenizer;
 use super::*;
 use crate::engine::{Engine, EngineConfig};
 use crate::handle::{EngineHandle, RequestStream};
-use crate::request::{
-    Event, FinishReason, GenerationRequest, Priority, ResponseFormat, SamplingParams, StopRules,
-};
+use crate::request::{Event, FinishReason, GenerationRequest, ResponseFormat, SamplingParams};
 
 fn fixture() -> PathBuf {
     crate::testkit::fixture("llama")
@@ -67,19 +65,8 @@ fn start_model(
 
 fn request(prompt: Vec<u32>, sampling: SamplingParams, max_tokens: u32) -> GenerationRequest {
     GenerationRequest {
-        prompt_tokens: prompt,
-        n: 1,
         sampling,
-        stop: StopRules {
-            max_tokens,
-            ignore_eos: true,
-            ..StopRules::default()
-        },
-        priority: Priority::Normal,
-        cache_salt: None,
-        caller: None,
-        images: Default::default(),
-        prompt_outputs: crate::request::PromptOutputs::default(),
+        ..GenerationRequest::greedy(prompt, max_tokens)
     }
 }
 
