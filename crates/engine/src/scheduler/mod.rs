@@ -128,15 +128,14 @@ impl Scheduler {
         // Each token attends to the positions up to its own (fewer under a sliding window,
         // which the fit then charges at a lower rate).
         let attended: u64 = out.batch.positions.iter().map(|&p| u64::from(p) + 1).sum();
-        let predicted = self
-            .cost
-            .estimate()
-            .map(|c| c.seconds(tokens, rows, attended));
+        // The prediction is fitted only where the trace is on (field values are evaluated
+        // only for an enabled event).
         tracing::trace!(
             tokens,
             logit_rows = rows,
             attended,
-            predicted_ms = predicted.map_or(f64::NAN, |s| s * 1e3),
+            predicted_ms = (self.cost.estimate())
+                .map_or(f64::NAN, |c| c.seconds(tokens, rows, attended) * 1e3),
             ms = elapsed.as_secs_f64() * 1e3,
             "step cost"
         );
